@@ -1,0 +1,57 @@
+#pragma once
+// Typed SeZM/DPA4 model configuration: exactly the option set the engines compute exactly.
+// parse_model_config() refuses every other value with an Error naming option, value and
+// what is supported (docs/model-options.md lists the accepted keys and values).
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace sezm {
+
+struct ModelConfig {
+  // ---- model ----
+  std::vector<std::string> type_map;
+  // ---- descriptor ----
+  int channels = 0;        // C
+  int n_radial = 0;
+  int lmax = 0;            // L
+  int mmax = 1;            // only 1 is supported
+  int n_blocks = 0;
+  int mixing_layers = 0;   // gated layers + 1 identity layer
+  std::string radial_so2_mode;  // "none" | "degree_channel"
+  int radial_so2_rank = 1;      // 1 (degree_channel)
+  int n_focus = 1;              // F
+  int focus_dim = 0;            // 0 -> C
+  int n_atten_head = 1;         // only 1
+  double rcut = 0.0;
+  double eps = 1e-7;
+  int env_exp_rbf = 7;          // env_exp[0]
+  int env_exp_edge = 5;         // env_exp[1]
+  bool edge_norm = true;
+  std::string precision;        // "float32" | "float64" (descriptor; fitting must match)
+  int ffn_neurons = 0;          // 0 -> auto
+  // ---- fitting ----
+  std::vector<int> fitting_neuron;  // as written in the config (0 = auto width)
+
+  // ---- derived sizes (filled by parse_model_config) ----
+  int focus_width() const { return focus_dim > 0 ? focus_dim : channels; }  // C_f
+  int wide() const { return n_focus * focus_width(); }                     // C_w
+  int n_coeff() const { return (lmax + 1) * (lmax + 1); }                   // D
+  int n_reduced() const { return 3 * lmax + 1; }                            // D_m (mmax = 1)
+  int ffn_hidden() const;           // H of the block FFNs and the read-out FFN
+  std::vector<int> fitting_hidden() const;  // resolved hidden widths of the fitting net
+  // env-seed sizes
+  int es_embed() const;
+  int es_type_dim() const;
+  int es_axis() const;
+  int es_rbf_out() const;
+  int es_g_in() const;
+  int es_hidden() const;
+};
+
+// Validates and converts deepmd-kit's `model_params` (model/_extra_state/model_params).
+// `source` (e.g. the checkpoint path) is only used in error messages.
+ModelConfig parse_model_config(const nlohmann::json& model_params, const std::string& source);
+
+}  // namespace sezm
