@@ -1,0 +1,212 @@
+#pragma once
+// One SeZM interaction block (docs/sezm/02 §1, §7; backward §9):
+//   H  = pre_focus_mix(X)                      (all nodes: sources may be ghosts)
+//   P  = sum_{e->n} alpha_e M_e                (SO(2) value path per edge tile, attention)
+//   X1 = X + EqRMSNorm_post(post_focus_mix(gamma * P))
+//   Y  = X1 + FFN(EqRMSNorm_pre(X1))
+// Edge work runs over tiles of whole destination segments, so a tile owns the softmax of its
+// centres and its P rows; tiles run in parallel (OpenMP), with per-thread accumulators for the
+// source-side scatters of the backward. The forward keeps nothing per edge beyond alpha: the
+// backward recomputes each tile's value path on the fly.
+#include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "engine/attention.h"
+#include "engine/ffn.h"
+#include "engine/norms.h"
+#include "engine/so2_convolution.h"
+
+namespace sezm {
+
+inline int engine_threads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+inline int engine_thread_id() {
+#ifdef _OPENMP
+  return omp_get_thread_num();
+#else
+  return 0;
+#endif
+}
+
+// Tiles of whole destination segments with about `target` edges each.
+inline std::vector<int> make_edge_tiles(const EdgeTopology& t, int target = 256) {
+  std::vector<int> b{0};
+  for (int n = 0; n < t.n_nodes; ++n) {
+    const int end = t.dst_offsets[n + 1];
+    if (end - b.back() >= target || n + 1 == t.n_nodes) b.push_back(end);
+  }
+  if (b.back() != t.E) b.push_back(t.E);
+  return b;
+}
+
+template <class T>
+struct BlockCache {
+  std::vector<T> H;          // (n_total, D, Cw)
+  AttentionState<T> att;
+  std::vector<T> P;          // (n_nodes, D, Cw) ungated aggregate
+  std::vector<T> O;          // (n_nodes, D, C)  post_focus_mix output (post-norm input)
+  std::vector<T> post_rho;   // (n_nodes)
+  std::vector<T> X1;         // (n_nodes, D, C)
+  std::vector<T> pre_rho;    // (n_nodes)
+  std::vector<T> Xt;         // (n_nodes, D, C)  FFN input
+  std::vector<T> ffn_h;      // (n_nodes, D, 2H)
+};
+
+// l = 0 radial features projected to the wide width, (E, Cw).
+template <class T>
+Mat<T> radial_l0_hidden(const ModelW<T>& w, const BlockW<T>& bw, const T* R, int E) {
+  const int L = w.cfg.lmax, C = w.cfg.channels;
+  auto R0 = view(R, E, C, (L + 1) * C);
+  if (bw.has_radial_hidden_proj) return R0 * bw.radial_hidden_proj;
+  return R0;
+}
+
+template <class T>
+void block_forward(const ModelW<T>& w, const BlockW<T>& bw, const FFNGrid<T>& grid, const EdgeTopology& t,
+                   const EdgeGeometry<T>& geo, const std::vector<int>& tiles, const T* X, const T* R, T* Y,
+                   BlockCache<T>& bc) {
+  const ModelConfig& cfg = w.cfg;
+  const int L = cfg.lmax, C = cfg.channels, Cw = cfg.wide(), Cf = cfg.focus_width(), F = cfg.n_focus;
+  const int D = cfg.n_coeff(), N = t.n_nodes;
+  bc.H.resize(static_cast<size_t>(t.n_total) * D * Cw);
+  per_degree_linear(X, t.n_total, L, C, bw.pre_focus_mix, bc.H.data(), Cw);
+  attention_node_forward(w, bw, t, bc.H.data(), bc.att);
+  attention_softmax_forward(w, bw, t, geo.env.data(), radial_l0_hidden(w, bw, R, t.E), bc.att);
+
+  bc.P.assign(static_cast<size_t>(N) * D * Cw, T(0));
+  const int ntiles = static_cast<int>(tiles.size()) - 1;
+#pragma omp parallel
+  {
+    SO2Tile<T> s;
+#pragma omp for schedule(dynamic)
+    for (int it = 0; it < ntiles; ++it) {
+      so2_tile_forward(w, bw, t, geo, bc.H.data(), R, tiles[it], tiles[it + 1] - tiles[it], s);
+      for (int i = 0; i < s.Ec; ++i) {
+        const int e = s.e0 + i;
+        T* Pn = bc.P.data() + static_cast<size_t>(t.dst[e]) * D * Cw;
+        const T* Me = s.M.data() + static_cast<size_t>(i) * D * Cw;
+        for (int d = 0; d < D; ++d)
+          for (int c = 0; c < Cw; ++c) Pn[d * Cw + c] += bc.att.alpha(e, c / Cf) * Me[d * Cw + c];
+      }
+    }
+  }
+
+  // Gate, post mix, post norm, residual; then the FFN branch.
+  std::vector<T> A(bc.P.size());
+  for (int n = 0; n < N; ++n)
+    for (int d = 0; d < D; ++d)
+      for (int c = 0; c < Cw; ++c) {
+        const size_t i = (static_cast<size_t>(n) * D + d) * Cw + c;
+        A[i] = bc.att.gamma(n, c / Cf) * bc.P[i];
+      }
+  (void)F;
+  bc.O.resize(static_cast<size_t>(N) * D * C);
+  per_degree_linear(A.data(), N, L, Cw, bw.post_focus_mix, bc.O.data(), C);
+  bc.X1.resize(bc.O.size());
+  bc.Xt.resize(bc.O.size());
+  bc.post_rho.resize(N);
+  bc.pre_rho.resize(N);
+  std::vector<T> tmp(static_cast<size_t>(D) * C);
+  for (int n = 0; n < N; ++n) {
+    const size_t o = static_cast<size_t>(n) * D * C;
+    bc.post_rho[n] = equivariant_rms_norm(&bc.O[o], L, C, bw.post_so2_norm, tmp.data());
+    for (int i = 0; i < D * C; ++i) bc.X1[o + i] = X[o + i] + tmp[i];
+    bc.pre_rho[n] = equivariant_rms_norm(&bc.X1[o], L, C, bw.pre_ffn_norm, &bc.Xt[o]);
+  }
+  ffn_forward(w, bw, grid, bc.Xt.data(), N, Y, bc.ffn_h);
+  for (size_t i = 0; i < bc.X1.size(); ++i) Y[i] += bc.X1[i];
+}
+
+// Y_bar (n_nodes rows) -> X_bar (n_total rows, overwritten); accumulates R_bar (E, L+1, C)
+// and the geometry adjoints (env, D).
+template <class T>
+void block_backward(const ModelW<T>& w, const BlockW<T>& bw, const FFNGrid<T>& grid, const EdgeTopology& t,
+                    const EdgeGeometry<T>& geo, const std::vector<int>& tiles, const T* R, const BlockCache<T>& bc,
+                    const T* Y_bar, T* X_bar, T* R_bar, EdgeGeometryGrad<T>& gb) {
+  const ModelConfig& cfg = w.cfg;
+  const int L = cfg.lmax, C = cfg.channels, Cw = cfg.wide(), Cf = cfg.focus_width(), F = cfg.n_focus;
+  const int D = cfg.n_coeff(), N = t.n_nodes, NT = t.n_total;
+
+  // FFN branch and the two norms -> X1_bar, then O_bar -> A_bar.
+  std::vector<T> Xt_bar(static_cast<size_t>(N) * D * C), X1_bar(Y_bar, Y_bar + static_cast<size_t>(N) * D * C);
+  ffn_backward(w, bw, grid, bc.ffn_h, N, Y_bar, Xt_bar.data());
+  std::vector<T> O_bar(static_cast<size_t>(N) * D * C, T(0));
+  for (int n = 0; n < N; ++n) {
+    const size_t o = static_cast<size_t>(n) * D * C;
+    equivariant_rms_norm_backward(&bc.X1[o], L, C, bw.pre_ffn_norm, bc.pre_rho[n], &Xt_bar[o], &X1_bar[o]);
+    equivariant_rms_norm_backward(&bc.O[o], L, C, bw.post_so2_norm, bc.post_rho[n], &X1_bar[o], &O_bar[o]);
+  }
+  std::vector<T> A_bar(static_cast<size_t>(N) * D * Cw);
+  per_degree_linear(O_bar.data(), N, L, C, bw.post_focus_mix, A_bar.data(), Cw, false, true);
+  // Output gate.
+  std::vector<T> P_bar(A_bar.size());
+  Mat<T> gamma_bar = Mat<T>::Zero(N, F);
+  for (int n = 0; n < N; ++n)
+    for (int d = 0; d < D; ++d)
+      for (int c = 0; c < Cw; ++c) {
+        const size_t i = (static_cast<size_t>(n) * D + d) * Cw + c;
+        P_bar[i] = bc.att.gamma(n, c / Cf) * A_bar[i];
+        gamma_bar(n, c / Cf) += A_bar[i] * bc.P[i];
+      }
+
+  // Edge tiles: recompute the value path, aggregation and softmax backward, value-path backward.
+  const int nth = engine_threads();
+  std::vector<std::vector<T>> H_bar_t(nth);
+  std::vector<Mat<T>> k_bar_t(nth);
+  Mat<T> q_bar = Mat<T>::Zero(NT, F * Cf);
+  const int ntiles = static_cast<int>(tiles.size()) - 1;
+#pragma omp parallel
+  {
+    const int tid = engine_thread_id();
+    H_bar_t[tid].assign(static_cast<size_t>(NT) * D * Cw, T(0));
+    k_bar_t[tid].setZero(NT, F * Cf);
+    SO2Tile<T> s;
+    Mat<T> M_bar, alpha_bar, Rhat_bar;
+#pragma omp for schedule(dynamic)
+    for (int it = 0; it < ntiles; ++it) {
+      const int e0 = tiles[it], Ec = tiles[it + 1] - e0;
+      so2_tile_forward(w, bw, t, geo, bc.H.data(), R, e0, Ec, s);
+      M_bar.resize(Ec, D * Cw);
+      alpha_bar.setZero(Ec, F);
+      for (int i = 0; i < Ec; ++i) {
+        const int e = e0 + i;
+        const T* Pb = P_bar.data() + static_cast<size_t>(t.dst[e]) * D * Cw;
+        const T* Me = s.M.data() + static_cast<size_t>(i) * D * Cw;
+        T* Mb = M_bar.data() + static_cast<size_t>(i) * D * Cw;
+        for (int d = 0; d < D; ++d)
+          for (int c = 0; c < Cw; ++c) {
+            const int f = c / Cf;
+            Mb[d * Cw + c] = bc.att.alpha(e, f) * Pb[d * Cw + c];
+            alpha_bar(i, f) += Pb[d * Cw + c] * Me[d * Cw + c];
+          }
+      }
+      Rhat_bar.setZero(Ec, (L + 1) * Cw);
+      Mat<T> Rhat0_bar = Mat<T>::Zero(Ec, Cw);
+      attention_softmax_backward(w, bw, t, geo.env.data(), bc.att, e0, e0 + Ec, alpha_bar, q_bar, k_bar_t[tid],
+                                 Rhat0_bar, gb.env.data());
+      Rhat_bar.leftCols(Cw) = Rhat0_bar;
+      so2_tile_backward(w, bw, t, geo, bc.H.data(), s, M_bar, H_bar_t[tid].data(), R_bar, &Rhat_bar, gb);
+    }
+  }
+  // Reduce the per-thread source-side accumulators.
+  std::vector<T> H_bar(std::move(H_bar_t[0]));
+  Mat<T> k_bar = std::move(k_bar_t[0]);
+  for (int i = 1; i < nth; ++i) {
+    if (H_bar_t[i].empty()) continue;
+    for (size_t j = 0; j < H_bar.size(); ++j) H_bar[j] += H_bar_t[i][j];
+    k_bar += k_bar_t[i];
+  }
+  attention_node_backward(w, bw, t, bc.H.data(), bc.att, q_bar, k_bar, gamma_bar, H_bar.data());
+  per_degree_linear(H_bar.data(), NT, L, Cw, bw.pre_focus_mix, X_bar, C, false, true);
+  for (size_t i = 0; i < X1_bar.size(); ++i) X_bar[i] += X1_bar[i];
+}
+
+}  // namespace sezm

@@ -1,0 +1,127 @@
+#include "engine/sezm_model.h"
+
+#include "common/error.h"
+
+namespace sezm {
+
+template <class T>
+EngineResult SezmEngine<T>::compute(const GraphView& g, bool gradients, FeatureExchange<T>* ex) const {
+  const ModelConfig& cfg = w_.cfg;
+  const int L = cfg.lmax, C = cfg.channels, D = cfg.n_coeff(), N = g.n_nodes, NT = g.n_total, E = g.E;
+  if (NT > N && ex == nullptr) throw Error("SezmEngine: a graph with ghost nodes needs a feature exchange");
+  for (int i = 0; i < NT; ++i)
+    if (g.types[i] < 0 || g.types[i] >= w_.ntypes)
+      throw Error("SezmEngine: atom type index " + std::to_string(g.types[i]) + " outside the model's type_map");
+  const EdgeTopology t{N, NT, E, g.src, g.dst, g.dst_offsets, g.types};
+  const std::vector<int> tiles = make_edge_tiles(t);
+
+  // ---- geometry and initial embedding ----
+  EdgeGeometry<T> geo;
+  edge_geometry_forward(w_, g.vec, E, geo);
+  std::vector<T> isd;
+  degree_forward(t, geo, isd);
+  Mat<T> tf;
+  edge_type_features(w_, t, tf);
+  std::vector<T> Mrad(static_cast<size_t>(E) * (L + 1) * C), hrad(static_cast<size_t>(E) * C);
+  radial_mlp_forward(w_, geo.rbf.data(), E, Mrad.data(), hrad.data());
+  std::vector<T> rho(Mrad.size());  // enveloped radial features (version 1.1)
+  for (int e = 0; e < E; ++e)
+    for (int i = 0; i < (L + 1) * C; ++i)
+      rho[static_cast<size_t>(e) * (L + 1) * C + i] = geo.env[e] * Mrad[static_cast<size_t>(e) * (L + 1) * C + i];
+
+  const size_t width = static_cast<size_t>(D) * C;
+  std::vector<std::vector<T>> X(cfg.n_blocks + 1, std::vector<T>(static_cast<size_t>(NT) * width, T(0)));
+  EnvSeedCache<T> esc;
+  {
+    std::vector<T> x0(static_cast<size_t>(N) * C);
+    env_seed_forward(w_, t, geo, isd, x0.data(), esc);
+    gie_forward(t, geo, isd, rho.data(), C, X[0].data());
+    for (int n = 0; n < N; ++n)
+      for (int c = 0; c < C; ++c) X[0][n * width + c] = x0[static_cast<size_t>(n) * C + c];
+  }
+  // Block radial features R = rho + tf (the type term on every degree).
+  std::vector<T> R(rho);
+  for (int e = 0; e < E; ++e)
+    for (int l = 0; l <= L; ++l)
+      for (int c = 0; c < C; ++c) R[(static_cast<size_t>(e) * (L + 1) + l) * C + c] += tf(e, c);
+
+  // ---- blocks ----
+  std::vector<BlockCache<T>> caches(cfg.n_blocks);
+  for (int b = 0; b < cfg.n_blocks; ++b) {
+    if (ex) ex->forward(X[b].data(), static_cast<int>(width));
+    block_forward(w_, w_.blocks[b], grid_, t, geo, tiles, X[b].data(), R.data(), X[b + 1].data(), caches[b]);
+  }
+
+  // ---- read-out and fitting ----
+  Mat<T> desc;
+  readout_forward(w_, X[cfg.n_blocks].data(), N, desc);
+  EngineResult res;
+  res.atom_energy.resize(N);
+  FittingCache<T> fc;
+  fitting_forward(w_, desc, g.types, res.atom_energy.data(), fc);
+  for (double e : res.atom_energy) res.energy += e;
+  if (!gradients) return res;
+
+  // ---- backward ----
+  Mat<T> desc_bar;
+  fitting_backward(w_, fc, desc_bar);
+  std::vector<T> Xb(static_cast<size_t>(NT) * width, T(0)), Xb_prev(Xb.size());
+  readout_backward(w_, X[cfg.n_blocks].data(), N, desc_bar, Xb.data());
+  EdgeGeometryGrad<T> gb;
+  gb.reset(geo);
+  std::vector<T> rho_bar(rho.size(), T(0));
+  for (int b = cfg.n_blocks - 1; b >= 0; --b) {
+    block_backward(w_, w_.blocks[b], grid_, t, geo, tiles, R.data(), caches[b], Xb.data(), Xb_prev.data(),
+                   rho_bar.data(), gb);
+    if (ex) ex->reverse(Xb_prev.data(), static_cast<int>(width));
+    std::swap(Xb, Xb_prev);
+  }
+  // Xb is now dE/dX0 on the centres.
+  std::vector<T> isd_bar(N, T(0)), x0_bar(static_cast<size_t>(N) * C);
+  for (int n = 0; n < N; ++n)
+    for (int c = 0; c < C; ++c) x0_bar[static_cast<size_t>(n) * C + c] = Xb[n * width + c];
+  env_seed_backward(w_, t, geo, isd, esc, x0_bar.data(), isd_bar, gb);
+  gie_backward(t, geo, isd, rho.data(), C, X[0].data(), Xb.data(), isd_bar, rho_bar.data(), gb);
+  degree_backward(t, geo, isd, isd_bar, gb.env);
+  // rho = env * M.
+  std::vector<T> M_bar(rho_bar.size());
+  for (int e = 0; e < E; ++e) {
+    T acc = 0;
+    for (int i = 0; i < (L + 1) * C; ++i) {
+      const size_t k = static_cast<size_t>(e) * (L + 1) * C + i;
+      acc += rho_bar[k] * Mrad[k];
+      M_bar[k] = rho_bar[k] * geo.env[e];
+    }
+    gb.env[e] += acc;
+  }
+  radial_mlp_backward(w_, hrad.data(), E, M_bar.data(), gb.rbf.data());
+  res.edge_grad.resize(3 * static_cast<size_t>(E));
+  edge_geometry_backward(w_, geo, gb, res.edge_grad.data());
+  return res;
+}
+
+void assemble_forces_virial(const GraphView& g, const double* edge_grad, double* forces, double* virial,
+                            double* atom_virial) {
+  for (int e = 0; e < g.E; ++e) {
+    const double* ge = edge_grad + 3 * static_cast<size_t>(e);
+    const double* v = g.vec + 3 * static_cast<size_t>(e);
+    for (int a = 0; a < 3; ++a) {
+      forces[3 * static_cast<size_t>(g.dst[e]) + a] += ge[a];
+      forces[3 * static_cast<size_t>(g.src[e]) + a] -= ge[a];
+    }
+    for (int k = 0; k < 3; ++k)
+      for (int j = 0; j < 3; ++j) {
+        const double wkj = -ge[k] * v[j];
+        if (virial) virial[3 * k + j] += wkj;
+        if (atom_virial) {
+          atom_virial[9 * static_cast<size_t>(g.dst[e]) + 3 * k + j] += 0.5 * wkj;
+          atom_virial[9 * static_cast<size_t>(g.src[e]) + 3 * k + j] += 0.5 * wkj;
+        }
+      }
+  }
+}
+
+template class SezmEngine<double>;
+template class SezmEngine<float>;
+
+}  // namespace sezm

@@ -1,0 +1,375 @@
+#pragma once
+// SO(2) convolution value path of one block, per tile of edges (docs/sezm/02 §3; backward
+// §9.8–9.10): gather H[src] and rotate into the edge frame keeping |m| <= 1, radial
+// conditioning, the residual gated mixing stack (per focus), focus competition, rotate back.
+//
+// Layouts inside a tile of Ec edges (all row-major):
+//  - reduced m-major rows j (mmax = 1): j = 0..L -> (l = j, m = 0), L+1..2L -> (j-L, -1),
+//    2L+1..3L -> (j-2L, +1); Dm = 3L+1;
+//  - Xloc, U0: edge-major (Ec, Dm, Cw), wide channel c = f*Cf + cf;
+//  - stack activations: focus-major (F, Ec, ROW), ROW = Dm*Cf, element [f][e][j*Cf + cf]; the
+//    m = 0 group is the first M0 = (L+1)Cf columns, the |m| = 1 group the last 2*L*Cf;
+//  - M: (Ec, D, Cw) rotated-back message, packed rows p(l, m').
+// Saved for the backward (tile-local, recomputed from H and geometry — nothing per edge is
+// kept across tiles): Xloc, Rhat, the compact kernel, every gated layer's pre-activation Z,
+// the pre-scale stack output and the focus-competition statistics.
+#include <vector>
+
+#include "engine/edge_geometry.h"
+#include "engine/embeddings.h"
+#include "engine/linalg.h"
+#include "engine/norms.h"
+#include "model/weights.h"
+
+namespace sezm {
+
+struct ReducedRows {
+  int L = 0, Dm = 0;
+  std::vector<int> l, m;
+  explicit ReducedRows(int L_) : L(L_), Dm(3 * L_ + 1) {
+    for (int j = 0; j < Dm; ++j) {
+      if (j <= L) { l.push_back(j); m.push_back(0); }
+      else if (j <= 2 * L) { l.push_back(j - L); m.push_back(-1); }
+      else { l.push_back(j - 2 * L); m.push_back(1); }
+    }
+  }
+};
+
+// Inverse-rotation rescale of the rotate-back (02 §3.6): sqrt((2l+1)/3) for l > mmax = 1.
+template <class T>
+inline T rotate_back_scale(int l) {
+  return l <= 1 ? T(1) : std::sqrt(T(2 * l + 1) / T(3));
+}
+
+template <class T>
+struct SO2Tile {
+  int e0 = 0, Ec = 0;
+  Mat<T> Rhat;                 // (Ec, (L+1)Cw)
+  Mat<T> kern;                 // (Ec, K) compact degree kernel (degree_channel)
+  Mat<T> Xloc;                 // (Ec, Dm*Cw)
+  std::vector<Mat<T>> U;       // per focus (Ec, ROW): stack state; after forward = pre-scale output
+  std::vector<std::vector<Mat<T>>> Z;  // [gated layer][focus] (Ec, ROW) pre-activations
+  std::vector<Mat<T>> Ssrc;    // per focus (Ec, Cf) pre-stack scalar row
+  Mat<T> fc_rho;               // (Ec, F) focus-compete norm factors
+  Mat<T> fc_p;                 // (Ec, F) softmax
+  Mat<T> alpha_fc;             // (Ec, F)
+  Mat<T> M;                    // (Ec, D*Cw)
+};
+
+// ---- forward ------------------------------------------------------------------------------
+template <class T>
+void so2_tile_forward(const ModelW<T>& w, const BlockW<T>& bw, const EdgeTopology& t, const EdgeGeometry<T>& geo,
+                      const T* H, const T* R /* (E, L+1, C) block radial features */, int e0, int Ec,
+                      SO2Tile<T>& s) {
+  const ModelConfig& cfg = w.cfg;
+  const int L = cfg.lmax, C = cfg.channels, Cw = cfg.wide(), Cf = cfg.focus_width(), F = cfg.n_focus;
+  const int D = cfg.n_coeff(), Dm = cfg.n_reduced(), ROW = Dm * Cf, M0 = (L + 1) * Cf;
+  const ReducedRows rr(L);
+  s.e0 = e0;
+  s.Ec = Ec;
+  // Radial features projected to the wide width.
+  auto Rt = view(R + static_cast<size_t>(e0) * (L + 1) * C, static_cast<Eigen::Index>(Ec) * (L + 1), C);
+  s.Rhat.resize(Ec, (L + 1) * Cw);
+  if (bw.has_radial_hidden_proj)
+    view(s.Rhat.data(), static_cast<Eigen::Index>(Ec) * (L + 1), Cw).noalias() = Rt * bw.radial_hidden_proj;
+  else
+    view(s.Rhat.data(), static_cast<Eigen::Index>(Ec) * (L + 1), Cw) = Rt;
+  if (bw.degree_mixer) s.kern.noalias() = s.Rhat * bw.mixer_weight;
+
+  // Gather + rotate into the edge frame.
+  s.Xloc.resize(Ec, Dm * Cw);
+  for (int i = 0; i < Ec; ++i) {
+    const int e = e0 + i;
+    const T* Hs = H + static_cast<size_t>(t.src[e]) * D * Cw;
+    const T* De = &geo.D[static_cast<size_t>(e) * geo.wsize];
+    T* x = s.Xloc.data() + static_cast<size_t>(i) * Dm * Cw;
+    for (int j = 0; j < Dm; ++j) {
+      const int l = rr.l[j], row = rr.m[j] + l;
+      const T* Dl = De + wigner_offset(l) + row * (2 * l + 1);
+      T* xj = x + j * Cw;
+      for (int c = 0; c < Cw; ++c) xj[c] = 0;
+      for (int mp = -l; mp <= l; ++mp) {
+        const T dv = Dl[mp + l];
+        const T* h = Hs + static_cast<size_t>(packed_index(l, mp)) * Cw;
+        for (int c = 0; c < Cw; ++c) xj[c] += dv * h[c];
+      }
+    }
+  }
+
+  // Radial conditioning, written focus-major.
+  s.U.assign(F, Mat<T>(Ec, ROW));
+  for (int i = 0; i < Ec; ++i) {
+    const T* x = s.Xloc.data() + static_cast<size_t>(i) * Dm * Cw;
+    const T* rh = s.Rhat.data() + static_cast<size_t>(i) * (L + 1) * Cw;
+    for (int o = 0; o < Dm; ++o) {
+      for (int c = 0; c < Cw; ++c) {
+        T val;
+        if (!bw.degree_mixer) {
+          val = x[o * Cw + c] * rh[rr.l[o] * Cw + c];
+        } else {
+          val = 0;
+          const T* kk = s.kern.data() + static_cast<size_t>(i) * s.kern.cols();
+          for (int in = 0; in < Dm; ++in) {
+            if (rr.m[in] != rr.m[o]) continue;
+            const int li = rr.l[in], lo = rr.l[o];
+            const T kv = rr.m[o] == 0 ? kk[li * (L + 1) + lo] : kk[(L + 1) * (L + 1) + (li - 1) * L + (lo - 1)];
+            val += kv * x[in * Cw + c];
+          }
+          val *= bw.channel_basis[c];
+        }
+        s.U[c / Cf](i, o * Cf + c % Cf) = val;
+      }
+    }
+  }
+  if (F > 1) {
+    s.Ssrc.resize(F);
+    for (int f = 0; f < F; ++f) s.Ssrc[f] = s.U[f].leftCols(Cf);
+  }
+
+  // Mixing stack: gated residual layers, then one identity residual layer.
+  const int nL = static_cast<int>(bw.layers.size());
+  s.Z.assign(nL - 1, std::vector<Mat<T>>(F));
+  Mat<T> Zt(Ec, ROW), S;
+  for (int k = 0; k < nL; ++k) {
+    const SO2LayerW<T>& lw = bw.layers[k];
+    for (int f = 0; f < F; ++f) {
+      Mat<T>& U = s.U[f];
+      Mat<T>& Z = k + 1 < nL ? s.Z[k][f] : Zt;
+      Z.resize(Ec, ROW);
+      Z.leftCols(M0).noalias() = U.leftCols(M0) * lw.A[f];
+      Z.rightCols(ROW - M0).noalias() = U.rightCols(ROW - M0) * lw.W1[f];
+      if (k + 1 == nL) {
+        U += Z;
+        continue;
+      }
+      S.noalias() = Z.leftCols(Cf) * lw.G[f];
+      S = S.unaryExpr([](T x) { return sigmoid(x); });
+      U.leftCols(Cf) += Z.leftCols(Cf).unaryExpr([](T x) { return silu(x); });
+      for (int j = 1; j < Dm; ++j) {
+        const int g = rr.l[j] - 1;
+        U.middleCols(j * Cf, Cf) += Z.middleCols(j * Cf, Cf).cwiseProduct(S.middleCols(g * Cf, Cf));
+      }
+    }
+  }
+
+  // Cross-focus competition from the pre-stack scalars (02 §3.5).
+  if (F > 1) {
+    s.fc_rho.resize(Ec, F);
+    s.fc_p.resize(Ec, F);
+    s.alpha_fc.resize(Ec, F);
+    std::vector<T> nu(Cf), lam(F);
+    for (int i = 0; i < Ec; ++i) {
+      T mx = -std::numeric_limits<T>::infinity();
+      for (int f = 0; f < F; ++f) {
+        const T* x = s.Ssrc[f].data() + static_cast<size_t>(i) * Cf;
+        if (bw.focus_norm)
+          s.fc_rho(i, f) = scalar_rms_norm(x, Cf, bw.focus_compete_norm.data() + f * Cf, static_cast<T>(cfg.eps), nu.data());
+        else
+          for (int a = 0; a < Cf; ++a) nu[a] = x[a];
+        lam[f] = 0;
+        for (int a = 0; a < Cf; ++a) lam[f] += nu[a] * bw.focus_compete_w(a, f);
+        mx = std::max(mx, lam[f]);
+      }
+      T den = 0;
+      for (int f = 0; f < F; ++f) den += std::exp(lam[f] - mx);
+      for (int f = 0; f < F; ++f) {
+        s.fc_p(i, f) = std::exp(lam[f] - mx) / den;
+        s.alpha_fc(i, f) = T(0.98) * s.fc_p(i, f) + T(0.02) / T(F);
+      }
+    }
+  }
+
+  // Rotate back to the global frame (02 §3.6), with the focus-competition scale.
+  s.M.setZero(Ec, D * Cw);
+  for (int i = 0; i < Ec; ++i) {
+    const int e = e0 + i;
+    const T* De = &geo.D[static_cast<size_t>(e) * geo.wsize];
+    T* Mi = s.M.data() + static_cast<size_t>(i) * D * Cw;
+    for (int j = 0; j < Dm; ++j) {
+      const int l = rr.l[j], row = rr.m[j] + l;
+      const T* Dl = De + wigner_offset(l) + row * (2 * l + 1);
+      const T sc = rotate_back_scale<T>(l);
+      for (int f = 0; f < F; ++f) {
+        const T a = F > 1 ? s.alpha_fc(i, f) : T(1);
+        const T* u = s.U[f].data() + static_cast<size_t>(i) * ROW + j * Cf;
+        for (int mp = -l; mp <= l; ++mp) {
+          const T coef = sc * a * Dl[mp + l];
+          T* m = Mi + static_cast<size_t>(packed_index(l, mp)) * Cw + f * Cf;
+          for (int cf = 0; cf < Cf; ++cf) m[cf] += coef * u[cf];
+        }
+      }
+    }
+  }
+}
+
+// ---- backward -----------------------------------------------------------------------------
+// Given M_bar (Ec, D*Cw) for a tile whose forward state is in `s`: accumulates H_bar (n_total
+// rows), R_bar (block radial features, (E, L+1, C)) and D_bar (per edge, packed).
+template <class T>
+void so2_tile_backward(const ModelW<T>& w, const BlockW<T>& bw, const EdgeTopology& t, const EdgeGeometry<T>& geo,
+                       const T* H, const SO2Tile<T>& s, const Mat<T>& M_bar, T* H_bar, T* R_bar,
+                       Mat<T>* Rhat_bar_extra /* (Ec, (L+1)Cw) attention-logit part, may be null */,
+                       EdgeGeometryGrad<T>& gb) {
+  const ModelConfig& cfg = w.cfg;
+  const int L = cfg.lmax, C = cfg.channels, Cw = cfg.wide(), Cf = cfg.focus_width(), F = cfg.n_focus;
+  const int D = cfg.n_coeff(), Dm = cfg.n_reduced(), ROW = Dm * Cf, M0 = (L + 1) * Cf;
+  const int Ec = s.Ec, e0 = s.e0;
+  const ReducedRows rr(L);
+
+  // Rotate-back backward: U_out_bar and D_bar (rows |m| <= 1).
+  std::vector<Mat<T>> G(F, Mat<T>::Zero(Ec, ROW));  // gradient wrt pre-scale stack output
+  for (int i = 0; i < Ec; ++i) {
+    const int e = e0 + i;
+    const T* De = &geo.D[static_cast<size_t>(e) * geo.wsize];
+    T* Db = &gb.D[static_cast<size_t>(e) * geo.wsize];
+    const T* Mb = M_bar.data() + static_cast<size_t>(i) * D * Cw;
+    for (int j = 0; j < Dm; ++j) {
+      const int l = rr.l[j], row = rr.m[j] + l;
+      const T* Dl = De + wigner_offset(l) + row * (2 * l + 1);
+      T* Dbl = Db + wigner_offset(l) + row * (2 * l + 1);
+      const T sc = rotate_back_scale<T>(l);
+      for (int f = 0; f < F; ++f) {
+        const T a = F > 1 ? s.alpha_fc(i, f) : T(1);
+        const T* u = s.U[f].data() + static_cast<size_t>(i) * ROW + j * Cf;
+        T* g = G[f].data() + static_cast<size_t>(i) * ROW + j * Cf;
+        for (int mp = -l; mp <= l; ++mp) {
+          const T* mb = Mb + static_cast<size_t>(packed_index(l, mp)) * Cw + f * Cf;
+          T dot = 0;
+          for (int cf = 0; cf < Cf; ++cf) {
+            g[cf] += sc * a * Dl[mp + l] * mb[cf];
+            dot += u[cf] * mb[cf];
+          }
+          Dbl[mp + l] += sc * a * dot;
+        }
+      }
+    }
+  }
+
+  // Focus competition backward: the scale, then softmax and the optional norm into S_src_bar.
+  std::vector<Mat<T>> Ssrc_bar;
+  if (F > 1) {
+    Ssrc_bar.assign(F, Mat<T>::Zero(Ec, Cf));
+    std::vector<T> pbar(F), nu(Cf), nubar(Cf);
+    for (int i = 0; i < Ec; ++i) {
+      T sum_pp = 0;
+      for (int f = 0; f < F; ++f) {
+        const T* u = s.U[f].data() + static_cast<size_t>(i) * ROW;
+        T* g = G[f].data() + static_cast<size_t>(i) * ROW;
+        T abar = 0;
+        for (int c = 0; c < ROW; ++c) {
+          abar += g[c] * u[c];
+          g[c] *= s.alpha_fc(i, f);
+        }
+        pbar[f] = T(0.98) * abar;
+        sum_pp += s.fc_p(i, f) * pbar[f];
+      }
+      for (int f = 0; f < F; ++f) {
+        const T lbar = s.fc_p(i, f) * (pbar[f] - sum_pp);
+        for (int a = 0; a < Cf; ++a) nubar[a] = lbar * bw.focus_compete_w(a, f);
+        const T* x = s.Ssrc[f].data() + static_cast<size_t>(i) * Cf;
+        T* xb = Ssrc_bar[f].data() + static_cast<size_t>(i) * Cf;
+        if (bw.focus_norm)
+          scalar_rms_norm_backward(x, Cf, bw.focus_compete_norm.data() + f * Cf, s.fc_rho(i, f), nubar.data(), xb);
+        else
+          for (int a = 0; a < Cf; ++a) xb[a] += nubar[a];
+      }
+    }
+  }
+
+  // Mixing stack backward, top layer down. Gate sigmoids are recomputed from the saved
+  // pre-activation; the layer inputs are never needed.
+  const int nL = static_cast<int>(bw.layers.size());
+  Mat<T> Zb(Ec, ROW), S, Sb;
+  for (int k = nL - 1; k >= 0; --k) {
+    const SO2LayerW<T>& lw = bw.layers[k];
+    for (int f = 0; f < F; ++f) {
+      Mat<T>& g = G[f];
+      if (k + 1 == nL) {
+        Zb = g;
+      } else {
+        const Mat<T>& Z = s.Z[k][f];
+        S.noalias() = Z.leftCols(Cf) * lw.G[f];
+        S = S.unaryExpr([](T x) { return sigmoid(x); });
+        Sb.setZero(Ec, L * Cf);
+        for (int j = 1; j < Dm; ++j) {
+          const int gg = rr.l[j] - 1;
+          Zb.middleCols(j * Cf, Cf) = g.middleCols(j * Cf, Cf).cwiseProduct(S.middleCols(gg * Cf, Cf));
+          Sb.middleCols(gg * Cf, Cf) += g.middleCols(j * Cf, Cf).cwiseProduct(Z.middleCols(j * Cf, Cf));
+        }
+        Sb = Sb.cwiseProduct(S.cwiseProduct(S.unaryExpr([](T x) { return T(1) - x; })));
+        Zb.leftCols(Cf) = g.leftCols(Cf).cwiseProduct(Z.leftCols(Cf).unaryExpr([](T x) { return silu_grad(x); }));
+        Zb.leftCols(Cf).noalias() += Sb * lw.G[f].transpose();
+      }
+      g.leftCols(M0).noalias() += Zb.leftCols(M0) * lw.A[f].transpose();
+      g.rightCols(ROW - M0).noalias() += Zb.rightCols(ROW - M0) * lw.W1[f].transpose();
+    }
+  }
+  if (F > 1)
+    for (int f = 0; f < F; ++f) G[f].leftCols(Cf) += Ssrc_bar[f];
+
+  // Radial conditioning backward -> Xloc_bar, Rhat_bar.
+  Mat<T> Xloc_bar = Mat<T>::Zero(Ec, Dm * Cw);
+  Mat<T> Rhat_bar = Rhat_bar_extra ? *Rhat_bar_extra : Mat<T>::Zero(Ec, (L + 1) * Cw);
+  Mat<T> kern_bar;
+  if (bw.degree_mixer) kern_bar.setZero(Ec, s.kern.cols());
+  for (int i = 0; i < Ec; ++i) {
+    const T* x = s.Xloc.data() + static_cast<size_t>(i) * Dm * Cw;
+    T* xb = Xloc_bar.data() + static_cast<size_t>(i) * Dm * Cw;
+    const T* rh = s.Rhat.data() + static_cast<size_t>(i) * (L + 1) * Cw;
+    T* rhb = Rhat_bar.data() + static_cast<size_t>(i) * (L + 1) * Cw;
+    for (int o = 0; o < Dm; ++o) {
+      for (int c = 0; c < Cw; ++c) {
+        const T ub = G[c / Cf](i, o * Cf + c % Cf);
+        if (!bw.degree_mixer) {
+          xb[o * Cw + c] += ub * rh[rr.l[o] * Cw + c];
+          rhb[rr.l[o] * Cw + c] += ub * x[o * Cw + c];
+        } else {
+          const T* kk = s.kern.data() + static_cast<size_t>(i) * s.kern.cols();
+          T* kb = kern_bar.data() + static_cast<size_t>(i) * s.kern.cols();
+          const T bub = bw.channel_basis[c] * ub;
+          for (int in = 0; in < Dm; ++in) {
+            if (rr.m[in] != rr.m[o]) continue;
+            const int li = rr.l[in], lo = rr.l[o];
+            const int q = rr.m[o] == 0 ? li * (L + 1) + lo : (L + 1) * (L + 1) + (li - 1) * L + (lo - 1);
+            xb[in * Cw + c] += kk[q] * bub;
+            kb[q] += bub * x[in * Cw + c];
+          }
+        }
+      }
+    }
+  }
+  if (bw.degree_mixer) Rhat_bar.noalias() += kern_bar * bw.mixer_weight.transpose();
+  auto Rb = view(R_bar + static_cast<size_t>(e0) * (L + 1) * C, static_cast<Eigen::Index>(Ec) * (L + 1), C);
+  auto Rhb = view(Rhat_bar.data(), static_cast<Eigen::Index>(Ec) * (L + 1), Cw);
+  if (bw.has_radial_hidden_proj)
+    Rb.noalias() += Rhb * bw.radial_hidden_proj.transpose();
+  else
+    Rb += Rhb;
+
+  // Rotation backward: H_bar[src] and D_bar.
+  for (int i = 0; i < Ec; ++i) {
+    const int e = e0 + i;
+    const T* Hs = H + static_cast<size_t>(t.src[e]) * D * Cw;
+    T* Hb = H_bar + static_cast<size_t>(t.src[e]) * D * Cw;
+    const T* De = &geo.D[static_cast<size_t>(e) * geo.wsize];
+    T* Db = &gb.D[static_cast<size_t>(e) * geo.wsize];
+    const T* xb = Xloc_bar.data() + static_cast<size_t>(i) * Dm * Cw;
+    for (int j = 0; j < Dm; ++j) {
+      const int l = rr.l[j], row = rr.m[j] + l;
+      const T* Dl = De + wigner_offset(l) + row * (2 * l + 1);
+      T* Dbl = Db + wigner_offset(l) + row * (2 * l + 1);
+      const T* xj = xb + j * Cw;
+      for (int mp = -l; mp <= l; ++mp) {
+        const size_t off = static_cast<size_t>(packed_index(l, mp)) * Cw;
+        T dot = 0;
+        for (int c = 0; c < Cw; ++c) {
+          Hb[off + c] += Dl[mp + l] * xj[c];
+          dot += xj[c] * Hs[off + c];
+        }
+        Dbl[mp + l] += dot;
+      }
+    }
+  }
+}
+
+}  // namespace sezm
