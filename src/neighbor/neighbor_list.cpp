@@ -1,0 +1,248 @@
+#include "neighbor/neighbor_list.h"
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <tuple>
+
+#include "common/error.h"
+
+namespace sezm {
+namespace {
+
+// Pairs closer than this (squared, Å^2) are coincident and dropped, as in deepmd-kit.
+constexpr double kMinDist2 = 1e-10;
+// Bins are made this much (relatively) wider than rcut so that rounding in the fractional
+// coordinates used for binning can never hide a pair that the exact distance test keeps.
+constexpr double kBinMargin = 1e-8;
+// Atoms may lie outside the cell, but not absurdly far: wrapping loses ~|f|·1e-16 of
+// fractional precision, which must stay well inside kBinMargin.
+constexpr double kMaxWrap = 1e6;
+// Refuse cells so small against rcut that the number of images visited per bin explodes.
+constexpr double kMaxImagesPerBin = 1e6;
+
+std::string fmt(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", x);
+  return buf;
+}
+
+int floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+std::array<double, 3> cross(const double* u, const double* v) {
+  return {u[1] * v[2] - u[2] * v[1], u[2] * v[0] - u[0] * v[2], u[0] * v[1] - u[1] * v[0]};
+}
+double dot(const double* u, const double* v) { return u[0] * v[0] + u[1] * v[1] + u[2] * v[2]; }
+double norm(const double* u) { return std::sqrt(dot(u, u)); }
+
+// Binning of space, per axis: `nbins` bins, and a centre's bin must search `reach` bins
+// on either side. Periodic axes bin fractional coordinates in [0, 1) and step through
+// images when the search leaves the cell; open axes bin the bounding box.
+struct Grid {
+  bool periodic = false;
+  std::array<int, 3> nbins{1, 1, 1};
+  std::array<int, 3> reach{0, 0, 0};
+  std::vector<std::array<int, 3>> bin;   // per atom: bin index per axis
+  std::vector<std::array<int, 3>> wrap;  // per atom: r = r_wrapped + wrap·cell (periodic)
+};
+
+// Bin counts from the usable length per axis (cell height or bounding-box extent). Bins are
+// at least rcut/2 (plus margin) wide, so a centre searches 5^3 bins of ~1/8 rcut^3 each:
+// fewer wasted distance tests than 3^3 bins of rcut^3. At most O(n) bins in total: a sparse
+// system in a large box must not cost memory proportional to its volume.
+std::array<int, 3> choose_bins(const std::array<double, 3>& length, double rcut, int n) {
+  std::array<double, 3> nb;
+  for (int a = 0; a < 3; ++a) nb[a] = std::max(1.0, std::floor(2 * length[a] / (rcut * (1 + kBinMargin))));
+  const double max_bins = 2.0 * n + 8.0;
+  for (double total = nb[0] * nb[1] * nb[2]; total > max_bins; total = nb[0] * nb[1] * nb[2]) {
+    const double s = std::cbrt(total / max_bins);
+    for (double& x : nb) x = std::max(1.0, std::floor(x / s));
+  }
+  return {static_cast<int>(nb[0]), static_cast<int>(nb[1]), static_cast<int>(nb[2])};
+}
+
+// Bins a centre must search on either side along an axis of the given length cut into
+// nbins: 2 when the bins are rcut/2 wide, more when they are narrower than that, i.e. in a
+// cell of height < rcut/2, where each step past the cell is one more image.
+double bin_reach(double length, int nbins, double rcut) {
+  return std::ceil(rcut * (1 + kBinMargin) * nbins / length);
+}
+
+Grid periodic_grid(const double* pos, int n, const double* cell, double rcut) {
+  const double* a = cell;
+  const double* b = cell + 3;
+  const double* c = cell + 6;
+  // normal[k] is perpendicular to the two other lattice vectors: f_k = r·normal[k] / det.
+  const std::array<std::array<double, 3>, 3> normal{cross(b, c), cross(c, a), cross(a, b)};
+  const double det = dot(a, normal[0].data());
+  const double scale = norm(a) * norm(b) * norm(c);
+  if (!std::isfinite(det) || !(std::abs(det) > 1e-12 * scale)) {
+    throw Error("neighbour list: the cell is singular or not finite (volume " + fmt(det) +
+                " Å^3); cell rows must be three independent lattice vectors");
+  }
+  Grid g;
+  g.periodic = true;
+  std::array<double, 3> height;
+  for (int k = 0; k < 3; ++k) height[k] = std::abs(det) / norm(normal[k].data());
+  g.nbins = choose_bins(height, rcut, n);
+  double images = 1.0;
+  for (int k = 0; k < 3; ++k) {
+    const double reach = bin_reach(height[k], g.nbins[k], rcut);
+    images *= 2 * reach + 1;
+    if (images > kMaxImagesPerBin) {
+      throw Error("neighbour list: the cell is too small for rcut " + fmt(rcut) +
+                  " Å (heights " + fmt(height[0]) + ", " + fmt(height[1]) + ", " +
+                  fmt(height[2]) + " Å): more than " + fmt(kMaxImagesPerBin) + " images");
+    }
+    g.reach[k] = static_cast<int>(reach);
+  }
+  g.bin.resize(n);
+  g.wrap.resize(n);
+  for (int i = 0; i < n; ++i) {
+    for (int k = 0; k < 3; ++k) {
+      const double f = dot(pos + 3 * i, normal[k].data()) / det;
+      if (!(std::abs(f) < kMaxWrap)) {
+        throw Error("neighbour list: atom " + std::to_string(i) + " lies " + fmt(f) +
+                    " cell lengths away from the cell; wrap the coordinates first");
+      }
+      const double w = std::floor(f);
+      // f - w can round up to exactly 1.0 for tiny negative f: clamp into the last bin.
+      g.bin[i][k] = std::min(g.nbins[k] - 1, static_cast<int>((f - w) * g.nbins[k]));
+      g.wrap[i][k] = static_cast<int>(w);
+    }
+  }
+  return g;
+}
+
+Grid open_grid(const double* pos, int n, double rcut) {
+  Grid g;
+  std::array<double, 3> lo{0, 0, 0}, extent{0, 0, 0};
+  for (int k = 0; k < 3 && n > 0; ++k) {
+    double hi = pos[k];
+    lo[k] = pos[k];
+    for (int i = 1; i < n; ++i) {
+      lo[k] = std::min(lo[k], pos[3 * i + k]);
+      hi = std::max(hi, pos[3 * i + k]);
+    }
+    extent[k] = hi - lo[k];
+  }
+  g.nbins = choose_bins(extent, rcut, n);
+  for (int k = 0; k < 3; ++k) {
+    // A single bin (possibly of zero extent) holds everything: nothing beside it to search.
+    g.reach[k] = g.nbins[k] == 1 ? 0 : static_cast<int>(bin_reach(extent[k], g.nbins[k], rcut));
+  }
+  g.bin.resize(n);
+  for (int i = 0; i < n; ++i) {
+    for (int k = 0; k < 3; ++k) {
+      // With one bin the extent may be 0: no division.
+      g.bin[i][k] = g.nbins[k] == 1 ? 0
+                                    : std::min(g.nbins[k] - 1,
+                                               static_cast<int>((pos[3 * i + k] - lo[k]) /
+                                                                extent[k] * g.nbins[k]));
+    }
+  }
+  return g;
+}
+
+struct Candidate {
+  int src;
+  std::array<int, 3> shift;
+  std::array<double, 3> vec;
+};
+
+}  // namespace
+
+EdgeList build_edge_list(const double* positions, int n, const double* cell, double rcut) {
+  if (n < 0) throw Error("neighbour list: negative atom count " + std::to_string(n));
+  if (!std::isfinite(rcut) || !(rcut > 0)) {
+    throw Error("neighbour list: rcut must be positive and finite, got " + fmt(rcut));
+  }
+  for (int i = 0; i < 3 * n; ++i) {
+    if (!std::isfinite(positions[i])) {
+      throw Error("neighbour list: coordinate " + std::to_string(i % 3) + " of atom " +
+                  std::to_string(i / 3) + " is not finite");
+    }
+  }
+  const Grid g = cell ? periodic_grid(positions, n, cell, rcut) : open_grid(positions, n, rcut);
+
+  // Counting sort of the atoms by bin (row-major bin id).
+  const auto& nb = g.nbins;
+  const auto bin_id = [&nb](int x, int y, int z) { return (x * nb[1] + y) * nb[2] + z; };
+  std::vector<int> bin_start(static_cast<size_t>(nb[0]) * nb[1] * nb[2] + 1, 0);
+  for (int i = 0; i < n; ++i) ++bin_start[bin_id(g.bin[i][0], g.bin[i][1], g.bin[i][2]) + 1];
+  for (size_t b = 1; b < bin_start.size(); ++b) bin_start[b] += bin_start[b - 1];
+  std::vector<int> bin_atoms(n);
+  {
+    std::vector<int> fill(bin_start.begin(), bin_start.end() - 1);
+    for (int i = 0; i < n; ++i) bin_atoms[fill[bin_id(g.bin[i][0], g.bin[i][1], g.bin[i][2])]++] = i;
+  }
+
+  EdgeList out;
+  out.n_nodes = n;
+  out.n_total = n;
+  out.dst_offsets.reserve(n + 1);
+  out.dst_offsets.push_back(0);
+  const double rcut2 = rcut * rcut;
+  std::vector<Candidate> found;
+  for (int i = 0; i < n; ++i) {
+    found.clear();
+    const double* ri = positions + 3 * i;
+    // Walk the bins within reach. On a periodic axis the walked index c maps to bin
+    // c mod nbins in image floor(c / nbins); distinct c give distinct (bin, image) pairs,
+    // so no candidate is visited twice even when reach exceeds the bin count.
+    std::array<int, 3> c, image{0, 0, 0}, wrapped;
+    for (c[0] = g.bin[i][0] - g.reach[0]; c[0] <= g.bin[i][0] + g.reach[0]; ++c[0]) {
+      for (c[1] = g.bin[i][1] - g.reach[1]; c[1] <= g.bin[i][1] + g.reach[1]; ++c[1]) {
+        for (c[2] = g.bin[i][2] - g.reach[2]; c[2] <= g.bin[i][2] + g.reach[2]; ++c[2]) {
+          bool inside = true;
+          for (int k = 0; k < 3; ++k) {
+            if (g.periodic) {
+              image[k] = floor_div(c[k], nb[k]);
+              wrapped[k] = c[k] - image[k] * nb[k];
+            } else {
+              inside = inside && c[k] >= 0 && c[k] < nb[k];
+              wrapped[k] = c[k];
+            }
+          }
+          if (!inside) continue;
+          const int b = bin_id(wrapped[0], wrapped[1], wrapped[2]);
+          for (int q = bin_start[b]; q < bin_start[b + 1]; ++q) {
+            const int j = bin_atoms[q];
+            Candidate e{j, {0, 0, 0}, {}};
+            // The walk found wrapped(j) + image relative to wrapped(i); in the original
+            // coordinates that is the shift S = image + wrap_i - wrap_j.
+            std::array<double, 3> sv{0, 0, 0};
+            if (g.periodic) {
+              for (int k = 0; k < 3; ++k) e.shift[k] = image[k] + g.wrap[i][k] - g.wrap[j][k];
+              for (int k = 0; k < 3; ++k) {
+                sv[k] = e.shift[0] * cell[k] + e.shift[1] * cell[3 + k] + e.shift[2] * cell[6 + k];
+              }
+            }
+            const double* rj = positions + 3 * j;
+            for (int k = 0; k < 3; ++k) e.vec[k] = rj[k] + sv[k] - ri[k];
+            const double d2 = dot(e.vec.data(), e.vec.data());
+            if (d2 > kMinDist2 && d2 <= rcut2) found.push_back(e);
+          }
+        }
+      }
+    }
+    std::sort(found.begin(), found.end(), [](const Candidate& x, const Candidate& y) {
+      return std::tie(x.src, x.shift) < std::tie(y.src, y.shift);
+    });
+    for (const Candidate& e : found) {
+      out.src.push_back(e.src);
+      out.dst.push_back(i);
+      out.vec.insert(out.vec.end(), e.vec.begin(), e.vec.end());
+    }
+    if (out.src.size() > static_cast<size_t>(INT_MAX)) {
+      throw Error("neighbour list: more than 2^31 edges; rcut is too large for this system");
+    }
+    out.dst_offsets.push_back(static_cast<int>(out.src.size()));
+  }
+  return out;
+}
+
+}  // namespace sezm
