@@ -211,7 +211,9 @@ TEST(WignerD, RacahShMatchesClosedAndGeneralForms) {
     for (int l = 0; l <= kL; ++l)
       for (int m = -l; m <= l; ++m) {
         EXPECT_NEAR(C[l * l + l + m], racah_C(l, m, u), 1e-13) << l << " " << m;
-        if (l <= 3) EXPECT_NEAR(C[l * l + l + m], racah_closed(l, u)[m + l], 1e-14) << l << " " << m;
+        if (l <= 3) {
+          EXPECT_NEAR(C[l * l + l + m], racah_closed(l, u)[m + l], 1e-14) << l << " " << m;
+        }
       }
   }
 }

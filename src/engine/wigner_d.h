@@ -25,6 +25,7 @@
 // Per-edge functions allocate nothing.
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <limits>
 
@@ -141,6 +142,7 @@ inline void quaternion_to_rotation(const T q[4], T R[9]) {
 // the eps floor first, as deepmd's WignerDCalculator does (its eps = config eps = 1e-7).
 template <class T>
 inline void wigner_d(const T q_in[4], int L, T* D, T eps = T(1e-7)) {
+  assert(L >= 0 && L <= kWignerMaxL);
   using C = detail::Cx<T>;
   T q[4];
   detail::quat_nrm(q_in, eps, q);
@@ -198,6 +200,7 @@ inline void wigner_d(const T q_in[4], int L, T* D, T eps = T(1e-7)) {
 // D must be the forward output for q_e(v) (its D^1 block provides the local axes a, b).
 template <class T>
 inline void wigner_d_backward(const T v[3], T eps, const T* D, int L, const T* Dbar, T v_bar[3]) {
+  assert(L <= kWignerMaxL);
   if (L < 1) return;
   T G[2] = {T(0), T(0)};
   for (int l = 1; l <= L; ++l) {
@@ -231,6 +234,7 @@ inline void wigner_d_backward(const T v[3], T eps, const T* D, int L, const T* D
 // P_l^m(z) = (-1)^m (1-z^2)^{m/2} Q_l^m(z) (Condon–Shortley) and Q by the standard recurrence.
 template <class T>
 inline void real_sh_racah(const T u[3], int L, T* C) {
+  assert(L >= 0 && L <= kWignerMaxL);
   constexpr int M = kWignerMaxL + 1;
   const double* norm = detail::racah_norm_table();
   const T x = u[0], y = u[1], z = u[2];
