@@ -139,7 +139,8 @@ inline void quaternion_to_rotation(const T q[4], T R[9]) {
 }
 
 // All blocks l = 0..L (L <= kWignerMaxL) of D(q) into D[wigner_size(L)]. q is re-normalised with
-// the eps floor first, as deepmd's WignerDCalculator does (its eps = config eps = 1e-7).
+// the eps floor first, as deepmd's WignerDCalculator does (its eps = config eps = 1e-7);
+// eps = 0 normalises exactly. Cost at L = 3, double: ~0.5 us per edge including edge_quaternion.
 template <class T>
 inline void wigner_d(const T q_in[4], int L, T* D, T eps = T(1e-7)) {
   assert(L >= 0 && L <= kWignerMaxL);
@@ -197,7 +198,9 @@ inline void wigner_d(const T q_in[4], int L, T* D, T eps = T(1e-7)) {
 }
 
 // dE/dv from Dbar = dE/dD (packed like D) by the tilt formula of §13(e); accumulates into v_bar.
-// D must be the forward output for q_e(v) (its D^1 block provides the local axes a, b).
+// D must be the forward output for q_e(v) (its D^1 block provides the local axes a, b): the
+// forward stores D (needed by the blocks anyway) and the backward recomputes nothing from v but
+// Lambda. Cost at L = 3, double: ~0.1 us per edge.
 template <class T>
 inline void wigner_d_backward(const T v[3], T eps, const T* D, int L, const T* Dbar, T v_bar[3]) {
   assert(L <= kWignerMaxL);
