@@ -233,7 +233,7 @@ TEST(Pickle, ScalarsContainersAndMemo) {
 TEST(Pickle, ErrorsNameOpcodeAndOffset) {
   expect_contains(error_of([] { sezm::unpickle(std::string("\x80\x02\xff", 3), "src"); }),
                   {"src", "opcode 0xff", "offset 2"});
-  expect_contains(error_of([] { sezm::unpickle(std::string("\x80\x02X\x10\x00\x00\x00ab", 9), "src"); }),
+  expect_contains(error_of([] { sezm::unpickle(std::string("\x80\x02X\x10\x00\x00\x00" "ab", 9), "src"); }),
                   {"src", "truncated"});
   expect_contains(error_of([] { sezm::unpickle("s.", "src"); }), {"stack underflow"});
   expect_contains(error_of([] { sezm::unpickle("h\x05.", "src"); }), {"memo index 5"});
