@@ -1,0 +1,247 @@
+// parse_model_config: the accepted configurations, derived sizes checked against the tensor
+// shapes in real checkpoints, and refusals that name the option.
+#include <gtest/gtest.h>
+
+#include "io/checkpoint.h"
+#include "model/config.h"
+#include "test_util.h"
+
+using nlohmann::json;
+using sezm::Checkpoint;
+using sezm::ModelConfig;
+using sezm::parse_model_config;
+using namespace sezm_test;
+
+namespace {
+
+const Checkpoint& checkpoint(const std::string& name) {
+  static std::map<std::string, Checkpoint> cache;
+  auto it = cache.find(name);
+  if (it == cache.end()) it = cache.emplace(name, sezm::read_checkpoint(data_path(name))).first;
+  return it->second;
+}
+
+std::vector<int64_t> shape(const Checkpoint& c, const std::string& key) {
+  return c.get("atomic_model." + key).shape;
+}
+
+// The shapes the engine will rely on, derived from the config alone.
+void check_shapes(const Checkpoint& c, const ModelConfig& m) {
+  using V = std::vector<int64_t>;
+  const int64_t C = m.channels, H = m.ffn_hidden(), L1 = m.lmax + 1;
+  const std::string es = "descriptor.env_seed_embedding.";
+  EXPECT_EQ(shape(c, es + "rbf_proj_layer1.matrix"), (V{m.n_radial, m.es_rbf_out()}));
+  EXPECT_EQ(shape(c, es + "env_type_embed.adam_type_embedding"),
+            (V{int64_t(m.type_map.size()) + 1, m.es_type_dim()}));
+  EXPECT_EQ(shape(c, es + "g_layer1.matrix"), (V{m.es_g_in(), m.es_hidden()}));
+  EXPECT_EQ(shape(c, es + "output_proj.matrix"), (V{m.es_embed() * m.es_axis(), 2 * C}));
+  // Radial MLP output layer; net.1 is the norm layer that only edge_norm models have.
+  const std::string radial_out = m.edge_norm ? "net.3" : "net.2";
+  EXPECT_EQ(shape(c, "descriptor.radial_embedding." + radial_out + ".matrix").back(), L1 * C);
+  EXPECT_EQ(shape(c, "descriptor.output_ffn.so3_linear_1.weight"), (V{1, C, 2 * H}));
+  for (int b = 0; b < m.n_blocks; ++b)
+    EXPECT_EQ(shape(c, "descriptor.blocks." + std::to_string(b) + ".ffns.0.so3_linear_1.weight"),
+              (V{L1, C, 2 * H}));
+  EXPECT_FALSE(c.has("atomic_model.descriptor.blocks." + std::to_string(m.n_blocks) +
+                     ".ffns.0.so3_linear_1.weight"));
+
+  const std::string fit = "fitting_net.filter_layers.networks.0.";
+  int64_t d_in = C;
+  const auto hidden = m.fitting_hidden();
+  for (size_t k = 0; k < hidden.size(); ++k) {
+    EXPECT_EQ(shape(c, fit + "hidden_layers." + std::to_string(k) + ".linear.matrix"),
+              (V{d_in, 2 * hidden[k]}));
+    d_in = hidden[k];
+  }
+  EXPECT_EQ(shape(c, fit + "output_layer.matrix"), (V{d_in, 1}));
+}
+
+// The c32 config with one value replaced (a JSON pointer such as "/descriptor/lmax").
+json edited(const std::string& pointer, const json& value) {
+  json j = checkpoint("c32_l3_f2_float64.pt").model_params;
+  j[json::json_pointer(pointer)] = value;
+  return j;
+}
+
+std::string refusal(const json& params) {
+  return error_of([&] { parse_model_config(params, "model.pt"); });
+}
+
+}  // namespace
+
+TEST(Config, C32Float64) {
+  const Checkpoint& c = checkpoint("c32_l3_f2_float64.pt");
+  const ModelConfig m = parse_model_config(c.model_params, c.path);
+  EXPECT_EQ(m.type_map, (std::vector<std::string>{"C", "Cu"}));
+  EXPECT_EQ(m.channels, 32);
+  EXPECT_EQ(m.n_radial, 16);
+  EXPECT_EQ(m.lmax, 3);
+  EXPECT_EQ(m.mmax, 1);
+  EXPECT_EQ(m.n_blocks, 2);
+  EXPECT_EQ(m.mixing_layers, 3);
+  EXPECT_EQ(m.radial_so2_mode, "degree_channel");
+  EXPECT_EQ(m.radial_so2_rank, 1);
+  EXPECT_EQ(m.n_focus, 2);
+  EXPECT_EQ(m.focus_dim, 32);
+  EXPECT_EQ(m.n_atten_head, 1);
+  EXPECT_EQ(m.rcut, 6.0);
+  EXPECT_EQ(m.eps, 1e-7);
+  EXPECT_EQ(m.env_exp_rbf, 7);
+  EXPECT_EQ(m.env_exp_edge, 5);
+  EXPECT_TRUE(m.edge_norm);
+  EXPECT_EQ(m.precision, "float64");
+  EXPECT_EQ(m.fitting_neuron, (std::vector<int>{0}));
+  // Derived sizes: docs/sezm/01 §0.1.
+  EXPECT_EQ(m.wide(), 64);
+  EXPECT_EQ(m.n_coeff(), 16);
+  EXPECT_EQ(m.n_reduced(), 10);
+  EXPECT_EQ(m.ffn_hidden(), 96);
+  EXPECT_EQ(m.fitting_hidden(), (std::vector<int>{96}));
+  EXPECT_EQ(m.es_embed(), 32);
+  EXPECT_EQ(m.es_axis(), 4);
+  EXPECT_EQ(m.es_type_dim(), 8);
+  EXPECT_EQ(m.es_rbf_out(), 32);
+  EXPECT_EQ(m.es_g_in(), 48);
+  EXPECT_EQ(m.es_hidden(), 64);
+  check_shapes(c, m);
+}
+
+TEST(Config, C32Float32) {
+  const Checkpoint& c = checkpoint("c32_l3_f2_float32.pt");
+  const ModelConfig m = parse_model_config(c.model_params, c.path);
+  EXPECT_EQ(m.precision, "float32");
+  check_shapes(c, m);
+}
+
+TEST(Config, DefaultsFloat64) {
+  const Checkpoint& c = checkpoint("defaults_float64.pt");
+  const ModelConfig m = parse_model_config(c.model_params, c.path);
+  EXPECT_EQ(m.channels, 64);
+  EXPECT_EQ(m.n_blocks, 3);
+  EXPECT_EQ(m.mixing_layers, 4);
+  EXPECT_EQ(m.n_focus, 1);
+  EXPECT_EQ(m.focus_dim, 0);
+  EXPECT_EQ(m.wide(), 64);
+  EXPECT_EQ(m.ffn_hidden(), 192);
+  EXPECT_EQ(m.fitting_hidden(), (std::vector<int>{64, 64}));
+  EXPECT_EQ(m.es_embed(), 64);
+  EXPECT_EQ(m.es_axis(), 8);
+  EXPECT_EQ(m.es_type_dim(), 16);
+  EXPECT_EQ(m.es_rbf_out(), 32);
+  EXPECT_EQ(m.es_hidden(), 128);
+  check_shapes(c, m);
+}
+
+TEST(Config, WaterPretrainedFromShared) {
+  const std::string path = shared_path("reference/models/water_pretrained.pt");
+  if (!std::ifstream(path)) GTEST_SKIP() << path << " not available";
+  const Checkpoint c = sezm::read_checkpoint(path);
+  const ModelConfig m = parse_model_config(c.model_params, c.path);
+  EXPECT_EQ(m.channels, 16);
+  EXPECT_EQ(m.lmax, 1);
+  EXPECT_FALSE(m.edge_norm);
+  EXPECT_EQ(m.radial_so2_mode, "none");
+  EXPECT_EQ(m.ffn_hidden(), 64);
+  EXPECT_EQ(m.fitting_hidden(), (std::vector<int>{64}));
+  EXPECT_EQ(m.es_hidden(), 48);
+  check_shapes(c, m);
+}
+
+TEST(Config, AutoWidths) {
+  ModelConfig m;
+  m.channels = 16;
+  EXPECT_EQ(m.ffn_hidden(), 64);
+  m.channels = 64;
+  EXPECT_EQ(m.ffn_hidden(), 192);
+  m.ffn_neurons = 40;
+  EXPECT_EQ(m.ffn_hidden(), 40);
+  m.channels = 32;
+  m.fitting_neuron = {0, 0, 50, 0};  // each 0 takes (8/3) x the previous width
+  EXPECT_EQ(m.fitting_hidden(), (std::vector<int>{96, 256, 50, 160}));
+  m.fitting_neuron = {};
+  EXPECT_TRUE(m.fitting_hidden().empty());
+}
+
+TEST(Config, RefusesMiniFamily) {
+  const Checkpoint c = sezm::read_checkpoint(data_path("mini_float64.pt"));
+  expect_contains(error_of([&] { parse_model_config(c.model_params, c.path); }),
+                  {"mini_float64.pt", "descriptor.so3_readout = \"mlp\"", "DPA4-Mini",
+                   "not supported yet"});
+}
+
+TEST(Config, RefusesModelType) {
+  expect_contains(refusal(edited("/type", "standard")),
+                  {"model.pt", "unsupported model type \"standard\"", "\"dpa4\""});
+}
+
+TEST(Config, RefusesUnsupportedOptions) {
+  struct Case {
+    std::string pointer;
+    json value;
+    std::vector<std::string> expected;
+  };
+  const std::vector<Case> cases = {
+      {"/descriptor/so3_readout", "glu",
+       {"unsupported option descriptor.so3_readout = \"glu\" (supported: \"none\")"}},
+      {"/descriptor/edge_cartesian", true,
+       {"unsupported option descriptor.edge_cartesian = true (supported: false)"}},
+      {"/descriptor/n_atten_head", 2, {"descriptor.n_atten_head = 2", "supported: 1"}},
+      {"/descriptor/lmax", 4, {"descriptor.lmax = 4", "1, 2 or 3"}},
+      {"/descriptor/mmax", 2, {"descriptor.mmax = 2"}},
+      {"/descriptor/radial_so2_rank", 2, {"descriptor.radial_so2_rank = 2"}},
+      {"/descriptor/ffn_so3_grid", true, {"descriptor.ffn_so3_grid", "DPA4-Mini"}},
+      {"/descriptor/grid_branch", json({0, 0, 1}), {"descriptor.grid_branch = [0,0,1]"}},
+      {"/descriptor/sandwich_norm", json({true, true, true, true}), {"descriptor.sandwich_norm"}},
+      {"/descriptor/env_exp", json({7}), {"descriptor.env_exp = [7]"}},
+      {"/descriptor/rcut", -1.0, {"descriptor.rcut = -1.0", "> 0"}},
+      {"/descriptor/precision", "float16", {"descriptor.precision = \"float16\""}},
+      {"/descriptor/exclude_types", json({json({0, 1})}), {"descriptor.exclude_types"}},
+      {"/fitting_net/numb_fparam", 1,
+       {"unsupported option fitting_net.numb_fparam = 1 (supported: 0)"}},
+      {"/fitting_net/precision", "float32",
+       {"fitting_net.precision = \"float32\"", "must equal descriptor.precision"}},
+      {"/fitting_net/neuron", json({64, -1}), {"fitting_net.neuron = [64,-1]"}},
+      {"/fitting_net/type", "ener", {"fitting_net.type = \"ener\""}},
+      {"/bridging_method", "ZBL", {"unsupported option bridging_method = \"ZBL\"", "ZBL"}},
+      {"/lora", json({{"rank", 8}}), {"unsupported option lora = {\"rank\":8}", "LoRA"}},
+      {"/spin", json({{"use_spin", json({true, false})}}), {"option spin", "spin models"}},
+      {"/pair_exclude_types", json({json({0, 1})}), {"pair_exclude_types = [[0,1]]"}},
+      {"/use_srtab", "table.txt", {"use_srtab", "tabulated"}},
+      {"/descriptor/frobnicate", 1,
+       {"unknown option descriptor.frobnicate = 1", "not part of the supported"}},
+      {"/fitting_net/frobnicate", true, {"unknown option fitting_net.frobnicate"}},
+      {"/frobnicate", "x", {"unknown option frobnicate"}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.pointer);
+    std::vector<std::string> parts = c.expected;
+    parts.push_back("model.pt: ");
+    expect_contains(refusal(edited(c.pointer, c.value)), parts);
+  }
+}
+
+TEST(Config, AcceptsIgnoredAndAbsentOptionalKeys) {
+  json j = edited("/descriptor/seed", 99);
+  j["descriptor"]["random_gamma"] = false;
+  j["descriptor"]["kmax"] = 5;
+  j["fitting_net"]["rcond"] = 1e-3;
+  j["info"] = {{"anything", 1}};
+  for (const char* key : {"numb_fparam", "numb_aparam", "default_fparam", "dim_case_embd",
+                          "atom_ener", "use_aparam_as_mask"})
+    j["fitting_net"].erase(key);
+  for (const char* key : {"pair_exclude_types", "lora", "bridging_method", "preset_out_bias"})
+    j.erase(key);
+  j["descriptor"]["radial_so2_mode"] = "none";
+  j["descriptor"].erase("radial_so2_rank");  // only used by degree_channel
+  const ModelConfig m = parse_model_config(j, "model.pt");
+  EXPECT_EQ(m.radial_so2_mode, "none");
+}
+
+TEST(Config, RefusesMissingRequiredKeys) {
+  json j = checkpoint("c32_l3_f2_float64.pt").model_params;
+  j["descriptor"].erase("sandwich_norm");
+  expect_contains(refusal(j), {"model.pt", "missing option descriptor.sandwich_norm"});
+  j = checkpoint("c32_l3_f2_float64.pt").model_params;
+  j.erase("fitting_net");
+  expect_contains(refusal(j), {"missing option fitting_net"});
+}

@@ -1,0 +1,73 @@
+#pragma once
+// Helpers shared by the test files: temp files, zip writing, error-message checks.
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <zip.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/error.h"
+
+namespace sezm_test {
+
+inline std::string data_path(const std::string& name) {
+  return std::string(SEZM_TEST_DATA_DIR) + "/" + name;
+}
+
+// A file in ../shared (optional material that is never committed). The environment variable
+// SEZM_SHARED_DIR overrides the configure-time location, for checkouts laid out differently.
+inline std::string shared_path(const std::string& name) {
+  const char* dir = std::getenv("SEZM_SHARED_DIR");
+  return std::string(dir && *dir ? dir : SEZM_SHARED_DIR) + "/" + name;
+}
+
+// A unique path under the GoogleTest temp dir, named after the running test.
+inline std::string temp_path(const std::string& suffix) {
+  const auto* info = testing::UnitTest::GetInstance()->current_test_info();
+  return testing::TempDir() + "sezm_h1_" + info->test_suite_name() + "_" + info->name() + "_" +
+         std::to_string(getpid()) + suffix;
+}
+
+inline void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+inline void write_zip(const std::string& path,
+                      const std::vector<std::pair<std::string, std::string>>& entries) {
+  int err = 0;
+  zip_t* z = zip_open(path.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);
+  ASSERT_NE(z, nullptr);
+  for (const auto& [name, bytes] : entries) {
+    zip_source_t* src = zip_source_buffer(z, bytes.data(), bytes.size(), 0);
+    ASSERT_GE(zip_file_add(z, name.c_str(), src, ZIP_FL_OVERWRITE), 0);
+  }
+  ASSERT_EQ(zip_close(z), 0);  // the buffers are read here, while `entries` is alive
+}
+
+// Runs f, which must throw sezm::Error; returns the message ("" plus a test failure otherwise).
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const sezm::Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a sezm::Error";
+  return "";
+}
+
+inline void expect_contains(const std::string& message, const std::vector<std::string>& parts) {
+  for (const auto& p : parts)
+    EXPECT_NE(message.find(p), std::string::npos) << "'" << p << "' not in: " << message;
+}
+
+}  // namespace sezm_test
