@@ -309,6 +309,10 @@ TEST(NeighborList, RejectsBadInput) {
   EXPECT_THROW(build_edge_list(nan_pos, 2, nullptr, 6.0), Error);
   EXPECT_THROW(build_edge_list(pos, 2, cell, 0.0), Error);
   EXPECT_THROW(build_edge_list(pos, 2, cell, INFINITY), Error);
+  const double needle[9] = {0.01, 0, 0, 0, 0.01, 0, 0, 0, 0.01};  // ~10^9 images within rcut
+  EXPECT_THROW(build_edge_list(pos, 2, needle, 6.0), Error);
+  const double far[6] = {0, 0, 0, 3e7, 0, 0};  // 10^7 cell lengths away
+  EXPECT_THROW(build_edge_list(far, 2, cell, 6.0), Error);
   try {
     build_edge_list(pos, 2, flat, 6.0);
   } catch (const Error& e) {

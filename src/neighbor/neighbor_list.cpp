@@ -19,8 +19,11 @@ constexpr double kMinDist2 = 1e-10;
 // coordinates used for binning can never hide a pair that the exact distance test keeps.
 constexpr double kBinMargin = 1e-8;
 // Atoms may lie outside the cell, but not absurdly far: wrapping loses ~|f|·1e-16 of
-// fractional precision, which must stay well inside kBinMargin.
+// fractional precision, which must stay well inside kBinMargin and kScreenSlack.
 constexpr double kMaxWrap = 1e6;
+// Candidates are pre-screened on the wrapped coordinates with this relative slack on rcut^2;
+// the exact test on the original coordinates then decides.
+constexpr double kScreenSlack = 1e-8;
 // Refuse cells so small against rcut that the number of images visited per bin explodes.
 constexpr double kMaxImagesPerBin = 1e6;
 
@@ -47,6 +50,7 @@ struct Grid {
   std::array<int, 3> reach{0, 0, 0};
   std::vector<std::array<int, 3>> bin;   // per atom: bin index per axis
   std::vector<std::array<int, 3>> wrap;  // per atom: r = r_wrapped + wrap·cell (periodic)
+  std::vector<double> wrapped;           // 3n: r_wrapped (periodic), r (open)
 };
 
 // Bin counts from the usable length per axis (cell height or bounding-box extent). Bins are
@@ -101,6 +105,7 @@ Grid periodic_grid(const double* pos, int n, const double* cell, double rcut) {
   }
   g.bin.resize(n);
   g.wrap.resize(n);
+  g.wrapped.resize(3 * static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) {
     for (int k = 0; k < 3; ++k) {
       const double f = dot(pos + 3 * i, normal[k].data()) / det;
@@ -112,6 +117,10 @@ Grid periodic_grid(const double* pos, int n, const double* cell, double rcut) {
       // f - w can round up to exactly 1.0 for tiny negative f: clamp into the last bin.
       g.bin[i][k] = std::min(g.nbins[k] - 1, static_cast<int>((f - w) * g.nbins[k]));
       g.wrap[i][k] = static_cast<int>(w);
+    }
+    const auto& w = g.wrap[i];
+    for (int k = 0; k < 3; ++k) {
+      g.wrapped[3 * i + k] = pos[3 * i + k] - (w[0] * a[k] + w[1] * b[k] + w[2] * c[k]);
     }
   }
   return g;
@@ -135,6 +144,7 @@ Grid open_grid(const double* pos, int n, double rcut) {
     g.reach[k] = g.nbins[k] == 1 ? 0 : static_cast<int>(bin_reach(extent[k], g.nbins[k], rcut));
   }
   g.bin.resize(n);
+  g.wrapped.assign(pos, pos + 3 * static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) {
     for (int k = 0; k < 3; ++k) {
       // With one bin the extent may be 0: no division.
@@ -186,6 +196,7 @@ EdgeList build_edge_list(const double* positions, int n, const double* cell, dou
   out.dst_offsets.reserve(n + 1);
   out.dst_offsets.push_back(0);
   const double rcut2 = rcut * rcut;
+  const double screen2 = rcut2 * (1 + kScreenSlack);
   std::vector<Candidate> found;
   for (int i = 0; i < n; ++i) {
     found.clear();
@@ -209,11 +220,20 @@ EdgeList build_edge_list(const double* positions, int n, const double* cell, dou
           }
           if (!inside) continue;
           const int b = bin_id(wrapped[0], wrapped[1], wrapped[2]);
+          // Candidate j is at wrapped_j + image·cell; screen it against wrapped_i.
+          std::array<double, 3> origin;
+          for (int k = 0; k < 3; ++k) {
+            const double shift =
+                g.periodic ? image[0] * cell[k] + image[1] * cell[3 + k] + image[2] * cell[6 + k] : 0.0;
+            origin[k] = g.wrapped[3 * i + k] - shift;
+          }
           for (int q = bin_start[b]; q < bin_start[b + 1]; ++q) {
             const int j = bin_atoms[q];
+            const double* pj = &g.wrapped[3 * static_cast<size_t>(j)];
+            const double dx = pj[0] - origin[0], dy = pj[1] - origin[1], dz = pj[2] - origin[2];
+            if (dx * dx + dy * dy + dz * dz > screen2) continue;
             Candidate e{j, {0, 0, 0}, {}};
-            // The walk found wrapped(j) + image relative to wrapped(i); in the original
-            // coordinates that is the shift S = image + wrap_i - wrap_j.
+            // In the original coordinates the candidate's shift is S = image + wrap_i - wrap_j.
             std::array<double, 3> sv{0, 0, 0};
             if (g.periodic) {
               for (int k = 0; k < 3; ++k) e.shift[k] = image[k] + g.wrap[i][k] - g.wrap[j][k];
