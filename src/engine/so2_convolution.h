@@ -216,8 +216,8 @@ void so2_tile_backward(const ModelW<T>& w, const BlockW<T>& bw, const EdgeTopolo
   const int Ec = s.Ec, e0 = s.e0;
   const ReducedRows rr(L);
 
-  // Rotate-back backward: U_out_bar and D_bar (rows |m| <= 1).
-  std::vector<Mat<T>> G(F, Mat<T>::Zero(Ec, ROW));  // gradient wrt pre-scale stack output
+  // Rotate-back backward -> G = dE/dU_pre (the focus scale included) and D_bar (rows |m| <= 1).
+  std::vector<Mat<T>> G(F, Mat<T>::Zero(Ec, ROW));
   for (int i = 0; i < Ec; ++i) {
     const int e = e0 + i;
     const T* De = &geo.D[static_cast<size_t>(e) * geo.wsize];
@@ -255,12 +255,10 @@ void so2_tile_backward(const ModelW<T>& w, const BlockW<T>& bw, const EdgeTopolo
       for (int f = 0; f < F; ++f) {
         const T* u = s.U[f].data() + static_cast<size_t>(i) * ROW;
         T* g = G[f].data() + static_cast<size_t>(i) * ROW;
+        // G already carries the scale (it is d/dU_pre); d/d alpha = <d/dU_out, U_pre> = <G, U_pre>/alpha.
         T abar = 0;
-        for (int c = 0; c < ROW; ++c) {
-          abar += g[c] * u[c];
-          g[c] *= s.alpha_fc(i, f);
-        }
-        pbar[f] = T(0.98) * abar;
+        for (int c = 0; c < ROW; ++c) abar += g[c] * u[c];
+        pbar[f] = T(0.98) * abar / s.alpha_fc(i, f);
         sum_pp += s.fc_p(i, f) * pbar[f];
       }
       for (int f = 0; f < F; ++f) {

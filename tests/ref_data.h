@@ -1,0 +1,52 @@
+#pragma once
+// Reader for deepmd-kit reference files (format: ../shared/reference/README.md).
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace sezm::test {
+
+struct RefConfig {
+  std::string name;
+  int natoms = 0;
+  bool periodic = false;
+  std::vector<double> cell, coords, forces, virial, atom_energy;
+  std::vector<int> types;
+  double energy = 0;
+};
+
+struct RefFile {
+  std::string model, precision;
+  std::vector<std::string> type_map;
+  std::vector<RefConfig> configs;
+};
+
+inline RefFile read_ref(const std::string& path) {
+  std::ifstream in(path);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  RefFile r;
+  r.model = j.at("model");
+  r.precision = j.at("precision");
+  r.type_map = j.at("type_map").get<std::vector<std::string>>();
+  for (const auto& c : j.at("configs")) {
+    RefConfig rc;
+    rc.name = c.at("name");
+    rc.natoms = c.at("natoms");
+    rc.periodic = c.at("periodic");
+    if (!c.at("cell").is_null()) rc.cell = c.at("cell").get<std::vector<double>>();
+    rc.coords = c.at("coords").get<std::vector<double>>();
+    rc.types = c.at("types").get<std::vector<int>>();
+    rc.energy = c.at("energy");
+    rc.forces = c.at("forces").get<std::vector<double>>();
+    rc.virial = c.at("virial").get<std::vector<double>>();
+    rc.atom_energy = c.at("atom_energy").get<std::vector<double>>();
+    r.configs.push_back(std::move(rc));
+  }
+  return r;
+}
+
+inline bool file_exists(const std::string& p) { return std::ifstream(p).good(); }
+
+}  // namespace sezm::test
