@@ -1,5 +1,7 @@
 #include "engine/sezm_model.h"
 
+#include <chrono>
+
 #include "common/error.h"
 
 namespace sezm {
@@ -12,6 +14,8 @@ EngineResult SezmEngine<T>::compute(const GraphView& g, bool gradients, FeatureE
   for (int i = 0; i < NT; ++i)
     if (g.types[i] < 0 || g.types[i] >= w_.ntypes)
       throw Error("SezmEngine: atom type index " + std::to_string(g.types[i]) + " outside the model's type_map");
+  using clock = std::chrono::steady_clock;
+  const auto t_start = clock::now();
   const EdgeTopology t{N, NT, E, g.src, g.dst, g.dst_offsets, g.types};
   const std::vector<int> tiles = make_edge_tiles(t);
 
@@ -60,6 +64,8 @@ EngineResult SezmEngine<T>::compute(const GraphView& g, bool gradients, FeatureE
   FittingCache<T> fc;
   fitting_forward(w_, desc, g.types, res.atom_energy.data(), fc);
   for (double e : res.atom_energy) res.energy += e;
+  const auto t_forward = clock::now();
+  res.seconds_forward = std::chrono::duration<double>(t_forward - t_start).count();
   if (!gradients) return res;
 
   // ---- backward ----
@@ -97,6 +103,7 @@ EngineResult SezmEngine<T>::compute(const GraphView& g, bool gradients, FeatureE
   radial_mlp_backward(w_, hrad.data(), E, M_bar.data(), gb.rbf.data());
   res.edge_grad.resize(3 * static_cast<size_t>(E));
   edge_geometry_backward(w_, geo, gb, res.edge_grad.data());
+  res.seconds_backward = std::chrono::duration<double>(clock::now() - t_forward).count();
   return res;
 }
 

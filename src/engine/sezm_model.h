@@ -45,6 +45,8 @@ struct EngineResult {
   double energy = 0.0;
   std::vector<double> atom_energy;  // n_nodes
   std::vector<double> edge_grad;    // 3E, dE/dv_e; empty unless gradients were requested
+  // Wall time of the two passes, feature exchanges included (callers time those themselves).
+  double seconds_forward = 0.0, seconds_backward = 0.0;
 };
 
 template <class T>
