@@ -1,3 +1,118 @@
-// Temporary entry point; replaced by the real CLI in this issue.
+// sezm-eval: single-point energy, forces and virial of a structure with a SeZM checkpoint.
+//
+//   sezm-eval MODEL STRUCTURE [--elements E1 E2 ...] [--json] [--no-forces] [--atom-virial]
+//
+// STRUCTURE is a LAMMPS data file (atom_style atomic; LAMMPS types map to --elements) or an
+// (extended) XYZ file; --json prints deepmd-kit's reference schema.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
-int main() { std::fprintf(stderr, "sezm-eval: under construction\n"); return 1; }
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "io/structure.h"
+#include "model/potential.h"
+
+namespace {
+
+void usage(std::FILE* out) {
+  std::fprintf(out,
+               "usage: sezm-eval MODEL STRUCTURE [--elements E1 E2 ...] [--json] [--no-forces] [--atom-virial]\n"
+               "  MODEL      deepmd-kit SeZM/DPA4 training checkpoint (*.pt)\n"
+               "  STRUCTURE  LAMMPS data file (atom_style atomic) or (extended) XYZ\n"
+               "  --elements element of each LAMMPS atom type, in type order (data files)\n"
+               "  --json     print {\"energy\", \"atom_energy\", \"forces\", \"virial\"[, \"atom_virial\"]}\n"
+               "  --no-forces      energy only\n"
+               "  --atom-virial    also per-atom virials (9 per atom, LAMMPS sign)\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> positional, elements;
+  bool json = false, forces = true, atom_virial = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      usage(stdout);
+      return 0;
+    } else if (a == "--json") {
+      json = true;
+    } else if (a == "--no-forces") {
+      forces = false;
+    } else if (a == "--atom-virial") {
+      atom_virial = true;
+    } else if (a == "--elements") {
+      while (i + 1 < argc && argv[i + 1][0] != '-') elements.push_back(argv[++i]);
+      if (elements.empty()) {
+        std::fprintf(stderr, "sezm-eval: --elements needs at least one element symbol\n");
+        return 2;
+      }
+    } else if (a.size() > 1 && a[0] == '-') {
+      std::fprintf(stderr, "sezm-eval: unknown option '%s'\n", a.c_str());
+      usage(stderr);
+      return 2;
+    } else {
+      positional.push_back(a);
+    }
+  }
+  if (positional.size() != 2) {
+    usage(stderr);
+    return 2;
+  }
+  if (atom_virial && !forces) {
+    std::fprintf(stderr, "sezm-eval: --atom-virial needs forces (drop --no-forces)\n");
+    return 2;
+  }
+  try {
+    const auto t0 = std::chrono::steady_clock::now();
+    const sezm::Potential pot = sezm::Potential::load(positional[0]);
+    const sezm::Structure s = sezm::read_structure(positional[1], elements);
+    std::vector<int> types(s.size());
+    for (size_t i = 0; i < s.size(); ++i) types[i] = pot.type_index(s.species[i]);
+    const auto t1 = std::chrono::steady_clock::now();
+    const sezm::Evaluation ev = pot.evaluate(s.positions.data(), types.data(), static_cast<int>(s.size()),
+                                             s.periodic ? s.cell.data() : nullptr, forces, atom_virial);
+    const auto t2 = std::chrono::steady_clock::now();
+    if (json) {
+      nlohmann::json j;
+      j["energy"] = ev.energy;
+      j["atom_energy"] = ev.atom_energy;
+      if (forces) {
+        j["forces"] = ev.forces;
+        j["virial"] = ev.virial;
+      }
+      if (atom_virial) j["atom_virial"] = ev.atom_virial;
+      std::cout << j.dump() << "\n";
+      return 0;
+    }
+    const auto& cfg = pot.config();
+    std::printf("model     : %s (%s, channels %d, lmax %d, %d blocks, rcut %g)\n", positional[0].c_str(),
+                cfg.precision.c_str(), cfg.channels, cfg.lmax, cfg.n_blocks, cfg.rcut);
+    std::printf("structure : %s (%zu atoms, %s, %zu edges)\n", positional[1].c_str(), s.size(),
+                s.periodic ? "periodic" : "open", ev.n_edges);
+    std::printf("energy    : %.10f eV (%.10f eV/atom)\n", ev.energy, s.size() ? ev.energy / s.size() : 0.0);
+    if (forces) {
+      double fmax = 0;
+      for (size_t i = 0; i < s.size(); ++i) {
+        const double* f = &ev.forces[3 * i];
+        fmax = std::max(fmax, std::sqrt(f[0] * f[0] + f[1] * f[1] + f[2] * f[2]));
+      }
+      std::printf("max |F|   : %.10f eV/A\n", fmax);
+      std::printf("virial    : %.8f %.8f %.8f  %.8f %.8f %.8f  %.8f %.8f %.8f eV\n", ev.virial[0], ev.virial[1],
+                  ev.virial[2], ev.virial[3], ev.virial[4], ev.virial[5], ev.virial[6], ev.virial[7], ev.virial[8]);
+    }
+    std::printf("time      : load %.3f s, compute %.3f s\n", std::chrono::duration<double>(t1 - t0).count(),
+                std::chrono::duration<double>(t2 - t1).count());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sezm-eval: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
