@@ -14,8 +14,11 @@
 
 namespace sezm_test {
 
+// tests/data; the environment variable SEZM_TEST_DATA_DIR overrides the configure-time location
+// (binaries built on one machine and run on another, e.g. the GPU machine).
 inline std::string data_path(const std::string& name) {
-  return std::string(SEZM_TEST_DATA_DIR) + "/" + name;
+  const char* dir = std::getenv("SEZM_TEST_DATA_DIR");
+  return std::string(dir && *dir ? dir : SEZM_TEST_DATA_DIR) + "/" + name;
 }
 
 // A file in ../shared (optional material that is never committed). The environment variable

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -18,18 +19,25 @@
 #include "common/error.h"
 #include "io/structure.h"
 #include "model/potential.h"
+#include "neighbor/neighbor_list.h"
+#ifdef SEZM_HAVE_CUDA
+#include "sezm_cuda.h"
+#endif
 
 namespace {
 
 void usage(std::FILE* out) {
   std::fprintf(out,
                "usage: sezm-eval MODEL STRUCTURE [--elements E1 E2 ...] [--json] [--no-forces] [--atom-virial]\n"
+               "                 [--device cpu|cuda] [--gpu N] [--mode lean|fast]\n"
                "  MODEL      deepmd-kit SeZM/DPA4 training checkpoint (*.pt)\n"
                "  STRUCTURE  LAMMPS data file (atom_style atomic) or (extended) XYZ\n"
                "  --elements element of each LAMMPS atom type, in type order (data files)\n"
                "  --json     print {\"energy\", \"atom_energy\", \"forces\", \"virial\"[, \"atom_virial\"]}\n"
                "  --no-forces      energy only\n"
-               "  --atom-virial    also per-atom virials (9 per atom, LAMMPS sign)\n");
+               "  --atom-virial    also per-atom virials (9 per atom, LAMMPS sign)\n"
+               "  --device   cpu (float64 reference engine, default) or cuda (fp32 CUDA engine)\n"
+               "  --gpu N    CUDA device ordinal (default 0); --mode: what the CUDA forward keeps\n");
 }
 
 }  // namespace
@@ -37,6 +45,8 @@ void usage(std::FILE* out) {
 int main(int argc, char** argv) {
   std::vector<std::string> positional, elements;
   bool json = false, forces = true, atom_virial = false;
+  std::string device = "cpu", mode = "lean";
+  int gpu = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "-h" || a == "--help") {
@@ -48,6 +58,19 @@ int main(int argc, char** argv) {
       forces = false;
     } else if (a == "--atom-virial") {
       atom_virial = true;
+    } else if (a == "--device" || a == "--gpu" || a == "--mode") {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "sezm-eval: %s needs a value\n", a.c_str());
+        return 2;
+      }
+      const std::string v = argv[++i];
+      if (a == "--device") device = v;
+      else if (a == "--mode") mode = v;
+      else gpu = std::atoi(v.c_str());
+      if ((a == "--device" && v != "cpu" && v != "cuda") || (a == "--mode" && v != "lean" && v != "fast")) {
+        std::fprintf(stderr, "sezm-eval: bad value '%s' for %s\n", v.c_str(), a.c_str());
+        return 2;
+      }
     } else if (a == "--elements") {
       while (i + 1 < argc && argv[i + 1][0] != '-') elements.push_back(argv[++i]);
       if (elements.empty()) {
@@ -77,8 +100,21 @@ int main(int argc, char** argv) {
     std::vector<int> types(s.size());
     for (size_t i = 0; i < s.size(); ++i) types[i] = pot.type_index(s.species[i]);
     const auto t1 = std::chrono::steady_clock::now();
-    const sezm::Evaluation ev = pot.evaluate(s.positions.data(), types.data(), static_cast<int>(s.size()),
-                                             s.periodic ? s.cell.data() : nullptr, forces, atom_virial);
+    sezm::Evaluation ev;
+    if (device == "cpu") {
+      ev = pot.evaluate(s.positions.data(), types.data(), static_cast<int>(s.size()),
+                        s.periodic ? s.cell.data() : nullptr, forces, atom_virial);
+    } else {
+#ifdef SEZM_HAVE_CUDA
+      sezm::CudaEngine eng(pot.engine().weights(), gpu, mode == "fast" ? sezm::CudaMode::kFast : sezm::CudaMode::kLean);
+      const sezm::EdgeList el = sezm::build_edge_list(s.positions.data(), static_cast<int>(s.size()),
+                                                      s.periodic ? s.cell.data() : nullptr, pot.config().rcut);
+      const sezm::GraphView g = sezm::graph_view(el, types.data());
+      ev = sezm::make_evaluation(g, eng.compute(g, forces), forces, atom_virial);
+#else
+      throw sezm::Error("--device cuda: this build has no CUDA engine (no CUDA compiler was found at configure time)");
+#endif
+    }
     const auto t2 = std::chrono::steady_clock::now();
     if (json) {
       nlohmann::json j;

@@ -26,30 +26,38 @@ int Potential::type_index(const std::string& element) const {
   throw Error(path_ + ": element '" + element + "' is not in the model's type_map (" + known + ")");
 }
 
-Evaluation Potential::evaluate(const double* positions, const int* types, int n, const double* cell, bool forces,
-                               bool atom_virial) const {
-  const EdgeList el = build_edge_list(positions, n, cell, config().rcut);
+GraphView graph_view(const EdgeList& el, const int* types) {
   GraphView g;
-  g.n_nodes = g.n_total = n;
+  g.n_nodes = g.n_total = el.n_nodes;
   g.E = static_cast<int>(el.size());
   g.src = el.src.data();
   g.dst = el.dst.data();
   g.dst_offsets = el.dst_offsets.data();
   g.vec = el.vec.data();
   g.types = types;
-  const EngineResult r = engine_->compute(g, forces);
+  return g;
+}
+
+Evaluation make_evaluation(const GraphView& g, const EngineResult& r, bool forces, bool atom_virial) {
   Evaluation ev;
   ev.energy = r.energy;
   ev.atom_energy = r.atom_energy;
-  ev.n_edges = el.size();
+  ev.n_edges = static_cast<size_t>(g.E);
   if (forces) {
-    ev.forces.assign(3 * static_cast<size_t>(n), 0.0);
+    ev.forces.assign(3 * static_cast<size_t>(g.n_total), 0.0);
     ev.virial.assign(9, 0.0);
-    if (atom_virial) ev.atom_virial.assign(9 * static_cast<size_t>(n), 0.0);
+    if (atom_virial) ev.atom_virial.assign(9 * static_cast<size_t>(g.n_total), 0.0);
     assemble_forces_virial(g, r.edge_grad.data(), ev.forces.data(), ev.virial.data(),
                            atom_virial ? ev.atom_virial.data() : nullptr);
   }
   return ev;
+}
+
+Evaluation Potential::evaluate(const double* positions, const int* types, int n, const double* cell, bool forces,
+                               bool atom_virial) const {
+  const EdgeList el = build_edge_list(positions, n, cell, config().rcut);
+  const GraphView g = graph_view(el, types);
+  return make_evaluation(g, engine_->compute(g, forces), forces, atom_virial);
 }
 
 }  // namespace sezm

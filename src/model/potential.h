@@ -19,6 +19,13 @@ struct Evaluation {
   size_t n_edges = 0;
 };
 
+struct EdgeList;
+
+// The engines' view of an edge list built by the standalone neighbour search.
+GraphView graph_view(const EdgeList& el, const int* types);
+// Energy, per-atom energy and (optionally) forces/virials from an engine result on graph g.
+Evaluation make_evaluation(const GraphView& g, const EngineResult& r, bool forces, bool atom_virial);
+
 class Potential {
  public:
   // Reads a deepmd-kit training checkpoint; throws sezm::Error naming the file and the cause.

@@ -1,0 +1,612 @@
+// Interaction-block edge and node steps other than the mixing stack (docs/sezm/02 §3–§5, §9):
+// attention q/k/gate, the envelope softmax, gather + rotate + radial conditioning, focus
+// competition, rotate-back + weighted destination sum, and their backward. Edges arrive in
+// chunks of whole destination segments, so every destination-side sum is a plain loop over its
+// CSR segment; source-side sums use a per-chunk source grouping (no atomics, deterministic).
+#include "kernels.cuh"
+
+namespace sezm::cuda {
+namespace {
+
+constexpr int kMaxCf = 64, kMaxDm = 10, kMaxD = 16, kMaxK = 25, kMaxDc = 46;
+
+__device__ float scalar_rms(const float* x, int n, const float* scale, float eps, float* y) {
+  float s = 0.0f;
+  for (int c = 0; c < n; ++c) s += x[c] * x[c];
+  const float rho = rsqrtf(s / n + eps);
+  for (int c = 0; c < n; ++c) y[c] = x[c] * rho * scale[c];
+  return rho;
+}
+__device__ void scalar_rms_backward(const float* x, int n, const float* scale, float rho, const float* yb, float* xb) {
+  float dot = 0.0f;
+  for (int c = 0; c < n; ++c) dot += yb[c] * scale[c] * x[c] * rho;
+  for (int c = 0; c < n; ++c) xb[c] += rho * (yb[c] * scale[c] - x[c] * rho * dot / n);
+}
+
+// One thread per (node, focus).
+__global__ void attention_node_forward_k(Dims d, BlockWDev w, int N, int NT, const float* __restrict__ H, float* q,
+                                         float* k, float* qk_rho, float* gate_rho, float* gamma) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= NT * d.F) return;
+  const int n = i / d.F, f = i % d.F, Cf = d.Cf;
+  const float* h0 = H + (size_t)n * d.D * d.Cw + f * Cf;
+  float hn[kMaxCf];
+  qk_rho[i] = scalar_rms(h0, Cf, w.qk_norm + f * Cf, d.eps, hn);
+  const float* Wq = w.Wq + (size_t)f * Cf * Cf;
+  const float* Wk = w.Wk + (size_t)f * Cf * Cf;
+  for (int b = 0; b < Cf; ++b) {
+    float sq = 0.0f, sk = 0.0f;
+    for (int a = 0; a < Cf; ++a) {
+      sq += hn[a] * Wq[a * Cf + b];
+      sk += hn[a] * Wk[a * Cf + b];
+    }
+    q[(size_t)n * d.Cw + f * Cf + b] = sq;
+    k[(size_t)n * d.Cw + f * Cf + b] = sk;
+  }
+  if (n < N) {
+    gate_rho[i] = scalar_rms(h0, Cf, w.gate_norm + f * Cf, d.eps, hn);
+    float z = 0.0f;
+    for (int a = 0; a < Cf; ++a) z += hn[a] * w.gate_w[a * d.F + f];
+    gamma[i] = sigmoidf_(z);
+  }
+}
+
+// One thread per (centre, focus): logits, max, denominator, alpha (02 §4.2 shifted form).
+__global__ void softmax_forward_k(Dims d, BlockWDev w, int N, const int* __restrict__ src, const int* __restrict__ off,
+                                  const float* __restrict__ env, const float* __restrict__ R,
+                                  const float* __restrict__ q, const float* __restrict__ k, float* alpha) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= N * d.F) return;
+  const int n = i / d.F, f = i % d.F, Cf = d.Cf;
+  const float scale = rsqrtf((float)Cf);
+  const float* qn = q + (size_t)n * d.Cw + f * Cf;
+  const float* u = w.logit_u + (size_t)f * d.C;
+  const float log_null = w.log_zeta[f];
+  float mx = log_null;
+  for (int e = off[n]; e < off[n + 1]; ++e) {
+    if (!(env[e] > 0.0f)) continue;
+    const float* kn = k + (size_t)src[e] * d.Cw + f * Cf;
+    float l = 0.0f;
+    for (int c = 0; c < Cf; ++c) l += qn[c] * kn[c];
+    l *= scale;
+    const float* r0 = R + (size_t)e * (d.L + 1) * d.C;
+    for (int c = 0; c < d.C; ++c) l += r0[c] * u[c];
+    const float eff = l + 2.0f * logf(env[e]);
+    alpha[(size_t)e * d.F + f] = eff;  // stash the logit, normalised below
+    mx = fmaxf(mx, eff);
+  }
+  float den = expf(log_null - mx);
+  for (int e = off[n]; e < off[n + 1]; ++e) {
+    const float a = env[e] > 0.0f ? expf(alpha[(size_t)e * d.F + f] - mx) : 0.0f;
+    alpha[(size_t)e * d.F + f] = a;
+    den += a;
+  }
+  for (int e = off[n]; e < off[n + 1]; ++e) alpha[(size_t)e * d.F + f] /= den;
+}
+
+// Wide radial features of one edge into shared memory (one thread per wide channel c).
+__device__ void radial_wide(const Dims& d, const BlockWDev& w, const float* Re, float* Rh, int c) {
+  for (int l = 0; l <= d.L; ++l) {
+    float v;
+    if (d.has_rh) {
+      v = 0.0f;
+      for (int a = 0; a < d.C; ++a) v += Re[l * d.C + a] * w.rh[a * d.Cw + c];
+    } else {
+      v = Re[l * d.C + c];
+    }
+    Rh[l * d.Cw + c] = v;
+  }
+}
+
+// Compact degree kernel k[q] = sum_{l,a} Rh[l][a] W_mix[l*Cw + a][q] (block reduction over a).
+__device__ void degree_kernel(const Dims& d, const BlockWDev& w, const float* Rh, float* red, float* kern, int c) {
+  for (int q = 0; q < d.K; ++q) {
+    float p = 0.0f;
+    for (int l = 0; l <= d.L; ++l) p += Rh[l * d.Cw + c] * w.mix[(size_t)(l * d.Cw + c) * d.K + q];
+    red[q * d.Cw + c] = p;
+  }
+  __syncthreads();
+  for (int q = c; q < d.K; q += d.Cw) {
+    float s = 0.0f;
+    for (int a = 0; a < d.Cw; ++a) s += red[q * d.Cw + a];
+    kern[q] = s;
+  }
+  __syncthreads();
+}
+
+__device__ inline int kernel_index(int L, int li, int lo, int m) {
+  return m == 0 ? li * (L + 1) + lo : (L + 1) * (L + 1) + (li - 1) * L + (lo - 1);
+}
+
+// Gather H[src] rows into the edge frame for one channel: xl[j] (mmax = 1 rows).
+__device__ void rotate_in(const Dims& d, const float* Dce, const float* Hs, int c, float* xl) {
+  for (int j = 0; j < d.Dm; ++j) {
+    const int l = red_l(j, d.L), m = red_m(j, d.L);
+    if (l == 0) {
+      xl[j] = Hs[c];
+      continue;
+    }
+    const float* row = Dce + dc_off(l) + (m + 1) * (2 * l + 1);
+    float v = 0.0f;
+    for (int mp = -l; mp <= l; ++mp) v += row[mp + l] * Hs[(size_t)packed(l, mp) * d.Cw + c];
+    xl[j] = v;
+  }
+}
+
+// One CTA (Cw threads) per edge: rotate + radial conditioning -> U0 focus-major, S_src.
+__global__ void rotate_condition_k(Dims d, BlockWDev w, int e0, int Ec, const int* __restrict__ src,
+                                   const float* __restrict__ Dc, const float* __restrict__ H,
+                                   const float* __restrict__ R, float* U0, float* Ssrc) {
+  extern __shared__ float sh[];
+  float* Rh = sh;                               // (L+1) Cw
+  float* red = Rh + (d.L + 1) * d.Cw;           // K Cw
+  float* kern = red + d.K * d.Cw;               // K
+  const int i = blockIdx.x, e = e0 + i, c = threadIdx.x;
+  radial_wide(d, w, R + (size_t)e * (d.L + 1) * d.C, Rh, c);
+  __syncthreads();
+  if (d.degree_mixer) degree_kernel(d, w, Rh, red, kern, c);
+  float xl[kMaxDm];
+  rotate_in(d, Dc + (size_t)e * d.dc_size, H + (size_t)src[e] * d.D * d.Cw, c, xl);
+  const int f = c / d.Cf, cf = c % d.Cf;
+  float* U = U0 + ((size_t)f * Ec + i) * d.ROW;
+  for (int o = 0; o < d.Dm; ++o) {
+    const int lo = red_l(o, d.L), mo = red_m(o, d.L);
+    float v;
+    if (!d.degree_mixer) {
+      v = xl[o] * Rh[lo * d.Cw + c];
+    } else {
+      v = 0.0f;
+      for (int in = 0; in < d.Dm; ++in) {
+        if (red_m(in, d.L) != mo) continue;
+        v += kern[kernel_index(d.L, red_l(in, d.L), lo, mo)] * xl[in];
+      }
+      v *= w.cb[c];
+    }
+    U[o * d.Cf + cf] = v;
+    if (o == 0 && d.F > 1) Ssrc[((size_t)f * Ec + i) * d.Cf + cf] = v;
+  }
+}
+
+// Cross-focus competition weights (02 §3.5), one thread per edge of the chunk.
+__global__ void focus_compete_k(Dims d, BlockWDev w, int Ec, const float* __restrict__ Ssrc, float* fc_p,
+                                float* alpha_fc) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= Ec) return;
+  float lam[8], nu[kMaxCf], mx = -INFINITY;
+  for (int f = 0; f < d.F; ++f) {
+    const float* x = Ssrc + ((size_t)f * Ec + i) * d.Cf;
+    if (w.fc_norm) scalar_rms(x, d.Cf, w.fc_norm + f * d.Cf, d.eps, nu);
+    else for (int a = 0; a < d.Cf; ++a) nu[a] = x[a];
+    float l = 0.0f;
+    for (int a = 0; a < d.Cf; ++a) l += nu[a] * w.fc_w[a * d.F + f];
+    lam[f] = l;
+    mx = fmaxf(mx, l);
+  }
+  float den = 0.0f;
+  for (int f = 0; f < d.F; ++f) den += expf(lam[f] - mx);
+  for (int f = 0; f < d.F; ++f) {
+    const float p = expf(lam[f] - mx) / den;
+    fc_p[(size_t)i * d.F + f] = p;
+    alpha_fc[(size_t)i * d.F + f] = 0.98f * p + 0.02f / d.F;
+  }
+}
+
+// One CTA (Cw threads) per centre: P[n, p, c] = sum_e alpha rho_l D^T (alpha_fc U).
+__global__ void rotate_back_aggregate_k(Dims d, int n0, int e0, int Ec, const int* __restrict__ off,
+                                        const float* __restrict__ Dc, const float* __restrict__ U,
+                                        const float* __restrict__ alpha_fc, const float* __restrict__ alpha,
+                                        float* P) {
+  const int n = n0 + blockIdx.x, c = threadIdx.x, f = c / d.Cf, cf = c % d.Cf;
+  float acc[kMaxD];
+  for (int p = 0; p < d.D; ++p) acc[p] = 0.0f;
+  for (int e = off[n]; e < off[n + 1]; ++e) {
+    const int i = e - e0;
+    const float a = alpha[(size_t)e * d.F + f] * (d.F > 1 ? alpha_fc[(size_t)i * d.F + f] : 1.0f);
+    const float* u = U + ((size_t)f * Ec + i) * d.ROW + cf;
+    const float* Dce = Dc + (size_t)e * d.dc_size;
+    for (int j = 0; j < d.Dm; ++j) {
+      const int l = red_l(j, d.L), m = red_m(j, d.L);
+      const float v = a * rotate_back_scalef(l) * u[j * d.Cf];
+      if (l == 0) {
+        acc[0] += v;
+        continue;
+      }
+      const float* row = Dce + dc_off(l) + (m + 1) * (2 * l + 1);
+      for (int mp = -l; mp <= l; ++mp) acc[packed(l, mp)] += row[mp + l] * v;
+    }
+  }
+  for (int p = 0; p < d.D; ++p) P[((size_t)n * d.D + p) * d.Cw + c] = acc[p];
+}
+
+__global__ void gate_post_k(Dims d, int N, const float* __restrict__ gamma, const float* __restrict__ P, float* A) {
+  const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= (long)N * d.D * d.Cw) return;
+  const int c = i % d.Cw, n = i / ((long)d.D * d.Cw);
+  A[i] = gamma[(size_t)n * d.F + c / d.Cf] * P[i];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backward.
+
+// One thread per (centre, focus): P_bar = gamma A_bar, gamma_bar = <A_bar, P>.
+__global__ void gate_backward_k(Dims d, int N, const float* __restrict__ gamma, const float* __restrict__ P,
+                                const float* __restrict__ A_bar, float* P_bar, float* gamma_bar) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= N * d.F) return;
+  const int n = i / d.F, f = i % d.F;
+  const float g = gamma[i];
+  float gb = 0.0f;
+  for (int p = 0; p < d.D; ++p)
+    for (int cf = 0; cf < d.Cf; ++cf) {
+      const size_t o = ((size_t)n * d.D + p) * d.Cw + f * d.Cf + cf;
+      P_bar[o] = g * A_bar[o];
+      gb += A_bar[o] * P[o];
+    }
+  gamma_bar[i] = gb;
+}
+
+// Block sum over the Cw threads of a CTA of per-thread vectors v[0..n): out[k] = sum_c v_c[k].
+__device__ void block_vector_sum(const float* v, int n, float* red, float* out, int c, int Cw) {
+  for (int k = 0; k < n; ++k) red[k * Cw + c] = v[k];
+  __syncthreads();
+  for (int k = c; k < n; k += Cw) {
+    float s = 0.0f;
+    for (int a = 0; a < Cw; ++a) s += red[k * Cw + a];
+    out[k] = s;
+  }
+  __syncthreads();
+}
+
+// One CTA (Cw threads) per edge: Q = rho D P_bar[dst]; G = alpha alpha_fc Q (gradient wrt the
+// pre-scale stack output); alpha_bar; Dc_bar from the rotate-back.
+__global__ void aggregate_backward_k(Dims d, int e0, int Ec, const int* __restrict__ dst, const float* __restrict__ Dc,
+                                     const float* __restrict__ U, const float* __restrict__ alpha_fc,
+                                     const float* __restrict__ alpha, const float* __restrict__ P_bar, float* Gbuf,
+                                     float* alpha_bar, float* Dc_bar) {
+  extern __shared__ float sh[];
+  float* red = sh;                       // (dc_size + F) * Cw
+  float* out = red + (d.dc_size + d.F) * d.Cw;
+  const int i = blockIdx.x, e = e0 + i, c = threadIdx.x, f = c / d.Cf, cf = c % d.Cf;
+  const float* Pb = P_bar + (size_t)dst[e] * d.D * d.Cw + c;
+  const float* Dce = Dc + (size_t)e * d.dc_size;
+  const float afc = d.F > 1 ? alpha_fc[(size_t)i * d.F + f] : 1.0f;
+  const float a = alpha[(size_t)e * d.F + f] * afc;
+  const float* u = U + ((size_t)f * Ec + i) * d.ROW + cf;
+  float* G = Gbuf + ((size_t)f * Ec + i) * d.ROW + cf;
+  float v[kMaxDc + 8];
+  for (int k = 0; k < d.dc_size + d.F; ++k) v[k] = 0.0f;
+  float ab = 0.0f;
+  for (int j = 0; j < d.Dm; ++j) {
+    const int l = red_l(j, d.L), m = red_m(j, d.L);
+    const float sc = rotate_back_scalef(l), uj = u[j * d.Cf];
+    float Q;
+    if (l == 0) {
+      Q = Pb[0];
+      v[0] += a * uj * Pb[0];
+    } else {
+      const float* row = Dce + dc_off(l) + (m + 1) * (2 * l + 1);
+      Q = 0.0f;
+      for (int mp = -l; mp <= l; ++mp) {
+        const float pb = Pb[(size_t)packed(l, mp) * d.Cw];
+        Q += row[mp + l] * pb;
+        v[dc_off(l) + (m + 1) * (2 * l + 1) + mp + l] += sc * a * uj * pb;
+      }
+    }
+    Q *= sc;
+    G[j * d.Cf] = a * Q;
+    ab += Q * uj;
+  }
+  v[d.dc_size + f] = ab * afc;
+  block_vector_sum(v, d.dc_size + d.F, red, out, c, d.Cw);
+  for (int k = c; k < d.dc_size; k += d.Cw) Dc_bar[(size_t)e * d.dc_size + k] += out[k];
+  for (int k = c; k < d.F; k += d.Cw) alpha_bar[(size_t)i * d.F + k] = out[d.dc_size + k];
+}
+
+// One thread per centre of the chunk: softmax backward over its segment, all foci.
+__global__ void softmax_backward_k(Dims d, BlockWDev w, int n0, int n1, int e0, const int* __restrict__ src,
+                                   const int* __restrict__ off, const float* __restrict__ env,
+                                   const float* __restrict__ alpha, const float* __restrict__ alpha_bar,
+                                   const float* __restrict__ q, const float* __restrict__ k, float* lbar, float* q_bar,
+                                   float* env_bar) {
+  const int n = n0 + blockIdx.x * blockDim.x + threadIdx.x;
+  if (n >= n1) return;
+  const float scale = rsqrtf((float)d.Cf);
+  for (int f = 0; f < d.F; ++f) {
+    float dot = 0.0f;
+    for (int e = off[n]; e < off[n + 1]; ++e) dot += alpha[(size_t)e * d.F + f] * alpha_bar[(size_t)(e - e0) * d.F + f];
+    float* qb = q_bar + (size_t)n * d.Cw + f * d.Cf;
+    for (int e = off[n]; e < off[n + 1]; ++e) {
+      const float lb = alpha[(size_t)e * d.F + f] * (alpha_bar[(size_t)(e - e0) * d.F + f] - dot);
+      const bool live = env[e] > 0.0f;
+      lbar[(size_t)(e - e0) * d.F + f] = live ? lb : 0.0f;
+      if (!live) continue;
+      env_bar[e] += 2.0f * lb / env[e];
+      const float* kn = k + (size_t)src[e] * d.Cw + f * d.Cf;
+      for (int c = 0; c < d.Cf; ++c) qb[c] += scale * lb * kn[c];
+    }
+  }
+}
+
+// Focus competition backward, one thread per edge: rescales nothing (G carries alpha_fc) and
+// produces S_src_bar.
+__global__ void focus_compete_backward_k(Dims d, BlockWDev w, int Ec, const float* __restrict__ Ssrc,
+                                         const float* __restrict__ U, const float* __restrict__ fc_p,
+                                         const float* __restrict__ alpha_fc, const float* __restrict__ Gbuf,
+                                         float* Ssrc_bar) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= Ec) return;
+  float pbar[8], sum = 0.0f;
+  for (int f = 0; f < d.F; ++f) {
+    const float* u = U + ((size_t)f * Ec + i) * d.ROW;
+    const float* g = Gbuf + ((size_t)f * Ec + i) * d.ROW;
+    float s = 0.0f;
+    for (int c = 0; c < d.ROW; ++c) s += g[c] * u[c];
+    pbar[f] = 0.98f * s / alpha_fc[(size_t)i * d.F + f];
+    sum += fc_p[(size_t)i * d.F + f] * pbar[f];
+  }
+  float nu[kMaxCf], nub[kMaxCf];
+  for (int f = 0; f < d.F; ++f) {
+    const float lb = fc_p[(size_t)i * d.F + f] * (pbar[f] - sum);
+    for (int a = 0; a < d.Cf; ++a) nub[a] = lb * w.fc_w[a * d.F + f];
+    const float* x = Ssrc + ((size_t)f * Ec + i) * d.Cf;
+    float* xb = Ssrc_bar + ((size_t)f * Ec + i) * d.Cf;
+    for (int a = 0; a < d.Cf; ++a) xb[a] = 0.0f;
+    if (w.fc_norm) {
+      const float rho = scalar_rms(x, d.Cf, w.fc_norm + f * d.Cf, d.eps, nu);
+      scalar_rms_backward(x, d.Cf, w.fc_norm + f * d.Cf, rho, nub, xb);
+    } else {
+      for (int a = 0; a < d.Cf; ++a) xb[a] = nub[a];
+    }
+  }
+}
+
+// One CTA (Cw threads) per edge: radial conditioning and rotation backward -> Xloc_bar (for the
+// source-side sum), R_bar (incl. the attention logit bias) and Dc_bar.
+__global__ void condition_rotate_backward_k(Dims d, BlockWDev w, int e0, int Ec, const int* __restrict__ src,
+                                            const float* __restrict__ Dc, const float* __restrict__ H,
+                                            const float* __restrict__ R, const float* __restrict__ Gbuf,
+                                            const float* __restrict__ Ssrc_bar, const float* __restrict__ lbar,
+                                            float* Xloc_bar, float* R_bar, float* Dc_bar) {
+  extern __shared__ float sh[];
+  const int redn = d.K > d.dc_size ? d.K : d.dc_size;
+  float* Rh = sh;                              // (L+1) Cw
+  float* Rhb = Rh + (d.L + 1) * d.Cw;          // (L+1) Cw
+  float* red = Rhb + (d.L + 1) * d.Cw;         // redn Cw
+  float* kern = red + redn * d.Cw;             // redn
+  float* kb = kern + redn;                     // redn
+  float* vo = kb + redn;                       // redn
+  const int i = blockIdx.x, e = e0 + i, c = threadIdx.x, f = c / d.Cf, cf = c % d.Cf;
+  radial_wide(d, w, R + (size_t)e * (d.L + 1) * d.C, Rh, c);
+  __syncthreads();
+  if (d.degree_mixer) degree_kernel(d, w, Rh, red, kern, c);
+  const float* Hs = H + (size_t)src[e] * d.D * d.Cw;
+  const float* Dce = Dc + (size_t)e * d.dc_size;
+  float xl[kMaxDm], ub[kMaxDm], xb[kMaxDm];
+  rotate_in(d, Dce, Hs, c, xl);
+  const float* g = Gbuf + ((size_t)f * Ec + i) * d.ROW + cf;
+  for (int o = 0; o < d.Dm; ++o) ub[o] = g[o * d.Cf];
+  if (d.F > 1) ub[0] += Ssrc_bar[((size_t)f * Ec + i) * d.Cf + cf];
+  float rhb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  if (!d.degree_mixer) {
+    for (int o = 0; o < d.Dm; ++o) {
+      const int lo = red_l(o, d.L);
+      xb[o] = ub[o] * Rh[lo * d.Cw + c];
+      rhb[lo] += ub[o] * xl[o];
+    }
+  } else {
+    float kpart[kMaxK];
+    for (int q = 0; q < d.K; ++q) kpart[q] = 0.0f;
+    const float b = w.cb[c];
+    for (int in = 0; in < d.Dm; ++in) xb[in] = 0.0f;
+    for (int o = 0; o < d.Dm; ++o) {
+      const int lo = red_l(o, d.L), mo = red_m(o, d.L);
+      const float bub = b * ub[o];
+      for (int in = 0; in < d.Dm; ++in) {
+        if (red_m(in, d.L) != mo) continue;
+        const int q = kernel_index(d.L, red_l(in, d.L), lo, mo);
+        xb[in] += kern[q] * bub;
+        kpart[q] += bub * xl[in];
+      }
+    }
+    block_vector_sum(kpart, d.K, red, kb, c, d.Cw);
+    for (int l = 0; l <= d.L; ++l) {
+      float s = 0.0f;
+      for (int q = 0; q < d.K; ++q) s += kb[q] * w.mix[(size_t)(l * d.Cw + c) * d.K + q];
+      rhb[l] = s;
+    }
+  }
+  for (int l = 0; l <= d.L; ++l) Rhb[l * d.Cw + c] = rhb[l];
+  for (int j = 0; j < d.Dm; ++j) Xloc_bar[((size_t)i * d.Dm + j) * d.Cw + c] = xb[j];
+  // Dc_bar from the rotation: sum_c xb[j] H[src, p(l_j, m'), c].
+  float v[kMaxDc];
+  for (int k = 0; k < d.dc_size; ++k) v[k] = 0.0f;
+  for (int j = 0; j < d.Dm; ++j) {
+    const int l = red_l(j, d.L), m = red_m(j, d.L);
+    if (l == 0) continue;
+    for (int mp = -l; mp <= l; ++mp)
+      v[dc_off(l) + (m + 1) * (2 * l + 1) + mp + l] += xb[j] * Hs[(size_t)packed(l, mp) * d.Cw + c];
+  }
+  __syncthreads();
+  block_vector_sum(v, d.dc_size, red, vo, c, d.Cw);
+  for (int k = c; k < d.dc_size; k += d.Cw) Dc_bar[(size_t)e * d.dc_size + k] += vo[k];
+  // R_bar[e, l, a] = sum_c Rh_bar[l][c] Wrh[a][c] (+ the logit bias on l = 0).
+  float* Rb = R_bar + (size_t)e * (d.L + 1) * d.C;
+  for (int a = c; a < d.C; a += d.Cw)
+    for (int l = 0; l <= d.L; ++l) {
+      float s = 0.0f;
+      if (d.has_rh) {
+        for (int cc = 0; cc < d.Cw; ++cc) s += Rhb[l * d.Cw + cc] * w.rh[a * d.Cw + cc];
+      } else {
+        s = Rhb[l * d.Cw + a];
+      }
+      if (l == 0)
+        for (int ff = 0; ff < d.F; ++ff) s += lbar[(size_t)i * d.F + ff] * w.logit_u[(size_t)ff * d.C + a];
+      Rb[l * d.C + a] += s;
+    }
+}
+
+// One CTA (Cw threads) per source segment of the chunk: H_bar[s] += sum_e D^T Xloc_bar,
+// k_bar[s] += scale sum_e lbar q[dst].
+__global__ void src_scatter_k(Dims d, const int* __restrict__ seg_node, const int* __restrict__ seg_off,
+                              const int* __restrict__ perm, int e0, const int* __restrict__ dst,
+                              const float* __restrict__ Dc, const float* __restrict__ Xloc_bar,
+                              const float* __restrict__ lbar, const float* __restrict__ q, float* H_bar,
+                              float* k_bar) {
+  const int sgi = blockIdx.x, c = threadIdx.x, f = c / d.Cf;
+  const int s = seg_node[sgi];
+  const float scale = rsqrtf((float)d.Cf);
+  float acc[kMaxD];
+  for (int p = 0; p < d.D; ++p) acc[p] = 0.0f;
+  float kacc = 0.0f;
+  for (int t = seg_off[sgi]; t < seg_off[sgi + 1]; ++t) {
+    const int e = perm[t], i = e - e0;
+    const float* Dce = Dc + (size_t)e * d.dc_size;
+    const float* xb = Xloc_bar + (size_t)i * d.Dm * d.Cw + c;
+    for (int j = 0; j < d.Dm; ++j) {
+      const int l = red_l(j, d.L), m = red_m(j, d.L);
+      const float x = xb[j * d.Cw];
+      if (l == 0) {
+        acc[0] += x;
+        continue;
+      }
+      const float* row = Dce + dc_off(l) + (m + 1) * (2 * l + 1);
+      for (int mp = -l; mp <= l; ++mp) acc[packed(l, mp)] += row[mp + l] * x;
+    }
+    kacc += scale * lbar[(size_t)i * d.F + f] * q[(size_t)dst[e] * d.Cw + c];
+  }
+  float* hb = H_bar + (size_t)s * d.D * d.Cw + c;
+  for (int p = 0; p < d.D; ++p) hb[(size_t)p * d.Cw] += acc[p];
+  k_bar[(size_t)s * d.Cw + c] += kacc;
+}
+
+// One thread per (node, focus): q/k projections and norms, output gate -> H_bar[n, 0, :].
+__global__ void attention_node_backward_k(Dims d, BlockWDev w, int N, int NT, const float* __restrict__ H,
+                                          const float* __restrict__ qk_rho, const float* __restrict__ gate_rho,
+                                          const float* __restrict__ gamma, const float* __restrict__ q_bar,
+                                          const float* __restrict__ k_bar, const float* __restrict__ gamma_bar,
+                                          float* H_bar) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= NT * d.F) return;
+  const int n = i / d.F, f = i % d.F, Cf = d.Cf;
+  const float* h0 = H + (size_t)n * d.D * d.Cw + f * Cf;
+  float* hb0 = H_bar + (size_t)n * d.D * d.Cw + f * Cf;
+  const float* Wq = w.Wq + (size_t)f * Cf * Cf;
+  const float* Wk = w.Wk + (size_t)f * Cf * Cf;
+  float hb[kMaxCf];
+  for (int a = 0; a < Cf; ++a) {
+    float s = 0.0f;
+    for (int b = 0; b < Cf; ++b)
+      s += (n < N ? q_bar[(size_t)n * d.Cw + f * Cf + b] : 0.0f) * Wq[a * Cf + b] +
+           k_bar[(size_t)n * d.Cw + f * Cf + b] * Wk[a * Cf + b];
+    hb[a] = s;
+  }
+  scalar_rms_backward(h0, Cf, w.qk_norm + f * Cf, qk_rho[i], hb, hb0);
+  if (n < N) {
+    const float g = gamma[i], tb = gamma_bar[i] * g * (1.0f - g);
+    for (int a = 0; a < Cf; ++a) hb[a] = tb * w.gate_w[a * d.F + f];
+    scalar_rms_backward(h0, Cf, w.gate_norm + f * Cf, gate_rho[i], hb, hb0);
+  }
+}
+
+constexpr int kT = 128;
+
+}  // namespace
+
+void launch_attention_node_forward(const Dims& d, const BlockWDev& w, int N, int NT, const float* H, float* q,
+                                   float* k, float* qk_rho, float* gate_rho, float* gamma, cudaStream_t s) {
+  if (NT == 0) return;
+  attention_node_forward_k<<<div_up((long)NT * d.F, kT), kT, 0, s>>>(d, w, N, NT, H, q, k, qk_rho, gate_rho, gamma);
+  SEZM_LAUNCH("attention_node_forward");
+}
+void launch_attention_softmax_forward(const Dims& d, const BlockWDev& w, int N, const int* src, const int* dst_off,
+                                      const float* env, const float* R, const float* q, const float* k, float* alpha,
+                                      cudaStream_t s) {
+  if (N == 0) return;
+  softmax_forward_k<<<div_up((long)N * d.F, kT), kT, 0, s>>>(d, w, N, src, dst_off, env, R, q, k, alpha);
+  SEZM_LAUNCH("softmax_forward");
+}
+void launch_rotate_condition(const Dims& d, const BlockWDev& w, int e0, int Ec, const int* src, const float* Dc,
+                             const float* H, const float* R, float* U0, float* Ssrc, cudaStream_t s) {
+  if (Ec == 0) return;
+  const size_t bytes = ((size_t)(d.L + 1) * d.Cw + (size_t)d.K * d.Cw + d.K) * sizeof(float);
+  rotate_condition_k<<<Ec, d.Cw, bytes, s>>>(d, w, e0, Ec, src, Dc, H, R, U0, Ssrc);
+  SEZM_LAUNCH("rotate_condition");
+}
+void launch_focus_compete(const Dims& d, const BlockWDev& w, int Ec, const float* Ssrc, float* fc_p,
+                          float* alpha_fc, cudaStream_t s) {
+  if (Ec == 0 || d.F < 2) return;
+  focus_compete_k<<<div_up(Ec, kT), kT, 0, s>>>(d, w, Ec, Ssrc, fc_p, alpha_fc);
+  SEZM_LAUNCH("focus_compete");
+}
+void launch_rotate_back_aggregate(const Dims& d, int n0, int n1, int e0, int Ec, const int* dst_off, const float* Dc,
+                                  const float* U, const float* alpha_fc, const float* alpha, float* P,
+                                  cudaStream_t s) {
+  if (n1 <= n0) return;
+  rotate_back_aggregate_k<<<n1 - n0, d.Cw, 0, s>>>(d, n0, e0, Ec, dst_off, Dc, U, alpha_fc, alpha, P);
+  SEZM_LAUNCH("rotate_back_aggregate");
+}
+void launch_gate_post(const Dims& d, int N, const float* gamma, const float* P, float* A, cudaStream_t s) {
+  const long n = (long)N * d.D * d.Cw;
+  if (n == 0) return;
+  gate_post_k<<<div_up(n, 256), 256, 0, s>>>(d, N, gamma, P, A);
+  SEZM_LAUNCH("gate_post");
+}
+void launch_gate_backward(const Dims& d, int N, const float* gamma, const float* P, const float* A_bar, float* P_bar,
+                          float* gamma_bar, cudaStream_t s) {
+  if (N == 0) return;
+  gate_backward_k<<<div_up((long)N * d.F, kT), kT, 0, s>>>(d, N, gamma, P, A_bar, P_bar, gamma_bar);
+  SEZM_LAUNCH("gate_backward");
+}
+void launch_aggregate_backward(const Dims& d, int e0, int Ec, const int* dst, const float* Dc, const float* U,
+                               const float* alpha_fc, const float* alpha, const float* P_bar, float* Gbuf,
+                               float* alpha_bar, float* Dc_bar, cudaStream_t s) {
+  if (Ec == 0) return;
+  const size_t bytes = ((size_t)(d.dc_size + d.F) * d.Cw + d.dc_size + d.F) * sizeof(float);
+  aggregate_backward_k<<<Ec, d.Cw, bytes, s>>>(d, e0, Ec, dst, Dc, U, alpha_fc, alpha, P_bar, Gbuf, alpha_bar, Dc_bar);
+  SEZM_LAUNCH("aggregate_backward");
+}
+void launch_softmax_backward(const Dims& d, const BlockWDev& w, int n0, int n1, int e0, const int* src,
+                             const int* dst_off, const float* env, const float* alpha, const float* alpha_bar,
+                             const float* q, const float* k, float* lbar, float* q_bar, float* env_bar,
+                             cudaStream_t s) {
+  if (n1 <= n0) return;
+  softmax_backward_k<<<div_up(n1 - n0, kT), kT, 0, s>>>(d, w, n0, n1, e0, src, dst_off, env, alpha, alpha_bar, q, k,
+                                                        lbar, q_bar, env_bar);
+  SEZM_LAUNCH("softmax_backward");
+}
+void launch_focus_compete_backward(const Dims& d, const BlockWDev& w, int Ec, const float* Ssrc, const float* U,
+                                   const float* fc_p, const float* alpha_fc, float* Gbuf, float* Ssrc_bar,
+                                   cudaStream_t s) {
+  if (Ec == 0 || d.F < 2) return;
+  focus_compete_backward_k<<<div_up(Ec, kT), kT, 0, s>>>(d, w, Ec, Ssrc, U, fc_p, alpha_fc, Gbuf, Ssrc_bar);
+  SEZM_LAUNCH("focus_compete_backward");
+}
+void launch_condition_rotate_backward(const Dims& d, const BlockWDev& w, int e0, int Ec, const int* src,
+                                      const float* Dc, const float* H, const float* R, const float* Gbuf,
+                                      const float* Ssrc_bar, const float* lbar, float* Xloc_bar, float* R_bar,
+                                      float* Dc_bar, cudaStream_t s) {
+  if (Ec == 0) return;
+  const int redn = d.K > d.dc_size ? d.K : d.dc_size;
+  const size_t bytes = ((size_t)(d.L + 1) * d.Cw * 2 + (size_t)redn * d.Cw + 3 * (size_t)redn) * sizeof(float);
+  condition_rotate_backward_k<<<Ec, d.Cw, bytes, s>>>(d, w, e0, Ec, src, Dc, H, R, Gbuf, Ssrc_bar, lbar, Xloc_bar,
+                                                      R_bar, Dc_bar);
+  SEZM_LAUNCH("condition_rotate_backward");
+}
+void launch_src_scatter(const Dims& d, int nseg, const int* seg_node, const int* seg_off, const int* perm, int e0,
+                        const int* dst, const float* Dc, const float* Xloc_bar, const float* lbar, const float* q,
+                        float* H_bar, float* k_bar, cudaStream_t s) {
+  if (nseg == 0) return;
+  src_scatter_k<<<nseg, d.Cw, 0, s>>>(d, seg_node, seg_off, perm, e0, dst, Dc, Xloc_bar, lbar, q, H_bar, k_bar);
+  SEZM_LAUNCH("src_scatter");
+}
+void launch_attention_node_backward(const Dims& d, const BlockWDev& w, int N, int NT, const float* H,
+                                    const float* qk_rho, const float* gate_rho, const float* gamma,
+                                    const float* q_bar, const float* k_bar, const float* gamma_bar, float* H_bar,
+                                    cudaStream_t s) {
+  if (NT == 0) return;
+  attention_node_backward_k<<<div_up((long)NT * d.F, kT), kT, 0, s>>>(d, w, N, NT, H, qk_rho, gate_rho, gamma, q_bar,
+                                                                      k_bar, gamma_bar, H_bar);
+  SEZM_LAUNCH("attention_node_backward");
+}
+
+}  // namespace sezm::cuda

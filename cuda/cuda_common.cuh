@@ -1,0 +1,127 @@
+#pragma once
+// Shared pieces of the CUDA engine: error checks, growable device buffers with a byte counter,
+// the model dimensions every kernel reads, and small device math.
+//
+// Layout contract (same names and layouts as the CPU engine, src/engine/*.h):
+//  - node features X (n_total, D, C), H (n_total, D, Cw); packed p(l,m) = l^2 + l + m;
+//  - per edge compact Wigner rows Dc (E, dc_size): block l = 0 is the scalar 1, block l >= 1 the
+//    three edge-frame rows m = -1, 0, +1 (each 2l+1 global columns) at dc_off(l) = 1 + 3(l^2-1);
+//  - SO(2) stack activations focus-major (F, Ec, ROW), ROW = Dm*Cf, reduced m-major rows;
+//  - radial features rho/R (E, L+1, C), l-major.
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <string>
+
+#include "common/error.h"
+
+namespace sezm::cuda {
+
+inline void check(cudaError_t e, const char* what, const char* file, int line) {
+  if (e != cudaSuccess)
+    throw Error(std::string("CUDA error in ") + what + " (" + file + ":" + std::to_string(line) +
+                "): " + cudaGetErrorString(e));
+}
+#define SEZM_CUDA(x) ::sezm::cuda::check((x), #x, __FILE__, __LINE__)
+#define SEZM_LAUNCH(what) ::sezm::cuda::check(cudaGetLastError(), what, __FILE__, __LINE__)
+
+// Byte accounting for the engine's own allocations (peak is what the benchmark reports).
+struct MemCounter {
+  size_t current = 0, peak = 0;
+  void add(size_t b) {
+    current += b;
+    if (current > peak) peak = current;
+  }
+  void sub(size_t b) { current -= b; }
+};
+
+// A device array that only grows (amortised across MD steps).
+template <class T>
+class DBuf {
+ public:
+  DBuf() = default;
+  explicit DBuf(MemCounter* m) : mem_(m) {}
+  DBuf(const DBuf&) = delete;
+  DBuf& operator=(const DBuf&) = delete;
+  DBuf(DBuf&& o) noexcept { *this = std::move(o); }
+  DBuf& operator=(DBuf&& o) noexcept {
+    release();
+    p_ = o.p_; n_ = o.n_; cap_ = o.cap_; mem_ = o.mem_;
+    o.p_ = nullptr; o.n_ = o.cap_ = 0;
+    return *this;
+  }
+  ~DBuf() { release(); }
+  void set_counter(MemCounter* m) { mem_ = m; }
+  // Resize (contents are not preserved when growing).
+  T* resize(size_t n) {
+    if (n > cap_) {
+      release();
+      const size_t cap = n + n / 8 + 16;
+      SEZM_CUDA(cudaMalloc(&p_, cap * sizeof(T)));
+      cap_ = cap;
+      if (mem_) mem_->add(cap_ * sizeof(T));
+    }
+    n_ = n;
+    return p_;
+  }
+  void zero(cudaStream_t s = 0) {
+    if (n_) SEZM_CUDA(cudaMemsetAsync(p_, 0, n_ * sizeof(T), s));
+  }
+  void upload(const T* h, size_t n, cudaStream_t s = 0) {
+    resize(n);
+    if (n) SEZM_CUDA(cudaMemcpyAsync(p_, h, n * sizeof(T), cudaMemcpyHostToDevice, s));
+  }
+  T* data() const { return p_; }
+  size_t size() const { return n_; }
+
+ private:
+  void release() {
+    if (p_) {
+      cudaFree(p_);
+      if (mem_) mem_->sub(cap_ * sizeof(T));
+    }
+    p_ = nullptr;
+    n_ = cap_ = 0;
+  }
+  T* p_ = nullptr;
+  size_t n_ = 0, cap_ = 0;
+  MemCounter* mem_ = nullptr;
+};
+
+// Model dimensions, passed by value to kernels.
+struct Dims {
+  int C, L, D, Dm, F, Cf, Cw, ROW, M0, M1, K, H, nr, ntypes, nL, ngated;
+  int dc_size, wsize;
+  int es_ro, es_td, es_emb, es_ax, es_gin, es_hid;
+  int degree_mixer, has_rh, edge_norm;
+  float rcut, eps;
+  int p_rbf, p_edge;
+};
+
+__host__ __device__ inline int dc_off(int l) { return l == 0 ? 0 : 1 + 3 * (l * l - 1); }
+__host__ __device__ inline int packed(int l, int m) { return l * l + l + m; }
+__host__ __device__ inline int degree_of_packed(int p) {
+  int l = 0;
+  while ((l + 1) * (l + 1) <= p) ++l;
+  return l;
+}
+// Reduced m-major row j: l and m (mmax = 1).
+__host__ __device__ inline int red_l(int j, int L) { return j <= L ? j : (j <= 2 * L ? j - L : j - 2 * L); }
+__host__ __device__ inline int red_m(int j, int L) { return j <= L ? 0 : (j <= 2 * L ? -1 : 1); }
+
+__device__ inline float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ inline float siluf_(float x) { return x * sigmoidf_(x); }
+__device__ inline float silu_gradf_(float x) {
+  const float s = sigmoidf_(x);
+  return s * (1.0f + x * (1.0f - s));
+}
+__device__ inline float rotate_back_scalef(int l) { return l <= 1 ? 1.0f : sqrtf((2.0f * l + 1.0f) / 3.0f); }
+
+__device__ inline float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+inline int div_up(long a, long b) { return static_cast<int>((a + b - 1) / b); }
+
+}  // namespace sezm::cuda

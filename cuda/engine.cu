@@ -1,0 +1,604 @@
+// CUDA engine: weight upload, buffers, chunking and the orchestration of forward and backward
+// (same order and names as the CPU engine, src/engine/sezm_model.cpp).
+//
+// Edges are processed in chunks of whole destination segments (at most `chunk_edges` edges):
+// every per-edge activation of the SO(2) value path lives only in chunk-sized scratch, so device
+// memory is O(E * geometry + chunk * activations). In lean mode the backward recomputes each
+// chunk's forward; fast mode is not implemented yet and is refused at construction.
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "engine/lebedev.h"
+#include "engine/wigner_d.h"
+#include "kernels.cuh"
+#include "sezm_cuda.h"
+
+namespace sezm {
+using namespace cuda;
+
+namespace {
+
+__global__ void add_type_features_k(Dims d, int E, const int* __restrict__ src, const int* __restrict__ dst,
+                                    const int* __restrict__ types, const float* __restrict__ T,
+                                    const float* __restrict__ rho, float* R) {
+  const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+  const long W = (long)(d.L + 1) * d.C;
+  if (i >= (long)E * W) return;
+  const int e = i / W, c = i % d.C;
+  R[i] = rho[i] + T[(size_t)types[src[e]] * d.C + c] + T[(size_t)types[dst[e]] * d.C + c];
+}
+
+__global__ void add_k(long n, const float* __restrict__ a, float* b) {
+  const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) b[i] += a[i];
+}
+
+// Host-side float arena: weights are appended, uploaded once, and referenced by offset.
+struct Arena {
+  std::vector<float> h;
+  size_t add(const float* p, size_t n) {
+    const size_t o = h.size();
+    h.insert(h.end(), p, p + n);
+    while (h.size() % 32) h.push_back(0.0f);  // 128-byte alignment of every tensor
+    return o;
+  }
+  size_t add(const Mat<double>& m) {
+    std::vector<float> f(m.size());
+    for (Eigen::Index i = 0; i < m.size(); ++i) f[i] = static_cast<float>(m.data()[i]);
+    return add(f.data(), f.size());
+  }
+  size_t add_t(const Mat<double>& m) {
+    Mat<double> t = m.transpose();
+    return add(t);
+  }
+  size_t add(const Vec<double>& v) {
+    std::vector<float> f(v.size());
+    for (Eigen::Index i = 0; i < v.size(); ++i) f[i] = static_cast<float>(v[i]);
+    return add(f.data(), f.size());
+  }
+  size_t add(const std::vector<Mat<double>>& ms) {
+    const size_t o = h.size();
+    for (const auto& m : ms) {
+      std::vector<float> f(m.size());
+      for (Eigen::Index i = 0; i < m.size(); ++i) f[i] = static_cast<float>(m.data()[i]);
+      h.insert(h.end(), f.begin(), f.end());
+    }
+    while (h.size() % 32) h.push_back(0.0f);
+    return o;
+  }
+};
+
+constexpr size_t kNone = static_cast<size_t>(-1);
+
+}  // namespace
+
+bool cuda_device_available(std::string* why) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    if (why) *why = std::string("no usable CUDA device: ") + cudaGetErrorString(e);
+    cudaGetLastError();
+    return false;
+  }
+  if (n == 0) {
+    if (why) *why = "no CUDA device found";
+    return false;
+  }
+  return true;
+}
+
+struct CudaEngine::Impl {
+  ModelConfig cfg;
+  Dims d{};
+  CudaMode mode;
+  int device = 0;
+  std::string name;
+  cudaStream_t s = nullptr;
+  MemCounter mem;
+  int chunk_edges = 32768;
+
+  // weights
+  DBuf<float> wbuf;
+  DBuf<int> fit_dims_d;
+  DBuf<double> atom_bias_d;
+  int n_fit = 0;
+  size_t fit_w_off = 0, fit_b_off = 0, fit_out_off = 0;
+  ModelWDev mw{};
+  std::vector<BlockWDev> bw;
+  // Wigner tables
+  DBuf<int> wt_ckb;
+  DBuf<CkTermF> wt_ck;
+  DBuf<RealTermF> wt_rt;
+  DBuf<GenNzF> wt_jnz;
+  WignerTablesDev wt{};
+
+  // graph
+  DBuf<int> src, dst, off, types, perm, seg_node, seg_off;
+  DBuf<double> vec, edge_grad, atom_energy;
+  // per edge
+  DBuf<float> vecf, r, env, denv, rbf, Dc, rho, R, rho_bar, Dc_bar, rbf_bar, env_bar, vec_bar, g, seed;
+  std::vector<DBuf<float>> alpha;
+  // per node
+  DBuf<float> isd, isd_bar, A, f, A_bar, tmpN;
+  std::vector<DBuf<float>> X, H, q, k, qk_rho, gate_rho, gamma, P, O, post_rho, X1, pre_rho, Xt, ffn_h;
+  DBuf<float> Xb, Xb_prev, nodeA, nodeA_bar, Pb, gamma_bar, q_bar, k_bar, H_bar, ybuf, hbar;
+  // chunk scratch
+  DBuf<float> U0, Ua, Ub, Ssrc, Ssrc_bar, fc_p, alpha_fc, Gbuf, Gbuf2, Xloc_bar, alpha_bar, lbar;
+  std::vector<DBuf<float>> Zc;
+
+  struct Chunk { int n0, n1, e0, e1, s0, s1; };  // s: segment range in seg_node/seg_off
+  std::vector<Chunk> chunks;
+
+  template <class T>
+  void track(T& b) { b.set_counter(&mem); }
+
+  Impl(const ModelW<double>& w, int dev, CudaMode m) : cfg(w.cfg), mode(m), device(dev) {
+    std::string why;
+    if (!cuda_device_available(&why)) throw Error("device cuda: " + why);
+    int n = 0;
+    SEZM_CUDA(cudaGetDeviceCount(&n));
+    if (dev < 0 || dev >= n)
+      throw Error("device cuda: gpu " + std::to_string(dev) + " does not exist (" + std::to_string(n) + " visible)");
+    SEZM_CUDA(cudaSetDevice(dev));
+    cudaDeviceProp prop{};
+    SEZM_CUDA(cudaGetDeviceProperties(&prop, dev));
+    name = prop.name;
+    if (mode == CudaMode::kFast)
+      throw Error("device cuda: mode fast is not implemented yet (use mode lean)");
+    SEZM_CUDA(cudaStreamCreate(&s));
+    set_dims(w);
+    upload_weights(w);
+    upload_wigner();
+  }
+  ~Impl() {
+    if (s) cudaStreamDestroy(s);
+  }
+
+  void set_dims(const ModelW<double>& w) {
+    const ModelConfig& c = w.cfg;
+    d.C = c.channels; d.L = c.lmax; d.D = c.n_coeff(); d.Dm = c.n_reduced(); d.F = c.n_focus;
+    d.Cf = c.focus_width(); d.Cw = c.wide(); d.ROW = d.Dm * d.Cf; d.M0 = (d.L + 1) * d.Cf; d.M1 = d.L * d.Cf;
+    d.K = (d.L + 1) * (d.L + 1) + d.L * d.L; d.H = c.ffn_hidden(); d.nr = c.n_radial; d.ntypes = w.ntypes;
+    d.nL = c.mixing_layers; d.ngated = c.mixing_layers - 1;
+    d.dc_size = 1 + 3 * ((d.L + 1) * (d.L + 1) - 1); d.wsize = wigner_size(d.L);
+    d.es_ro = c.es_rbf_out(); d.es_td = c.es_type_dim(); d.es_emb = c.es_embed(); d.es_ax = c.es_axis();
+    d.es_gin = c.es_g_in(); d.es_hid = c.es_hidden();
+    d.degree_mixer = c.radial_so2_mode == "degree_channel"; d.has_rh = d.Cw != d.C; d.edge_norm = c.edge_norm;
+    d.rcut = static_cast<float>(c.rcut); d.eps = static_cast<float>(c.eps); d.p_rbf = c.env_exp_rbf; d.p_edge = c.env_exp_edge;
+    // Limits of the kernels' fixed-size per-thread arrays.
+    auto need = [&](bool ok, const std::string& what) {
+      if (!ok) throw Error("device cuda: model outside the CUDA engine's limits: " + what);
+    };
+    need(d.L <= 3, "lmax <= 3");
+    need(d.C <= 64, "channels <= 64");
+    need(d.Cf <= 64 && d.Cf % 1 == 0, "focus width <= 64");
+    need(d.Cw <= 1024 && d.F <= 8, "n_focus * focus width <= 1024, n_focus <= 8");
+    need(d.M0 <= 384 && 2 * d.M1 <= 384, "(lmax+1) * focus width <= 384 and 2 lmax focus width <= 384");
+    need(d.H <= 256 && d.D * d.C >= d.H, "FFN width <= 256");
+    need(d.es_hid <= 256 && d.es_gin <= 256 && d.es_emb <= 128, "env-seed widths");
+    need(w.fit_w.size() <= 4, "at most 4 fitting layers");
+  }
+
+  void upload_weights(const ModelW<double>& w) {
+    Arena a;
+    const int L = d.L;
+    size_t o_freqs = a.add(w.freqs), o_te = a.add(w.type_embedding), o_r0 = a.add(w.radial_w0);
+    size_t o_rn = w.radial_norm ? a.add(w.radial_norm_scale) : kNone, o_r1 = a.add(w.radial_w1);
+    size_t o_p1 = a.add(w.es_proj1), o_p2 = a.add(w.es_proj2), o_tau = a.add(w.es_type_embedding);
+    size_t o_g1 = a.add(w.es_g1), o_g2 = a.add(w.es_g2), o_out = a.add(w.es_out);
+    size_t o_fs = w.film_norm ? a.add(w.film_scale_norm) : kNone, o_fh = w.film_norm ? a.add(w.film_shift_norm) : kNone;
+    size_t o_ro1 = a.add(w.readout_w1), o_ro2 = a.add(w.readout_w2);
+    const S2Grid grid = make_s2_grid(L);
+    std::vector<float> gT(grid.T.begin(), grid.T.end()), gP(grid.P.begin(), grid.P.end());
+    size_t o_gT = a.add(gT.data(), gT.size()), o_gP = a.add(gP.data(), gP.size());
+    // fitting
+    std::vector<float> fw, fb;
+    std::vector<int> dims;
+    for (size_t k = 0; k < w.fit_w.size(); ++k) {
+      for (Eigen::Index i = 0; i < w.fit_w[k].size(); ++i) fw.push_back(static_cast<float>(w.fit_w[k].data()[i]));
+      for (Eigen::Index i = 0; i < w.fit_b[k].size(); ++i) fb.push_back(static_cast<float>(w.fit_b[k][i]));
+      dims.push_back(static_cast<int>(w.fit_b[k].size() / 2));
+    }
+    n_fit = static_cast<int>(dims.size());
+    fit_w_off = a.add(fw.data(), fw.size());
+    fit_b_off = a.add(fb.data(), fb.size());
+    fit_out_off = a.add(w.fit_out);
+    // blocks
+    struct BO {
+      size_t pre, post, rh, rhT, mix, cb, A, AT, W1, W1T, G, fcw, fcn, qkn, gn, Wq, Wk, lu, lz, gw, ps, pb, qs, qb, f1, sg, f2;
+    };
+    std::vector<BO> bos;
+    for (const BlockW<double>& b : w.blocks) {
+      BO o{};
+      o.pre = a.add(b.pre_focus_mix);
+      o.post = a.add(b.post_focus_mix);
+      o.rh = b.has_radial_hidden_proj ? a.add(b.radial_hidden_proj) : kNone;
+      o.rhT = b.has_radial_hidden_proj ? a.add_t(b.radial_hidden_proj) : kNone;
+      o.mix = b.degree_mixer ? a.add(b.mixer_weight) : kNone;
+      o.cb = b.degree_mixer ? a.add(b.channel_basis) : kNone;
+      std::vector<Mat<double>> As, ATs, W1s, W1Ts, Gs;
+      for (const auto& layer : b.layers)
+        for (int f = 0; f < d.F; ++f) {
+          As.push_back(layer.A[f]);
+          ATs.push_back(layer.A[f].transpose());
+          W1s.push_back(layer.W1[f]);
+          W1Ts.push_back(layer.W1[f].transpose());
+          if (!layer.G.empty()) Gs.push_back(layer.G[f]);
+        }
+      o.A = a.add(As); o.AT = a.add(ATs); o.W1 = a.add(W1s); o.W1T = a.add(W1Ts);
+      o.G = Gs.empty() ? kNone : a.add(Gs);
+      o.fcw = d.F > 1 ? a.add(b.focus_compete_w) : kNone;
+      o.fcn = (d.F > 1 && b.focus_norm) ? a.add(b.focus_compete_norm) : kNone;
+      o.qkn = a.add(b.qk_norm); o.gn = a.add(b.gate_norm);
+      o.Wq = a.add(b.q_proj); o.Wk = a.add(b.k_proj);
+      // Radial logit bias R0 . u_f with u_f = W_rh[:, f-block] W_logit[:, f] (or W_logit placed).
+      Mat<double> U = Mat<double>::Zero(d.F, d.C);
+      for (int f = 0; f < d.F; ++f) {
+        if (b.has_radial_hidden_proj)
+          U.row(f) = (b.radial_hidden_proj.middleCols(f * d.Cf, d.Cf) * b.logit_w.col(f)).transpose();
+        else
+          for (int c = 0; c < d.Cf; ++c) U(f, f * d.Cf + c) = b.logit_w(c, f);
+      }
+      o.lu = a.add(U);
+      o.lz = a.add(b.log_zeta); o.gw = a.add(b.gate_w);
+      o.ps = a.add(b.post_so2_norm.scale); o.pb = a.add(b.post_so2_norm.bias);
+      o.qs = a.add(b.pre_ffn_norm.scale); o.qb = a.add(b.pre_ffn_norm.bias);
+      o.f1 = a.add(b.ffn_w1); o.sg = a.add(b.ffn_scalar_gate); o.f2 = a.add(b.ffn_w2);
+      bos.push_back(o);
+    }
+    track(wbuf);
+    wbuf.upload(a.h.data(), a.h.size(), s);
+    const float* base = wbuf.data();
+    auto P = [&](size_t o) -> const float* { return o == kNone ? nullptr : base + o; };
+    mw.freqs = P(o_freqs); mw.type_emb = P(o_te); mw.rad_w0 = P(o_r0); mw.rad_norm = P(o_rn); mw.rad_w1 = P(o_r1);
+    mw.es_p1 = P(o_p1); mw.es_p2 = P(o_p2); mw.es_tau = P(o_tau); mw.es_g1 = P(o_g1); mw.es_g2 = P(o_g2);
+    mw.es_out = P(o_out); mw.film_s = P(o_fs); mw.film_h = P(o_fh);
+    mw.film_as = static_cast<float>(w.film_scale_alpha); mw.film_ah = static_cast<float>(w.film_shift_alpha);
+    mw.ro_w1 = P(o_ro1); mw.ro_w2 = P(o_ro2); mw.gridT = P(o_gT); mw.gridP = P(o_gP); mw.G = grid.G;
+    for (size_t i = 0; i < bos.size(); ++i) {
+      const BO& o = bos[i];
+      const BlockW<double>& b = w.blocks[i];
+      BlockWDev x{};
+      x.pre = P(o.pre); x.post = P(o.post); x.rh = P(o.rh); x.rhT = P(o.rhT); x.mix = P(o.mix); x.cb = P(o.cb);
+      x.A = P(o.A); x.AT = P(o.AT); x.W1 = P(o.W1); x.W1T = P(o.W1T); x.G = P(o.G);
+      x.fc_w = P(o.fcw); x.fc_norm = P(o.fcn); x.qk_norm = P(o.qkn); x.gate_norm = P(o.gn);
+      x.Wq = P(o.Wq); x.Wk = P(o.Wk); x.logit_u = P(o.lu); x.log_zeta = P(o.lz); x.gate_w = P(o.gw);
+      x.post_scale = P(o.ps); x.post_bias = P(o.pb); x.pre_scale = P(o.qs); x.pre_bias = P(o.qb);
+      x.post_eps = static_cast<float>(b.post_so2_norm.eps); x.pre_eps = static_cast<float>(b.pre_ffn_norm.eps);
+      x.ffn_w1 = P(o.f1); x.ffn_sg = P(o.sg); x.ffn_w2 = P(o.f2);
+      bw.push_back(x);
+    }
+    track(fit_dims_d);
+    fit_dims_d.upload(dims.data(), dims.size(), s);
+    track(atom_bias_d);
+    atom_bias_d.upload(w.atom_bias.data(), w.atom_bias.size(), s);
+  }
+
+  void upload_wigner() {
+    std::vector<int> ckb;
+    std::vector<CkTermF> ck;
+    std::vector<RealTermF> rt;
+    std::vector<GenNzF> jnz;
+    for (int l = 0; l <= 3; ++l) {
+      const auto& tb = detail::wigner_block_tables(l);
+      wt.ck_begin_off[l] = static_cast<int>(ckb.size());
+      wt.ck_off[l] = static_cast<int>(ck.size());
+      wt.rt_off[l] = static_cast<int>(rt.size());
+      for (int e = 0; e <= tb.n_entries; ++e) ckb.push_back(tb.ck_begin[e]);
+      for (int t = 0; t < tb.ck_begin[tb.n_entries]; ++t)
+        ck.push_back(CkTermF{static_cast<float>(tb.ck[t].coef), tb.ck[t].a, tb.ck[t].b});
+      for (int e = 0; e < 4 * tb.n_entries; ++e)
+        rt.push_back(RealTermF{tb.rt[e].idx, static_cast<float>(tb.rt[e].cre), static_cast<float>(tb.rt[e].cim)});
+      for (int a = 0; a < 2; ++a) {
+        wt.jnz_off[l][a] = static_cast<int>(jnz.size());
+        wt.jnz_n[l][a] = tb.J_nnz[a];
+        for (int z = 0; z < tb.J_nnz[a]; ++z)
+          jnz.push_back(GenNzF{tb.J_nz[a][z].i, tb.J_nz[a][z].k, static_cast<float>(tb.J_nz[a][z].val)});
+      }
+    }
+    track(wt_ckb); track(wt_ck); track(wt_rt); track(wt_jnz);
+    wt_ckb.upload(ckb.data(), ckb.size(), s);
+    wt_ck.upload(ck.data(), ck.size(), s);
+    wt_rt.upload(rt.data(), rt.size(), s);
+    wt_jnz.upload(jnz.data(), jnz.size(), s);
+    wt.ck_begin = wt_ckb.data();
+    wt.ck = wt_ck.data();
+    wt.rt = wt_rt.data();
+    wt.jnz = wt_jnz.data();
+  }
+
+  // Chunks of whole destination segments and, per chunk, its edges grouped by source.
+  void plan_chunks(const GraphView& gv, std::vector<int>& perm_h, std::vector<int>& seg_node_h,
+                   std::vector<int>& seg_off_h) {
+    chunks.clear();
+    perm_h.resize(gv.E);
+    seg_node_h.clear();
+    seg_off_h.assign(1, 0);
+    int n0 = 0;
+    while (n0 < gv.n_nodes || (n0 == 0 && gv.n_nodes == 0)) {
+      if (gv.n_nodes == 0) break;
+      int n1 = n0 + 1;
+      while (n1 < gv.n_nodes && gv.dst_offsets[n1 + 1] - gv.dst_offsets[n0] <= chunk_edges) ++n1;
+      Chunk c{n0, n1, gv.dst_offsets[n0], gv.dst_offsets[n1], static_cast<int>(seg_node_h.size()), 0};
+      std::vector<int> idx(c.e1 - c.e0);
+      std::iota(idx.begin(), idx.end(), c.e0);
+      std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return gv.src[a] < gv.src[b]; });
+      for (size_t t = 0; t < idx.size(); ++t) {
+        perm_h[c.e0 + t] = idx[t];
+        if (t == 0 || gv.src[idx[t]] != gv.src[idx[t - 1]]) {
+          if (t > 0) seg_off_h.push_back(c.e0 + static_cast<int>(t));
+          seg_node_h.push_back(gv.src[idx[t]]);
+        }
+      }
+      if (!idx.empty()) seg_off_h.push_back(c.e1);
+      c.s1 = static_cast<int>(seg_node_h.size());
+      chunks.push_back(c);
+      n0 = n1;
+    }
+  }
+
+  template <class T>
+  T* grow(DBuf<T>& b, size_t n) {
+    track(b);
+    return b.resize(n);
+  }
+  template <class T>
+  T* grow_zero(DBuf<T>& b, size_t n) {
+    T* p = grow(b, n);
+    b.zero(s);
+    return p;
+  }
+
+  void exchange_forward(float* rows, int NT, int N, FeatureExchange<double>* ex) {
+    const size_t w = static_cast<size_t>(d.D) * d.C;
+    std::vector<float> hf(static_cast<size_t>(NT) * w);
+    SEZM_CUDA(cudaMemcpyAsync(hf.data(), rows, hf.size() * sizeof(float), cudaMemcpyDeviceToHost, s));
+    SEZM_CUDA(cudaStreamSynchronize(s));
+    std::vector<double> hd(hf.begin(), hf.end());
+    ex->forward(hd.data(), static_cast<int>(w));
+    for (size_t i = static_cast<size_t>(N) * w; i < hd.size(); ++i) hf[i] = static_cast<float>(hd[i]);
+    SEZM_CUDA(cudaMemcpyAsync(rows + static_cast<size_t>(N) * w, hf.data() + static_cast<size_t>(N) * w,
+                              (hf.size() - static_cast<size_t>(N) * w) * sizeof(float), cudaMemcpyHostToDevice, s));
+    SEZM_CUDA(cudaStreamSynchronize(s));
+  }
+  void exchange_reverse(float* rows, int NT, FeatureExchange<double>* ex) {
+    const size_t w = static_cast<size_t>(d.D) * d.C;
+    std::vector<float> hf(static_cast<size_t>(NT) * w);
+    SEZM_CUDA(cudaMemcpyAsync(hf.data(), rows, hf.size() * sizeof(float), cudaMemcpyDeviceToHost, s));
+    SEZM_CUDA(cudaStreamSynchronize(s));
+    std::vector<double> hd(hf.begin(), hf.end());
+    ex->reverse(hd.data(), static_cast<int>(w));
+    for (size_t i = 0; i < hd.size(); ++i) hf[i] = static_cast<float>(hd[i]);
+    SEZM_CUDA(cudaMemcpyAsync(rows, hf.data(), hf.size() * sizeof(float), cudaMemcpyHostToDevice, s));
+    SEZM_CUDA(cudaStreamSynchronize(s));
+  }
+
+  // Forward of one chunk's value path up to the stack output; returns the buffer holding it.
+  float* chunk_forward(int b, const Chunk& c, bool save_z) {
+    const int Ec = c.e1 - c.e0;
+    const BlockWDev& w = bw[b];
+    launch_rotate_condition(d, w, c.e0, Ec, src.data(), Dc.data(), H[b].data(), R.data(), U0.data(), Ssrc.data(), s);
+    launch_focus_compete(d, w, Ec, Ssrc.data(), fc_p.data(), alpha_fc.data(), s);
+    float* in = U0.data();
+    float* bufs[2] = {Ua.data(), Ub.data()};
+    for (int k = 0; k < d.nL; ++k) {
+      float* out = bufs[k % 2];
+      launch_stack_layer_forward(d, w, k, Ec, in, out, (save_z && k < d.ngated) ? Zc[k].data() : nullptr, s);
+      in = out;
+    }
+    return in;
+  }
+
+  EngineResult compute(const GraphView& gv, bool gradients, FeatureExchange<double>* ex) {
+    using clock = std::chrono::steady_clock;
+    const auto t0 = clock::now();
+    SEZM_CUDA(cudaSetDevice(device));
+    const int N = gv.n_nodes, NT = gv.n_total, E = gv.E;
+    if (NT > N && !ex) throw Error("CudaEngine: a graph with ghost nodes needs a feature exchange");
+    for (int i = 0; i < NT; ++i)
+      if (gv.types[i] < 0 || gv.types[i] >= d.ntypes)
+        throw Error("CudaEngine: atom type index " + std::to_string(gv.types[i]) + " outside the model's type_map");
+    std::vector<int> perm_h, segn_h, sego_h;
+    plan_chunks(gv, perm_h, segn_h, sego_h);
+    // graph upload
+    track(src); track(dst); track(off); track(types); track(perm); track(seg_node); track(seg_off); track(vec);
+    src.upload(gv.src, E, s);
+    dst.upload(gv.dst, E, s);
+    off.upload(gv.dst_offsets, N + 1, s);
+    types.upload(gv.types, NT, s);
+    perm.upload(perm_h.data(), perm_h.size(), s);
+    seg_node.upload(segn_h.data(), segn_h.size(), s);
+    seg_off.upload(sego_h.data(), sego_h.size(), s);
+    vec.upload(gv.vec, 3 * static_cast<size_t>(E), s);
+
+    const size_t Er = static_cast<size_t>(E), W = static_cast<size_t>(d.L + 1) * d.C;
+    const size_t nodeW = static_cast<size_t>(d.D) * d.C, nodeWw = static_cast<size_t>(d.D) * d.Cw;
+    grow(vecf, 3 * Er); grow(r, Er); grow(env, Er); grow(denv, Er); grow(rbf, Er * d.nr);
+    grow(Dc, Er * d.dc_size); grow(rho, Er * W); grow(R, Er * W);
+    grow(g, Er * d.es_emb); grow(seed, Er * 4);
+    grow(isd, N); grow(A, static_cast<size_t>(N) * 4 * d.es_emb); grow(f, static_cast<size_t>(N) * 2 * d.C);
+    const int nb = cfg.n_blocks;
+    X.resize(nb + 1); H.resize(nb); q.resize(nb); k.resize(nb); qk_rho.resize(nb); gate_rho.resize(nb);
+    gamma.resize(nb); P.resize(nb); O.resize(nb); post_rho.resize(nb); X1.resize(nb); pre_rho.resize(nb);
+    Xt.resize(nb); ffn_h.resize(nb); alpha.resize(nb);
+    for (int b = 0; b <= nb; ++b) grow_zero(X[b], static_cast<size_t>(NT) * nodeW);
+    int max_ec = 0;
+    for (const Chunk& c : chunks) max_ec = std::max(max_ec, c.e1 - c.e0);
+    const size_t chunkU = static_cast<size_t>(d.F) * max_ec * d.ROW;
+    grow(U0, chunkU); grow(Ua, chunkU); grow(Ub, chunkU);
+    grow(Ssrc, static_cast<size_t>(d.F) * max_ec * d.Cf);
+    grow(fc_p, static_cast<size_t>(max_ec) * d.F); grow(alpha_fc, static_cast<size_t>(max_ec) * d.F);
+    grow(nodeA, static_cast<size_t>(N) * nodeWw);
+
+    // ---- geometry and initial embedding ----
+    launch_geometry_forward(d, E, vec.data(), mw.freqs, wt, vecf.data(), r.data(), env.data(), denv.data(),
+                            rbf.data(), Dc.data(), s);
+    launch_degree_forward(N, off.data(), env.data(), isd.data(), s);
+    launch_radial_forward(d, mw, E, rbf.data(), env.data(), rho.data(), s);
+    if (E > 0) {
+      add_type_features_k<<<div_up((long)Er * W, 256), 256, 0, s>>>(d, E, src.data(), dst.data(), types.data(),
+                                                                     mw.type_emb, rho.data(), R.data());
+      SEZM_LAUNCH("add_type_features");
+    }
+    launch_env_seed_forward(d, mw, N, E, src.data(), dst.data(), off.data(), types.data(), vecf.data(), r.data(),
+                            env.data(), rbf.data(), isd.data(), g.data(), seed.data(), A.data(), f.data(),
+                            X[0].data(), s);
+    launch_gie_forward(d, N, off.data(), Dc.data(), isd.data(), rho.data(), X[0].data(), s);
+
+    // ---- blocks ----
+    for (int b = 0; b < nb; ++b) {
+      const BlockWDev& w = bw[b];
+      if (ex) exchange_forward(X[b].data(), NT, N, ex);
+      grow(H[b], static_cast<size_t>(NT) * nodeWw);
+      launch_per_degree_linear(NT, d.L, d.C, d.Cw, X[b].data(), w.pre, H[b].data(), false, false, s);
+      grow(q[b], static_cast<size_t>(NT) * d.Cw); grow(k[b], static_cast<size_t>(NT) * d.Cw);
+      grow(qk_rho[b], static_cast<size_t>(NT) * d.F); grow(gate_rho[b], static_cast<size_t>(N) * d.F);
+      grow(gamma[b], static_cast<size_t>(N) * d.F);
+      launch_attention_node_forward(d, w, N, NT, H[b].data(), q[b].data(), k[b].data(), qk_rho[b].data(),
+                                    gate_rho[b].data(), gamma[b].data(), s);
+      grow(alpha[b], Er * d.F);
+      launch_attention_softmax_forward(d, w, N, src.data(), off.data(), env.data(), R.data(), q[b].data(),
+                                       k[b].data(), alpha[b].data(), s);
+      grow(P[b], static_cast<size_t>(N) * nodeWw);
+      for (const Chunk& c : chunks) {
+        float* Uf = chunk_forward(b, c, false);
+        launch_rotate_back_aggregate(d, c.n0, c.n1, c.e0, c.e1 - c.e0, off.data(), Dc.data(), Uf, alpha_fc.data(),
+                                     alpha[b].data(), P[b].data(), s);
+      }
+      launch_gate_post(d, N, gamma[b].data(), P[b].data(), nodeA.data(), s);
+      grow(O[b], static_cast<size_t>(N) * nodeW);
+      launch_per_degree_linear(N, d.L, d.Cw, d.C, nodeA.data(), w.post, O[b].data(), false, false, s);
+      grow(X1[b], static_cast<size_t>(N) * nodeW); grow(post_rho[b], N); grow(pre_rho[b], N);
+      grow(Xt[b], static_cast<size_t>(N) * nodeW);
+      launch_eq_norm_forward(N, d.L, d.C, O[b].data(), w.post_scale, w.post_bias, w.post_eps, X1[b].data(),
+                             post_rho[b].data(), X[b].data(), s);
+      launch_eq_norm_forward(N, d.L, d.C, X1[b].data(), w.pre_scale, w.pre_bias, w.pre_eps, Xt[b].data(),
+                             pre_rho[b].data(), nullptr, s);
+      grow(ffn_h[b], static_cast<size_t>(N) * d.D * 2 * d.H);
+      grow(ybuf, static_cast<size_t>(N) * d.D * d.H);
+      launch_ffn_forward(d, mw, w, N, Xt[b].data(), ffn_h[b].data(), ybuf.data(), X[b + 1].data(), s);
+      const long nn = static_cast<long>(N) * nodeW;
+      if (nn > 0) {
+        add_k<<<div_up(nn, 256), 256, 0, s>>>(nn, X1[b].data(), X[b + 1].data());
+        SEZM_LAUNCH("residual");
+      }
+    }
+
+    // ---- read-out and fitting ----
+    track(atom_energy);
+    atom_energy.resize(N);
+    launch_readout_fitting_forward(d, mw, N, X[nb].data(), types.data(), wbuf.data() + fit_w_off,
+                                   wbuf.data() + fit_b_off, fit_dims_d.data(), n_fit, wbuf.data() + fit_out_off,
+                                   atom_bias_d.data(), atom_energy.data(), s);
+    EngineResult res;
+    res.atom_energy.resize(N);
+    if (N) SEZM_CUDA(cudaMemcpyAsync(res.atom_energy.data(), atom_energy.data(), N * sizeof(double),
+                                     cudaMemcpyDeviceToHost, s));
+    SEZM_CUDA(cudaStreamSynchronize(s));
+    for (double e : res.atom_energy) res.energy += e;
+    const auto t1 = clock::now();
+    res.seconds_forward = std::chrono::duration<double>(t1 - t0).count();
+    if (!gradients) return res;
+
+    // ---- backward ----
+    grow_zero(Xb, static_cast<size_t>(NT) * nodeW);
+    grow(Xb_prev, static_cast<size_t>(NT) * nodeW);
+    launch_readout_fitting_backward(d, mw, N, X[nb].data(), wbuf.data() + fit_w_off, wbuf.data() + fit_b_off,
+                                    fit_dims_d.data(), n_fit, wbuf.data() + fit_out_off, Xb.data(), s);
+    grow_zero(rho_bar, Er * W); grow_zero(Dc_bar, Er * d.dc_size); grow_zero(rbf_bar, Er * d.nr);
+    grow_zero(env_bar, Er); grow_zero(vec_bar, 3 * Er);
+    grow(Gbuf, chunkU); grow(Gbuf2, chunkU);
+    grow(Ssrc_bar, static_cast<size_t>(d.F) * max_ec * d.Cf);
+    grow(Xloc_bar, static_cast<size_t>(max_ec) * d.Dm * d.Cw);
+    grow(alpha_bar, static_cast<size_t>(max_ec) * d.F); grow(lbar, static_cast<size_t>(max_ec) * d.F);
+    Zc.resize(std::max(d.ngated, 0));
+    for (auto& z : Zc) grow(z, chunkU);
+    grow(nodeA_bar, static_cast<size_t>(N) * nodeWw); grow(Pb, static_cast<size_t>(N) * nodeWw);
+    grow(gamma_bar, static_cast<size_t>(N) * d.F);
+    grow(hbar, static_cast<size_t>(N) * d.D * 2 * d.H);
+    grow(tmpN, static_cast<size_t>(N) * nodeW);
+    for (int b = nb - 1; b >= 0; --b) {
+      const BlockWDev& w = bw[b];
+      // FFN branch and norms: X1_bar = Y_bar + norm_pre^T(FFN^T(Y_bar)); O_bar = norm_post^T(X1_bar).
+      launch_ffn_backward(d, mw, w, N, ffn_h[b].data(), Xb.data(), ybuf.data(), hbar.data(), tmpN.data(), s);
+      float* X1b = Xb.data();  // Y_bar's local rows become X1_bar in place
+      launch_eq_norm_backward(N, d.L, d.C, X1[b].data(), w.pre_scale, pre_rho[b].data(), tmpN.data(), X1b, s);
+      grow_zero(tmpN, static_cast<size_t>(N) * nodeW);
+      launch_eq_norm_backward(N, d.L, d.C, O[b].data(), w.post_scale, post_rho[b].data(), X1b, tmpN.data(), s);
+      launch_per_degree_linear(N, d.L, d.C, d.Cw, tmpN.data(), w.post, nodeA_bar.data(), true, false, s);
+      launch_gate_backward(d, N, gamma[b].data(), P[b].data(), nodeA_bar.data(), Pb.data(), gamma_bar.data(), s);
+      grow_zero(q_bar, static_cast<size_t>(N) * d.Cw);
+      grow_zero(k_bar, static_cast<size_t>(NT) * d.Cw);
+      grow_zero(H_bar, static_cast<size_t>(NT) * nodeWw);
+      for (const Chunk& c : chunks) {
+        const int Ec = c.e1 - c.e0;
+        float* Uf = chunk_forward(b, c, true);
+        launch_aggregate_backward(d, c.e0, Ec, dst.data(), Dc.data(), Uf, alpha_fc.data(), alpha[b].data(),
+                                  Pb.data(), Gbuf.data(), alpha_bar.data(), Dc_bar.data(), s);
+        launch_softmax_backward(d, w, c.n0, c.n1, c.e0, src.data(), off.data(), env.data(), alpha[b].data(),
+                                alpha_bar.data(), q[b].data(), k[b].data(), lbar.data(), q_bar.data(),
+                                env_bar.data(), s);
+        launch_focus_compete_backward(d, w, Ec, Ssrc.data(), Uf, fc_p.data(), alpha_fc.data(), Gbuf.data(),
+                                      Ssrc_bar.data(), s);
+        float* gin = Gbuf.data();
+        float* bufs[2] = {Gbuf2.data(), Gbuf.data()};
+        for (int kk = d.nL - 1, t = 0; kk >= 0; --kk, ++t) {
+          float* gout = bufs[t % 2];
+          launch_stack_layer_backward(d, w, kk, Ec, gin, gout, kk < d.ngated ? Zc[kk].data() : nullptr, s);
+          gin = gout;
+        }
+        launch_condition_rotate_backward(d, w, c.e0, Ec, src.data(), Dc.data(), H[b].data(), R.data(), gin,
+                                         Ssrc_bar.data(), lbar.data(), Xloc_bar.data(), rho_bar.data(),
+                                         Dc_bar.data(), s);
+        launch_src_scatter(d, c.s1 - c.s0, seg_node.data() + c.s0, seg_off.data() + c.s0, perm.data(), c.e0,
+                           dst.data(), Dc.data(), Xloc_bar.data(), lbar.data(), q[b].data(), H_bar.data(),
+                           k_bar.data(), s);
+      }
+      launch_attention_node_backward(d, w, N, NT, H[b].data(), qk_rho[b].data(), gate_rho[b].data(),
+                                     gamma[b].data(), q_bar.data(), k_bar.data(), gamma_bar.data(), H_bar.data(), s);
+      // X_bar = X1_bar (centres) + H_bar W_pre^T (all nodes).
+      SEZM_CUDA(cudaMemcpyAsync(Xb_prev.data(), Xb.data(), static_cast<size_t>(NT) * nodeW * sizeof(float),
+                                cudaMemcpyDeviceToDevice, s));
+      if (NT > N)
+        SEZM_CUDA(cudaMemsetAsync(Xb_prev.data() + static_cast<size_t>(N) * nodeW, 0,
+                                  static_cast<size_t>(NT - N) * nodeW * sizeof(float), s));
+      launch_per_degree_linear(NT, d.L, d.Cw, d.C, H_bar.data(), w.pre, Xb_prev.data(), true, true, s);
+      if (ex) exchange_reverse(Xb_prev.data(), NT, ex);
+      std::swap(Xb, Xb_prev);
+    }
+    grow_zero(isd_bar, N);
+    grow(A_bar, static_cast<size_t>(N) * 4 * d.es_emb);
+    launch_env_seed_backward(d, mw, N, E, src.data(), dst.data(), off.data(), types.data(), vecf.data(), r.data(),
+                             env.data(), denv.data(), rbf.data(), isd.data(), g.data(), seed.data(), A.data(),
+                             f.data(), Xb.data(), A_bar.data(), isd_bar.data(), rbf_bar.data(), vec_bar.data(), s);
+    launch_gie_backward(d, N, E, dst.data(), off.data(), Dc.data(), isd.data(), rho.data(), X[0].data(), Xb.data(),
+                        isd_bar.data(), rho_bar.data(), Dc_bar.data(), s);
+    launch_degree_backward(N, off.data(), env.data(), isd.data(), isd_bar.data(), env_bar.data(), s);
+    launch_radial_backward(d, mw, E, rbf.data(), env.data(), rho_bar.data(), env_bar.data(), rbf_bar.data(), s);
+    track(edge_grad);
+    edge_grad.resize(3 * Er);
+    launch_geometry_backward(d, E, vecf.data(), r.data(), denv.data(), mw.freqs, wt, env_bar.data(), rbf_bar.data(),
+                             Dc_bar.data(), vec_bar.data(), edge_grad.data(), s);
+    res.edge_grad.resize(3 * Er);
+    if (E) SEZM_CUDA(cudaMemcpyAsync(res.edge_grad.data(), edge_grad.data(), 3 * Er * sizeof(double),
+                                     cudaMemcpyDeviceToHost, s));
+    SEZM_CUDA(cudaStreamSynchronize(s));
+    res.seconds_backward = std::chrono::duration<double>(clock::now() - t1).count();
+    return res;
+  }
+};
+
+CudaEngine::CudaEngine(const ModelW<double>& w, int device, CudaMode mode) : impl_(new Impl(w, device, mode)) {}
+CudaEngine::~CudaEngine() = default;
+const ModelConfig& CudaEngine::config() const { return impl_->cfg; }
+EngineResult CudaEngine::compute(const GraphView& g, bool gradients, FeatureExchange<double>* ex) {
+  return impl_->compute(g, gradients, ex);
+}
+void CudaEngine::set_chunk_edges(int n) { impl_->chunk_edges = n > 0 ? n : 1; }
+size_t CudaEngine::peak_device_bytes() const { return impl_->mem.peak; }
+std::string CudaEngine::device_name() const { return impl_->name; }
+
+}  // namespace sezm
