@@ -7,6 +7,8 @@
 // chunk's forward; fast mode is not implemented yet and is refused at construction.
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <vector>
@@ -129,6 +131,42 @@ struct CudaEngine::Impl {
   DBuf<float> U0, Ua, Ub, Ssrc, Ssrc_bar, fc_p, alpha_fc, Gbuf, Gbuf2, Xloc_bar, alpha_bar, lbar;
   std::vector<DBuf<float>> Zc;
 
+  // Optional per-phase timing (SEZM_CUDA_TIMING=1): CUDA events between named marks, summed per
+  // name over a call and printed to stderr.
+  bool timing = false;
+  std::vector<std::pair<const char*, cudaEvent_t>> marks;
+  std::vector<cudaEvent_t> event_pool;
+  size_t event_used = 0;
+  void mark(const char* name) {
+    if (!timing) return;
+    if (event_used == event_pool.size()) {
+      cudaEvent_t e;
+      SEZM_CUDA(cudaEventCreate(&e));
+      event_pool.push_back(e);
+    }
+    cudaEvent_t e = event_pool[event_used++];
+    SEZM_CUDA(cudaEventRecord(e, s));
+    marks.emplace_back(name, e);
+  }
+  void report_timing() {
+    if (!timing || marks.empty()) return;
+    SEZM_CUDA(cudaStreamSynchronize(s));
+    std::vector<std::pair<std::string, double>> acc;
+    for (size_t i = 0; i + 1 < marks.size(); ++i) {
+      float ms = 0;
+      SEZM_CUDA(cudaEventElapsedTime(&ms, marks[i].second, marks[i + 1].second));
+      auto it = std::find_if(acc.begin(), acc.end(), [&](const auto& p) { return p.first == marks[i].first; });
+      if (it == acc.end()) acc.emplace_back(marks[i].first, ms);
+      else it->second += ms;
+    }
+    double tot = 0;
+    for (const auto& p : acc) tot += p.second;
+    std::fprintf(stderr, "[sezm cuda timing] total %.2f ms\n", tot);
+    for (const auto& p : acc) std::fprintf(stderr, "  %-28s %9.3f ms  %5.1f%%\n", p.first.c_str(), p.second, 100 * p.second / tot);
+    marks.clear();
+    event_used = 0;
+  }
+
   struct Chunk { int n0, n1, e0, e1, s0, s1; };  // s: segment range in seg_node/seg_off
   std::vector<Chunk> chunks;
 
@@ -149,11 +187,14 @@ struct CudaEngine::Impl {
     if (mode == CudaMode::kFast)
       throw Error("device cuda: mode fast is not implemented yet (use mode lean)");
     SEZM_CUDA(cudaStreamCreate(&s));
+    const char* tv = std::getenv("SEZM_CUDA_TIMING");
+    timing = tv && *tv && *tv != '0';
     set_dims(w);
     upload_weights(w);
     upload_wigner();
   }
   ~Impl() {
+    for (cudaEvent_t e : event_pool) cudaEventDestroy(e);
     if (s) cudaStreamDestroy(s);
   }
 
@@ -380,8 +421,10 @@ struct CudaEngine::Impl {
   float* chunk_forward(int b, const Chunk& c, bool save_z) {
     const int Ec = c.e1 - c.e0;
     const BlockWDev& w = bw[b];
+    mark(save_z ? "bwd: recompute rotate" : "fwd: rotate+condition");
     launch_rotate_condition(d, w, c.e0, Ec, src.data(), Dc.data(), H[b].data(), R.data(), U0.data(), Ssrc.data(), s);
     launch_focus_compete(d, w, Ec, Ssrc.data(), fc_p.data(), alpha_fc.data(), s);
+    mark(save_z ? "bwd: recompute stack" : "fwd: stack");
     float* in = U0.data();
     float* bufs[2] = {Ua.data(), Ub.data()};
     for (int k = 0; k < d.nL; ++k) {
@@ -434,6 +477,7 @@ struct CudaEngine::Impl {
     grow(nodeA, static_cast<size_t>(N) * nodeWw);
 
     // ---- geometry and initial embedding ----
+    mark("fwd: geometry+embedding");
     launch_geometry_forward(d, E, vec.data(), mw.freqs, wt, vecf.data(), r.data(), env.data(), denv.data(),
                             rbf.data(), Dc.data(), s);
     launch_degree_forward(N, off.data(), env.data(), isd.data(), s);
@@ -451,7 +495,9 @@ struct CudaEngine::Impl {
     // ---- blocks ----
     for (int b = 0; b < nb; ++b) {
       const BlockWDev& w = bw[b];
+      mark("fwd: exchange");
       if (ex) exchange_forward(X[b].data(), NT, N, ex);
+      mark("fwd: node (attention, mix)");
       grow(H[b], static_cast<size_t>(NT) * nodeWw);
       launch_per_degree_linear(NT, d.L, d.C, d.Cw, X[b].data(), w.pre, H[b].data(), false, false, s);
       grow(q[b], static_cast<size_t>(NT) * d.Cw); grow(k[b], static_cast<size_t>(NT) * d.Cw);
@@ -465,9 +511,11 @@ struct CudaEngine::Impl {
       grow(P[b], static_cast<size_t>(N) * nodeWw);
       for (const Chunk& c : chunks) {
         float* Uf = chunk_forward(b, c, false);
+        mark("fwd: rotate back+aggregate");
         launch_rotate_back_aggregate(d, c.n0, c.n1, c.e0, c.e1 - c.e0, off.data(), Dc.data(), Uf, alpha_fc.data(),
                                      alpha[b].data(), P[b].data(), s);
       }
+      mark("fwd: node (norms, FFN)");
       launch_gate_post(d, N, gamma[b].data(), P[b].data(), nodeA.data(), s);
       grow(O[b], static_cast<size_t>(N) * nodeW);
       launch_per_degree_linear(N, d.L, d.Cw, d.C, nodeA.data(), w.post, O[b].data(), false, false, s);
@@ -488,6 +536,7 @@ struct CudaEngine::Impl {
     }
 
     // ---- read-out and fitting ----
+    mark("fwd: read-out+fitting");
     track(atom_energy);
     atom_energy.resize(N);
     launch_readout_fitting_forward(d, mw, N, X[nb].data(), types.data(), wbuf.data() + fit_w_off,
@@ -501,9 +550,14 @@ struct CudaEngine::Impl {
     for (double e : res.atom_energy) res.energy += e;
     const auto t1 = clock::now();
     res.seconds_forward = std::chrono::duration<double>(t1 - t0).count();
-    if (!gradients) return res;
+    if (!gradients) {
+      mark("end");
+      report_timing();
+      return res;
+    }
 
     // ---- backward ----
+    mark("bwd: read-out+fitting");
     grow_zero(Xb, static_cast<size_t>(NT) * nodeW);
     grow(Xb_prev, static_cast<size_t>(NT) * nodeW);
     launch_readout_fitting_backward(d, mw, N, X[nb].data(), wbuf.data() + fit_w_off, wbuf.data() + fit_b_off,
@@ -522,6 +576,7 @@ struct CudaEngine::Impl {
     grow(tmpN, static_cast<size_t>(N) * nodeW);
     for (int b = nb - 1; b >= 0; --b) {
       const BlockWDev& w = bw[b];
+      mark("bwd: node (FFN, norms, gate)");
       // FFN branch and norms: X1_bar = Y_bar + norm_pre^T(FFN^T(Y_bar)); O_bar = norm_post^T(X1_bar).
       launch_ffn_backward(d, mw, w, N, ffn_h[b].data(), Xb.data(), ybuf.data(), hbar.data(), tmpN.data(), s);
       float* X1b = Xb.data();  // Y_bar's local rows become X1_bar in place
@@ -536,6 +591,7 @@ struct CudaEngine::Impl {
       for (const Chunk& c : chunks) {
         const int Ec = c.e1 - c.e0;
         float* Uf = chunk_forward(b, c, true);
+        mark("bwd: aggregate+softmax");
         launch_aggregate_backward(d, c.e0, Ec, dst.data(), Dc.data(), Uf, alpha_fc.data(), alpha[b].data(),
                                   Pb.data(), Gbuf.data(), alpha_bar.data(), Dc_bar.data(), s);
         launch_softmax_backward(d, w, c.n0, c.n1, c.e0, src.data(), off.data(), env.data(), alpha[b].data(),
@@ -543,6 +599,7 @@ struct CudaEngine::Impl {
                                 env_bar.data(), s);
         launch_focus_compete_backward(d, w, Ec, Ssrc.data(), Uf, fc_p.data(), alpha_fc.data(), Gbuf.data(),
                                       Ssrc_bar.data(), s);
+        mark("bwd: stack");
         float* gin = Gbuf.data();
         float* bufs[2] = {Gbuf2.data(), Gbuf.data()};
         for (int kk = d.nL - 1, t = 0; kk >= 0; --kk, ++t) {
@@ -550,13 +607,16 @@ struct CudaEngine::Impl {
           launch_stack_layer_backward(d, w, kk, Ec, gin, gout, kk < d.ngated ? Zc[kk].data() : nullptr, s);
           gin = gout;
         }
+        mark("bwd: condition+rotate");
         launch_condition_rotate_backward(d, w, c.e0, Ec, src.data(), Dc.data(), H[b].data(), R.data(), gin,
                                          Ssrc_bar.data(), lbar.data(), Xloc_bar.data(), rho_bar.data(),
                                          Dc_bar.data(), s);
+        mark("bwd: source scatter");
         launch_src_scatter(d, c.s1 - c.s0, seg_node.data() + c.s0, seg_off.data() + c.s0, perm.data(), c.e0,
                            dst.data(), Dc.data(), Xloc_bar.data(), lbar.data(), q[b].data(), H_bar.data(),
                            k_bar.data(), s);
       }
+      mark("bwd: node (attention, mix)");
       launch_attention_node_backward(d, w, N, NT, H[b].data(), qk_rho[b].data(), gate_rho[b].data(),
                                      gamma[b].data(), q_bar.data(), k_bar.data(), gamma_bar.data(), H_bar.data(), s);
       // X_bar = X1_bar (centres) + H_bar W_pre^T (all nodes).
@@ -566,9 +626,11 @@ struct CudaEngine::Impl {
         SEZM_CUDA(cudaMemsetAsync(Xb_prev.data() + static_cast<size_t>(N) * nodeW, 0,
                                   static_cast<size_t>(NT - N) * nodeW * sizeof(float), s));
       launch_per_degree_linear(NT, d.L, d.Cw, d.C, H_bar.data(), w.pre, Xb_prev.data(), true, true, s);
+      mark("bwd: exchange");
       if (ex) exchange_reverse(Xb_prev.data(), NT, ex);
       std::swap(Xb, Xb_prev);
     }
+    mark("bwd: embedding+geometry");
     grow_zero(isd_bar, N);
     grow(A_bar, static_cast<size_t>(N) * 4 * d.es_emb);
     launch_env_seed_backward(d, mw, N, E, src.data(), dst.data(), off.data(), types.data(), vecf.data(), r.data(),
@@ -586,6 +648,8 @@ struct CudaEngine::Impl {
     if (E) SEZM_CUDA(cudaMemcpyAsync(res.edge_grad.data(), edge_grad.data(), 3 * Er * sizeof(double),
                                      cudaMemcpyDeviceToHost, s));
     SEZM_CUDA(cudaStreamSynchronize(s));
+    mark("end");
+    report_timing();
     res.seconds_backward = std::chrono::duration<double>(clock::now() - t1).count();
     return res;
   }

@@ -12,79 +12,93 @@
 //                          the scalar row); G' = g + z_bar W^T. Neither S nor z_bar reaches HBM.
 //  backward (identity):    G' = g + g W^T.
 // Numerics: IEEE fp32 FFMA (no TF32). The inner product `tile_mma` is the one place to swap for
-// a tensor-core split later: operands are staged in shared memory in (k, n) order.
+// a tensor-core split later: operands are staged in shared memory, A k-major and B (k, n).
 #include "kernels.cuh"
 
 namespace sezm::cuda {
 namespace {
 
-constexpr int kBM = 32, kBK = 16, kThreads = 256, kRows = 4, kMaxCols = 12;  // N <= 384
+// CTA tile: kBM edges x all N columns of one group. Thread (warp w, lane t) owns rows
+// 8w..8w+7 and columns t + 32 i (i < NC): A is read as two 16-byte broadcasts per k, B as one
+// conflict-free word per column, so each k step is 8*NC FFMA per 2 + NC shared loads.
+constexpr int kBM = 64, kBK = 16, kThreads = 256, kRows = 8;
 
 struct StackSmem {
-  float* As;  // kBM x (kBK + 1)
+  float* As;  // kBK x (kBM + 4), k-major (a thread's 8 rows are contiguous)
   float* Bs;  // kBK x N
   float* Zs;  // kBM x Cf   (scalar pre-activation, forward; z_bar scalar row, backward)
   float* S;   // kBM x L*Cf (gate sigmoids)
   float* T;   // kBM x L*Cf (eta, backward)
 };
 
-__host__ __device__ inline size_t stack_smem_floats(const Dims& d) {
+constexpr int kAsStride = kBM + 4;
+
+inline size_t stack_smem_floats(const Dims& d) {
   const int nmax = d.M0 > 2 * d.M1 ? d.M0 : 2 * d.M1;
-  return (size_t)kBM * (kBK + 1) + (size_t)kBK * nmax + (size_t)kBM * d.Cf + 2 * (size_t)kBM * d.L * d.Cf;
+  return (size_t)kBK * kAsStride + (size_t)kBK * nmax + (size_t)kBM * d.Cf + 2 * (size_t)kBM * d.L * d.Cf;
 }
 
 __device__ StackSmem carve(const Dims& d, float* base) {
   const int nmax = d.M0 > 2 * d.M1 ? d.M0 : 2 * d.M1;
   StackSmem s;
   s.As = base;
-  s.Bs = s.As + kBM * (kBK + 1);
+  s.Bs = s.As + kBK * kAsStride;
   s.Zs = s.Bs + kBK * nmax;
   s.S = s.Zs + kBM * d.Cf;
   s.T = s.S + kBM * d.L * d.Cf;
   return s;
 }
 
-// acc[r][i] += sum_k A(row0 + r, k) B(k, col_i) over K, for the thread's 4 rows and the columns
-// tx + 32 i. `loadA(row, k)` supplies A elements (prologue fusion); B is row-major (K x N).
-template <class LoadA>
-__device__ void tile_mma(const StackSmem& sm, int K, int N, const float* __restrict__ B, LoadA loadA,
-                         float (&acc)[kRows][kMaxCols]) {
+// acc[r][i] += sum_k A(row0 + 8w + r, k) B(k, t + 32 i). `loadA4(row, k)` returns A(row, k..k+3)
+// (the prologue: the raw activation, or the gradient with the gates applied). K % 4 == 0 and
+// N % 4 == 0 for every supported model (widths are multiples of 16).
+template <int NC, class LoadA4>
+__device__ __forceinline__ void tile_mma(const StackSmem& sm, int K, int N, const float* __restrict__ B, LoadA4 loadA4,
+                                         float (&acc)[kRows][NC]) {
   const int tid = threadIdx.x, tx = tid % 32, ty = tid / 32;
-  const int ncol = (N + 31) / 32;
   for (int k0 = 0; k0 < K; k0 += kBK) {
-    for (int i = tid; i < kBM * kBK; i += kThreads) {
-      const int r = i / kBK, k = i % kBK;
-      sm.As[r * (kBK + 1) + k] = (k0 + k < K) ? loadA(r, k0 + k) : 0.0f;
+    // A: kBM rows x kBK columns as float4 along k, stored transposed (k-major).
+    for (int i = tid; i < kBM * (kBK / 4); i += kThreads) {
+      const int r = i / (kBK / 4), k4 = (i % (kBK / 4)) * 4;
+      const float4 v = (k0 + k4 < K) ? loadA4(r, k0 + k4) : make_float4(0.f, 0.f, 0.f, 0.f);
+      sm.As[(k4 + 0) * kAsStride + r] = v.x;
+      sm.As[(k4 + 1) * kAsStride + r] = v.y;
+      sm.As[(k4 + 2) * kAsStride + r] = v.z;
+      sm.As[(k4 + 3) * kAsStride + r] = v.w;
     }
-    for (int i = tid; i < kBK * N; i += kThreads) {
-      const int k = i / N, n = i % N;
-      sm.Bs[k * N + n] = (k0 + k < K) ? B[(size_t)(k0 + k) * N + n] : 0.0f;
+    for (int i = tid; i < kBK * (N / 4); i += kThreads) {
+      const int k = i / (N / 4), n4 = (i % (N / 4)) * 4;
+      const float4 v = (k0 + k < K) ? __ldg(reinterpret_cast<const float4*>(B + (size_t)(k0 + k) * N + n4))
+                                    : make_float4(0.f, 0.f, 0.f, 0.f);
+      *reinterpret_cast<float4*>(sm.Bs + k * N + n4) = v;
     }
     __syncthreads();
-#pragma unroll
+#pragma unroll 4
     for (int k = 0; k < kBK; ++k) {
-      float a[kRows];
+      const float4 a0 = *reinterpret_cast<const float4*>(sm.As + k * kAsStride + ty * kRows);
+      const float4 a1 = *reinterpret_cast<const float4*>(sm.As + k * kAsStride + ty * kRows + 4);
+      const float a[kRows] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) a[r] = sm.As[(ty * kRows + r) * (kBK + 1) + k];
+      for (int i = 0; i < NC; ++i) {
+        const int c = tx + 32 * i;
+        const float b = c < N ? sm.Bs[k * N + c] : 0.0f;
 #pragma unroll
-      for (int i = 0; i < kMaxCols; ++i) {
-        if (i < ncol && tx + 32 * i < N) {
-          const float b = sm.Bs[k * N + tx + 32 * i];
-#pragma unroll
-          for (int r = 0; r < kRows; ++r) acc[r][i] += a[r] * b;
-        }
+        for (int r = 0; r < kRows; ++r) acc[r][i] = fmaf(a[r], b, acc[r][i]);
       }
     }
     __syncthreads();
   }
 }
 
-__device__ inline void zero(float (&acc)[kRows][kMaxCols]) {
+template <int NC>
+__device__ __forceinline__ void zero(float (&acc)[kRows][NC]) {
 #pragma unroll
   for (int r = 0; r < kRows; ++r)
 #pragma unroll
-    for (int i = 0; i < kMaxCols; ++i) acc[r][i] = 0.0f;
+    for (int i = 0; i < NC; ++i) acc[r][i] = 0.0f;
 }
+
+__device__ __forceinline__ float4 ld4(const float* p) { return *reinterpret_cast<const float4*>(p); }
 
 // S[r][g*Cf + b] = sigmoid(sum_a Zs[r][a] G[a][g*Cf + b]) for the CTA's rows.
 __device__ void gate_sigmoids(const Dims& d, const StackSmem& sm, const float* __restrict__ G) {
@@ -92,15 +106,16 @@ __device__ void gate_sigmoids(const Dims& d, const StackSmem& sm, const float* _
   for (int i = threadIdx.x; i < kBM * LC; i += kThreads) {
     const int r = i / LC, o = i % LC;
     float t = 0.0f;
-    for (int a = 0; a < d.Cf; ++a) t += sm.Zs[r * d.Cf + a] * G[a * LC + o];
+    for (int a = 0; a < d.Cf; ++a) t = fmaf(sm.Zs[r * d.Cf + a], __ldg(G + a * LC + o), t);
     sm.S[i] = sigmoidf_(t);
   }
 }
 
+template <int NC0, int NC1>
 __global__ void __launch_bounds__(kThreads) stack_forward_k(Dims d, BlockWDev w, int layer, int Ec,
                                                             const float* __restrict__ Uin, float* Uout, float* Zsave) {
-  extern __shared__ float smem[];
-  const StackSmem sm = carve(d, smem);
+  extern __shared__ float4 smem4[];
+  const StackSmem sm = carve(d, reinterpret_cast<float*>(smem4));
   const int f = blockIdx.y, row0 = blockIdx.x * kBM;
   const int tid = threadIdx.x, tx = tid % 32, ty = tid / 32;
   const bool gated = layer < d.ngated;
@@ -109,74 +124,86 @@ __global__ void __launch_bounds__(kThreads) stack_forward_k(Dims d, BlockWDev w,
   const float* A = w.A + ((size_t)layer * d.F + f) * d.M0 * d.M0;
   const float* W1 = w.W1 + ((size_t)layer * d.F + f) * 4 * d.M1 * d.M1;
   const int LC = d.L * d.Cf;
-  float acc[kRows][kMaxCols];
 
   // ---- m = 0 group ----
-  zero(acc);
-  tile_mma(sm, d.M0, d.M0, A,
-           [&](int r, int k) { return row0 + r < Ec ? U[(size_t)(row0 + r) * d.ROW + k] : 0.0f; }, acc);
-  if (gated) {
+  {
+    float acc[kRows][NC0];
+    zero(acc);
+    tile_mma<NC0>(sm, d.M0, d.M0, A,
+                  [&](int r, int k) {
+                    return row0 + r < Ec ? ld4(U + (size_t)(row0 + r) * d.ROW + k) : make_float4(0.f, 0.f, 0.f, 0.f);
+                  },
+                  acc);
+    if (gated) {
 #pragma unroll
-    for (int r = 0; r < kRows; ++r)
+      for (int r = 0; r < kRows; ++r)
 #pragma unroll
-      for (int i = 0; i < kMaxCols; ++i) {
+        for (int i = 0; i < NC0; ++i) {
+          const int c = tx + 32 * i;
+          if (c < d.Cf) sm.Zs[(ty * kRows + r) * d.Cf + c] = acc[r][i];
+        }
+      __syncthreads();
+      gate_sigmoids(d, sm, w.G + ((size_t)layer * d.F + f) * d.Cf * LC);
+      __syncthreads();
+    }
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const int row = row0 + ty * kRows + r;
+      if (row >= Ec) continue;
+#pragma unroll
+      for (int i = 0; i < NC0; ++i) {
         const int c = tx + 32 * i;
-        if (c < d.Cf) sm.Zs[(ty * kRows + r) * d.Cf + c] = acc[r][i];
+        if (c >= d.M0) continue;
+        const size_t o = fo + (size_t)row * d.ROW + c;
+        const float z = acc[r][i];
+        float v;
+        if (!gated) v = z;
+        else if (c < d.Cf) v = siluf_(z);
+        else v = z * sm.S[(ty * kRows + r) * LC + (c / d.Cf - 1) * d.Cf + c % d.Cf];
+        if (gated && Zsave) Zsave[o] = z;
+        Uout[o] = Uin[o] + v;
       }
-    __syncthreads();
-    gate_sigmoids(d, sm, w.G + ((size_t)layer * d.F + f) * d.Cf * LC);
-    __syncthreads();
-  }
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    const int row = row0 + ty * kRows + r;
-    if (row >= Ec) continue;
-#pragma unroll
-    for (int i = 0; i < kMaxCols; ++i) {
-      const int c = tx + 32 * i;
-      if (c >= d.M0) continue;
-      const size_t o = fo + (size_t)row * d.ROW + c;
-      const float z = acc[r][i];
-      float v;
-      if (!gated) v = z;
-      else if (c < d.Cf) v = siluf_(z);
-      else v = z * sm.S[(ty * kRows + r) * LC + (c / d.Cf - 1) * d.Cf + c % d.Cf];
-      if (gated && Zsave) Zsave[o] = z;
-      Uout[o] = Uin[o] + v;
     }
   }
-
   // ---- |m| = 1 group ----
-  zero(acc);
-  const int N1 = 2 * d.M1;
-  tile_mma(sm, N1, N1, W1,
-           [&](int r, int k) { return row0 + r < Ec ? U[(size_t)(row0 + r) * d.ROW + d.M0 + k] : 0.0f; }, acc);
+  {
+    float acc[kRows][NC1];
+    zero(acc);
+    const int N1 = 2 * d.M1;
+    tile_mma<NC1>(sm, N1, N1, W1,
+                  [&](int r, int k) {
+                    return row0 + r < Ec ? ld4(U + (size_t)(row0 + r) * d.ROW + d.M0 + k)
+                                         : make_float4(0.f, 0.f, 0.f, 0.f);
+                  },
+                  acc);
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    const int row = row0 + ty * kRows + r;
-    if (row >= Ec) continue;
+    for (int r = 0; r < kRows; ++r) {
+      const int row = row0 + ty * kRows + r;
+      if (row >= Ec) continue;
 #pragma unroll
-    for (int i = 0; i < kMaxCols; ++i) {
-      const int c = tx + 32 * i;
-      if (c >= N1) continue;
-      const size_t o = fo + (size_t)row * d.ROW + d.M0 + c;
-      const float z = acc[r][i];
-      float v = z;
-      if (gated) {
-        const int j = d.L + 1 + c / d.Cf;
-        v = z * sm.S[(ty * kRows + r) * LC + (red_l(j, d.L) - 1) * d.Cf + c % d.Cf];
-        if (Zsave) Zsave[o] = z;
+      for (int i = 0; i < NC1; ++i) {
+        const int c = tx + 32 * i;
+        if (c >= N1) continue;
+        const size_t o = fo + (size_t)row * d.ROW + d.M0 + c;
+        const float z = acc[r][i];
+        float v = z;
+        if (gated) {
+          const int j = d.L + 1 + c / d.Cf;
+          v = z * sm.S[(ty * kRows + r) * LC + (red_l(j, d.L) - 1) * d.Cf + c % d.Cf];
+          if (Zsave) Zsave[o] = z;
+        }
+        Uout[o] = Uin[o] + v;
       }
-      Uout[o] = Uin[o] + v;
     }
   }
 }
 
+template <int NC0, int NC1>
 __global__ void __launch_bounds__(kThreads) stack_backward_k(Dims d, BlockWDev w, int layer, int Ec,
                                                              const float* __restrict__ Gin, float* Gout,
                                                              const float* __restrict__ Zin) {
-  extern __shared__ float smem[];
-  const StackSmem sm = carve(d, smem);
+  extern __shared__ float4 smem4[];
+  const StackSmem sm = carve(d, reinterpret_cast<float*>(smem4));
   const int f = blockIdx.y, row0 = blockIdx.x * kBM;
   const int tid = threadIdx.x, tx = tid % 32, ty = tid / 32;
   const bool gated = layer < d.ngated;
@@ -209,15 +236,16 @@ __global__ void __launch_bounds__(kThreads) stack_backward_k(Dims d, BlockWDev w
       sm.T[i] = sb * s * (1.0f - s);
     }
     __syncthreads();
-    // scalar row of z_bar: g00 silu'(z00) + eta G^T  (overwrites Zs after all reads of z00 are done)
-    float zb[8];
+    // Scalar row of z_bar: g00 silu'(z00) + eta G^T; written over Zs once every read of z00 is done.
+    constexpr int kMaxPer = 64 * 64 / kThreads;  // kBM * Cf / threads for Cf <= 64
+    float zb[kMaxPer];
     int cnt = 0;
     for (int i = tid; i < kBM * Cf; i += kThreads, ++cnt) {
       const int r = i / Cf, a = i % Cf;
       float v = 0.0f;
       if (row0 + r < Ec) {
         v = g[(size_t)(row0 + r) * d.ROW + a] * silu_gradf_(sm.Zs[i]);
-        for (int o = 0; o < LC; ++o) v += sm.T[r * LC + o] * Gw[a * LC + o];
+        for (int o = 0; o < LC; ++o) v = fmaf(sm.T[r * LC + o], __ldg(Gw + a * LC + o), v);
       }
       zb[cnt] = v;
     }
@@ -227,52 +255,61 @@ __global__ void __launch_bounds__(kThreads) stack_backward_k(Dims d, BlockWDev w
     __syncthreads();
   }
 
-  float acc[kRows][kMaxCols];
   // ---- m = 0 group: G0' = g0 + z_bar0 A^T ----
-  zero(acc);
-  tile_mma(sm, d.M0, d.M0, AT,
-           [&](int r, int k) {
-             if (row0 + r >= Ec) return 0.0f;
-             const float gv = g[(size_t)(row0 + r) * d.ROW + k];
-             if (!gated) return gv;
-             if (k < Cf) return sm.Zs[r * Cf + k];
-             return gv * sm.S[r * LC + (k / Cf - 1) * Cf + k % Cf];
-           },
-           acc);
+  {
+    float acc[kRows][NC0];
+    zero(acc);
+    tile_mma<NC0>(sm, d.M0, d.M0, AT,
+                  [&](int r, int k) {
+                    if (row0 + r >= Ec) return make_float4(0.f, 0.f, 0.f, 0.f);
+                    float4 v = ld4(g + (size_t)(row0 + r) * d.ROW + k);
+                    if (!gated) return v;
+                    if (k < Cf) return ld4(sm.Zs + r * Cf + k);
+                    const float* s = sm.S + r * LC + (k / Cf - 1) * Cf + k % Cf;
+                    v.x *= s[0]; v.y *= s[1]; v.z *= s[2]; v.w *= s[3];
+                    return v;
+                  },
+                  acc);
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    const int row = row0 + ty * kRows + r;
-    if (row >= Ec) continue;
+    for (int r = 0; r < kRows; ++r) {
+      const int row = row0 + ty * kRows + r;
+      if (row >= Ec) continue;
 #pragma unroll
-    for (int i = 0; i < kMaxCols; ++i) {
-      const int c = tx + 32 * i;
-      if (c >= d.M0) continue;
-      const size_t o = fo + (size_t)row * d.ROW + c;
-      Gout[o] = Gin[o] + acc[r][i];
+      for (int i = 0; i < NC0; ++i) {
+        const int c = tx + 32 * i;
+        if (c >= d.M0) continue;
+        const size_t o = fo + (size_t)row * d.ROW + c;
+        Gout[o] = Gin[o] + acc[r][i];
+      }
     }
   }
   // ---- |m| = 1 group: G1' = g1 + (g1 * S) W1^T ----
-  zero(acc);
-  const int N1 = 2 * d.M1;
-  tile_mma(sm, N1, N1, W1T,
-           [&](int r, int k) {
-             if (row0 + r >= Ec) return 0.0f;
-             const float gv = g[(size_t)(row0 + r) * d.ROW + d.M0 + k];
-             if (!gated) return gv;
-             const int j = d.L + 1 + k / Cf;
-             return gv * sm.S[r * LC + (red_l(j, d.L) - 1) * Cf + k % Cf];
-           },
-           acc);
+  {
+    float acc[kRows][NC1];
+    zero(acc);
+    const int N1 = 2 * d.M1;
+    tile_mma<NC1>(sm, N1, N1, W1T,
+                  [&](int r, int k) {
+                    if (row0 + r >= Ec) return make_float4(0.f, 0.f, 0.f, 0.f);
+                    float4 v = ld4(g + (size_t)(row0 + r) * d.ROW + d.M0 + k);
+                    if (!gated) return v;
+                    const int j = d.L + 1 + k / Cf;
+                    const float* s = sm.S + r * LC + (red_l(j, d.L) - 1) * Cf + k % Cf;
+                    v.x *= s[0]; v.y *= s[1]; v.z *= s[2]; v.w *= s[3];
+                    return v;
+                  },
+                  acc);
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    const int row = row0 + ty * kRows + r;
-    if (row >= Ec) continue;
+    for (int r = 0; r < kRows; ++r) {
+      const int row = row0 + ty * kRows + r;
+      if (row >= Ec) continue;
 #pragma unroll
-    for (int i = 0; i < kMaxCols; ++i) {
-      const int c = tx + 32 * i;
-      if (c >= N1) continue;
-      const size_t o = fo + (size_t)row * d.ROW + d.M0 + c;
-      Gout[o] = Gin[o] + acc[r][i];
+      for (int i = 0; i < NC1; ++i) {
+        const int c = tx + 32 * i;
+        if (c >= N1) continue;
+        const size_t o = fo + (size_t)row * d.ROW + d.M0 + c;
+        Gout[o] = Gin[o] + acc[r][i];
+      }
     }
   }
 }
@@ -281,24 +318,43 @@ void set_smem(const void* fn, size_t bytes) {
   if (bytes > 48 * 1024) SEZM_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
 }
 
+// Column counts per thread (N / 32 rounded up) compiled for the supported widths.
+template <int NC0, int NC1>
+void launch_pair(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out, float* z, bool fwd,
+                 cudaStream_t s) {
+  const size_t bytes = stack_smem_floats(d) * sizeof(float);
+  const dim3 grid(div_up(Ec, kBM), d.F);
+  if (fwd) {
+    set_smem((const void*)stack_forward_k<NC0, NC1>, bytes);
+    stack_forward_k<NC0, NC1><<<grid, kThreads, bytes, s>>>(d, w, layer, Ec, in, out, z);
+  } else {
+    set_smem((const void*)stack_backward_k<NC0, NC1>, bytes);
+    stack_backward_k<NC0, NC1><<<grid, kThreads, bytes, s>>>(d, w, layer, Ec, in, out, z);
+  }
+}
+
+void launch_stack(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out, float* z, bool fwd,
+                  cudaStream_t s) {
+  if (Ec == 0) return;
+  const int n0 = (d.M0 + 31) / 32, n1 = (2 * d.M1 + 31) / 32;
+  if (n0 <= 1 && n1 <= 1) launch_pair<1, 1>(d, w, layer, Ec, in, out, z, fwd, s);
+  else if (n0 <= 3 && n1 <= 4) launch_pair<3, 4>(d, w, layer, Ec, in, out, z, fwd, s);
+  else if (n0 <= 4 && n1 <= 6) launch_pair<4, 6>(d, w, layer, Ec, in, out, z, fwd, s);
+  else if (n0 <= 6 && n1 <= 8) launch_pair<6, 8>(d, w, layer, Ec, in, out, z, fwd, s);
+  else launch_pair<8, 12>(d, w, layer, Ec, in, out, z, fwd, s);
+  SEZM_LAUNCH(fwd ? "stack_forward" : "stack_backward");
+}
+
 }  // namespace
 
 void launch_stack_layer_forward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* Uin, float* Uout,
                                 float* Zsave, cudaStream_t s) {
-  if (Ec == 0) return;
-  const size_t bytes = stack_smem_floats(d) * sizeof(float);
-  set_smem((const void*)stack_forward_k, bytes);
-  stack_forward_k<<<dim3(div_up(Ec, kBM), d.F), kThreads, bytes, s>>>(d, w, layer, Ec, Uin, Uout, Zsave);
-  SEZM_LAUNCH("stack_forward");
+  launch_stack(d, w, layer, Ec, Uin, Uout, Zsave, true, s);
 }
 
 void launch_stack_layer_backward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* Gin, float* Gout,
                                  const float* Z, cudaStream_t s) {
-  if (Ec == 0) return;
-  const size_t bytes = stack_smem_floats(d) * sizeof(float);
-  set_smem((const void*)stack_backward_k, bytes);
-  stack_backward_k<<<dim3(div_up(Ec, kBM), d.F), kThreads, bytes, s>>>(d, w, layer, Ec, Gin, Gout, Z);
-  SEZM_LAUNCH("stack_backward");
+  launch_stack(d, w, layer, Ec, Gin, Gout, const_cast<float*>(Z), false, s);
 }
 
 }  // namespace sezm::cuda

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The GPU check, in one call on a machine with an NVIDIA GPU: build (CUDA for that GPU only),
+# run the CUDA tests, then the benchmark. Results go to stdout and, when set, to $OUT.
+#   bash scripts/gpu-check.sh [quick|full]
+# Dependencies come from the system, or from .devdeps/ (scripts/make-devdeps.sh) when present.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+what="${1:-full}"
+out="${OUT:-/tmp/sezm-gpu-out}"
+mkdir -p "$out"
+build="${SEZM_GPU_BUILD_DIR:-/tmp/sezm-gpu-build}"
+args=(-DCMAKE_BUILD_TYPE=Release -DSEZM_NATIVE=ON)
+arch="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d . || true)"
+[ -n "$arch" ] && args+=("-DSEZM_CUDA_ARCHITECTURES=${arch}-real")
+if [ -d "$here/.devdeps" ]; then
+  deps="$here/.devdeps"
+  args+=("-DCMAKE_INCLUDE_PATH=$deps/include" "-DCMAKE_LIBRARY_PATH=$deps/lib" "-DGTEST_ROOT=$deps")
+  export LD_LIBRARY_PATH="$deps/lib:${LD_LIBRARY_PATH:-}"
+  [ -d "$deps/shared" ] && export SEZM_SHARED_DIR="$deps/shared"
+fi
+export SEZM_TEST_DATA_DIR="$here/tests/data"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+cmake -S "$here" -B "$build" "${args[@]}" > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
+grep -E "CUDA engine|LAMMPS" "$out/configure.log" || true
+cmake --build "$build" -j "$(nproc)" --target sezm_tests sezm-bench sezm-eval > "$out/build.log" 2>&1 \
+  || { grep -E "error" "$out/build.log" | head -40; exit 1; }
+echo "== CUDA tests"
+"$build/tests/sezm_tests" --gtest_filter='*Cuda*:FeatureExchange*' 2>&1 | tee "$out/gpu-tests.log"
+echo "== benchmark"
+bench() { "$build/bench/sezm-bench" "$here/potentials/C.pt" --device cuda "$@" 2>&1 | tee -a "$out/bench.log"; }
+bench --cells 4 --repeat 5 --warmup 1
+bench --cells 8 --repeat 5 --warmup 1
+SEZM_CUDA_TIMING=1 "$build/bench/sezm-bench" "$here/potentials/C.pt" --device cuda --cells 8 --repeat 1 --warmup 1 2>&1 | tee -a "$out/bench.log"
+if [ "$what" = full ]; then
+  bench --cells 16 --repeat 3 --warmup 1
+fi
