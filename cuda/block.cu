@@ -197,8 +197,8 @@ __global__ void rotate_back_aggregate_k(Dims d, int n0, int e0, int Ec, const in
                                         const float* __restrict__ alpha_fc, const float* __restrict__ alpha,
                                         float* P) {
   const int n = n0 + blockIdx.x, c = threadIdx.x, f = c / d.Cf, cf = c % d.Cf;
-  float acc[kMaxD];
-  for (int p = 0; p < d.D; ++p) acc[p] = 0.0f;
+  double acc[kMaxD];  // the destination sum feeds every later step: keep it in double
+  for (int p = 0; p < d.D; ++p) acc[p] = 0.0;
   for (int e = off[n]; e < off[n + 1]; ++e) {
     const int i = e - e0;
     const float a = alpha[(size_t)e * d.F + f] * (d.F > 1 ? alpha_fc[(size_t)i * d.F + f] : 1.0f);
@@ -215,7 +215,7 @@ __global__ void rotate_back_aggregate_k(Dims d, int n0, int e0, int Ec, const in
       for (int mp = -l; mp <= l; ++mp) acc[packed(l, mp)] += row[mp + l] * v;
     }
   }
-  for (int p = 0; p < d.D; ++p) P[((size_t)n * d.D + p) * d.Cw + c] = acc[p];
+  for (int p = 0; p < d.D; ++p) P[((size_t)n * d.D + p) * d.Cw + c] = (float)acc[p];
 }
 
 __global__ void gate_post_k(Dims d, int N, const float* __restrict__ gamma, const float* __restrict__ P, float* A) {

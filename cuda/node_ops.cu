@@ -15,7 +15,7 @@ __global__ void per_degree_linear_k(int N, int L, int Cin, int Cout, const float
   const int p = blockIdx.z, l = degree_of_packed(p);
   const int n = blockIdx.x * 16 + threadIdx.y, o = blockIdx.y * 16 + threadIdx.x;
   const float* Wl = W + (size_t)l * Cin * Cout;
-  float acc = 0.0f;
+  double acc = 0.0;  // node-level work is small: accumulate in double to keep fp32 error at the storage level
   for (int k0 = 0; k0 < Cin; k0 += 16) {
     const int kx = k0 + threadIdx.x, ky = k0 + threadIdx.y;
     xs[threadIdx.y][threadIdx.x] = (n < N && kx < Cin) ? X[((size_t)n * D + p) * Cin + kx] : 0.0f;
@@ -24,12 +24,12 @@ __global__ void per_degree_linear_k(int N, int L, int Cin, int Cout, const float
         (ky < Cin && oo < Cout) ? (transpose ? Wl[(size_t)oo * Cin + ky] : Wl[(size_t)ky * Cout + oo]) : 0.0f;
     __syncthreads();
 #pragma unroll
-    for (int k = 0; k < 16; ++k) acc += xs[threadIdx.y][k] * ws[k][threadIdx.x];
+    for (int k = 0; k < 16; ++k) acc += (double)xs[threadIdx.y][k] * ws[k][threadIdx.x];
     __syncthreads();
   }
   if (n < N && o < Cout) {
     float* y = Y + ((size_t)n * D + p) * Cout + o;
-    *y = accumulate ? *y + acc : acc;
+    *y = accumulate ? (float)(*y + acc) : (float)acc;
   }
 }
 
@@ -41,28 +41,28 @@ __global__ void eq_norm_forward_k(int N, int L, int C, const float* __restrict__
   if (n >= N) return;
   const int D = (L + 1) * (L + 1);
   const float* x = X + (size_t)n * D * C;
-  float mean0 = 0.0f;
+  double mean0 = 0.0;
   for (int c = 0; c < C; ++c) mean0 += x[c];
   mean0 /= C;
-  float v = 0.0f;
+  double v = 0.0;
   for (int l = 0; l <= L; ++l) {
-    float s = 0.0f;
+    double s = 0.0;
     for (int p = l * l; p < (l + 1) * (l + 1); ++p)
       for (int c = 0; c < C; ++c) {
-        const float xt = p == 0 ? x[c] - mean0 : x[p * C + c];
+        const double xt = p == 0 ? x[c] - mean0 : x[p * C + c];
         s += xt * xt;
       }
-    v += s / (float)((2 * l + 1) * (L + 1) * C);
+    v += s / (double)((2 * l + 1) * (L + 1) * C);
   }
-  const float rho = rsqrtf(v + eps);
-  rho_o[n] = rho;
+  const double rho = 1.0 / sqrt(v + eps);
+  rho_o[n] = (float)rho;
   float* y = Y + (size_t)n * D * C;
   const float* res = residual ? residual + (size_t)n * D * C : nullptr;
   for (int p = 0; p < D; ++p) {
     const int l = degree_of_packed(p);
     for (int c = 0; c < C; ++c) {
-      const float xt = p == 0 ? x[c] - mean0 : x[p * C + c];
-      y[p * C + c] = xt * rho * scale[l * C + c] + (p == 0 ? bias[c] : 0.0f) + (res ? res[p * C + c] : 0.0f);
+      const double xt = p == 0 ? x[c] - mean0 : x[p * C + c];
+      y[p * C + c] = (float)(xt * rho * scale[l * C + c] + (p == 0 ? bias[c] : 0.0f) + (res ? res[p * C + c] : 0.0f));
     }
   }
 }
@@ -76,31 +76,31 @@ __global__ void eq_norm_backward_k(int N, int L, int C, const float* __restrict_
   const float* x = X + (size_t)n * D * C;
   const float* yb = Y_bar + (size_t)n * D * C;
   float* xb = X_bar + (size_t)n * D * C;
-  const float rho = rho_i[n];
-  float mean0 = 0.0f;
+  const double rho = rho_i[n];
+  double mean0 = 0.0;
   for (int c = 0; c < C; ++c) mean0 += x[c];
   mean0 /= C;
-  float sigma = 0.0f;
+  double sigma = 0.0;
   for (int p = 0; p < D; ++p) {
     const int l = degree_of_packed(p);
     for (int c = 0; c < C; ++c) {
-      const float xt = p == 0 ? x[c] - mean0 : x[p * C + c];
+      const double xt = p == 0 ? x[c] - mean0 : x[p * C + c];
       sigma += yb[p * C + c] * scale[l * C + c] * xt * rho;
     }
   }
-  float row0 = 0.0f;
+  double row0 = 0.0;
   for (int p = 0; p < D; ++p) {
     const int l = degree_of_packed(p);
-    const float beta = 1.0f / (float)((2 * l + 1) * (L + 1) * C);
+    const double beta = 1.0 / (double)((2 * l + 1) * (L + 1) * C);
     for (int c = 0; c < C; ++c) {
-      const float xt = p == 0 ? x[c] - mean0 : x[p * C + c];
-      const float g = rho * (yb[p * C + c] * scale[l * C + c] - beta * xt * rho * sigma);
+      const double xt = p == 0 ? x[c] - mean0 : x[p * C + c];
+      const double g = rho * (yb[p * C + c] * scale[l * C + c] - beta * xt * rho * sigma);
       if (p == 0) row0 += g;
-      xb[p * C + c] += g;
+      xb[p * C + c] += (float)g;
     }
   }
   row0 /= C;
-  for (int c = 0; c < C; ++c) xb[c] -= row0;
+  for (int c = 0; c < C; ++c) xb[c] -= (float)row0;
 }
 
 // FFN grid activation per (node, hidden channel): y = kappa * P((T a)(T b)) + [l=0] silu(a0) b0.
@@ -111,22 +111,22 @@ __global__ void ffn_act_forward_k(Dims d, ModelWDev mw, const float* __restrict_
   if (idx >= (long)N * H) return;
   const int c = idx % H, n = idx / H;
   const float* hn = h + (size_t)n * D * 2 * H;
-  float prod[64];
+  double prod[64];
   for (int g = 0; g < G; ++g) {
-    float a = 0.0f, b = 0.0f;
+    double a = 0.0, b = 0.0;
     for (int p = 0; p < D; ++p) {
-      a += mw.gridT[g * D + p] * hn[p * 2 * H + c];
-      b += mw.gridT[g * D + p] * hn[p * 2 * H + H + c];
+      a += (double)mw.gridT[g * D + p] * hn[p * 2 * H + c];
+      b += (double)mw.gridT[g * D + p] * hn[p * 2 * H + H + c];
     }
     prod[g] = a * b;
   }
-  float t = 0.0f;
-  for (int i = 0; i < H; ++i) t += hn[i] * sg[i * H + c] + hn[H + i] * sg[(H + i) * H + c];
-  const float kap = sigmoidf_(t);
+  double t = 0.0;
+  for (int i = 0; i < H; ++i) t += (double)hn[i] * sg[i * H + c] + (double)hn[H + i] * sg[(H + i) * H + c];
+  const double kap = 1.0 / (1.0 + exp(-t));
   for (int p = 0; p < D; ++p) {
-    float q = 0.0f;
+    double q = 0.0;
     for (int g = 0; g < G; ++g) q += mw.gridP[p * G + g] * prod[g];
-    y[((size_t)n * D + p) * H + c] = kap * q + (p == 0 ? siluf_(hn[c]) * hn[H + c] : 0.0f);
+    y[((size_t)n * D + p) * H + c] = (float)(kap * q + (p == 0 ? siluf_(hn[c]) * hn[H + c] : 0.0f));
   }
 }
 
@@ -203,15 +203,15 @@ __global__ void readout_fitting_forward_k(Dims d, ModelWDev w, int N, const floa
   if (n >= N) return;
   const int C = d.C, H = d.H;
   const float* y = X + (size_t)n * d.D * C;
-  float z[kMaxW], a[kMaxW];
+  double z[kMaxW], a[kMaxW];  // per-atom energy path in double (O(N) work)
   for (int o = 0; o < 2 * H; ++o) {
-    float s = 0.0f;
-    for (int i = 0; i < C; ++i) s += y[i] * w.ro_w1[i * 2 * H + o];
+    double s = 0.0;
+    for (int i = 0; i < C; ++i) s += (double)y[i] * w.ro_w1[i * 2 * H + o];
     z[o] = s;
   }
-  for (int o = 0; o < H; ++o) a[o] = z[o] * siluf_(z[H + o]);
+  for (int o = 0; o < H; ++o) a[o] = z[o] * (z[H + o] / (1.0 + exp(-z[H + o])));
   for (int c = 0; c < C; ++c) {
-    float s = y[c];
+    double s = y[c];
     for (int i = 0; i < H; ++i) s += a[i] * w.ro_w2[i * C + c];
     z[c] = s;  // desc
   }
@@ -221,17 +221,17 @@ __global__ void readout_fitting_forward_k(Dims d, ModelWDev w, int N, const floa
   for (int k = 0; k < n_fit; ++k) {
     const int hk = fit_dims[k];
     for (int o = 0; o < 2 * hk; ++o) {
-      float s = B[o];
+      double s = B[o];
       for (int i = 0; i < din; ++i) s += z[i] * W[i * 2 * hk + o];
       a[o] = s;
     }
-    for (int o = 0; o < hk; ++o) z[o] = a[o] * siluf_(a[hk + o]);
+    for (int o = 0; o < hk; ++o) z[o] = a[o] * (a[hk + o] / (1.0 + exp(-a[hk + o])));
     W += (size_t)din * 2 * hk;
     B += 2 * hk;
     din = hk;
   }
   double o = 0.0;
-  for (int i = 0; i < din; ++i) o += (double)(z[i] * fit_out[i]);
+  for (int i = 0; i < din; ++i) o += z[i] * fit_out[i];
   atom_energy[n] = o + atom_bias[types[n]];
 }
 

@@ -25,7 +25,8 @@ grep -E "CUDA engine|LAMMPS" "$out/configure.log" || true
 cmake --build "$build" -j "$(nproc)" --target sezm_tests sezm-bench sezm-eval > "$out/build.log" 2>&1 \
   || { grep -E "error" "$out/build.log" | head -40; exit 1; }
 echo "== CUDA tests"
-"$build/tests/sezm_tests" --gtest_filter='*Cuda*:FeatureExchange*' 2>&1 | tee "$out/gpu-tests.log"
+status=0
+"$build/tests/sezm_tests" --gtest_filter='*Cuda*:FeatureExchange*' 2>&1 | tee "$out/gpu-tests.log" || status=1
 echo "== benchmark"
 bench() { "$build/bench/sezm-bench" "$here/potentials/C.pt" --device cuda "$@" 2>&1 | tee -a "$out/bench.log"; }
 bench --cells 4 --repeat 5 --warmup 1
@@ -34,3 +35,4 @@ SEZM_CUDA_TIMING=1 "$build/bench/sezm-bench" "$here/potentials/C.pt" --device cu
 if [ "$what" = full ]; then
   bench --cells 16 --repeat 3 --warmup 1
 fi
+exit $status
