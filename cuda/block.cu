@@ -102,7 +102,7 @@ __device__ void radial_wide(const Dims& d, const BlockWDev& w, const float* Re, 
 __device__ void degree_kernel(const Dims& d, const BlockWDev& w, const float* Rh, float* red, float* kern, int c) {
   for (int q = 0; q < d.K; ++q) {
     float p = 0.0f;
-    for (int l = 0; l <= d.L; ++l) p += Rh[l * d.Cw + c] * w.mix[(size_t)(l * d.Cw + c) * d.K + q];
+    for (int l = 0; l <= d.L; ++l) p += Rh[l * d.Cw + c] * w.mixT[(size_t)q * (d.L + 1) * d.Cw + l * d.Cw + c];
     red[q * d.Cw + c] = p;
   }
   __syncthreads();
@@ -119,46 +119,56 @@ __device__ inline int kernel_index(int L, int li, int lo, int m) {
 }
 
 // Gather H[src] rows into the edge frame for one channel: xl[j] (mmax = 1 rows).
+template <int LT>
 __device__ void rotate_in(const Dims& d, const float* Dce, const float* Hs, int c, float* xl) {
-  for (int j = 0; j < d.Dm; ++j) {
-    const int l = red_l(j, d.L), m = red_m(j, d.L);
+  constexpr int kDm = 3 * LT + 1, kD = (LT + 1) * (LT + 1), kDcs = 1 + 3 * (kD - 1);
+  (void)kDm; (void)kD; (void)kDcs;
+  #pragma unroll
+  for (int j = 0; j < kDm; ++j) {
+    const int l = red_l(j, LT), m = red_m(j, LT);
     if (l == 0) {
       xl[j] = Hs[c];
       continue;
     }
     const float* row = Dce + dc_off(l) + (m + 1) * (2 * l + 1);
     float v = 0.0f;
+    #pragma unroll
     for (int mp = -l; mp <= l; ++mp) v += row[mp + l] * Hs[(size_t)packed(l, mp) * d.Cw + c];
     xl[j] = v;
   }
 }
 
 // One CTA (Cw threads) per edge: rotate + radial conditioning -> U0 focus-major, S_src.
+template <int LT>
 __global__ void rotate_condition_k(Dims d, BlockWDev w, int e0, int Ec, const int* __restrict__ src,
                                    const float* __restrict__ Dc, const float* __restrict__ H,
                                    const float* __restrict__ R, float* U0, float* Ssrc) {
+  constexpr int kDm = 3 * LT + 1, kD = (LT + 1) * (LT + 1), kDcs = 1 + 3 * (kD - 1);
+  (void)kDm; (void)kD; (void)kDcs;
   extern __shared__ float sh[];
   float* Rh = sh;                               // (L+1) Cw
-  float* red = Rh + (d.L + 1) * d.Cw;           // K Cw
+  float* red = Rh + (LT + 1) * d.Cw;           // K Cw
   float* kern = red + d.K * d.Cw;               // K
   const int i = blockIdx.x, e = e0 + i, c = threadIdx.x;
-  radial_wide(d, w, R + (size_t)e * (d.L + 1) * d.C, Rh, c);
+  radial_wide(d, w, R + (size_t)e * (LT + 1) * d.C, Rh, c);
   __syncthreads();
   if (d.degree_mixer) degree_kernel(d, w, Rh, red, kern, c);
   float xl[kMaxDm];
-  rotate_in(d, Dc + (size_t)e * d.dc_size, H + (size_t)src[e] * d.D * d.Cw, c, xl);
+  rotate_in<LT>(d, Dc + (size_t)e * kDcs, H + (size_t)src[e] * kD * d.Cw, c, xl);
   const int f = c / d.Cf, cf = c % d.Cf;
   float* U = U0 + ((size_t)f * Ec + i) * d.ROW;
-  for (int o = 0; o < d.Dm; ++o) {
-    const int lo = red_l(o, d.L), mo = red_m(o, d.L);
+  #pragma unroll
+  for (int o = 0; o < kDm; ++o) {
+    const int lo = red_l(o, LT), mo = red_m(o, LT);
     float v;
     if (!d.degree_mixer) {
       v = xl[o] * Rh[lo * d.Cw + c];
     } else {
       v = 0.0f;
-      for (int in = 0; in < d.Dm; ++in) {
-        if (red_m(in, d.L) != mo) continue;
-        v += kern[kernel_index(d.L, red_l(in, d.L), lo, mo)] * xl[in];
+      #pragma unroll
+      for (int in = 0; in < kDm; ++in) {
+        if (red_m(in, LT) != mo) continue;
+        v += kern[kernel_index(LT, red_l(in, LT), lo, mo)] * xl[in];
       }
       v *= w.cb[c];
     }
@@ -192,30 +202,37 @@ __global__ void focus_compete_k(Dims d, BlockWDev w, int Ec, const float* __rest
 }
 
 // One CTA (Cw threads) per centre: P[n, p, c] = sum_e alpha rho_l D^T (alpha_fc U).
+template <int LT>
 __global__ void rotate_back_aggregate_k(Dims d, int n0, int e0, int Ec, const int* __restrict__ off,
                                         const float* __restrict__ Dc, const float* __restrict__ U,
                                         const float* __restrict__ alpha_fc, const float* __restrict__ alpha,
                                         float* P) {
+  constexpr int kDm = 3 * LT + 1, kD = (LT + 1) * (LT + 1), kDcs = 1 + 3 * (kD - 1);
+  (void)kDm; (void)kD; (void)kDcs;
   const int n = n0 + blockIdx.x, c = threadIdx.x, f = c / d.Cf, cf = c % d.Cf;
   double acc[kMaxD];  // the destination sum feeds every later step: keep it in double
-  for (int p = 0; p < d.D; ++p) acc[p] = 0.0;
+  #pragma unroll
+  for (int p = 0; p < kD; ++p) acc[p] = 0.0;
   for (int e = off[n]; e < off[n + 1]; ++e) {
     const int i = e - e0;
     const float a = alpha[(size_t)e * d.F + f] * (d.F > 1 ? alpha_fc[(size_t)i * d.F + f] : 1.0f);
     const float* u = U + ((size_t)f * Ec + i) * d.ROW + cf;
-    const float* Dce = Dc + (size_t)e * d.dc_size;
-    for (int j = 0; j < d.Dm; ++j) {
-      const int l = red_l(j, d.L), m = red_m(j, d.L);
+    const float* Dce = Dc + (size_t)e * kDcs;
+    #pragma unroll
+    for (int j = 0; j < kDm; ++j) {
+      const int l = red_l(j, LT), m = red_m(j, LT);
       const float v = a * rotate_back_scalef(l) * u[j * d.Cf];
       if (l == 0) {
         acc[0] += v;
         continue;
       }
       const float* row = Dce + dc_off(l) + (m + 1) * (2 * l + 1);
+      #pragma unroll
       for (int mp = -l; mp <= l; ++mp) acc[packed(l, mp)] += row[mp + l] * v;
     }
   }
-  for (int p = 0; p < d.D; ++p) P[((size_t)n * d.D + p) * d.Cw + c] = (float)acc[p];
+  #pragma unroll
+  for (int p = 0; p < kD; ++p) P[((size_t)n * kD + p) * d.Cw + c] = (float)acc[p];
 }
 
 __global__ void gate_post_k(Dims d, int N, const float* __restrict__ gamma, const float* __restrict__ P, float* A) {
@@ -259,25 +276,30 @@ __device__ void block_vector_sum(const float* v, int n, float* red, float* out, 
 
 // One CTA (Cw threads) per edge: Q = rho D P_bar[dst]; G = alpha alpha_fc Q (gradient wrt the
 // pre-scale stack output); alpha_bar; Dc_bar from the rotate-back.
+template <int LT>
 __global__ void aggregate_backward_k(Dims d, int e0, int Ec, const int* __restrict__ dst, const float* __restrict__ Dc,
                                      const float* __restrict__ U, const float* __restrict__ alpha_fc,
                                      const float* __restrict__ alpha, const float* __restrict__ P_bar, float* Gbuf,
                                      float* alpha_bar, float* Dc_bar) {
+  constexpr int kDm = 3 * LT + 1, kD = (LT + 1) * (LT + 1), kDcs = 1 + 3 * (kD - 1);
+  (void)kDm; (void)kD; (void)kDcs;
   extern __shared__ float sh[];
   float* red = sh;                       // (dc_size + F) * Cw
-  float* out = red + (d.dc_size + d.F) * d.Cw;
+  float* out = red + (kDcs + d.F) * d.Cw;
   const int i = blockIdx.x, e = e0 + i, c = threadIdx.x, f = c / d.Cf, cf = c % d.Cf;
-  const float* Pb = P_bar + (size_t)dst[e] * d.D * d.Cw + c;
-  const float* Dce = Dc + (size_t)e * d.dc_size;
+  const float* Pb = P_bar + (size_t)dst[e] * kD * d.Cw + c;
+  const float* Dce = Dc + (size_t)e * kDcs;
   const float afc = d.F > 1 ? alpha_fc[(size_t)i * d.F + f] : 1.0f;
   const float a = alpha[(size_t)e * d.F + f] * afc;
   const float* u = U + ((size_t)f * Ec + i) * d.ROW + cf;
   float* G = Gbuf + ((size_t)f * Ec + i) * d.ROW + cf;
   float v[kMaxDc + 8];
-  for (int k = 0; k < d.dc_size + d.F; ++k) v[k] = 0.0f;
+  #pragma unroll
+  for (int k = 0; k < kDcs + d.F; ++k) v[k] = 0.0f;
   float ab = 0.0f;
-  for (int j = 0; j < d.Dm; ++j) {
-    const int l = red_l(j, d.L), m = red_m(j, d.L);
+  #pragma unroll
+  for (int j = 0; j < kDm; ++j) {
+    const int l = red_l(j, LT), m = red_m(j, LT);
     const float sc = rotate_back_scalef(l), uj = u[j * d.Cf];
     float Q;
     if (l == 0) {
@@ -286,6 +308,7 @@ __global__ void aggregate_backward_k(Dims d, int e0, int Ec, const int* __restri
     } else {
       const float* row = Dce + dc_off(l) + (m + 1) * (2 * l + 1);
       Q = 0.0f;
+      #pragma unroll
       for (int mp = -l; mp <= l; ++mp) {
         const float pb = Pb[(size_t)packed(l, mp) * d.Cw];
         Q += row[mp + l] * pb;
@@ -296,10 +319,12 @@ __global__ void aggregate_backward_k(Dims d, int e0, int Ec, const int* __restri
     G[j * d.Cf] = a * Q;
     ab += Q * uj;
   }
-  v[d.dc_size + f] = ab * afc;
-  block_vector_sum(v, d.dc_size + d.F, red, out, c, d.Cw);
-  for (int k = c; k < d.dc_size; k += d.Cw) Dc_bar[(size_t)e * d.dc_size + k] += out[k];
-  for (int k = c; k < d.F; k += d.Cw) alpha_bar[(size_t)i * d.F + k] = out[d.dc_size + k];
+  v[kDcs + f] = ab * afc;
+  block_vector_sum(v, kDcs + d.F, red, out, c, d.Cw);
+  #pragma unroll
+  for (int k = c; k < kDcs; k += d.Cw) Dc_bar[(size_t)e * kDcs + k] += out[k];
+  #pragma unroll
+  for (int k = c; k < d.F; k += d.Cw) alpha_bar[(size_t)i * d.F + k] = out[kDcs + k];
 }
 
 // One thread per centre of the chunk: softmax backward over its segment, all foci.
@@ -362,34 +387,39 @@ __global__ void focus_compete_backward_k(Dims d, BlockWDev w, int Ec, const floa
 
 // One CTA (Cw threads) per edge: radial conditioning and rotation backward -> Xloc_bar (for the
 // source-side sum), R_bar (incl. the attention logit bias) and Dc_bar.
+template <int LT>
 __global__ void condition_rotate_backward_k(Dims d, BlockWDev w, int e0, int Ec, const int* __restrict__ src,
                                             const float* __restrict__ Dc, const float* __restrict__ H,
                                             const float* __restrict__ R, const float* __restrict__ Gbuf,
                                             const float* __restrict__ Ssrc_bar, const float* __restrict__ lbar,
                                             float* Xloc_bar, float* R_bar, float* Dc_bar) {
+  constexpr int kDm = 3 * LT + 1, kD = (LT + 1) * (LT + 1), kDcs = 1 + 3 * (kD - 1);
+  (void)kDm; (void)kD; (void)kDcs;
   extern __shared__ float sh[];
-  const int redn = d.K > d.dc_size ? d.K : d.dc_size;
+  const int redn = d.K > kDcs ? d.K : kDcs;
   float* Rh = sh;                              // (L+1) Cw
-  float* Rhb = Rh + (d.L + 1) * d.Cw;          // (L+1) Cw
-  float* red = Rhb + (d.L + 1) * d.Cw;         // redn Cw
+  float* Rhb = Rh + (LT + 1) * d.Cw;          // (L+1) Cw
+  float* red = Rhb + (LT + 1) * d.Cw;         // redn Cw
   float* kern = red + redn * d.Cw;             // redn
   float* kb = kern + redn;                     // redn
   float* vo = kb + redn;                       // redn
   const int i = blockIdx.x, e = e0 + i, c = threadIdx.x, f = c / d.Cf, cf = c % d.Cf;
-  radial_wide(d, w, R + (size_t)e * (d.L + 1) * d.C, Rh, c);
+  radial_wide(d, w, R + (size_t)e * (LT + 1) * d.C, Rh, c);
   __syncthreads();
   if (d.degree_mixer) degree_kernel(d, w, Rh, red, kern, c);
-  const float* Hs = H + (size_t)src[e] * d.D * d.Cw;
-  const float* Dce = Dc + (size_t)e * d.dc_size;
+  const float* Hs = H + (size_t)src[e] * kD * d.Cw;
+  const float* Dce = Dc + (size_t)e * kDcs;
   float xl[kMaxDm], ub[kMaxDm], xb[kMaxDm];
-  rotate_in(d, Dce, Hs, c, xl);
+  rotate_in<LT>(d, Dce, Hs, c, xl);
   const float* g = Gbuf + ((size_t)f * Ec + i) * d.ROW + cf;
-  for (int o = 0; o < d.Dm; ++o) ub[o] = g[o * d.Cf];
+  #pragma unroll
+  for (int o = 0; o < kDm; ++o) ub[o] = g[o * d.Cf];
   if (d.F > 1) ub[0] += Ssrc_bar[((size_t)f * Ec + i) * d.Cf + cf];
   float rhb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   if (!d.degree_mixer) {
-    for (int o = 0; o < d.Dm; ++o) {
-      const int lo = red_l(o, d.L);
+    #pragma unroll
+    for (int o = 0; o < kDm; ++o) {
+      const int lo = red_l(o, LT);
       xb[o] = ub[o] * Rh[lo * d.Cw + c];
       rhb[lo] += ub[o] * xl[o];
     }
@@ -397,45 +427,53 @@ __global__ void condition_rotate_backward_k(Dims d, BlockWDev w, int e0, int Ec,
     float kpart[kMaxK];
     for (int q = 0; q < d.K; ++q) kpart[q] = 0.0f;
     const float b = w.cb[c];
-    for (int in = 0; in < d.Dm; ++in) xb[in] = 0.0f;
-    for (int o = 0; o < d.Dm; ++o) {
-      const int lo = red_l(o, d.L), mo = red_m(o, d.L);
+    #pragma unroll
+    for (int in = 0; in < kDm; ++in) xb[in] = 0.0f;
+    #pragma unroll
+    for (int o = 0; o < kDm; ++o) {
+      const int lo = red_l(o, LT), mo = red_m(o, LT);
       const float bub = b * ub[o];
-      for (int in = 0; in < d.Dm; ++in) {
-        if (red_m(in, d.L) != mo) continue;
-        const int q = kernel_index(d.L, red_l(in, d.L), lo, mo);
+      #pragma unroll
+      for (int in = 0; in < kDm; ++in) {
+        if (red_m(in, LT) != mo) continue;
+        const int q = kernel_index(LT, red_l(in, LT), lo, mo);
         xb[in] += kern[q] * bub;
         kpart[q] += bub * xl[in];
       }
     }
     block_vector_sum(kpart, d.K, red, kb, c, d.Cw);
-    for (int l = 0; l <= d.L; ++l) {
+    for (int l = 0; l <= LT; ++l) {
       float s = 0.0f;
-      for (int q = 0; q < d.K; ++q) s += kb[q] * w.mix[(size_t)(l * d.Cw + c) * d.K + q];
+      for (int q = 0; q < d.K; ++q) s += kb[q] * w.mixT[(size_t)q * (LT + 1) * d.Cw + l * d.Cw + c];
       rhb[l] = s;
     }
   }
-  for (int l = 0; l <= d.L; ++l) Rhb[l * d.Cw + c] = rhb[l];
-  for (int j = 0; j < d.Dm; ++j) Xloc_bar[((size_t)i * d.Dm + j) * d.Cw + c] = xb[j];
+  for (int l = 0; l <= LT; ++l) Rhb[l * d.Cw + c] = rhb[l];
+  #pragma unroll
+  for (int j = 0; j < kDm; ++j) Xloc_bar[((size_t)i * kDm + j) * d.Cw + c] = xb[j];
   // Dc_bar from the rotation: sum_c xb[j] H[src, p(l_j, m'), c].
   float v[kMaxDc];
-  for (int k = 0; k < d.dc_size; ++k) v[k] = 0.0f;
-  for (int j = 0; j < d.Dm; ++j) {
-    const int l = red_l(j, d.L), m = red_m(j, d.L);
+  #pragma unroll
+  for (int k = 0; k < kDcs; ++k) v[k] = 0.0f;
+  #pragma unroll
+  for (int j = 0; j < kDm; ++j) {
+    const int l = red_l(j, LT), m = red_m(j, LT);
     if (l == 0) continue;
+    #pragma unroll
     for (int mp = -l; mp <= l; ++mp)
       v[dc_off(l) + (m + 1) * (2 * l + 1) + mp + l] += xb[j] * Hs[(size_t)packed(l, mp) * d.Cw + c];
   }
   __syncthreads();
-  block_vector_sum(v, d.dc_size, red, vo, c, d.Cw);
-  for (int k = c; k < d.dc_size; k += d.Cw) Dc_bar[(size_t)e * d.dc_size + k] += vo[k];
+  block_vector_sum(v, kDcs, red, vo, c, d.Cw);
+  #pragma unroll
+  for (int k = c; k < kDcs; k += d.Cw) Dc_bar[(size_t)e * kDcs + k] += vo[k];
   // R_bar[e, l, a] = sum_c Rh_bar[l][c] Wrh[a][c] (+ the logit bias on l = 0).
-  float* Rb = R_bar + (size_t)e * (d.L + 1) * d.C;
+  float* Rb = R_bar + (size_t)e * (LT + 1) * d.C;
   for (int a = c; a < d.C; a += d.Cw)
-    for (int l = 0; l <= d.L; ++l) {
+    for (int l = 0; l <= LT; ++l) {
       float s = 0.0f;
       if (d.has_rh) {
-        for (int cc = 0; cc < d.Cw; ++cc) s += Rhb[l * d.Cw + cc] * w.rh[a * d.Cw + cc];
+        for (int cc = 0; cc < d.Cw; ++cc) s += Rhb[l * d.Cw + cc] * w.rhT[(size_t)cc * d.C + a];
       } else {
         s = Rhb[l * d.Cw + a];
       }
@@ -447,35 +485,42 @@ __global__ void condition_rotate_backward_k(Dims d, BlockWDev w, int e0, int Ec,
 
 // One CTA (Cw threads) per source segment of the chunk: H_bar[s] += sum_e D^T Xloc_bar,
 // k_bar[s] += scale sum_e lbar q[dst].
+template <int LT>
 __global__ void src_scatter_k(Dims d, const int* __restrict__ seg_node, const int* __restrict__ seg_off,
                               const int* __restrict__ perm, int e0, const int* __restrict__ dst,
                               const float* __restrict__ Dc, const float* __restrict__ Xloc_bar,
                               const float* __restrict__ lbar, const float* __restrict__ q, float* H_bar,
                               float* k_bar) {
+  constexpr int kDm = 3 * LT + 1, kD = (LT + 1) * (LT + 1), kDcs = 1 + 3 * (kD - 1);
+  (void)kDm; (void)kD; (void)kDcs;
   const int sgi = blockIdx.x, c = threadIdx.x, f = c / d.Cf;
   const int s = seg_node[sgi];
   const float scale = rsqrtf((float)d.Cf);
   float acc[kMaxD];
-  for (int p = 0; p < d.D; ++p) acc[p] = 0.0f;
+  #pragma unroll
+  for (int p = 0; p < kD; ++p) acc[p] = 0.0f;
   float kacc = 0.0f;
   for (int t = seg_off[sgi]; t < seg_off[sgi + 1]; ++t) {
     const int e = perm[t], i = e - e0;
-    const float* Dce = Dc + (size_t)e * d.dc_size;
-    const float* xb = Xloc_bar + (size_t)i * d.Dm * d.Cw + c;
-    for (int j = 0; j < d.Dm; ++j) {
-      const int l = red_l(j, d.L), m = red_m(j, d.L);
+    const float* Dce = Dc + (size_t)e * kDcs;
+    const float* xb = Xloc_bar + (size_t)i * kDm * d.Cw + c;
+    #pragma unroll
+    for (int j = 0; j < kDm; ++j) {
+      const int l = red_l(j, LT), m = red_m(j, LT);
       const float x = xb[j * d.Cw];
       if (l == 0) {
         acc[0] += x;
         continue;
       }
       const float* row = Dce + dc_off(l) + (m + 1) * (2 * l + 1);
+      #pragma unroll
       for (int mp = -l; mp <= l; ++mp) acc[packed(l, mp)] += row[mp + l] * x;
     }
     kacc += scale * lbar[(size_t)i * d.F + f] * q[(size_t)dst[e] * d.Cw + c];
   }
-  float* hb = H_bar + (size_t)s * d.D * d.Cw + c;
-  for (int p = 0; p < d.D; ++p) hb[(size_t)p * d.Cw] += acc[p];
+  float* hb = H_bar + (size_t)s * kD * d.Cw + c;
+  #pragma unroll
+  for (int p = 0; p < kD; ++p) hb[(size_t)p * d.Cw] += acc[p];
   k_bar[(size_t)s * d.Cw + c] += kacc;
 }
 
@@ -529,7 +574,9 @@ void launch_rotate_condition(const Dims& d, const BlockWDev& w, int e0, int Ec, 
                              const float* H, const float* R, float* U0, float* Ssrc, cudaStream_t s) {
   if (Ec == 0) return;
   const size_t bytes = ((size_t)(d.L + 1) * d.Cw + (size_t)d.K * d.Cw + d.K) * sizeof(float);
-  rotate_condition_k<<<Ec, d.Cw, bytes, s>>>(d, w, e0, Ec, src, Dc, H, R, U0, Ssrc);
+  if (d.L == 1) rotate_condition_k<1><<<Ec, d.Cw, bytes, s>>>(d, w, e0, Ec, src, Dc, H, R, U0, Ssrc);
+  else if (d.L == 2) rotate_condition_k<2><<<Ec, d.Cw, bytes, s>>>(d, w, e0, Ec, src, Dc, H, R, U0, Ssrc);
+  else rotate_condition_k<3><<<Ec, d.Cw, bytes, s>>>(d, w, e0, Ec, src, Dc, H, R, U0, Ssrc);
   SEZM_LAUNCH("rotate_condition");
 }
 void launch_focus_compete(const Dims& d, const BlockWDev& w, int Ec, const float* Ssrc, float* fc_p,
@@ -542,7 +589,9 @@ void launch_rotate_back_aggregate(const Dims& d, int n0, int n1, int e0, int Ec,
                                   const float* U, const float* alpha_fc, const float* alpha, float* P,
                                   cudaStream_t s) {
   if (n1 <= n0) return;
-  rotate_back_aggregate_k<<<n1 - n0, d.Cw, 0, s>>>(d, n0, e0, Ec, dst_off, Dc, U, alpha_fc, alpha, P);
+  if (d.L == 1) rotate_back_aggregate_k<1><<<n1 - n0, d.Cw, 0, s>>>(d, n0, e0, Ec, dst_off, Dc, U, alpha_fc, alpha, P);
+  else if (d.L == 2) rotate_back_aggregate_k<2><<<n1 - n0, d.Cw, 0, s>>>(d, n0, e0, Ec, dst_off, Dc, U, alpha_fc, alpha, P);
+  else rotate_back_aggregate_k<3><<<n1 - n0, d.Cw, 0, s>>>(d, n0, e0, Ec, dst_off, Dc, U, alpha_fc, alpha, P);
   SEZM_LAUNCH("rotate_back_aggregate");
 }
 void launch_gate_post(const Dims& d, int N, const float* gamma, const float* P, float* A, cudaStream_t s) {
@@ -562,7 +611,9 @@ void launch_aggregate_backward(const Dims& d, int e0, int Ec, const int* dst, co
                                float* alpha_bar, float* Dc_bar, cudaStream_t s) {
   if (Ec == 0) return;
   const size_t bytes = ((size_t)(d.dc_size + d.F) * d.Cw + d.dc_size + d.F) * sizeof(float);
-  aggregate_backward_k<<<Ec, d.Cw, bytes, s>>>(d, e0, Ec, dst, Dc, U, alpha_fc, alpha, P_bar, Gbuf, alpha_bar, Dc_bar);
+  if (d.L == 1) aggregate_backward_k<1><<<Ec, d.Cw, bytes, s>>>(d, e0, Ec, dst, Dc, U, alpha_fc, alpha, P_bar, Gbuf, alpha_bar, Dc_bar);
+  else if (d.L == 2) aggregate_backward_k<2><<<Ec, d.Cw, bytes, s>>>(d, e0, Ec, dst, Dc, U, alpha_fc, alpha, P_bar, Gbuf, alpha_bar, Dc_bar);
+  else aggregate_backward_k<3><<<Ec, d.Cw, bytes, s>>>(d, e0, Ec, dst, Dc, U, alpha_fc, alpha, P_bar, Gbuf, alpha_bar, Dc_bar);
   SEZM_LAUNCH("aggregate_backward");
 }
 void launch_softmax_backward(const Dims& d, const BlockWDev& w, int n0, int n1, int e0, const int* src,
@@ -588,7 +639,11 @@ void launch_condition_rotate_backward(const Dims& d, const BlockWDev& w, int e0,
   if (Ec == 0) return;
   const int redn = d.K > d.dc_size ? d.K : d.dc_size;
   const size_t bytes = ((size_t)(d.L + 1) * d.Cw * 2 + (size_t)redn * d.Cw + 3 * (size_t)redn) * sizeof(float);
-  condition_rotate_backward_k<<<Ec, d.Cw, bytes, s>>>(d, w, e0, Ec, src, Dc, H, R, Gbuf, Ssrc_bar, lbar, Xloc_bar,
+  if (d.L == 1) condition_rotate_backward_k<1><<<Ec, d.Cw, bytes, s>>>(d, w, e0, Ec, src, Dc, H, R, Gbuf, Ssrc_bar, lbar, Xloc_bar,
+                                                      R_bar, Dc_bar);
+  else if (d.L == 2) condition_rotate_backward_k<2><<<Ec, d.Cw, bytes, s>>>(d, w, e0, Ec, src, Dc, H, R, Gbuf, Ssrc_bar, lbar, Xloc_bar,
+                                                      R_bar, Dc_bar);
+  else condition_rotate_backward_k<3><<<Ec, d.Cw, bytes, s>>>(d, w, e0, Ec, src, Dc, H, R, Gbuf, Ssrc_bar, lbar, Xloc_bar,
                                                       R_bar, Dc_bar);
   SEZM_LAUNCH("condition_rotate_backward");
 }
@@ -596,7 +651,9 @@ void launch_src_scatter(const Dims& d, int nseg, const int* seg_node, const int*
                         const int* dst, const float* Dc, const float* Xloc_bar, const float* lbar, const float* q,
                         float* H_bar, float* k_bar, cudaStream_t s) {
   if (nseg == 0) return;
-  src_scatter_k<<<nseg, d.Cw, 0, s>>>(d, seg_node, seg_off, perm, e0, dst, Dc, Xloc_bar, lbar, q, H_bar, k_bar);
+  if (d.L == 1) src_scatter_k<1><<<nseg, d.Cw, 0, s>>>(d, seg_node, seg_off, perm, e0, dst, Dc, Xloc_bar, lbar, q, H_bar, k_bar);
+  else if (d.L == 2) src_scatter_k<2><<<nseg, d.Cw, 0, s>>>(d, seg_node, seg_off, perm, e0, dst, Dc, Xloc_bar, lbar, q, H_bar, k_bar);
+  else src_scatter_k<3><<<nseg, d.Cw, 0, s>>>(d, seg_node, seg_off, perm, e0, dst, Dc, Xloc_bar, lbar, q, H_bar, k_bar);
   SEZM_LAUNCH("src_scatter");
 }
 void launch_attention_node_backward(const Dims& d, const BlockWDev& w, int N, int NT, const float* H,

@@ -249,7 +249,7 @@ struct CudaEngine::Impl {
     fit_out_off = a.add(w.fit_out);
     // blocks
     struct BO {
-      size_t pre, post, rh, rhT, mix, cb, A, AT, W1, W1T, G, fcw, fcn, qkn, gn, Wq, Wk, lu, lz, gw, ps, pb, qs, qb, f1, sg, f2;
+      size_t pre, post, rh, rhT, mix, mixT, cb, A, AT, W1, W1T, G, fcw, fcn, qkn, gn, Wq, Wk, lu, lz, gw, ps, pb, qs, qb, f1, sg, f2;
     };
     std::vector<BO> bos;
     for (const BlockW<double>& b : w.blocks) {
@@ -259,6 +259,7 @@ struct CudaEngine::Impl {
       o.rh = b.has_radial_hidden_proj ? a.add(b.radial_hidden_proj) : kNone;
       o.rhT = b.has_radial_hidden_proj ? a.add_t(b.radial_hidden_proj) : kNone;
       o.mix = b.degree_mixer ? a.add(b.mixer_weight) : kNone;
+      o.mixT = b.degree_mixer ? a.add_t(b.mixer_weight) : kNone;
       o.cb = b.degree_mixer ? a.add(b.channel_basis) : kNone;
       std::vector<Mat<double>> As, ATs, W1s, W1Ts, Gs;
       for (const auto& layer : b.layers)
@@ -303,7 +304,7 @@ struct CudaEngine::Impl {
       const BO& o = bos[i];
       const BlockW<double>& b = w.blocks[i];
       BlockWDev x{};
-      x.pre = P(o.pre); x.post = P(o.post); x.rh = P(o.rh); x.rhT = P(o.rhT); x.mix = P(o.mix); x.cb = P(o.cb);
+      x.pre = P(o.pre); x.post = P(o.post); x.rh = P(o.rh); x.rhT = P(o.rhT); x.mix = P(o.mix); x.mixT = P(o.mixT); x.cb = P(o.cb);
       x.A = P(o.A); x.AT = P(o.AT); x.W1 = P(o.W1); x.W1T = P(o.W1T); x.G = P(o.G);
       x.fc_w = P(o.fcw); x.fc_norm = P(o.fcn); x.qk_norm = P(o.qkn); x.gate_norm = P(o.gn);
       x.Wq = P(o.Wq); x.Wk = P(o.Wk); x.logit_u = P(o.lu); x.log_zeta = P(o.lz); x.gate_w = P(o.gw);

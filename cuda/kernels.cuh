@@ -21,7 +21,7 @@ struct WignerTablesDev {
 struct BlockWDev {
   const float *pre, *post;            // (L+1, C, Cw), (L+1, Cw, C)
   const float *rh, *rhT;              // (C, Cw), (Cw, C) or null
-  const float *mix, *cb;              // ((L+1)Cw, K), (Cw)
+  const float *mix, *mixT, *cb;       // ((L+1)Cw, K), its transpose (K, (L+1)Cw), (Cw)
   const float *A, *AT, *W1, *W1T;     // (nL, F, M0, M0), (nL, F, 2M1, 2M1) and transposes
   const float *G;                     // (ngated, F, Cf, L*Cf)
   const float *fc_w, *fc_norm;        // (Cf, F), (F, Cf) or null
