@@ -98,20 +98,44 @@ __device__ void radial_wide(const Dims& d, const BlockWDev& w, const float* Re, 
   }
 }
 
-// Compact degree kernel k[q] = sum_{l,a} Rh[l][a] W_mix[l*Cw + a][q] (block reduction over a).
+// CTA-wide sums of a per-thread register vector: warp shuffles, then one smem pass over warps.
+// blockDim is a power of two below 32 or a multiple of 32 (checked at engine construction).
+template <int N>
+__device__ __forceinline__ void cta_sum(const float (&v)[N], float* red, float* out) {
+  const int nt = blockDim.x, width = nt >= 32 ? 32 : nt, lane = threadIdx.x % width, warp = threadIdx.x / width;
+  const unsigned mask = nt >= 32 ? 0xffffffffu : ((1u << nt) - 1u);
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    float t = v[k];
+    for (int o = width / 2; o > 0; o >>= 1) t += __shfl_xor_sync(mask, t, o, width);
+    if (lane == 0) red[warp * N + k] = t;
+  }
+  __syncthreads();
+  const int nw = (nt + width - 1) / width;
+  for (int k = threadIdx.x; k < N; k += nt) {
+    float t = 0.0f;
+    for (int w = 0; w < nw; ++w) t += red[w * N + k];
+    out[k] = t;
+  }
+  __syncthreads();
+}
+
+template <int LT>
+__host__ __device__ constexpr int kernel_size() { return (LT + 1) * (LT + 1) + LT * LT; }
+
+// Compact degree kernel k[q] = sum_{l,a} Rh[l][a] W_mix[l*Cw + a][q] (CTA sum over a).
+template <int LT>
 __device__ void degree_kernel(const Dims& d, const BlockWDev& w, const float* Rh, float* red, float* kern, int c) {
-  for (int q = 0; q < d.K; ++q) {
-    float p = 0.0f;
-    for (int l = 0; l <= d.L; ++l) p += Rh[l * d.Cw + c] * w.mixT[(size_t)q * (d.L + 1) * d.Cw + l * d.Cw + c];
-    red[q * d.Cw + c] = p;
+  constexpr int K = kernel_size<LT>();
+  float p[K];
+#pragma unroll
+  for (int q = 0; q < K; ++q) {
+    float t = 0.0f;
+#pragma unroll
+    for (int l = 0; l <= LT; ++l) t += Rh[l * d.Cw + c] * w.mixT[(size_t)q * (LT + 1) * d.Cw + l * d.Cw + c];
+    p[q] = t;
   }
-  __syncthreads();
-  for (int q = c; q < d.K; q += d.Cw) {
-    float s = 0.0f;
-    for (int a = 0; a < d.Cw; ++a) s += red[q * d.Cw + a];
-    kern[q] = s;
-  }
-  __syncthreads();
+  cta_sum<K>(p, red, kern);
 }
 
 __device__ inline int kernel_index(int L, int li, int lo, int m) {
@@ -152,7 +176,7 @@ __global__ void rotate_condition_k(Dims d, BlockWDev w, int e0, int Ec, const in
   const int i = blockIdx.x, e = e0 + i, c = threadIdx.x;
   radial_wide(d, w, R + (size_t)e * (LT + 1) * d.C, Rh, c);
   __syncthreads();
-  if (d.degree_mixer) degree_kernel(d, w, Rh, red, kern, c);
+  if (d.degree_mixer) degree_kernel<LT>(d, w, Rh, red, kern, c);
   float xl[kMaxDm];
   rotate_in<LT>(d, Dc + (size_t)e * kDcs, H + (size_t)src[e] * kD * d.Cw, c, xl);
   const int f = c / d.Cf, cf = c % d.Cf;
@@ -262,18 +286,6 @@ __global__ void gate_backward_k(Dims d, int N, const float* __restrict__ gamma, 
   gamma_bar[i] = gb;
 }
 
-// Block sum over the Cw threads of a CTA of per-thread vectors v[0..n): out[k] = sum_c v_c[k].
-__device__ void block_vector_sum(const float* v, int n, float* red, float* out, int c, int Cw) {
-  for (int k = 0; k < n; ++k) red[k * Cw + c] = v[k];
-  __syncthreads();
-  for (int k = c; k < n; k += Cw) {
-    float s = 0.0f;
-    for (int a = 0; a < Cw; ++a) s += red[k * Cw + a];
-    out[k] = s;
-  }
-  __syncthreads();
-}
-
 // One CTA (Cw threads) per edge: Q = rho D P_bar[dst]; G = alpha alpha_fc Q (gradient wrt the
 // pre-scale stack output); alpha_bar; Dc_bar from the rotate-back.
 template <int LT>
@@ -285,7 +297,8 @@ __global__ void aggregate_backward_k(Dims d, int e0, int Ec, const int* __restri
   (void)kDm; (void)kD; (void)kDcs;
   extern __shared__ float sh[];
   float* red = sh;                       // (dc_size + F) * Cw
-  float* out = red + (kDcs + d.F) * d.Cw;
+  float* out = red + (kDcs + d.F) * d.Cw;  // dc_size + F
+  float* redf = out + kDcs + d.F;          // Cw
   const int i = blockIdx.x, e = e0 + i, c = threadIdx.x, f = c / d.Cf, cf = c % d.Cf;
   const float* Pb = P_bar + (size_t)dst[e] * kD * d.Cw + c;
   const float* Dce = Dc + (size_t)e * kDcs;
@@ -293,9 +306,9 @@ __global__ void aggregate_backward_k(Dims d, int e0, int Ec, const int* __restri
   const float a = alpha[(size_t)e * d.F + f] * afc;
   const float* u = U + ((size_t)f * Ec + i) * d.ROW + cf;
   float* G = Gbuf + ((size_t)f * Ec + i) * d.ROW + cf;
-  float v[kMaxDc + 8];
+  float v[kDcs];
   #pragma unroll
-  for (int k = 0; k < kDcs + d.F; ++k) v[k] = 0.0f;
+  for (int k = 0; k < kDcs; ++k) v[k] = 0.0f;
   float ab = 0.0f;
   #pragma unroll
   for (int j = 0; j < kDm; ++j) {
@@ -319,12 +332,22 @@ __global__ void aggregate_backward_k(Dims d, int e0, int Ec, const int* __restri
     G[j * d.Cf] = a * Q;
     ab += Q * uj;
   }
-  v[kDcs + f] = ab * afc;
-  block_vector_sum(v, kDcs + d.F, red, out, c, d.Cw);
-  #pragma unroll
+  cta_sum<kDcs>(v, red, out);
   for (int k = c; k < kDcs; k += d.Cw) Dc_bar[(size_t)e * kDcs + k] += out[k];
-  #pragma unroll
-  for (int k = c; k < d.F; k += d.Cw) alpha_bar[(size_t)i * d.F + k] = out[kDcs + k];
+  // alpha_bar[f]: sum of ab over the Cf channels of focus f (segments of min(Cf, 32) lanes).
+  {
+    const int seg = d.Cf < 32 ? d.Cf : 32;
+    const unsigned mask = d.Cw >= 32 ? 0xffffffffu : ((1u << d.Cw) - 1u);
+    float t = ab * afc;
+    for (int o = seg / 2; o > 0; o >>= 1) t += __shfl_xor_sync(mask, t, o, seg);
+    if (c % seg == 0) redf[c / seg] = t;
+    __syncthreads();
+    if (c < d.F) {
+      float sum = 0.0f;
+      for (int q = c * d.Cf / seg; q < (c + 1) * d.Cf / seg; ++q) sum += redf[q];
+      alpha_bar[(size_t)i * d.F + c] = sum;
+    }
+  }
 }
 
 // One thread per centre of the chunk: softmax backward over its segment, all foci.
@@ -406,7 +429,7 @@ __global__ void condition_rotate_backward_k(Dims d, BlockWDev w, int e0, int Ec,
   const int i = blockIdx.x, e = e0 + i, c = threadIdx.x, f = c / d.Cf, cf = c % d.Cf;
   radial_wide(d, w, R + (size_t)e * (LT + 1) * d.C, Rh, c);
   __syncthreads();
-  if (d.degree_mixer) degree_kernel(d, w, Rh, red, kern, c);
+  if (d.degree_mixer) degree_kernel<LT>(d, w, Rh, red, kern, c);
   const float* Hs = H + (size_t)src[e] * kD * d.Cw;
   const float* Dce = Dc + (size_t)e * kDcs;
   float xl[kMaxDm], ub[kMaxDm], xb[kMaxDm];
@@ -424,8 +447,10 @@ __global__ void condition_rotate_backward_k(Dims d, BlockWDev w, int e0, int Ec,
       rhb[lo] += ub[o] * xl[o];
     }
   } else {
-    float kpart[kMaxK];
-    for (int q = 0; q < d.K; ++q) kpart[q] = 0.0f;
+    constexpr int K = kernel_size<LT>();
+    float kpart[K];
+    #pragma unroll
+    for (int q = 0; q < K; ++q) kpart[q] = 0.0f;
     const float b = w.cb[c];
     #pragma unroll
     for (int in = 0; in < kDm; ++in) xb[in] = 0.0f;
@@ -441,10 +466,11 @@ __global__ void condition_rotate_backward_k(Dims d, BlockWDev w, int e0, int Ec,
         kpart[q] += bub * xl[in];
       }
     }
-    block_vector_sum(kpart, d.K, red, kb, c, d.Cw);
+    cta_sum<K>(kpart, red, kb);
+    #pragma unroll
     for (int l = 0; l <= LT; ++l) {
       float s = 0.0f;
-      for (int q = 0; q < d.K; ++q) s += kb[q] * w.mixT[(size_t)q * (LT + 1) * d.Cw + l * d.Cw + c];
+      for (int q = 0; q < K; ++q) s += kb[q] * w.mixT[(size_t)q * (LT + 1) * d.Cw + l * d.Cw + c];
       rhb[l] = s;
     }
   }
@@ -452,7 +478,7 @@ __global__ void condition_rotate_backward_k(Dims d, BlockWDev w, int e0, int Ec,
   #pragma unroll
   for (int j = 0; j < kDm; ++j) Xloc_bar[((size_t)i * kDm + j) * d.Cw + c] = xb[j];
   // Dc_bar from the rotation: sum_c xb[j] H[src, p(l_j, m'), c].
-  float v[kMaxDc];
+  float v[kDcs];
   #pragma unroll
   for (int k = 0; k < kDcs; ++k) v[k] = 0.0f;
   #pragma unroll
@@ -463,9 +489,7 @@ __global__ void condition_rotate_backward_k(Dims d, BlockWDev w, int e0, int Ec,
     for (int mp = -l; mp <= l; ++mp)
       v[dc_off(l) + (m + 1) * (2 * l + 1) + mp + l] += xb[j] * Hs[(size_t)packed(l, mp) * d.Cw + c];
   }
-  __syncthreads();
-  block_vector_sum(v, kDcs, red, vo, c, d.Cw);
-  #pragma unroll
+  cta_sum<kDcs>(v, red, vo);
   for (int k = c; k < kDcs; k += d.Cw) Dc_bar[(size_t)e * kDcs + k] += vo[k];
   // R_bar[e, l, a] = sum_c Rh_bar[l][c] Wrh[a][c] (+ the logit bias on l = 0).
   float* Rb = R_bar + (size_t)e * (LT + 1) * d.C;
@@ -610,7 +634,7 @@ void launch_aggregate_backward(const Dims& d, int e0, int Ec, const int* dst, co
                                const float* alpha_fc, const float* alpha, const float* P_bar, float* Gbuf,
                                float* alpha_bar, float* Dc_bar, cudaStream_t s) {
   if (Ec == 0) return;
-  const size_t bytes = ((size_t)(d.dc_size + d.F) * d.Cw + d.dc_size + d.F) * sizeof(float);
+  const size_t bytes = ((size_t)(d.dc_size + d.F + 1) * d.Cw + d.dc_size + d.F) * sizeof(float);
   if (d.L == 1) aggregate_backward_k<1><<<Ec, d.Cw, bytes, s>>>(d, e0, Ec, dst, Dc, U, alpha_fc, alpha, P_bar, Gbuf, alpha_bar, Dc_bar);
   else if (d.L == 2) aggregate_backward_k<2><<<Ec, d.Cw, bytes, s>>>(d, e0, Ec, dst, Dc, U, alpha_fc, alpha, P_bar, Gbuf, alpha_bar, Dc_bar);
   else aggregate_backward_k<3><<<Ec, d.Cw, bytes, s>>>(d, e0, Ec, dst, Dc, U, alpha_fc, alpha, P_bar, Gbuf, alpha_bar, Dc_bar);

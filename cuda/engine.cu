@@ -217,6 +217,8 @@ struct CudaEngine::Impl {
     need(d.C <= 64, "channels <= 64");
     need(d.Cf <= 64 && d.Cf % 1 == 0, "focus width <= 64");
     need(d.Cw <= 1024 && d.F <= 8, "n_focus * focus width <= 1024, n_focus <= 8");
+    need((d.Cw < 32 && (d.Cw & (d.Cw - 1)) == 0) || d.Cw % 32 == 0, "n_focus * focus width a power of two below 32 or a multiple of 32");
+    need((d.Cf & (d.Cf - 1)) == 0 || d.Cf % 32 == 0, "focus width a power of two or a multiple of 32");
     need(d.M0 <= 384 && 2 * d.M1 <= 384, "(lmax+1) * focus width <= 384 and 2 lmax focus width <= 384");
     need(d.H <= 256 && d.D * d.C >= d.H, "FFN width <= 256");
     need(d.es_hid <= 256 && d.es_gin <= 256 && d.es_emb <= 128, "env-seed widths");
@@ -249,7 +251,7 @@ struct CudaEngine::Impl {
     fit_out_off = a.add(w.fit_out);
     // blocks
     struct BO {
-      size_t pre, post, rh, rhT, mix, mixT, cb, A, AT, W1, W1T, G, fcw, fcn, qkn, gn, Wq, Wk, lu, lz, gw, ps, pb, qs, qb, f1, sg, f2;
+      size_t pre, post, rh, rhT, mix, mixT, cb, A, AT, W1, W1T, G, GT, fcw, fcn, qkn, gn, Wq, Wk, lu, lz, gw, ps, pb, qs, qb, f1, sg, f2;
     };
     std::vector<BO> bos;
     for (const BlockW<double>& b : w.blocks) {
@@ -261,17 +263,21 @@ struct CudaEngine::Impl {
       o.mix = b.degree_mixer ? a.add(b.mixer_weight) : kNone;
       o.mixT = b.degree_mixer ? a.add_t(b.mixer_weight) : kNone;
       o.cb = b.degree_mixer ? a.add(b.channel_basis) : kNone;
-      std::vector<Mat<double>> As, ATs, W1s, W1Ts, Gs;
+      std::vector<Mat<double>> As, ATs, W1s, W1Ts, Gs, GTs;
       for (const auto& layer : b.layers)
         for (int f = 0; f < d.F; ++f) {
           As.push_back(layer.A[f]);
           ATs.push_back(layer.A[f].transpose());
           W1s.push_back(layer.W1[f]);
           W1Ts.push_back(layer.W1[f].transpose());
-          if (!layer.G.empty()) Gs.push_back(layer.G[f]);
+          if (!layer.G.empty()) {
+            Gs.push_back(layer.G[f]);
+            GTs.push_back(layer.G[f].transpose());
+          }
         }
       o.A = a.add(As); o.AT = a.add(ATs); o.W1 = a.add(W1s); o.W1T = a.add(W1Ts);
       o.G = Gs.empty() ? kNone : a.add(Gs);
+      o.GT = GTs.empty() ? kNone : a.add(GTs);
       o.fcw = d.F > 1 ? a.add(b.focus_compete_w) : kNone;
       o.fcn = (d.F > 1 && b.focus_norm) ? a.add(b.focus_compete_norm) : kNone;
       o.qkn = a.add(b.qk_norm); o.gn = a.add(b.gate_norm);
@@ -305,7 +311,7 @@ struct CudaEngine::Impl {
       const BlockW<double>& b = w.blocks[i];
       BlockWDev x{};
       x.pre = P(o.pre); x.post = P(o.post); x.rh = P(o.rh); x.rhT = P(o.rhT); x.mix = P(o.mix); x.mixT = P(o.mixT); x.cb = P(o.cb);
-      x.A = P(o.A); x.AT = P(o.AT); x.W1 = P(o.W1); x.W1T = P(o.W1T); x.G = P(o.G);
+      x.A = P(o.A); x.AT = P(o.AT); x.W1 = P(o.W1); x.W1T = P(o.W1T); x.G = P(o.G); x.GT = P(o.GT);
       x.fc_w = P(o.fcw); x.fc_norm = P(o.fcn); x.qk_norm = P(o.qkn); x.gate_norm = P(o.gn);
       x.Wq = P(o.Wq); x.Wk = P(o.Wk); x.logit_u = P(o.lu); x.log_zeta = P(o.lz); x.gate_w = P(o.gw);
       x.post_scale = P(o.ps); x.post_bias = P(o.pb); x.pre_scale = P(o.qs); x.pre_bias = P(o.qb);

@@ -23,7 +23,7 @@ struct BlockWDev {
   const float *rh, *rhT;              // (C, Cw), (Cw, C) or null
   const float *mix, *mixT, *cb;       // ((L+1)Cw, K), its transpose (K, (L+1)Cw), (Cw)
   const float *A, *AT, *W1, *W1T;     // (nL, F, M0, M0), (nL, F, 2M1, 2M1) and transposes
-  const float *G;                     // (ngated, F, Cf, L*Cf)
+  const float *G, *GT;                // (ngated, F, Cf, L*Cf) and per-(layer, focus) transposes
   const float *fc_w, *fc_norm;        // (Cf, F), (F, Cf) or null
   const float *qk_norm, *gate_norm;   // (F, Cf)
   const float *Wq, *Wk;               // (F, Cf, Cf)

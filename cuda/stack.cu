@@ -216,6 +216,7 @@ __global__ void __launch_bounds__(kThreads) stack_backward_k(Dims d, BlockWDev w
 
   if (gated) {
     const float* Gw = w.G + ((size_t)layer * d.F + f) * Cf * LC;
+    const float* GwT = w.GT + ((size_t)layer * d.F + f) * Cf * LC;  // (LC, Cf): coalesced over a
     for (int i = tid; i < kBM * Cf; i += kThreads) {
       const int r = i / Cf, a = i % Cf;
       sm.Zs[i] = row0 + r < Ec ? Z[(size_t)(row0 + r) * d.ROW + a] : 0.0f;
@@ -245,7 +246,7 @@ __global__ void __launch_bounds__(kThreads) stack_backward_k(Dims d, BlockWDev w
       float v = 0.0f;
       if (row0 + r < Ec) {
         v = g[(size_t)(row0 + r) * d.ROW + a] * silu_gradf_(sm.Zs[i]);
-        for (int o = 0; o < LC; ++o) v = fmaf(sm.T[r * LC + o], __ldg(Gw + a * LC + o), v);
+        for (int o = 0; o < LC; ++o) v = fmaf(sm.T[r * LC + o], __ldg(GwT + o * Cf + a), v);
       }
       zb[cnt] = v;
     }
