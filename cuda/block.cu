@@ -350,29 +350,37 @@ __global__ void aggregate_backward_k(Dims d, int e0, int Ec, const int* __restri
   }
 }
 
-// One thread per centre of the chunk: softmax backward over its segment, all foci.
-__global__ void softmax_backward_k(Dims d, BlockWDev w, int n0, int n1, int e0, const int* __restrict__ src,
+// One CTA (Cw threads) per centre of the chunk: softmax backward over its segment, all foci.
+// Edges are spread over the threads for the per-edge terms, channels for q_bar.
+__global__ void softmax_backward_k(Dims d, BlockWDev w, int n0, int e0, const int* __restrict__ src,
                                    const int* __restrict__ off, const float* __restrict__ env,
                                    const float* __restrict__ alpha, const float* __restrict__ alpha_bar,
-                                   const float* __restrict__ q, const float* __restrict__ k, float* lbar, float* q_bar,
-                                   float* env_bar) {
-  const int n = n0 + blockIdx.x * blockDim.x + threadIdx.x;
-  if (n >= n1) return;
-  const float scale = rsqrtf((float)d.Cf);
-  for (int f = 0; f < d.F; ++f) {
-    float dot = 0.0f;
-    for (int e = off[n]; e < off[n + 1]; ++e) dot += alpha[(size_t)e * d.F + f] * alpha_bar[(size_t)(e - e0) * d.F + f];
-    float* qb = q_bar + (size_t)n * d.Cw + f * d.Cf;
-    for (int e = off[n]; e < off[n + 1]; ++e) {
-      const float lb = alpha[(size_t)e * d.F + f] * (alpha_bar[(size_t)(e - e0) * d.F + f] - dot);
+                                   const float* __restrict__ k, float* lbar, float* q_bar, float* env_bar) {
+  __shared__ float red[32 * 8], dots[8];
+  const int n = n0 + blockIdx.x, c = threadIdx.x, nt = blockDim.x;
+  const int s0 = off[n], s1 = off[n + 1];
+  float part[8];
+#pragma unroll
+  for (int f = 0; f < 8; ++f) part[f] = 0.0f;
+  for (int e = s0 + c; e < s1; e += nt)
+    for (int f = 0; f < d.F; ++f) part[f] += alpha[(size_t)e * d.F + f] * alpha_bar[(size_t)(e - e0) * d.F + f];
+  cta_sum<8>(part, red, dots);
+  for (int e = s0 + c; e < s1; e += nt) {
+    float eb = 0.0f;
+    for (int f = 0; f < d.F; ++f) {
+      const float lb = alpha[(size_t)e * d.F + f] * (alpha_bar[(size_t)(e - e0) * d.F + f] - dots[f]);
       const bool live = env[e] > 0.0f;
       lbar[(size_t)(e - e0) * d.F + f] = live ? lb : 0.0f;
-      if (!live) continue;
-      env_bar[e] += 2.0f * lb / env[e];
-      const float* kn = k + (size_t)src[e] * d.Cw + f * d.Cf;
-      for (int c = 0; c < d.Cf; ++c) qb[c] += scale * lb * kn[c];
+      if (live) eb += 2.0f * lb / env[e];
     }
+    env_bar[e] += eb;
   }
+  __syncthreads();  // lbar of this segment is complete
+  const int f = c / d.Cf;
+  const float scale = rsqrtf((float)d.Cf);
+  float qb = 0.0f;
+  for (int e = s0; e < s1; ++e) qb += lbar[(size_t)(e - e0) * d.F + f] * k[(size_t)src[e] * d.Cw + c];
+  q_bar[(size_t)n * d.Cw + c] += scale * qb;
 }
 
 // Focus competition backward, one thread per edge: rescales nothing (G carries alpha_fc) and
@@ -642,11 +650,11 @@ void launch_aggregate_backward(const Dims& d, int e0, int Ec, const int* dst, co
 }
 void launch_softmax_backward(const Dims& d, const BlockWDev& w, int n0, int n1, int e0, const int* src,
                              const int* dst_off, const float* env, const float* alpha, const float* alpha_bar,
-                             const float* q, const float* k, float* lbar, float* q_bar, float* env_bar,
+                             const float* /*q*/, const float* k, float* lbar, float* q_bar, float* env_bar,
                              cudaStream_t s) {
   if (n1 <= n0) return;
-  softmax_backward_k<<<div_up(n1 - n0, kT), kT, 0, s>>>(d, w, n0, n1, e0, src, dst_off, env, alpha, alpha_bar, q, k,
-                                                        lbar, q_bar, env_bar);
+  softmax_backward_k<<<n1 - n0, d.Cw, 0, s>>>(d, w, n0, e0, src, dst_off, env, alpha, alpha_bar, k, lbar, q_bar,
+                                              env_bar);
   SEZM_LAUNCH("softmax_backward");
 }
 void launch_focus_compete_backward(const Dims& d, const BlockWDev& w, int Ec, const float* Ssrc, const float* U,
