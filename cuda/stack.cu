@@ -51,28 +51,56 @@ __device__ StackSmem carve(const Dims& d, float* base) {
 
 // acc[r][i] += sum_k A(row0 + 8w + r, k) B(k, t + 32 i). `loadA4(row, k)` returns A(row, k..k+3)
 // (the prologue: the raw activation, or the gradient with the gates applied). K % 4 == 0 and
-// N % 4 == 0 for every supported model (widths are multiples of 16).
+// N % 4 == 0 for every supported model (widths are multiples of 16). The next k-tile is fetched
+// into registers while the current one is multiplied, so global latency hides behind the FFMAs.
+
 template <int NC, class LoadA4>
 __device__ __forceinline__ void tile_mma(const StackSmem& sm, int K, int N, const float* __restrict__ B, LoadA4 loadA4,
                                          float (&acc)[kRows][NC]) {
   const int tid = threadIdx.x, tx = tid % 32, ty = tid / 32;
+  constexpr int kAPer = kBM * kBK / 4 / kThreads;
+  constexpr int kMaxBPer = (kBK * 32 * NC / 4 + kThreads - 1) / kThreads;  // float4 of B per thread, N <= 32 NC
+  const int nb4 = kBK * (N / 4);
+  float4 ra[kAPer], rb[kMaxBPer];
+  auto fetch = [&](int k0) {
+#pragma unroll
+    for (int i = 0; i < kAPer; ++i) {
+      const int idx = tid + i * kThreads, r = idx / (kBK / 4), k4 = (idx % (kBK / 4)) * 4;
+      ra[i] = (k0 + k4 < K) ? loadA4(r, k0 + k4) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int j = 0; j < kMaxBPer; ++j) {
+      const int idx = tid + j * kThreads;
+      if (idx < nb4) {
+        const int k = idx / (N / 4), n4 = (idx % (N / 4)) * 4;
+        rb[j] = (k0 + k < K) ? __ldg(reinterpret_cast<const float4*>(B + (size_t)(k0 + k) * N + n4))
+                             : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+    }
+  };
+  auto stash = [&]() {
+#pragma unroll
+    for (int i = 0; i < kAPer; ++i) {
+      const int idx = tid + i * kThreads, r = idx / (kBK / 4), k4 = (idx % (kBK / 4)) * 4;
+      sm.As[(k4 + 0) * kAsStride + r] = ra[i].x;
+      sm.As[(k4 + 1) * kAsStride + r] = ra[i].y;
+      sm.As[(k4 + 2) * kAsStride + r] = ra[i].z;
+      sm.As[(k4 + 3) * kAsStride + r] = ra[i].w;
+    }
+#pragma unroll
+    for (int j = 0; j < kMaxBPer; ++j) {
+      const int idx = tid + j * kThreads;
+      if (idx < nb4) {
+        const int k = idx / (N / 4), n4 = (idx % (N / 4)) * 4;
+        *reinterpret_cast<float4*>(sm.Bs + k * N + n4) = rb[j];
+      }
+    }
+  };
+  fetch(0);
   for (int k0 = 0; k0 < K; k0 += kBK) {
-    // A: kBM rows x kBK columns as float4 along k, stored transposed (k-major).
-    for (int i = tid; i < kBM * (kBK / 4); i += kThreads) {
-      const int r = i / (kBK / 4), k4 = (i % (kBK / 4)) * 4;
-      const float4 v = (k0 + k4 < K) ? loadA4(r, k0 + k4) : make_float4(0.f, 0.f, 0.f, 0.f);
-      sm.As[(k4 + 0) * kAsStride + r] = v.x;
-      sm.As[(k4 + 1) * kAsStride + r] = v.y;
-      sm.As[(k4 + 2) * kAsStride + r] = v.z;
-      sm.As[(k4 + 3) * kAsStride + r] = v.w;
-    }
-    for (int i = tid; i < kBK * (N / 4); i += kThreads) {
-      const int k = i / (N / 4), n4 = (i % (N / 4)) * 4;
-      const float4 v = (k0 + k < K) ? __ldg(reinterpret_cast<const float4*>(B + (size_t)(k0 + k) * N + n4))
-                                    : make_float4(0.f, 0.f, 0.f, 0.f);
-      *reinterpret_cast<float4*>(sm.Bs + k * N + n4) = v;
-    }
+    stash();
     __syncthreads();
+    if (k0 + kBK < K) fetch(k0 + kBK);
 #pragma unroll 4
     for (int k = 0; k < kBK; ++k) {
       const float4 a0 = *reinterpret_cast<const float4*>(sm.As + k * kAsStride + ty * kRows);
