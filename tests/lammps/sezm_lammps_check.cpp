@@ -1,7 +1,7 @@
 // In-process LAMMPS checks for pair_style sezm (runs under mpirun with any rank count).
 //
 //   sezm_lammps_check ref JSON CONFIG [--procs PX PY PZ] [--triclinic XY XZ YZ] [--out FILE]
-//                        [--expect-empty-rank] [--tol-engine T] [--tol-ref T]
+//                        [--expect-empty-rank] [--tol-engine T] [--tol-ref T] [--model PT]
 //       `run 0` on a reference configuration: energy, forces, per-atom energies, global and
 //       per-atom virial against the CPU engine (sezm::Potential on the same coordinates) and,
 //       for the unmodified configuration, against deepmd-kit's reference values.
@@ -9,9 +9,10 @@
 //       only the engine comparison applies; `press` is checked against the engine virial.
 //   sezm_lammps_check compare FILE_A FILE_B TOL
 //       Same system on different rank counts: per-ID agreement, relative to the largest value.
-//   sezm_lammps_check nve MODEL ELEMENT LATTICE A0 NCELL STEPS DT_PS TEMP MAX_DRIFT
-//       Short NVE run; prints the energy drift in eV/atom/ps (least-squares slope) and fails
-//       above MAX_DRIFT.
+//   sezm_lammps_check nve MODEL ELEMENT LATTICE A0 NCELL STEPS DT_PS TEMP MAX_DEV
+//       Short NVE run; prints the energy drift in eV/atom/ps (least-squares slope) and fails when
+//       the total energy strays more than MAX_DEV eV/atom from its start (a short run's slope is
+//       dominated by the Verlet fluctuation, so it is reported, not bounded).
 //
 // Exit status 0 on success; prints the measured deviations either way.
 #include <mpi.h>
@@ -120,7 +121,7 @@ int run_ref(int argc, char **argv) {
   int px = 0, py = 0, pz = 0;
   bool tric = false, expect_empty = false;
   double tilt[3] = {0, 0, 0}, tol_engine = 1e-10, tol_ref = 1e-9;
-  std::string out;
+  std::string out, model_override;
   for (int i = 4; i < argc; i++) {
     const std::string a = argv[i];
     if (a == "--procs") {
@@ -128,6 +129,8 @@ int run_ref(int argc, char **argv) {
     } else if (a == "--triclinic") {
       tric = true;
       for (double &t : tilt) t = std::atof(argv[++i]);
+    } else if (a == "--model") {
+      model_override = argv[++i];
     } else if (a == "--out") {
       out = argv[++i];
     } else if (a == "--expect-empty-rank") {
@@ -143,7 +146,9 @@ int run_ref(int argc, char **argv) {
   }
   std::ifstream js(json_path);
   const nlohmann::json ref = nlohmann::json::parse(js);
-  const std::string model = json_path.substr(0, json_path.rfind('/') + 1) + ref["model"].get<std::string>();
+  const std::string model = !model_override.empty()
+                                ? model_override
+                                : json_path.substr(0, json_path.rfind('/') + 1) + ref["model"].get<std::string>();
   const nlohmann::json *cfgp = nullptr;
   for (const auto &c : ref["configs"])
     if (c["name"] == name) cfgp = &c;
@@ -372,7 +377,7 @@ int run_nve(char **argv) {
   const int steps = std::atoi(argv[7]);
   const double dt = std::atof(argv[8]);
   const std::string temp = argv[9];
-  const double max_drift = std::atof(argv[10]);
+  const double max_dev = std::atof(argv[10]);
   LAMMPS *lmp = open_lammps("none");
   cmd(lmp, "units metal");
   cmd(lmp, "lattice " + lattice + " " + a0);
@@ -414,10 +419,10 @@ int run_nve(char **argv) {
   int rc = 0;
   if (me == 0) {
     std::printf("NVE %s %s %s cells, %.0f atoms, %d steps of %g ps (%g ps), T_end %.1f K: E0 %.10f eV, "
-                "max|E-E0| %.3e eV/atom, drift %.3e eV/atom/ps (limit %.1e) %s\n",
+                "max|E-E0| %.3e eV/atom (limit %.1e), drift %.3e eV/atom/ps %s\n",
                 elem.c_str(), lattice.c_str(), ncell.c_str(), natoms, steps, dt, steps * dt, temp_end, e[0],
-                spread / natoms, slope, max_drift, std::fabs(slope) <= max_drift ? "PASS" : "FAIL");
-    rc = std::fabs(slope) <= max_drift ? 0 : 1;
+                spread / natoms, max_dev, slope, spread / natoms <= max_dev ? "PASS" : "FAIL");
+    rc = spread / natoms <= max_dev ? 0 : 1;
   }
   MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
   return rc;
