@@ -189,15 +189,17 @@ void PairSezm::reset_timing() {
 
 void PairSezm::log_timing(const char *when) {
   // Max over ranks: the slowest rank sets the step time.
-  double loc[7] = {t_edges_, t_forward_, t_backward_, t_comm_fwd_, t_comm_rev_, t_total_, n_edges_sum_};
-  double mx[7], sum[7];
-  MPI_Allreduce(loc, mx, 7, MPI_DOUBLE, MPI_MAX, world);
-  MPI_Allreduce(loc, sum, 7, MPI_DOUBLE, MPI_SUM, world);
+  const double rest = t_total_ - t_edges_ - t_forward_ - t_backward_ - t_comm_fwd_ - t_comm_rev_;
+  double loc[8] = {t_edges_, t_forward_, t_backward_, t_comm_fwd_, t_comm_rev_, t_total_, n_edges_sum_, rest};
+  double mx[8], sum[8];
+  MPI_Allreduce(loc, mx, 8, MPI_DOUBLE, MPI_MAX, world);
+  MPI_Allreduce(loc, sum, 8, MPI_DOUBLE, MPI_SUM, world);
   if (comm->me != 0 || n_calls_ == 0) return;
   const double n = static_cast<double>(n_calls_);
-  const double other = mx[5] - mx[0] - mx[1] - mx[2] - mx[3] - mx[4];
+  const double other = mx[7];
   utils::logmesg(lmp,
-                 "pair sezm timing ({}): {} force calls, {:.0f} edges/call (all ranks), per call (max over {} ranks):\n"
+                 "pair sezm timing ({}): {} force calls, {:.0f} edges/call (all ranks), seconds per call (max over {} ranks;\n"
+                 "  communication includes waiting for the slowest rank):\n"
                  "  edge building {:10.4f} s\n  engine forward {:9.4f} s\n  engine backward {:8.4f} s\n"
                  "  comm forward {:11.4f} s\n  comm reverse {:11.4f} s\n  forces/virial {:10.4f} s\n"
                  "  total {:18.4f} s   ({:.1f} us per edge)\n",
