@@ -3,8 +3,8 @@
 #   mpirun -np 2 lmp_sezm -in in.cu -var cells 3 -var npt 1000 -var nve 500
 #   GPU-sized run (later): -var cells 10 -> 4000 atoms
 variable cells  index 1        # fcc cells per side (4 atoms each)
-variable npt    index 400      # NPT steps; the lattice constant is averaged over the last half
-variable nve    index 100      # NVE steps after that
+variable npt    index 300      # NPT steps; the lattice constant is averaged over the last half
+variable nve    index 60       # NVE steps after that
 variable every  index 20       # thermo output interval
 variable dt     index 0.001    # ps (1 fs)
 variable model  index ../../potentials/Cu.pt
