@@ -24,7 +24,7 @@ pair_coeff      * * Cu
 neighbor        1.0 bin
 neigh_modify    every 1 delay 0 check yes
 timestep        ${dt}
-velocity        all create 600.0 87287 mom yes rot yes dist gaussian
+velocity        all create 600.0 87287 mom yes rot yes dist gaussian loop geom
 
 variable        a equal (vol/(v_cells*v_cells*v_cells))^(1.0/3.0)
 thermo_style    custom step time temp pe etotal press vol v_a
