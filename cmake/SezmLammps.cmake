@@ -1,0 +1,117 @@
+# Detects what the LAMMPS pair style needs and explains at configure time why it is not built.
+# Sets SEZM_HAVE_LAMMPS (ON/OFF), SEZM_LAMMPS_STATUS (one line for the summary) and, when ON,
+# the targets sezm::kokkos and sezm::lammps_headers.
+#
+#   SEZM_LAMMPS_SOURCE_DIR   a LAMMPS source tree of the installed version (its src/ supplies the
+#                            headers liblammps-dev lacks); empty: fetch Debian's source package
+#   SEZM_CACHE_DIR           where the fetched headers live (outside the clone; never committed)
+
+set(SEZM_HAVE_LAMMPS OFF)
+set(SEZM_LAMMPS_SOURCE_DIR "" CACHE PATH "LAMMPS source tree matching the installed liblammps (optional)")
+if(DEFINED ENV{XDG_CACHE_HOME} AND NOT "$ENV{XDG_CACHE_HOME}" STREQUAL "")
+  set(_sezm_cache_default "$ENV{XDG_CACHE_HOME}/sezm")
+else()
+  set(_sezm_cache_default "$ENV{HOME}/.cache/sezm")
+endif()
+set(SEZM_CACHE_DIR "${_sezm_cache_default}" CACHE PATH "Cache for build-time downloads (LAMMPS headers)")
+
+function(_sezm_lammps_off why)
+  set(SEZM_LAMMPS_STATUS "not built: ${why}" PARENT_SCOPE)
+endfunction()
+
+# ---- MPI ----
+find_package(MPI COMPONENTS CXX QUIET)
+if(NOT MPI_CXX_FOUND)
+  _sezm_lammps_off("no MPI C++ (apt install libopenmpi-dev)")
+  return()
+endif()
+
+# ---- LAMMPS library ----
+find_package(LAMMPS CONFIG QUIET)
+if(NOT TARGET LAMMPS::lammps)
+  _sezm_lammps_off("no LAMMPS CMake package (apt install liblammps-dev)")
+  return()
+endif()
+get_target_property(_lmp_inc LAMMPS::lammps INTERFACE_INCLUDE_DIRECTORIES)
+if(NOT EXISTS "${_lmp_inc}/pair.h")
+  _sezm_lammps_off("LAMMPS headers (pair.h) not found in ${_lmp_inc}")
+  return()
+endif()
+if(NOT LAMMPS_VERSION)
+  set(LAMMPS_VERSION 20210929)
+endif()
+
+# ---- headers the installed package leaves out (fmt/, exceptions.h, neigh_request.h, ...) ----
+set(_lmp_extra "")
+if(EXISTS "${_lmp_inc}/fmt/format.h" AND EXISTS "${_lmp_inc}/lammpsplugin.h" AND EXISTS "${_lmp_inc}/version.h")
+  # a complete install (e.g. a LAMMPS built from source with its headers installed)
+elseif(SEZM_LAMMPS_SOURCE_DIR)
+  set(_lmp_extra "${SEZM_LAMMPS_SOURCE_DIR}/src")
+else()
+  find_program(_sezm_dpkg dpkg-query)
+  find_program(_sezm_aptget apt-get)
+  if(NOT _sezm_dpkg OR NOT _sezm_aptget)
+    _sezm_lammps_off("installed LAMMPS headers are incomplete and there is no apt to fetch the matching source (set SEZM_LAMMPS_SOURCE_DIR)")
+    return()
+  endif()
+  message(STATUS "Fetching the LAMMPS headers missing from liblammps-dev into ${SEZM_CACHE_DIR} (Debian source package)")
+  execute_process(COMMAND sh "${PROJECT_SOURCE_DIR}/cmake/fetch_lammps_headers.sh" "${SEZM_CACHE_DIR}"
+                  RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT _rc EQUAL 0)
+    string(REGEX REPLACE "\n$" "" _err "${_err}")
+    message(STATUS "LAMMPS header fetch failed:\n${_err}")
+    _sezm_lammps_off("could not fetch the LAMMPS source headers (see above; or set SEZM_LAMMPS_SOURCE_DIR)")
+    return()
+  endif()
+  set(_lmp_extra "${_out}/src")
+endif()
+if(_lmp_extra AND NOT EXISTS "${_lmp_extra}/fmt/format.h")
+  _sezm_lammps_off("${_lmp_extra} lacks fmt/format.h")
+  return()
+endif()
+
+add_library(sezm_lammps_headers INTERFACE)
+add_library(sezm::lammps_headers ALIAS sezm_lammps_headers)
+# Installed headers first (they are the ABI of the library we link); the source tree only fills
+# the gaps.
+target_include_directories(sezm_lammps_headers SYSTEM INTERFACE "${_lmp_inc}" ${_lmp_extra})
+target_compile_definitions(sezm_lammps_headers INTERFACE LAMMPS_SMALLBIG LAMMPS_VERSION_NUMBER=${LAMMPS_VERSION})
+target_link_libraries(sezm_lammps_headers INTERFACE MPI::MPI_CXX)
+
+# ---- Kokkos ----
+# Prefer a working Kokkos CMake package (a Kokkos 4 install); Debian's (Trilinos Kokkos 3.4)
+# points its imported target at a non-existent include directory, so check before trusting it.
+set(_kk_ok OFF)
+find_package(Kokkos CONFIG QUIET)
+if(TARGET Kokkos::kokkos)
+  get_target_property(_kk_inc Kokkos::kokkos INTERFACE_INCLUDE_DIRECTORIES)
+  set(_kk_ok ON)
+  foreach(_d IN LISTS _kk_inc)
+    if(NOT _d MATCHES "^\\$<" AND NOT EXISTS "${_d}")
+      set(_kk_ok OFF)
+    endif()
+  endforeach()
+endif()
+add_library(sezm_kokkos INTERFACE)
+add_library(sezm::kokkos ALIAS sezm_kokkos)
+if(_kk_ok)
+  target_link_libraries(sezm_kokkos INTERFACE Kokkos::kokkos)
+  set(_kk_desc "Kokkos ${Kokkos_VERSION} (CMake package)")
+else()
+  find_path(SEZM_KOKKOS_INCLUDE Kokkos_Core.hpp PATH_SUFFIXES trilinos kokkos)
+  find_library(SEZM_KOKKOS_CORE NAMES trilinos_kokkoscore kokkoscore)
+  if(NOT SEZM_KOKKOS_INCLUDE OR NOT SEZM_KOKKOS_CORE)
+    _sezm_lammps_off("no usable Kokkos (apt install libtrilinos-kokkos-dev)")
+    return()
+  endif()
+  target_include_directories(sezm_kokkos SYSTEM INTERFACE "${SEZM_KOKKOS_INCLUDE}")
+  target_link_libraries(sezm_kokkos INTERFACE "${SEZM_KOKKOS_CORE}" ${CMAKE_DL_LIBS})
+  set(_kk_desc "Kokkos headers ${SEZM_KOKKOS_INCLUDE}")
+endif()
+
+set(SEZM_HAVE_LAMMPS ON)
+if(_lmp_extra)
+  set(SEZM_LAMMPS_STATUS "ON (LAMMPS ${LAMMPS_VERSION}; extra headers ${_lmp_extra}; ${_kk_desc})")
+else()
+  set(SEZM_LAMMPS_STATUS "ON (LAMMPS ${LAMMPS_VERSION}; ${_kk_desc})")
+endif()

@@ -1,0 +1,352 @@
+#include "pair_sezm.h"
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cstring>
+#include <exception>
+
+#include "atom.h"
+#include "comm.h"
+#include "error.h"
+#include "force.h"
+#include "memory.h"
+#include "neigh_list.h"
+#include "neighbor.h"
+#include "update.h"
+#include "utils.h"
+
+#ifndef LAMMPS_VERSION_NUMBER
+#define LAMMPS_VERSION_NUMBER 20210929  // the oldest API this file supports
+#endif
+#if LAMMPS_VERSION_NUMBER < 20220324
+#include "neigh_request.h"
+#endif
+
+#include "common/error.h"
+#include "engine/sezm_model.h"
+#include "model/potential.h"
+#include "sezm_edge_buffers.h"
+
+using namespace LAMMPS_NS;
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// The two API spots that changed in LAMMPS 24Mar2022.
+void fwd_comm(Comm *comm, Pair *p) {
+#if LAMMPS_VERSION_NUMBER >= 20220324
+  comm->forward_comm(p);
+#else
+  comm->forward_comm_pair(p);
+#endif
+}
+void rev_comm(Comm *comm, Pair *p) {
+#if LAMMPS_VERSION_NUMBER >= 20220324
+  comm->reverse_comm(p);
+#else
+  comm->reverse_comm_pair(p);
+#endif
+}
+
+// Feature exchange handed to the engine: it never sees LAMMPS, only these two hooks.
+class LammpsExchange : public sezm::FeatureExchange<double> {
+ public:
+  LammpsExchange(PairSezm *pair, int nlocal, int nall) : pair_(pair), nlocal_(nlocal), nall_(nall) {}
+  void forward(double *rows, int width) override { pair_->exchange_forward(rows, width); }
+  void reverse(double *rows, int width) override { pair_->exchange_reverse(rows, width, nlocal_, nall_); }
+
+ private:
+  PairSezm *pair_;
+  int nlocal_, nall_;
+};
+}  // namespace
+
+PairSezm::PairSezm(LAMMPS *lmp) : Pair(lmp) {
+  single_enable = 0;
+  restartinfo = 0;
+  one_coeff = 1;
+  manybody_flag = 1;
+  reinitflag = 0;
+  // The edge virial is exact (and per-rank additive); F.r over ghosts would work too, but the
+  // explicit sum also serves `pair_modify nofdotr` and per-atom virial consistently.
+  no_virial_fdotr_compute = 1;
+  centroidstressflag = CENTROID_NOTAVAIL;
+  try {
+    edges_ = std::make_unique<sezm_kk::EdgeBuffers>();
+  } catch (std::exception &e) {
+    error->all(FLERR, std::string("pair_style sezm: cannot set up the Kokkos edge layer: ") + e.what());
+  }
+}
+
+PairSezm::~PairSezm() {
+  if (n_calls_ > 0) log_timing("pair sezm teardown");
+  if (allocated) {
+    memory->destroy(setflag);
+    memory->destroy(cutsq);
+  }
+}
+
+void PairSezm::fail(const std::string &msg) { error->all(FLERR, "pair_style sezm: " + msg); }
+
+void PairSezm::allocate() {
+  allocated = 1;
+  const int n = atom->ntypes;
+  memory->create(setflag, n + 1, n + 1, "pair:setflag");
+  for (int i = 1; i <= n; i++)
+    for (int j = i; j <= n; j++) setflag[i][j] = 0;
+  memory->create(cutsq, n + 1, n + 1, "pair:cutsq");
+}
+
+// pair_style sezm MODEL [device cpu|cuda] [timing N]
+void PairSezm::settings(int narg, char **arg) {
+  if (narg < 1) fail("missing model file (usage: pair_style sezm MODEL [device cpu|cuda] [timing N])");
+  model_path_ = arg[0];
+  timing_every_ = 0;
+  for (int i = 1; i < narg; i += 2) {
+    const std::string key = arg[i];
+    if (i + 1 >= narg) fail("keyword '" + key + "' needs a value");
+    const std::string val = arg[i + 1];
+    if (key == "device") {
+      if (val == "cuda")
+        fail("device cuda is not available yet: this build has only the CPU engine (use device cpu)");
+      if (val != "cpu") fail("unknown device '" + val + "' (expected cpu or cuda)");
+    } else if (key == "timing") {
+      timing_every_ = utils::inumeric(FLERR, val.c_str(), false, lmp);
+      if (timing_every_ < 0) fail("timing needs a non-negative step count");
+    } else {
+      fail("unknown keyword '" + key + "' (known: device, timing)");
+    }
+  }
+  try {
+    potential_ = std::make_unique<sezm::Potential>(sezm::Potential::load(model_path_));
+  } catch (std::exception &e) {
+    fail(std::string("cannot use model: ") + e.what());
+  }
+  const auto &cfg = potential_->config();
+  // Every exchange moves one row of D*C doubles per atom; LAMMPS sizes its comm buffers from
+  // these maxima in comm->init(), which runs after this.
+  comm_width_ = cfg.n_coeff() * cfg.channels;
+  comm_forward = comm_reverse = comm_reverse_off = comm_width_;
+  if (comm->me == 0)
+    utils::logmesg(lmp, "pair sezm: model {} (type_map", model_path_);
+  if (comm->me == 0) {
+    std::string tm;
+    for (const auto &s : cfg.type_map) tm += " " + s;
+    utils::logmesg(lmp, "{}), rcut {} A, {} blocks, lmax {}, {} channels, {} doubles per exchanged row\n", tm,
+                   cfg.rcut, cfg.n_blocks, cfg.lmax, cfg.channels, comm_width_);
+  }
+}
+
+// pair_coeff * * E1 E2 ... (one element per LAMMPS atom type)
+void PairSezm::coeff(int narg, char **arg) {
+  if (!potential_) fail("pair_coeff before a model was loaded");
+  if (!allocated) allocate();
+  const int ntypes = atom->ntypes;
+  if (narg < 2 || strcmp(arg[0], "*") != 0 || strcmp(arg[1], "*") != 0)
+    fail("pair_coeff must be 'pair_coeff * * E1 ... En' with one element per atom type");
+  if (narg != 2 + ntypes)
+    fail("pair_coeff needs one element per atom type: got " + std::to_string(narg - 2) + " elements for " +
+         std::to_string(ntypes) + " atom types");
+  type_map_.assign(ntypes + 1, -1);
+  for (int t = 1; t <= ntypes; t++) {
+    try {
+      type_map_[t] = potential_->type_index(arg[1 + t]);
+    } catch (std::exception &e) {
+      fail(std::string("atom type ") + std::to_string(t) + ": " + e.what());
+    }
+  }
+  for (int i = 1; i <= ntypes; i++)
+    for (int j = i; j <= ntypes; j++) setflag[i][j] = 1;
+}
+
+void PairSezm::init_style() {
+  if (!potential_) fail("no model loaded");
+  if (force->newton_pair == 0)
+    fail("requires newton pair on (ghost forces and feature gradients are reverse-communicated)");
+  if (strcmp(update->unit_style, "metal") != 0)
+    fail(std::string("requires units metal (the model works in eV and Angstrom), not units ") +
+         update->unit_style);
+#if LAMMPS_VERSION_NUMBER >= 20220324
+  neighbor->add_request(this, NeighConst::REQ_FULL);
+#else
+  const int irequest = neighbor->request(this, instance_me);
+  neighbor->requests[irequest]->half = 0;
+  neighbor->requests[irequest]->full = 1;
+#endif
+  comm_forward = comm_reverse = comm_reverse_off = comm_width_;
+  reset_timing();
+}
+
+double PairSezm::init_one(int, int) { return potential_->config().rcut; }
+
+void PairSezm::reset_timing() {
+  t_edges_ = t_forward_ = t_backward_ = t_comm_fwd_ = t_comm_rev_ = t_total_ = 0;
+  n_calls_ = 0;
+  n_edges_sum_ = 0;
+}
+
+void PairSezm::log_timing(const char *when) {
+  // Max over ranks: the slowest rank sets the step time.
+  const double rest = t_total_ - t_edges_ - t_forward_ - t_backward_ - t_comm_fwd_ - t_comm_rev_;
+  double loc[8] = {t_edges_, t_forward_, t_backward_, t_comm_fwd_, t_comm_rev_, t_total_, n_edges_sum_, rest};
+  double mx[8], sum[8];
+  MPI_Allreduce(loc, mx, 8, MPI_DOUBLE, MPI_MAX, world);
+  MPI_Allreduce(loc, sum, 8, MPI_DOUBLE, MPI_SUM, world);
+  if (comm->me != 0 || n_calls_ == 0) return;
+  const double n = static_cast<double>(n_calls_);
+  const double other = mx[7];
+  utils::logmesg(lmp,
+                 "pair sezm timing ({}): {} force calls, {:.0f} edges/call (all ranks), seconds per call (max over {} ranks;\n"
+                 "  communication includes waiting for the slowest rank):\n"
+                 "  edge building {:10.4f} s\n  engine forward {:9.4f} s\n  engine backward {:8.4f} s\n"
+                 "  comm forward {:11.4f} s\n  comm reverse {:11.4f} s\n  forces/virial {:10.4f} s\n"
+                 "  total {:18.4f} s   ({:.1f} us per edge)\n",
+                 when, n_calls_, sum[6] / n, comm->nprocs, mx[0] / n, mx[1] / n, mx[2] / n, mx[3] / n, mx[4] / n,
+                 other / n, mx[5] / n, sum[6] > 0 ? 1e6 * mx[5] / (sum[6] / comm->nprocs) : 0.0);
+}
+
+void PairSezm::exchange_forward(double *rows, int width) {
+  if (width > comm_width_) error->one(FLERR, "pair_style sezm: exchange row wider than the comm buffers");
+  const auto t0 = Clock::now();
+  cur_rows_ = rows;
+  cur_width_ = width;
+  fwd_comm(comm, this);
+  t_comm_fwd_ += seconds_since(t0);
+}
+
+void PairSezm::exchange_reverse(double *rows, int width, int nlocal, int nall) {
+  if (width > comm_width_) error->one(FLERR, "pair_style sezm: exchange row wider than the comm buffers");
+  const auto t0 = Clock::now();
+  cur_rows_ = rows;
+  cur_width_ = width;
+  rev_comm(comm, this);
+  // The engine's contract: ghost rows are consumed once folded into their owners.
+  std::memset(rows + static_cast<size_t>(nlocal) * width, 0, sizeof(double) * width * (nall - nlocal));
+  t_comm_rev_ += seconds_since(t0);
+}
+
+int PairSezm::pack_forward_comm(int n, int *list, double *buf, int, int *) {
+  const size_t w = cur_width_;
+  for (int i = 0; i < n; i++) std::memcpy(buf + i * w, cur_rows_ + list[i] * w, w * sizeof(double));
+  return n * cur_width_;
+}
+
+void PairSezm::unpack_forward_comm(int n, int first, double *buf) {
+  const size_t w = cur_width_;
+  std::memcpy(cur_rows_ + first * w, buf, n * w * sizeof(double));
+}
+
+int PairSezm::pack_reverse_comm(int n, int first, double *buf) {
+  const size_t w = cur_width_;
+  std::memcpy(buf, cur_rows_ + first * w, n * w * sizeof(double));
+  return n * cur_width_;
+}
+
+void PairSezm::unpack_reverse_comm(int n, int *list, double *buf) {
+  const size_t w = cur_width_;
+  for (int i = 0; i < n; i++) {
+    double *row = cur_rows_ + list[i] * w;
+    const double *b = buf + i * w;
+    for (size_t k = 0; k < w; k++) row[k] += b[k];
+  }
+}
+
+void PairSezm::compute(int eflag, int vflag) {
+  ev_init(eflag, vflag);
+  const auto t_start = Clock::now();
+  const double comm_before = t_comm_fwd_ + t_comm_rev_, fwd_before = t_comm_fwd_;
+
+  const int nlocal = atom->nlocal;
+  const int nall = nlocal + atom->nghost;
+
+  // A rank without atoms still runs the engine (on an empty graph), so it makes the same
+  // sequence of comm calls as every other rank.
+  sezm_kk::ListInput in;
+  in.inum = list->inum;
+  in.ilist = list->ilist;
+  in.numneigh = list->numneigh;
+  in.firstneigh = list->firstneigh;
+  in.neighmask = NEIGHMASK;
+  in.x = nall > 0 ? &atom->x[0][0] : nullptr;
+  in.type = atom->type;
+  in.type_map = type_map_.data();
+  in.nlocal = nlocal;
+  in.nall = nall;
+  in.rcut = potential_->config().rcut;
+  try {
+    edges_->build(in);
+  } catch (std::exception &e) {
+    error->one(FLERR, std::string("pair_style sezm: edge building failed: ") + e.what());
+  }
+  t_edges_ += seconds_since(t_start);
+
+  sezm::GraphView g;
+  g.n_nodes = edges_->n_nodes();
+  g.n_total = edges_->n_total();
+  g.E = edges_->n_edges();
+  g.src = edges_->src();
+  g.dst = edges_->dst();
+  g.dst_offsets = edges_->offsets();
+  g.vec = edges_->vec();
+  g.types = edges_->types();
+
+  LammpsExchange ex(this, nlocal, nall);
+  sezm::EngineResult r;
+  try {
+    r = potential_->engine().compute(g, true, &ex);
+  } catch (std::exception &e) {
+    error->one(FLERR, std::string("pair_style sezm: ") + e.what());
+  }
+  const double comm_fwd = t_comm_fwd_ - fwd_before;
+  const double comm_rev = t_comm_fwd_ + t_comm_rev_ - comm_before - comm_fwd;
+  t_forward_ += r.seconds_forward - comm_fwd;
+  t_backward_ += r.seconds_backward - comm_rev;
+
+  if (eflag_global) eng_vdwl += r.energy;
+  if (eflag_atom)
+    for (int i = 0; i < nlocal; i++) eatom[i] += r.atom_energy[i];
+
+  // Forces land on owned and ghost rows; newton on folds ghosts into owners after compute().
+  double W[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+  if (vflag_atom) virial_atom_.assign(9 * static_cast<size_t>(nall), 0.0);
+  if (nall > 0)
+    sezm::assemble_forces_virial(g, r.edge_grad.data(), &atom->f[0][0], W, vflag_atom ? virial_atom_.data() : nullptr);
+  // W[3k+j] = sum over edges of del_j f_k with del = x_i - x_j: LAMMPS's xy is W[3], xz W[6], yz W[7].
+  if (vflag_global) {
+    virial[0] += W[0];
+    virial[1] += W[4];
+    virial[2] += W[8];
+    virial[3] += W[3];
+    virial[4] += W[6];
+    virial[5] += W[7];
+  }
+  if (vflag_atom) {
+    for (int k = 0; k < nall; k++) {
+      const double *w = virial_atom_.data() + 9 * static_cast<size_t>(k);
+      vatom[k][0] += w[0];
+      vatom[k][1] += w[4];
+      vatom[k][2] += w[8];
+      vatom[k][3] += w[3];
+      vatom[k][4] += w[6];
+      vatom[k][5] += w[7];
+    }
+  }
+
+  t_total_ += seconds_since(t_start);
+  n_calls_++;
+  n_edges_sum_ += g.E;
+  const bool last_of_run = update->ntimestep == update->laststep;
+  if (last_of_run || (timing_every_ > 0 && n_calls_ % timing_every_ == 0)) {
+    log_timing(last_of_run ? "end of run" : "running");
+    if (last_of_run) reset_timing();
+  }
+}
+
+double PairSezm::memory_usage() {
+  double bytes = Pair::memory_usage();
+  bytes += edges_ ? edges_->bytes() : 0.0;
+  bytes += sizeof(double) * virial_atom_.capacity();
+  return bytes;
+}

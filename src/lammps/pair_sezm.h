@@ -1,0 +1,81 @@
+/* pair_style sezm: thin LAMMPS glue over the SeZM engine (sezm_core) and the Kokkos edge layer.
+ *
+ * The engine computes node features of owned atoms only; between interaction blocks the ghost
+ * rows are refreshed by LAMMPS pair forward communication, and in the backward pass ghost-row
+ * gradients are reverse-communicated to their owners. The same path serves 1 rank (periodic
+ * self-images are ghosts) and N ranks.
+ */
+#ifdef PAIR_CLASS
+// clang-format off
+PairStyle(sezm,LAMMPS_NS::PairSezm)
+// clang-format on
+#else
+
+#ifndef LMP_PAIR_SEZM_H
+#define LMP_PAIR_SEZM_H
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pair.h"
+
+namespace sezm {
+class Potential;
+}
+namespace sezm_kk {
+class EdgeBuffers;
+}
+
+namespace LAMMPS_NS {
+
+class PairSezm : public Pair {
+ public:
+  explicit PairSezm(class LAMMPS *);
+  ~PairSezm() override;
+
+  void compute(int, int) override;
+  void settings(int, char **) override;
+  void coeff(int, char **) override;
+  void init_style() override;
+  double init_one(int, int) override;
+
+  int pack_forward_comm(int, int *, double *, int, int *) override;
+  void unpack_forward_comm(int, int, double *) override;
+  int pack_reverse_comm(int, int, double *) override;
+  void unpack_reverse_comm(int, int *, double *) override;
+  double memory_usage() override;
+
+  // Called by the engine's feature exchange (see pair_sezm.cpp).
+  void exchange_forward(double *rows, int width);
+  void exchange_reverse(double *rows, int width, int nlocal, int nall);
+
+ private:
+  std::string model_path_;
+  std::unique_ptr<sezm::Potential> potential_;
+  std::unique_ptr<sezm_kk::EdgeBuffers> edges_;
+  std::vector<int> type_map_;  // LAMMPS type -> model type index
+  int comm_width_ = 0;         // per-atom doubles of one exchange (set before comm->init)
+  int timing_every_ = 0;       // `timing N`: also log the breakdown every N force calls
+
+  // Current exchange payload, read by the pack/unpack callbacks.
+  double *cur_rows_ = nullptr;
+  int cur_width_ = 0;
+
+  std::vector<double> forces_, virial_atom_;  // scratch, nall x 3 / nall x 9
+
+  // Cumulative per-run timing (seconds) and counters.
+  double t_edges_ = 0, t_forward_ = 0, t_backward_ = 0, t_comm_fwd_ = 0, t_comm_rev_ = 0, t_total_ = 0;
+  long n_calls_ = 0;
+  double n_edges_sum_ = 0;
+  void reset_timing();
+  void log_timing(const char *when);
+
+  void allocate();
+  [[noreturn]] void fail(const std::string &msg);
+};
+
+}  // namespace LAMMPS_NS
+
+#endif
+#endif

@@ -1,0 +1,16 @@
+# Runs CMD (a ;-list) and passes when it exits non-zero, prints a line matching REGEX and shows
+# no sign of a crash. error->all() exits the process (Debian's LAMMPS has no LAMMPS_EXCEPTIONS),
+# so error paths are tested out of process.
+execute_process(COMMAND ${CMD} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
+set(all "${out}${err}")
+if(rc EQUAL 0)
+  message(FATAL_ERROR "expected a failure, got exit status 0:\n${all}")
+endif()
+if(all MATCHES "Segmentation|signal [0-9]|core dumped|terminate called|Abort")
+  message(FATAL_ERROR "crashed (exit ${rc}):\n${all}")
+endif()
+if(NOT all MATCHES "${REGEX}")
+  message(FATAL_ERROR "exit ${rc} but no message matching '${REGEX}':\n${all}")
+endif()
+string(REGEX MATCH "ERROR[^\n]*" line "${all}")
+message(STATUS "exit ${rc}: ${line}")
