@@ -92,6 +92,15 @@ bool cuda_device_available(std::string* why) {
   return true;
 }
 
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
 struct CudaEngine::Impl {
   ModelConfig cfg;
   Dims d{};

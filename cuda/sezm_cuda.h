@@ -21,6 +21,8 @@ enum class CudaMode { kFast, kLean };
 
 // True when a CUDA device can be used; otherwise `why` says what is missing.
 bool cuda_device_available(std::string* why = nullptr);
+// Number of visible CUDA devices (0 when none is usable).
+int cuda_device_count();
 
 class CudaEngine {
  public:

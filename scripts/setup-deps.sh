@@ -5,6 +5,7 @@ PACKAGES=(
   cmake g++ make pkg-config
   libzip-dev nlohmann-json3-dev libeigen3-dev
   googletest libgtest-dev
+  lammps liblammps-dev libopenmpi-dev openmpi-bin libtrilinos-kokkos-dev
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -27,6 +27,9 @@
 #include "engine/sezm_model.h"
 #include "model/potential.h"
 #include "sezm_edge_buffers.h"
+#ifdef SEZM_HAVE_CUDA
+#include "sezm_cuda.h"
+#endif
 
 using namespace LAMMPS_NS;
 
@@ -99,31 +102,76 @@ void PairSezm::allocate() {
   memory->create(cutsq, n + 1, n + 1, "pair:cutsq");
 }
 
-// pair_style sezm MODEL [device cpu|cuda] [timing N]
+// pair_style sezm MODEL [device cpu|cuda] [gpu N] [mode lean|fast] [timing N]
 void PairSezm::settings(int narg, char **arg) {
-  if (narg < 1) fail("missing model file (usage: pair_style sezm MODEL [device cpu|cuda] [timing N])");
+  if (narg < 1)
+    fail("missing model file (usage: pair_style sezm MODEL [device cpu|cuda] [gpu N] [mode lean|fast] [timing N])");
   model_path_ = arg[0];
   timing_every_ = 0;
+  use_cuda_ = false;
+  gpu_ = -1;
+  mode_ = "lean";
   for (int i = 1; i < narg; i += 2) {
     const std::string key = arg[i];
     if (i + 1 >= narg) fail("keyword '" + key + "' needs a value");
     const std::string val = arg[i + 1];
     if (key == "device") {
-      if (val == "cuda")
-        fail("device cuda is not available yet: this build has only the CPU engine (use device cpu)");
-      if (val != "cpu") fail("unknown device '" + val + "' (expected cpu or cuda)");
+      if (val != "cpu" && val != "cuda") fail("unknown device '" + val + "' (expected cpu or cuda)");
+      use_cuda_ = val == "cuda";
+#ifndef SEZM_HAVE_CUDA
+      if (use_cuda_) fail("device cuda: this build has no CUDA engine (no CUDA compiler at configure time; use device cpu)");
+#endif
+    } else if (key == "gpu") {
+      gpu_ = utils::inumeric(FLERR, val.c_str(), false, lmp);
+      if (gpu_ < 0) fail("gpu needs a non-negative device index");
+    } else if (key == "mode") {
+      if (val != "lean" && val != "fast") fail("unknown mode '" + val + "' (expected lean or fast)");
+      mode_ = val;
     } else if (key == "timing") {
       timing_every_ = utils::inumeric(FLERR, val.c_str(), false, lmp);
       if (timing_every_ < 0) fail("timing needs a non-negative step count");
     } else {
-      fail("unknown keyword '" + key + "' (known: device, timing)");
+      fail("unknown keyword '" + key + "' (known: device, gpu, mode, timing)");
     }
   }
+  if (!use_cuda_ && (gpu_ >= 0 || mode_ != "lean")) fail("gpu and mode apply to device cuda only");
   try {
     potential_ = std::make_unique<sezm::Potential>(sezm::Potential::load(model_path_));
   } catch (std::exception &e) {
     fail(std::string("cannot use model: ") + e.what());
   }
+  gpu_engine_.reset();
+#ifdef SEZM_HAVE_CUDA
+  if (use_cuda_) {
+    // Default: one GPU per rank by the rank's index on its node.
+    int gpu = gpu_;
+    if (gpu < 0) {
+      MPI_Comm node;
+      MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, comm->me, MPI_INFO_NULL, &node);
+      int local = 0;
+      MPI_Comm_rank(node, &local);
+      MPI_Comm_free(&node);
+      const int n = sezm::cuda_device_count();
+      gpu = n > 0 ? local % n : 0;  // with none, the engine reports why
+    }
+    std::string why;
+    try {
+      gpu_engine_ = std::make_shared<sezm::CudaEngine>(potential_->engine().weights(), gpu,
+                                                       mode_ == "fast" ? sezm::CudaMode::kFast : sezm::CudaMode::kLean);
+    } catch (std::exception &e) {
+      why = e.what();
+    }
+    // Every rank learns whether all could start their engine, so nobody is left waiting.
+    int ok = why.empty() ? 1 : 0, all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, world);
+    if (!all_ok) {
+      if (ok) error->all(FLERR, "pair_style sezm: device cuda could not start on another rank");
+      error->all(FLERR, "pair_style sezm: " + why);
+    }
+    utils::logmesg(lmp, "pair sezm: rank {} uses CUDA device {} ({}), mode {}\n", comm->me, gpu,
+                   static_cast<sezm::CudaEngine *>(gpu_engine_.get())->device_name(), mode_);
+  }
+#endif
   const auto &cfg = potential_->config();
   // Every exchange moves one row of D*C doubles per atom; LAMMPS sizes its comm buffers from
   // these maxima in comm->init(), which runs after this.
@@ -295,7 +343,12 @@ void PairSezm::compute(int eflag, int vflag) {
   LammpsExchange ex(this, nlocal, nall);
   sezm::EngineResult r;
   try {
-    r = potential_->engine().compute(g, true, &ex);
+#ifdef SEZM_HAVE_CUDA
+    if (use_cuda_)
+      r = static_cast<sezm::CudaEngine *>(gpu_engine_.get())->compute(g, true, &ex);
+    else
+#endif
+      r = potential_->engine().compute(g, true, &ex);
   } catch (std::exception &e) {
     error->one(FLERR, std::string("pair_style sezm: ") + e.what());
   }

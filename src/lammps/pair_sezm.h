@@ -53,10 +53,14 @@ class PairSezm : public Pair {
  private:
   std::string model_path_;
   std::unique_ptr<sezm::Potential> potential_;
+  std::shared_ptr<void> gpu_engine_;  // a sezm::CudaEngine with `device cuda` (CUDA builds only)
   std::unique_ptr<sezm_kk::EdgeBuffers> edges_;
   std::vector<int> type_map_;  // LAMMPS type -> model type index
   int comm_width_ = 0;         // per-atom doubles of one exchange (set before comm->init)
   int timing_every_ = 0;       // `timing N`: also log the breakdown every N force calls
+  bool use_cuda_ = false;      // `device cuda`
+  int gpu_ = -1;               // `gpu N`; -1: the rank's local index modulo the visible GPUs
+  std::string mode_ = "lean";  // `mode lean|fast` of the CUDA engine
 
   // Current exchange payload, read by the pack/unpack callbacks.
   double *cur_rows_ = nullptr;
