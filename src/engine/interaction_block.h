@@ -58,18 +58,7 @@ struct BlockCache {
   std::vector<T> pre_rho;    // (n_nodes)
   std::vector<T> Xt;         // (n_nodes, D, C)  FFN input
   std::vector<T> ffn_h;      // (n_nodes, D, 2H)
-  // Value-path state of every edge tile, kept from the forward when the caller's memory budget
-  // allows (otherwise empty and the backward recomputes each tile).
-  std::vector<SO2Tile<T>> tiles;
 };
-
-// Bytes one edge's tile state takes (what keeping the forward tiles costs).
-template <class T>
-size_t tile_bytes_per_edge(const ModelConfig& c) {
-  const size_t L = c.lmax, Cw = c.wide(), Dm = c.n_reduced(), D = c.n_coeff(), K = (L + 1) * (L + 1) + L * L;
-  const size_t ngated = c.mixing_layers - 1;
-  return sizeof(T) * ((L + 1) * Cw + K + (2 + ngated) * Dm * Cw + D * Cw + 3 * c.n_focus + c.wide());
-}
 
 // l = 0 radial features projected to the wide width, (E, Cw).
 template <class T>
@@ -83,7 +72,7 @@ Mat<T> radial_l0_hidden(const ModelW<T>& w, const BlockW<T>& bw, const T* R, int
 template <class T>
 void block_forward(const ModelW<T>& w, const BlockW<T>& bw, const FFNGrid<T>& grid, const EdgeTopology& t,
                    const EdgeGeometry<T>& geo, const std::vector<int>& tiles, const T* X, const T* R, T* Y,
-                   BlockCache<T>& bc, bool keep_tiles = false) {
+                   BlockCache<T>& bc) {
   const ModelConfig& cfg = w.cfg;
   const int L = cfg.lmax, C = cfg.channels, Cw = cfg.wide(), Cf = cfg.focus_width(), F = cfg.n_focus;
   const int D = cfg.n_coeff(), N = t.n_nodes;
@@ -94,14 +83,11 @@ void block_forward(const ModelW<T>& w, const BlockW<T>& bw, const FFNGrid<T>& gr
 
   bc.P.assign(static_cast<size_t>(N) * D * Cw, T(0));
   const int ntiles = static_cast<int>(tiles.size()) - 1;
-  bc.tiles.clear();
-  if (keep_tiles) bc.tiles.resize(ntiles);
 #pragma omp parallel
   {
-    SO2Tile<T> local;
+    SO2Tile<T> s;
 #pragma omp for schedule(dynamic)
     for (int it = 0; it < ntiles; ++it) {
-      SO2Tile<T>& s = keep_tiles ? bc.tiles[it] : local;
       so2_tile_forward(w, bw, t, geo, bc.H.data(), R, tiles[it], tiles[it + 1] - tiles[it], s);
       for (int i = 0; i < s.Ec; ++i) {
         const int e = s.e0 + i;
@@ -182,14 +168,12 @@ void block_backward(const ModelW<T>& w, const BlockW<T>& bw, const FFNGrid<T>& g
     const int tid = engine_thread_id();
     H_bar_t[tid].assign(static_cast<size_t>(NT) * D * Cw, T(0));
     k_bar_t[tid].setZero(NT, F * Cf);
-    SO2Tile<T> local;
+    SO2Tile<T> s;
     Mat<T> M_bar, alpha_bar, Rhat_bar;
 #pragma omp for schedule(dynamic)
     for (int it = 0; it < ntiles; ++it) {
       const int e0 = tiles[it], Ec = tiles[it + 1] - e0;
-      const bool kept = !bc.tiles.empty();
-      if (!kept) so2_tile_forward(w, bw, t, geo, bc.H.data(), R, e0, Ec, local);
-      const SO2Tile<T>& s = kept ? bc.tiles[it] : local;
+      so2_tile_forward(w, bw, t, geo, bc.H.data(), R, e0, Ec, s);
       M_bar.resize(Ec, D * Cw);
       alpha_bar.setZero(Ec, F);
       for (int i = 0; i < Ec; ++i) {

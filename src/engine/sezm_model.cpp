@@ -1,16 +1,10 @@
 #include "engine/sezm_model.h"
 
 #include <chrono>
-#include <cstdlib>
 
 #include "common/error.h"
 
 namespace sezm {
-
-double tile_cache_budget_bytes() {
-  const char* v = std::getenv("SEZM_CPU_TILE_CACHE_MB");
-  return (v && *v ? std::atof(v) : 4096.0) * 1048576.0;
-}
 
 template <class T>
 EngineResult SezmEngine<T>::compute(const GraphView& g, bool gradients, FeatureExchange<T>* ex) const {
@@ -56,15 +50,10 @@ EngineResult SezmEngine<T>::compute(const GraphView& g, bool gradients, FeatureE
       for (int c = 0; c < C; ++c) R[(static_cast<size_t>(e) * (L + 1) + l) * C + c] += tf(e, c);
 
   // ---- blocks ----
-  // Keeping every tile's value-path state saves the backward a third of the work; it costs
-  // tile_bytes_per_edge per edge and block, so it is done within a memory budget only.
-  const double keep_bytes = static_cast<double>(tile_bytes_per_edge<T>(cfg)) * E * cfg.n_blocks;
-  const bool keep_tiles = gradients && keep_bytes <= tile_cache_budget_bytes();
   std::vector<BlockCache<T>> caches(cfg.n_blocks);
   for (int b = 0; b < cfg.n_blocks; ++b) {
     if (ex) ex->forward(X[b].data(), static_cast<int>(width));
-    block_forward(w_, w_.blocks[b], grid_, t, geo, tiles, X[b].data(), R.data(), X[b + 1].data(), caches[b],
-                  keep_tiles);
+    block_forward(w_, w_.blocks[b], grid_, t, geo, tiles, X[b].data(), R.data(), X[b + 1].data(), caches[b]);
   }
 
   // ---- read-out and fitting ----

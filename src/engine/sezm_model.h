@@ -41,10 +41,6 @@ class FeatureExchange {
   virtual void reverse(T* rows, int width) = 0;
 };
 
-// Memory the CPU engine may spend keeping the forward's edge-tile state for the backward
-// (environment SEZM_CPU_TILE_CACHE_MB, default 4096); above it the backward recomputes tiles.
-double tile_cache_budget_bytes();
-
 struct EngineResult {
   double energy = 0.0;
   std::vector<double> atom_energy;  // n_nodes
