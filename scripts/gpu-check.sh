@@ -34,5 +34,7 @@ bench --cells 8 --repeat 5 --warmup 1
 SEZM_CUDA_TIMING=1 "$build/bench/sezm-bench" "$here/potentials/C.pt" --device cuda --cells 8 --repeat 1 --warmup 1 2>&1 | tee -a "$out/bench.log"
 if [ "$what" = full ]; then
   bench --cells 16 --repeat 3 --warmup 1
+  # Size check: 216,000 atoms (34 million edges) in lean mode on one GPU.
+  bench --cells 30 --repeat 1 --warmup 0
 fi
 exit $status
