@@ -126,6 +126,23 @@ __device__ __forceinline__ void zero(float (&acc)[kRows][NC]) {
     for (int i = 0; i < NC; ++i) acc[r][i] = 0.0f;
 }
 
+// Calls f(r, i, row, c) for each of the thread's outputs inside the tile (row < Ec, c < N):
+// accumulator acc[r][i] belongs to edge `row` and column `c`.
+template <int NC, class F>
+__device__ __forceinline__ void for_each_output(int row0, int Ec, int N, F f) {
+  const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const int row = row0 + ty * kRows + r;
+    if (row >= Ec) continue;
+#pragma unroll
+    for (int i = 0; i < NC; ++i) {
+      const int c = tx + 32 * i;
+      if (c < N) f(r, i, row, c);
+    }
+  }
+}
+
 __device__ __forceinline__ float4 ld4(const float* p) { return *reinterpret_cast<const float4*>(p); }
 
 // S[r][g*Cf + b] = sigmoid(sum_a Zs[r][a] G[a][g*Cf + b]) for the CTA's rows.
@@ -174,24 +191,16 @@ __global__ void __launch_bounds__(kThreads) stack_forward_k(Dims d, BlockWDev w,
       gate_sigmoids(d, sm, w.G + ((size_t)layer * d.F + f) * d.Cf * LC);
       __syncthreads();
     }
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      const int row = row0 + ty * kRows + r;
-      if (row >= Ec) continue;
-#pragma unroll
-      for (int i = 0; i < NC0; ++i) {
-        const int c = tx + 32 * i;
-        if (c >= d.M0) continue;
-        const size_t o = fo + (size_t)row * d.ROW + c;
-        const float z = acc[r][i];
-        float v;
-        if (!gated) v = z;
-        else if (c < d.Cf) v = siluf_(z);
-        else v = z * sm.S[(ty * kRows + r) * LC + (c / d.Cf - 1) * d.Cf + c % d.Cf];
-        if (gated && Zsave) Zsave[o] = z;
-        Uout[o] = Uin[o] + v;
-      }
-    }
+    for_each_output<NC0>(row0, Ec, d.M0, [&](int r, int i, int row, int c) {
+      const size_t o = fo + (size_t)row * d.ROW + c;
+      const float z = acc[r][i];
+      float v;
+      if (!gated) v = z;
+      else if (c < d.Cf) v = siluf_(z);
+      else v = z * sm.S[(ty * kRows + r) * LC + (c / d.Cf - 1) * d.Cf + c % d.Cf];
+      if (gated && Zsave) Zsave[o] = z;
+      Uout[o] = Uin[o] + v;
+    });
   }
   // ---- |m| = 1 group ----
   {
@@ -204,25 +213,17 @@ __global__ void __launch_bounds__(kThreads) stack_forward_k(Dims d, BlockWDev w,
                                          : make_float4(0.f, 0.f, 0.f, 0.f);
                   },
                   acc);
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      const int row = row0 + ty * kRows + r;
-      if (row >= Ec) continue;
-#pragma unroll
-      for (int i = 0; i < NC1; ++i) {
-        const int c = tx + 32 * i;
-        if (c >= N1) continue;
-        const size_t o = fo + (size_t)row * d.ROW + d.M0 + c;
-        const float z = acc[r][i];
-        float v = z;
-        if (gated) {
-          const int j = d.L + 1 + c / d.Cf;
-          v = z * sm.S[(ty * kRows + r) * LC + (red_l(j, d.L) - 1) * d.Cf + c % d.Cf];
-          if (Zsave) Zsave[o] = z;
-        }
-        Uout[o] = Uin[o] + v;
+    for_each_output<NC1>(row0, Ec, N1, [&](int r, int i, int row, int c) {
+      const size_t o = fo + (size_t)row * d.ROW + d.M0 + c;
+      const float z = acc[r][i];
+      float v = z;
+      if (gated) {
+        const int j = d.L + 1 + c / d.Cf;
+        v = z * sm.S[(ty * kRows + r) * LC + (red_l(j, d.L) - 1) * d.Cf + c % d.Cf];
+        if (Zsave) Zsave[o] = z;
       }
-    }
+      Uout[o] = Uin[o] + v;
+    });
   }
 }
 
@@ -233,7 +234,7 @@ __global__ void __launch_bounds__(kThreads) stack_backward_k(Dims d, BlockWDev w
   extern __shared__ float4 smem4[];
   const StackSmem sm = carve(d, reinterpret_cast<float*>(smem4));
   const int f = blockIdx.y, row0 = blockIdx.x * kBM;
-  const int tid = threadIdx.x, tx = tid % 32, ty = tid / 32;
+  const int tid = threadIdx.x;
   const bool gated = layer < d.ngated;
   const size_t fo = (size_t)f * Ec * d.ROW;
   const float* g = Gin + fo;
@@ -299,18 +300,10 @@ __global__ void __launch_bounds__(kThreads) stack_backward_k(Dims d, BlockWDev w
                     return v;
                   },
                   acc);
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      const int row = row0 + ty * kRows + r;
-      if (row >= Ec) continue;
-#pragma unroll
-      for (int i = 0; i < NC0; ++i) {
-        const int c = tx + 32 * i;
-        if (c >= d.M0) continue;
-        const size_t o = fo + (size_t)row * d.ROW + c;
-        Gout[o] = Gin[o] + acc[r][i];
-      }
-    }
+    for_each_output<NC0>(row0, Ec, d.M0, [&](int r, int i, int row, int c) {
+      const size_t o = fo + (size_t)row * d.ROW + c;
+      Gout[o] = Gin[o] + acc[r][i];
+    });
   }
   // ---- |m| = 1 group: G1' = g1 + (g1 * S) W1^T ----
   {
@@ -328,18 +321,10 @@ __global__ void __launch_bounds__(kThreads) stack_backward_k(Dims d, BlockWDev w
                     return v;
                   },
                   acc);
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      const int row = row0 + ty * kRows + r;
-      if (row >= Ec) continue;
-#pragma unroll
-      for (int i = 0; i < NC1; ++i) {
-        const int c = tx + 32 * i;
-        if (c >= N1) continue;
-        const size_t o = fo + (size_t)row * d.ROW + d.M0 + c;
-        Gout[o] = Gin[o] + acc[r][i];
-      }
-    }
+    for_each_output<NC1>(row0, Ec, N1, [&](int r, int i, int row, int c) {
+      const size_t o = fo + (size_t)row * d.ROW + d.M0 + c;
+      Gout[o] = Gin[o] + acc[r][i];
+    });
   }
 }
 
