@@ -8,7 +8,7 @@
 namespace sezm::cuda {
 namespace {
 
-constexpr int kMaxCf = 64, kMaxDm = 10, kMaxD = 16, kMaxK = 25, kMaxDc = 46;
+constexpr int kMaxCf = 64, kMaxDm = 10, kMaxD = 16;
 
 __device__ float scalar_rms(const float* x, int n, const float* scale, float eps, float* y) {
   float s = 0.0f;
@@ -225,7 +225,10 @@ __global__ void focus_compete_k(Dims d, BlockWDev w, int Ec, const float* __rest
   }
 }
 
-// One CTA (Cw threads) per centre: P[n, p, c] = sum_e alpha rho_l D^T (alpha_fc U).
+// One CTA per centre, Cw x kAggSplit threads: P[n, p, c] = sum_e alpha rho_l D^T (alpha_fc U).
+// The in-edges are split over kAggSplit thread rows (more warps in flight per centre), whose
+// partial sums are added in a fixed order (deterministic).
+constexpr int kAggSplit = 4;
 template <int LT>
 __global__ void rotate_back_aggregate_k(Dims d, int n0, int e0, int Ec, const int* __restrict__ off,
                                         const float* __restrict__ Dc, const float* __restrict__ U,
@@ -233,11 +236,12 @@ __global__ void rotate_back_aggregate_k(Dims d, int n0, int e0, int Ec, const in
                                         float* P) {
   constexpr int kDm = 3 * LT + 1, kD = (LT + 1) * (LT + 1), kDcs = 1 + 3 * (kD - 1);
   (void)kDm; (void)kD; (void)kDcs;
-  const int n = n0 + blockIdx.x, c = threadIdx.x, f = c / d.Cf, cf = c % d.Cf;
+  extern __shared__ double part[];  // (kAggSplit - 1) x kD x Cw
+  const int n = n0 + blockIdx.x, c = threadIdx.x, y = threadIdx.y, f = c / d.Cf, cf = c % d.Cf;
   double acc[kMaxD];  // the destination sum feeds every later step: keep it in double
   #pragma unroll
   for (int p = 0; p < kD; ++p) acc[p] = 0.0;
-  for (int e = off[n]; e < off[n + 1]; ++e) {
+  for (int e = off[n] + y; e < off[n + 1]; e += kAggSplit) {
     const int i = e - e0;
     const float a = alpha[(size_t)e * d.F + f] * (d.F > 1 ? alpha_fc[(size_t)i * d.F + f] : 1.0f);
     const float* u = U + ((size_t)f * Ec + i) * d.ROW + cf;
@@ -255,8 +259,18 @@ __global__ void rotate_back_aggregate_k(Dims d, int n0, int e0, int Ec, const in
       for (int mp = -l; mp <= l; ++mp) acc[packed(l, mp)] += row[mp + l] * v;
     }
   }
-  #pragma unroll
-  for (int p = 0; p < kD; ++p) P[((size_t)n * kD + p) * d.Cw + c] = (float)acc[p];
+  if (y > 0) {
+    #pragma unroll
+    for (int p = 0; p < kD; ++p) part[((size_t)(y - 1) * kD + p) * d.Cw + c] = acc[p];
+  }
+  __syncthreads();
+  if (y == 0) {
+    #pragma unroll
+    for (int p = 0; p < kD; ++p) {
+      for (int yy = 1; yy < kAggSplit; ++yy) acc[p] += part[((size_t)(yy - 1) * kD + p) * d.Cw + c];
+      P[((size_t)n * kD + p) * d.Cw + c] = (float)acc[p];
+    }
+  }
 }
 
 __global__ void gate_post_k(Dims d, int N, const float* __restrict__ gamma, const float* __restrict__ P, float* A) {
@@ -621,9 +635,11 @@ void launch_rotate_back_aggregate(const Dims& d, int n0, int n1, int e0, int Ec,
                                   const float* U, const float* alpha_fc, const float* alpha, float* P,
                                   cudaStream_t s) {
   if (n1 <= n0) return;
-  if (d.L == 1) rotate_back_aggregate_k<1><<<n1 - n0, d.Cw, 0, s>>>(d, n0, e0, Ec, dst_off, Dc, U, alpha_fc, alpha, P);
-  else if (d.L == 2) rotate_back_aggregate_k<2><<<n1 - n0, d.Cw, 0, s>>>(d, n0, e0, Ec, dst_off, Dc, U, alpha_fc, alpha, P);
-  else rotate_back_aggregate_k<3><<<n1 - n0, d.Cw, 0, s>>>(d, n0, e0, Ec, dst_off, Dc, U, alpha_fc, alpha, P);
+  const dim3 block(d.Cw, kAggSplit);
+  const size_t bytes = (size_t)(kAggSplit - 1) * d.D * d.Cw * sizeof(double);
+  if (d.L == 1) rotate_back_aggregate_k<1><<<n1 - n0, block, bytes, s>>>(d, n0, e0, Ec, dst_off, Dc, U, alpha_fc, alpha, P);
+  else if (d.L == 2) rotate_back_aggregate_k<2><<<n1 - n0, block, bytes, s>>>(d, n0, e0, Ec, dst_off, Dc, U, alpha_fc, alpha, P);
+  else rotate_back_aggregate_k<3><<<n1 - n0, block, bytes, s>>>(d, n0, e0, Ec, dst_off, Dc, U, alpha_fc, alpha, P);
   SEZM_LAUNCH("rotate_back_aggregate");
 }
 void launch_gate_post(const Dims& d, int N, const float* gamma, const float* P, float* A, cudaStream_t s) {

@@ -225,7 +225,7 @@ struct CudaEngine::Impl {
     need(d.L <= 3, "lmax <= 3");
     need(d.C <= 64, "channels <= 64");
     need(d.Cf <= 64 && d.Cf % 1 == 0, "focus width <= 64");
-    need(d.Cw <= 1024 && d.F <= 8, "n_focus * focus width <= 1024, n_focus <= 8");
+    need(d.Cw <= 256 && d.F <= 8, "n_focus * focus width <= 256, n_focus <= 8");
     need((d.Cw < 32 && (d.Cw & (d.Cw - 1)) == 0) || d.Cw % 32 == 0, "n_focus * focus width a power of two below 32 or a multiple of 32");
     need((d.Cf & (d.Cf - 1)) == 0 || d.Cf % 32 == 0, "focus width a power of two or a multiple of 32");
     need(d.M0 <= 384 && 2 * d.M1 <= 384, "(lmax+1) * focus width <= 384 and 2 lmax focus width <= 384");
