@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <numeric>
 #include <vector>
 
 #include "engine/lebedev.h"
@@ -367,30 +366,35 @@ struct CudaEngine::Impl {
     wt.jnz = wt_jnz.data();
   }
 
-  // Chunks of whole destination segments and, per chunk, its edges grouped by source.
+  // Chunks of whole destination segments and, per chunk, its edges grouped by source (a
+  // counting sort: stable, so the order within a source segment is the edge order).
+  std::vector<int> src_count, src_pos, touched;  // per node / per chunk, reused across calls
   void plan_chunks(const GraphView& gv, std::vector<int>& perm_h, std::vector<int>& seg_node_h,
                    std::vector<int>& seg_off_h) {
     chunks.clear();
     perm_h.resize(gv.E);
     seg_node_h.clear();
     seg_off_h.assign(1, 0);
+    src_count.assign(gv.n_total, 0);
+    src_pos.resize(gv.n_total);
     int n0 = 0;
-    while (n0 < gv.n_nodes || (n0 == 0 && gv.n_nodes == 0)) {
-      if (gv.n_nodes == 0) break;
+    while (n0 < gv.n_nodes) {
       int n1 = n0 + 1;
       while (n1 < gv.n_nodes && gv.dst_offsets[n1 + 1] - gv.dst_offsets[n0] <= chunk_edges) ++n1;
       Chunk c{n0, n1, gv.dst_offsets[n0], gv.dst_offsets[n1], static_cast<int>(seg_node_h.size()), 0};
-      std::vector<int> idx(c.e1 - c.e0);
-      std::iota(idx.begin(), idx.end(), c.e0);
-      std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return gv.src[a] < gv.src[b]; });
-      for (size_t t = 0; t < idx.size(); ++t) {
-        perm_h[c.e0 + t] = idx[t];
-        if (t == 0 || gv.src[idx[t]] != gv.src[idx[t - 1]]) {
-          if (t > 0) seg_off_h.push_back(c.e0 + static_cast<int>(t));
-          seg_node_h.push_back(gv.src[idx[t]]);
-        }
+      touched.clear();
+      for (int e = c.e0; e < c.e1; ++e)
+        if (src_count[gv.src[e]]++ == 0) touched.push_back(gv.src[e]);
+      std::sort(touched.begin(), touched.end());
+      int at = c.e0;
+      for (int v : touched) {
+        seg_node_h.push_back(v);
+        src_pos[v] = at;
+        at += src_count[v];
+        seg_off_h.push_back(at);
+        src_count[v] = 0;
       }
-      if (!idx.empty()) seg_off_h.push_back(c.e1);
+      for (int e = c.e0; e < c.e1; ++e) perm_h[src_pos[gv.src[e]]++] = e;
       c.s1 = static_cast<int>(seg_node_h.size());
       chunks.push_back(c);
       n0 = n1;
