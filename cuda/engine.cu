@@ -194,10 +194,17 @@ struct CudaEngine::Impl {
     name = prop.name;
     if (mode == CudaMode::kFast)
       throw Error("device cuda: mode fast is not implemented yet (use mode lean)");
+    set_dims(w);
+    // The fused stack keeps a tile of edges and its gate sigmoids on chip; refuse models whose
+    // tile does not fit this device rather than fail at the first launch.
+    const size_t need_smem = stack_smem_bytes(d);
+    if (need_smem > prop.sharedMemPerBlockOptin)
+      throw Error("device cuda: the model's SO(2) stack tile needs " + std::to_string(need_smem / 1024) +
+                  " KiB of shared memory per block, " + name + " offers " +
+                  std::to_string(prop.sharedMemPerBlockOptin / 1024) + " KiB (focus width too large for this GPU)");
     SEZM_CUDA(cudaStreamCreate(&s));
     const char* tv = std::getenv("SEZM_CUDA_TIMING");
     timing = tv && *tv && *tv != '0';
-    set_dims(w);
     upload_weights(w);
     upload_wigner();
   }

@@ -131,6 +131,8 @@ void launch_gate_backward(const Dims& d, int N, const float* gamma, const float*
                           float* gamma_bar, cudaStream_t s);
 
 // stack.cu: one fused kernel per mixing layer (forward) and per layer (backward).
+// Shared memory one stack CTA needs (the engine checks it against the device at construction).
+size_t stack_smem_bytes(const Dims& d);
 void launch_stack_layer_forward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* Uin, float* Uout,
                                 float* Zsave, cudaStream_t s);
 void launch_stack_layer_backward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* Gin, float* Gout,

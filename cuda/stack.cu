@@ -33,7 +33,7 @@ struct StackSmem {
 
 constexpr int kAsStride = kBM + 4;
 
-inline size_t stack_smem_floats(const Dims& d) {
+size_t stack_smem_floats(const Dims& d) {
   const int nmax = d.M0 > 2 * d.M1 ? d.M0 : 2 * d.M1;
   return (size_t)kBK * kAsStride + (size_t)kBK * nmax + (size_t)kBM * d.Cf + 2 * (size_t)kBM * d.L * d.Cf;
 }
@@ -360,6 +360,8 @@ void launch_stack(const Dims& d, const BlockWDev& w, int layer, int Ec, const fl
 }
 
 }  // namespace
+
+size_t stack_smem_bytes(const Dims& d) { return stack_smem_floats(d) * sizeof(float); }
 
 void launch_stack_layer_forward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* Uin, float* Uout,
                                 float* Zsave, cudaStream_t s) {
