@@ -8,6 +8,7 @@ variable nve    index 60       # NVE steps after that
 variable every  index 20       # thermo output interval
 variable dt     index 0.001    # ps (1 fs)
 variable model  index ../../potentials/Cu.pt
+variable device index cpu      # cpu or cuda (the CUDA engine, one GPU per rank)
 
 units           metal
 boundary        p p p
@@ -18,7 +19,7 @@ create_box      1 box
 create_atoms    1 box
 mass            1 63.546
 
-pair_style      sezm ${model}
+pair_style      sezm ${model} device ${device}
 pair_coeff      * * Cu
 
 neighbor        1.0 bin
