@@ -15,14 +15,6 @@ using namespace sezm_test;
 
 namespace {
 
-// Each real checkpoint is decoded once for the whole test program.
-const Checkpoint& cached(const std::string& name) {
-  static std::map<std::string, Checkpoint> cache;
-  auto it = cache.find(name);
-  if (it == cache.end()) it = cache.emplace(name, read_checkpoint(data_path(name))).first;
-  return it->second;
-}
-
 const std::string kDesc = "atomic_model.descriptor.";
 const std::string kFit = "atomic_model.fitting_net.filter_layers.networks.0.";
 
@@ -32,7 +24,7 @@ const std::string kFit = "atomic_model.fitting_net.filter_layers.networks.0.";
 // zipfile + pickle (a custom Unpickler mapping _rebuild_tensor_v2/persistent ids to tuples)
 // + struct.unpack_from on the raw storage bytes; no numpy or torch.
 TEST(Checkpoint, ReadsC32Float64) {
-  const Checkpoint& c = cached("c32_l3_f2_float64.pt");
+  const Checkpoint& c = cached_checkpoint("c32_l3_f2_float64.pt");
   EXPECT_EQ(c.tensors.size(), 136u);
   EXPECT_EQ(c.model_params["type"], "dpa4");
   EXPECT_EQ(c.model_params["descriptor"]["channels"], 32);
@@ -73,7 +65,7 @@ TEST(Checkpoint, ReadsC32Float64) {
 }
 
 TEST(Checkpoint, ReadsC32Float32) {
-  const Checkpoint& c = cached("c32_l3_f2_float32.pt");
+  const Checkpoint& c = cached_checkpoint("c32_l3_f2_float32.pt");
   EXPECT_EQ(c.tensors.size(), 136u);
   const auto& bias = c.get(kDesc + "blocks.0.post_so2_norm.bias");
   EXPECT_EQ(bias.dtype, "float32");
@@ -87,7 +79,7 @@ TEST(Checkpoint, ReadsC32Float32) {
 }
 
 TEST(Checkpoint, ReadsDefaultsFloat64) {
-  const Checkpoint& c = cached("defaults_float64.pt");
+  const Checkpoint& c = cached_checkpoint("defaults_float64.pt");
   EXPECT_EQ(c.tensors.size(), 200u);
   EXPECT_EQ(c.get("atomic_model.out_bias").data,
             (std::vector<double>{-0.2155833930596931, -1.1761352374232412}));
@@ -99,7 +91,7 @@ TEST(Checkpoint, ReadsDefaultsFloat64) {
 }
 
 TEST(Checkpoint, MissingTensorNamesPathAndKey) {
-  const Checkpoint& c = cached("c32_l3_f2_float64.pt");
+  const Checkpoint& c = cached_checkpoint("c32_l3_f2_float64.pt");
   EXPECT_FALSE(c.has("atomic_model.nope"));
   expect_contains(error_of([&] { c.get("atomic_model.nope"); }),
                   {"c32_l3_f2_float64.pt", "atomic_model.nope"});

@@ -14,13 +14,6 @@ using namespace sezm_test;
 
 namespace {
 
-const Checkpoint& checkpoint(const std::string& name) {
-  static std::map<std::string, Checkpoint> cache;
-  auto it = cache.find(name);
-  if (it == cache.end()) it = cache.emplace(name, sezm::read_checkpoint(data_path(name))).first;
-  return it->second;
-}
-
 std::vector<int64_t> shape(const Checkpoint& c, const std::string& key) {
   return c.get("atomic_model." + key).shape;
 }
@@ -58,7 +51,7 @@ void check_shapes(const Checkpoint& c, const ModelConfig& m) {
 
 // The c32 config with one value replaced (a JSON pointer such as "/descriptor/lmax").
 json edited(const std::string& pointer, const json& value) {
-  json j = checkpoint("c32_l3_f2_float64.pt").model_params;
+  json j = cached_checkpoint("c32_l3_f2_float64.pt").model_params;
   j[json::json_pointer(pointer)] = value;
   return j;
 }
@@ -70,7 +63,7 @@ std::string refusal(const json& params) {
 }  // namespace
 
 TEST(Config, C32Float64) {
-  const Checkpoint& c = checkpoint("c32_l3_f2_float64.pt");
+  const Checkpoint& c = cached_checkpoint("c32_l3_f2_float64.pt");
   const ModelConfig m = parse_model_config(c.model_params, c.path);
   EXPECT_EQ(m.type_map, (std::vector<std::string>{"C", "Cu"}));
   EXPECT_EQ(m.channels, 32);
@@ -107,14 +100,14 @@ TEST(Config, C32Float64) {
 }
 
 TEST(Config, C32Float32) {
-  const Checkpoint& c = checkpoint("c32_l3_f2_float32.pt");
+  const Checkpoint& c = cached_checkpoint("c32_l3_f2_float32.pt");
   const ModelConfig m = parse_model_config(c.model_params, c.path);
   EXPECT_EQ(m.precision, "float32");
   check_shapes(c, m);
 }
 
 TEST(Config, DefaultsFloat64) {
-  const Checkpoint& c = checkpoint("defaults_float64.pt");
+  const Checkpoint& c = cached_checkpoint("defaults_float64.pt");
   const ModelConfig m = parse_model_config(c.model_params, c.path);
   EXPECT_EQ(m.channels, 64);
   EXPECT_EQ(m.n_blocks, 3);
@@ -238,10 +231,10 @@ TEST(Config, AcceptsIgnoredAndAbsentOptionalKeys) {
 }
 
 TEST(Config, RefusesMissingRequiredKeys) {
-  json j = checkpoint("c32_l3_f2_float64.pt").model_params;
+  json j = cached_checkpoint("c32_l3_f2_float64.pt").model_params;
   j["descriptor"].erase("sandwich_norm");
   expect_contains(refusal(j), {"model.pt", "missing option descriptor.sandwich_norm"});
-  j = checkpoint("c32_l3_f2_float64.pt").model_params;
+  j = cached_checkpoint("c32_l3_f2_float64.pt").model_params;
   j.erase("fitting_net");
   expect_contains(refusal(j), {"missing option fitting_net"});
 }

@@ -6,11 +6,13 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "common/error.h"
+#include "io/checkpoint.h"
 
 namespace sezm_test {
 
@@ -19,6 +21,14 @@ namespace sezm_test {
 inline std::string data_path(const std::string& name) {
   const char* dir = std::getenv("SEZM_TEST_DATA_DIR");
   return std::string(dir && *dir ? dir : SEZM_TEST_DATA_DIR) + "/" + name;
+}
+
+// A checkpoint of tests/data, decoded once for the whole test program.
+inline const sezm::Checkpoint& cached_checkpoint(const std::string& name) {
+  static std::map<std::string, sezm::Checkpoint> cache;
+  auto it = cache.find(name);
+  if (it == cache.end()) it = cache.emplace(name, sezm::read_checkpoint(data_path(name))).first;
+  return it->second;
 }
 
 // A file in ../shared (optional material that is never committed). The environment variable
