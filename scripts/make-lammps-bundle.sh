@@ -343,6 +343,9 @@ done
 cat > "$B/env.sh" <<'ENV'
 # Source this file (bash) after unpacking the bundle: lmp_sezm, mpirun and their libraries
 # from here, Open MPI and PMIx relocated to here, settings safe in containers/gVisor.
+# Preferably in a subshell, `(. env.sh; mpirun -np 2 lmp_sezm ...)`: LD_LIBRARY_PATH also hands
+# this bundle's Debian 12 libraries, and its stubs (libpython3.11, libcrypto, ... that abort
+# when called), to host programs started from the same shell.
 _sezm_b="$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")" && pwd)"
 export SEZM_BUNDLE="$_sezm_b"
 export PATH="$_sezm_b/bin${PATH:+:$PATH}"
