@@ -170,12 +170,12 @@ launch_ok() {  # log: ran to the end with the expected processor grid
 }
 # 1 rank: directly (Open MPI singleton, no daemon) or, failing that, mpirun -np 1
 launch1=direct
-(cd "$work" && bundle timeout -k 5 60 lmp_sezm -nocite -in in.launch -log none > "$work/launch1.out" 2>&1)
+(cd "$work" && bundle timeout -k 5 40 lmp_sezm -nocite -in in.launch -log none > "$work/launch1.out" 2>&1)
 if launch_ok "$work/launch1.out" "1 by 1 by 1"; then
   say "1 rank: lmp_sezm runs directly (singleton)"
 else
   { echo "--- direct 1-rank launch failed:"; cat "$work/launch1.out"; } >> "$envlog"
-  (cd "$work" && bundle timeout -k 5 60 mpirun -np 1 lmp_sezm -nocite -in in.launch -log none > "$work/launch1.out" 2>&1)
+  (cd "$work" && bundle timeout -k 5 40 mpirun -np 1 lmp_sezm -nocite -in in.launch -log none > "$work/launch1.out" 2>&1)
   if launch_ok "$work/launch1.out" "1 by 1 by 1"; then
     launch1=mpirun; say "1 rank: direct start failed (see env log); using mpirun -np 1"
   else
@@ -188,28 +188,30 @@ mpi2=0
 fallbacks=("" "OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo"
            "OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_rmaps_base_mapping_policy=slot OMPI_MCA_hwloc_base_use_hwthreads_as_cpus=1 PMIX_MCA_gds=hash OMPI_MCA_shmem=mmap")
 [ "${SEZM_MPI_FALLBACK:-1}" = 0 ] && fallbacks=("")
-mpi_env=()
+mpi_env=() hung=0
 for fb in "${fallbacks[@]}"; do
   read -r -a fbv <<< "$fb"
-  (cd "$work" && bundle env ${fbv[@]+"${fbv[@]}"} timeout -k 5 60 mpirun -np 2 lmp_sezm -nocite -in in.launch -log none > "$work/launch2.out" 2>&1)
+  (cd "$work" && bundle env ${fbv[@]+"${fbv[@]}"} timeout -k 5 40 mpirun -np 2 lmp_sezm -nocite -in in.launch -log none > "$work/launch2.out" 2>&1)
+  rc=$?
   if launch_ok "$work/launch2.out" "1 by 1 by 2"; then
     mpi2=1; mpi_env=(${fbv[@]+"${fbv[@]}"}); break
   fi
-  { echo "--- mpirun -np 2 failed with settings: ${fb:-(bundle defaults)}"; cat "$work/launch2.out"; } >> "$envlog"
-  say "mpirun -np 2 failed with ${fb:-the bundle settings}: $(grep -m2 -iE 'error|abort|fail|not |unable' "$work/launch2.out" | tr -s ' ' | tr '\n' ' ' | cut -c1-240)"
+  [ "$rc" = 124 ] && hung=$((hung + 1))
+  { echo "--- mpirun -np 2 failed (exit $rc) with settings: ${fb:-(bundle defaults)}"; cat "$work/launch2.out"; } >> "$envlog"
+  say "mpirun -np 2 failed (exit $rc$([ "$rc" = 124 ] && echo ': hung, killed after 40 s')) with ${fb:-the bundle settings}: $(grep -m2 -iE 'error|abort|fail|not |unable' "$work/launch2.out" | tr -s ' ' | tr '\n' ' ' | cut -c1-240)"
 done
 if [ "$mpi2" = 1 ]; then
   say "2 ranks: mpirun -np 2 works${mpi_env[*]:+ with ${mpi_env[*]}}"
 else
   result FAIL launch2 "mpirun -np 2 does not work (details in the env log); 2-rank runs are skipped"
-  # one verbose attempt for the diagnosis
-  (cd "$work" && bundle timeout -k 5 60 mpirun -np 2 --mca plm_base_verbose 10 --mca btl_base_verbose 30 \
+  # one verbose attempt for the diagnosis (short if the attempts hung)
+  (cd "$work" && bundle timeout -k 5 $([ "$hung" -gt 0 ] && echo 20 || echo 40) mpirun -np 2 --mca plm_base_verbose 10 --mca btl_base_verbose 30 \
       --mca pmix_base_verbose 10 --mca oob_base_verbose 10 lmp_sezm -nocite -in in.launch -log none \
       > "$work/launch2-verbose.out" 2>&1)
   { echo "--- verbose mpirun -np 2:"; tail -150 "$work/launch2-verbose.out"; } >> "$envlog"
 fi
 { echo "--- launch settings: 1 rank $launch1; 2 ranks ${mpi2}; extra env: ${mpi_env[*]:-none}"
-  echo "--- bundle env:"; bundle env | grep -E '^(OMPI_|OPAL_|PMIX_|HWLOC_|LD_LIBRARY_PATH|PATH)=' | sort; } >> "$envlog"
+  echo "--- bundle env:"; bundle env | grep -E '^(OMPI_|OPAL_|PMIX_|HWLOC_|LD_LIBRARY_PATH=|PATH=)' | sort; } >> "$envlog"
 
 # ------------------------------------------------------------------ run helper
 # lmp NAME NP DIR TIMEOUT ARGS... : runs lmp_sezm in DIR on NP ranks; the screen output (and
