@@ -346,7 +346,11 @@ cat > "$B/env.sh" <<'ENV'
 # Preferably in a subshell, `(. env.sh; mpirun -np 2 lmp_sezm ...)`: LD_LIBRARY_PATH also hands
 # this bundle's Debian 12 libraries, and its stubs (libpython3.11, libcrypto, ... that abort
 # when called), to host programs started from the same shell.
-_sezm_b="$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")" && pwd)"
+if [ -n "${BASH_VERSION:-}" ]; then
+  _sezm_b="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+else  # other shells cannot tell where a sourced file lives
+  _sezm_b="${SEZM_BUNDLE:?env.sh: outside bash, set SEZM_BUNDLE to the unpacked sezm-lammps directory first}"
+fi
 export SEZM_BUNDLE="$_sezm_b"
 export PATH="$_sezm_b/bin${PATH:+:$PATH}"
 export LD_LIBRARY_PATH="$_sezm_b/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
