@@ -53,7 +53,7 @@ __global__ void attention_node_forward_k(Dims d, BlockWDev w, int N, int NT, con
 
 // One thread per (centre, focus): logits, max, denominator, alpha (02 §4.2 shifted form).
 __global__ void softmax_forward_k(Dims d, BlockWDev w, int N, const int* __restrict__ src, const int* __restrict__ off,
-                                  const float* __restrict__ env, const float* __restrict__ R,
+                                  const float* __restrict__ env, EdgeRadialIn R,
                                   const float* __restrict__ q, const float* __restrict__ k, float* alpha) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= N * d.F) return;
@@ -69,8 +69,7 @@ __global__ void softmax_forward_k(Dims d, BlockWDev w, int N, const int* __restr
     float l = 0.0f;
     for (int c = 0; c < Cf; ++c) l += qn[c] * kn[c];
     l *= scale;
-    const float* r0 = R + (size_t)e * (d.L + 1) * d.C;
-    for (int c = 0; c < d.C; ++c) l += r0[c] * u[c];
+    for (int c = 0; c < d.C; ++c) l += R(d, e, 0, c) * u[c];
     const float eff = l + 2.0f * logf(env[e]);
     alpha[(size_t)e * d.F + f] = eff;  // stash the logit, normalised below
     mx = fmaxf(mx, eff);
@@ -84,8 +83,13 @@ __global__ void softmax_forward_k(Dims d, BlockWDev w, int N, const int* __restr
   for (int e = off[n]; e < off[n + 1]; ++e) alpha[(size_t)e * d.F + f] /= den;
 }
 
-// Wide radial features of one edge into shared memory (one thread per wide channel c).
-__device__ void radial_wide(const Dims& d, const BlockWDev& w, const float* Re, float* Rh, int c) {
+// Wide radial features of one edge into shared memory (one thread per wide channel c). The
+// edge's R row is formed once in `Re` ((L+1) C floats) so the matvec reads shared memory only.
+__device__ void radial_wide(const Dims& d, const BlockWDev& w, const EdgeRadialIn& R, int e, float* Re, float* Rh,
+                            int c) {
+  const int n = (d.L + 1) * d.C;
+  for (int i = c; i < n; i += blockDim.x) Re[i] = R(d, e, i / d.C, i % d.C);
+  __syncthreads();
   for (int l = 0; l <= d.L; ++l) {
     float v;
     if (d.has_rh) {
@@ -166,15 +170,16 @@ __device__ void rotate_in(const Dims& d, const float* Dce, const float* Hs, int 
 template <int LT>
 __global__ void rotate_condition_k(Dims d, BlockWDev w, int e0, int Ec, const int* __restrict__ src,
                                    const float* __restrict__ Dc, const float* __restrict__ H,
-                                   const float* __restrict__ R, float* U0, float* Ssrc) {
+                                   EdgeRadialIn R, float* U0, float* Ssrc) {
   constexpr int kDm = 3 * LT + 1, kD = (LT + 1) * (LT + 1), kDcs = 1 + 3 * (kD - 1);
   (void)kDm; (void)kD; (void)kDcs;
   extern __shared__ float sh[];
   float* Rh = sh;                               // (L+1) Cw
   float* red = Rh + (LT + 1) * d.Cw;           // K Cw
   float* kern = red + d.K * d.Cw;               // K
+  float* Re = kern + d.K;                       // (L+1) C
   const int i = blockIdx.x, e = e0 + i, c = threadIdx.x;
-  radial_wide(d, w, R + (size_t)e * (LT + 1) * d.C, Rh, c);
+  radial_wide(d, w, R, e, Re, Rh, c);
   __syncthreads();
   if (d.degree_mixer) degree_kernel<LT>(d, w, Rh, red, kern, c);
   float xl[kMaxDm];
@@ -435,7 +440,7 @@ __global__ void focus_compete_backward_k(Dims d, BlockWDev w, int Ec, const floa
 template <int LT>
 __global__ void condition_rotate_backward_k(Dims d, BlockWDev w, int e0, int Ec, const int* __restrict__ src,
                                             const float* __restrict__ Dc, const float* __restrict__ H,
-                                            const float* __restrict__ R, const float* __restrict__ Gbuf,
+                                            EdgeRadialIn R, const float* __restrict__ Gbuf,
                                             const float* __restrict__ Ssrc_bar, const float* __restrict__ lbar,
                                             float* Xloc_bar, float* R_bar, float* Dc_bar) {
   constexpr int kDm = 3 * LT + 1, kD = (LT + 1) * (LT + 1), kDcs = 1 + 3 * (kD - 1);
@@ -448,8 +453,9 @@ __global__ void condition_rotate_backward_k(Dims d, BlockWDev w, int e0, int Ec,
   float* kern = red + redn * d.Cw;             // redn
   float* kb = kern + redn;                     // redn
   float* vo = kb + redn;                       // redn
+  float* Re = vo + redn;                       // (L+1) C
   const int i = blockIdx.x, e = e0 + i, c = threadIdx.x, f = c / d.Cf, cf = c % d.Cf;
-  radial_wide(d, w, R + (size_t)e * (LT + 1) * d.C, Rh, c);
+  radial_wide(d, w, R, e, Re, Rh, c);
   __syncthreads();
   if (d.degree_mixer) degree_kernel<LT>(d, w, Rh, red, kern, c);
   const float* Hs = H + (size_t)src[e] * kD * d.Cw;
@@ -610,16 +616,16 @@ void launch_attention_node_forward(const Dims& d, const BlockWDev& w, int N, int
   SEZM_LAUNCH("attention_node_forward");
 }
 void launch_attention_softmax_forward(const Dims& d, const BlockWDev& w, int N, const int* src, const int* dst_off,
-                                      const float* env, const float* R, const float* q, const float* k, float* alpha,
+                                      const float* env, const EdgeRadialIn& R, const float* q, const float* k, float* alpha,
                                       cudaStream_t s) {
   if (N == 0) return;
   softmax_forward_k<<<div_up((long)N * d.F, kT), kT, 0, s>>>(d, w, N, src, dst_off, env, R, q, k, alpha);
   SEZM_LAUNCH("softmax_forward");
 }
 void launch_rotate_condition(const Dims& d, const BlockWDev& w, int e0, int Ec, const int* src, const float* Dc,
-                             const float* H, const float* R, float* U0, float* Ssrc, cudaStream_t s) {
+                             const float* H, const EdgeRadialIn& R, float* U0, float* Ssrc, cudaStream_t s) {
   if (Ec == 0) return;
-  const size_t bytes = ((size_t)(d.L + 1) * d.Cw + (size_t)d.K * d.Cw + d.K) * sizeof(float);
+  const size_t bytes = ((size_t)(d.L + 1) * d.Cw + (size_t)d.K * d.Cw + d.K + (size_t)(d.L + 1) * d.C) * sizeof(float);
   if (d.L == 1) rotate_condition_k<1><<<Ec, d.Cw, bytes, s>>>(d, w, e0, Ec, src, Dc, H, R, U0, Ssrc);
   else if (d.L == 2) rotate_condition_k<2><<<Ec, d.Cw, bytes, s>>>(d, w, e0, Ec, src, Dc, H, R, U0, Ssrc);
   else rotate_condition_k<3><<<Ec, d.Cw, bytes, s>>>(d, w, e0, Ec, src, Dc, H, R, U0, Ssrc);
@@ -681,12 +687,13 @@ void launch_focus_compete_backward(const Dims& d, const BlockWDev& w, int Ec, co
   SEZM_LAUNCH("focus_compete_backward");
 }
 void launch_condition_rotate_backward(const Dims& d, const BlockWDev& w, int e0, int Ec, const int* src,
-                                      const float* Dc, const float* H, const float* R, const float* Gbuf,
+                                      const float* Dc, const float* H, const EdgeRadialIn& R, const float* Gbuf,
                                       const float* Ssrc_bar, const float* lbar, float* Xloc_bar, float* R_bar,
                                       float* Dc_bar, cudaStream_t s) {
   if (Ec == 0) return;
   const int redn = d.K > d.dc_size ? d.K : d.dc_size;
-  const size_t bytes = ((size_t)(d.L + 1) * d.Cw * 2 + (size_t)redn * d.Cw + 3 * (size_t)redn) * sizeof(float);
+  const size_t bytes =
+      ((size_t)(d.L + 1) * d.Cw * 2 + (size_t)redn * d.Cw + 3 * (size_t)redn + (size_t)(d.L + 1) * d.C) * sizeof(float);
   if (d.L == 1) condition_rotate_backward_k<1><<<Ec, d.Cw, bytes, s>>>(d, w, e0, Ec, src, Dc, H, R, Gbuf, Ssrc_bar, lbar, Xloc_bar,
                                                       R_bar, Dc_bar);
   else if (d.L == 2) condition_rotate_backward_k<2><<<Ec, d.Cw, bytes, s>>>(d, w, e0, Ec, src, Dc, H, R, Gbuf, Ssrc_bar, lbar, Xloc_bar,

@@ -56,7 +56,7 @@ class DBuf {
   T* resize(size_t n) {
     if (n > cap_) {
       release();
-      const size_t cap = n + n / 8 + 16;
+      const size_t cap = n + n / 32 + 16;  // slack for edge counts that drift between MD steps
       SEZM_CUDA(cudaMalloc(&p_, cap * sizeof(T)));
       cap_ = cap;
       if (mem_) mem_->add(cap_ * sizeof(T));

@@ -4,7 +4,9 @@
 // Edges are processed in chunks of whole destination segments (at most `chunk_edges` edges):
 // every per-edge activation of the SO(2) value path lives only in chunk-sized scratch, so device
 // memory is O(E * geometry + chunk * activations). In lean mode the backward recomputes each
-// chunk's forward; fast mode is not implemented yet and is refused at construction.
+// chunk's rotation and whole stack; in fast mode the forward keeps the gated layers'
+// pre-activations of every edge, and the backward replays those layers elementwise (no GEMM),
+// recomputing only the rotation and the final linear layer.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -21,16 +23,6 @@ namespace sezm {
 using namespace cuda;
 
 namespace {
-
-__global__ void add_type_features_k(Dims d, int E, const int* __restrict__ src, const int* __restrict__ dst,
-                                    const int* __restrict__ types, const float* __restrict__ T,
-                                    const float* __restrict__ rho, float* R) {
-  const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-  const long W = (long)(d.L + 1) * d.C;
-  if (i >= (long)E * W) return;
-  const int e = i / W, c = i % d.C;
-  R[i] = rho[i] + T[(size_t)types[src[e]] * d.C + c] + T[(size_t)types[dst[e]] * d.C + c];
-}
 
 __global__ void add_k(long n, const float* __restrict__ a, float* b) {
   const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -108,7 +100,7 @@ struct CudaEngine::Impl {
   std::string name;
   cudaStream_t s = nullptr;
   MemCounter mem;
-  int chunk_edges = 32768;
+  int chunk_edges = 16384;
 
   // weights
   DBuf<float> wbuf;
@@ -129,15 +121,16 @@ struct CudaEngine::Impl {
   DBuf<int> src, dst, off, types, perm, seg_node, seg_off;
   DBuf<double> vec, edge_grad, atom_energy;
   // per edge
-  DBuf<float> vecf, r, env, denv, rbf, Dc, rho, R, rho_bar, Dc_bar, rbf_bar, env_bar, vec_bar, g, seed;
+  DBuf<float> vecf, r, env, denv, rbf, Dc, rho, rho_bar, Dc_bar, rbf_bar, env_bar, vec_bar, g, seed;
   std::vector<DBuf<float>> alpha;
   // per node
   DBuf<float> isd, isd_bar, A, f, A_bar, tmpN;
   std::vector<DBuf<float>> X, H, q, k, qk_rho, gate_rho, gamma, P, O, post_rho, X1, pre_rho, Xt, ffn_h;
   DBuf<float> Xb, Xb_prev, nodeA, nodeA_bar, Pb, gamma_bar, q_bar, k_bar, H_bar, ybuf, hbar;
   // chunk scratch
-  DBuf<float> U0, Ua, Ub, Ssrc, Ssrc_bar, fc_p, alpha_fc, Gbuf, Gbuf2, Xloc_bar, alpha_bar, lbar;
-  std::vector<DBuf<float>> Zc;
+  DBuf<float> U0, Ua, Ub, Ssrc, Ssrc_bar, fc_p, alpha_fc, Xloc_bar, alpha_bar, lbar;
+  std::vector<DBuf<float>> Zc;                 // lean: the chunk's gated pre-activations (recompute)
+  std::vector<std::vector<DBuf<float>>> Zall;  // fast: [block][gated layer], every edge (F, E, ROW) by chunk
 
   // Optional per-phase timing (SEZM_CUDA_TIMING=1): CUDA events between named marks, summed per
   // name over a call and printed to stderr.
@@ -192,8 +185,6 @@ struct CudaEngine::Impl {
     cudaDeviceProp prop{};
     SEZM_CUDA(cudaGetDeviceProperties(&prop, dev));
     name = prop.name;
-    if (mode == CudaMode::kFast)
-      throw Error("device cuda: mode fast is not implemented yet (use mode lean)");
     set_dims(w);
     // The fused stack keeps a tile of edges and its gate sigmoids on chip; refuse models whose
     // tile does not fit this device rather than fail at the first launch.
@@ -230,7 +221,7 @@ struct CudaEngine::Impl {
     };
     need(d.L <= 3, "lmax <= 3");
     need(d.C <= 64, "channels <= 64");
-    need(d.Cf <= 64 && d.Cf % 1 == 0, "focus width <= 64");
+    need(d.Cf <= 64 && d.Cf % 4 == 0, "focus width <= 64 and a multiple of 4");
     need(d.Cw <= 256 && d.F <= 8, "n_focus * focus width <= 256, n_focus <= 8");
     need((d.Cw < 32 && (d.Cw & (d.Cw - 1)) == 0) || d.Cw % 32 == 0, "n_focus * focus width a power of two below 32 or a multiple of 32");
     need((d.Cf & (d.Cf - 1)) == 0 || d.Cf % 32 == 0, "focus width a power of two or a multiple of 32");
@@ -444,19 +435,33 @@ struct CudaEngine::Impl {
     SEZM_CUDA(cudaStreamSynchronize(s));
   }
 
-  // Forward of one chunk's value path up to the stack output; returns the buffer holding it.
-  float* chunk_forward(int b, const Chunk& c, bool save_z) {
+  EdgeRadialIn radial_in() const { return EdgeRadialIn{rho.data(), mw.type_emb, src.data(), dst.data(), types.data()}; }
+
+  // The gated pre-activations of layer k for chunk c, as the backward reads them.
+  float* chunk_z(int b, int k, const Chunk& c) {
+    return mode == CudaMode::kFast ? Zall[b][k].data() + (size_t)d.F * c.e0 * d.ROW : Zc[k].data();
+  }
+
+  // Forward of one chunk's value path up to the stack output; returns the buffer holding it. In
+  // the backward (`recompute`), lean mode recomputes every layer and keeps the chunk's gated
+  // pre-activations; fast mode replays the gated layers from the kept pre-activations.
+  float* chunk_forward(int b, const Chunk& c, bool recompute) {
     const int Ec = c.e1 - c.e0;
     const BlockWDev& w = bw[b];
-    mark(save_z ? "bwd: recompute rotate" : "fwd: rotate+condition");
-    launch_rotate_condition(d, w, c.e0, Ec, src.data(), Dc.data(), H[b].data(), R.data(), U0.data(), Ssrc.data(), s);
+    const bool fast = mode == CudaMode::kFast;
+    mark(recompute ? "bwd: recompute rotate" : "fwd: rotate+condition");
+    launch_rotate_condition(d, w, c.e0, Ec, src.data(), Dc.data(), H[b].data(), radial_in(), U0.data(), Ssrc.data(), s);
     launch_focus_compete(d, w, Ec, Ssrc.data(), fc_p.data(), alpha_fc.data(), s);
-    mark(save_z ? "bwd: recompute stack" : "fwd: stack");
+    mark(recompute ? (fast ? "bwd: replay stack" : "bwd: recompute stack") : "fwd: stack");
     float* in = U0.data();
     float* bufs[2] = {Ua.data(), Ub.data()};
     for (int k = 0; k < d.nL; ++k) {
       float* out = bufs[k % 2];
-      launch_stack_layer_forward(d, w, k, Ec, in, out, (save_z && k < d.ngated) ? Zc[k].data() : nullptr, s);
+      const bool gated = k < d.ngated;
+      if (gated && fast && recompute)
+        launch_stack_layer_replay(d, w, k, Ec, in, out, chunk_z(b, k, c), s);
+      else
+        launch_stack_layer_forward(d, w, k, Ec, in, out, (gated && (fast || recompute)) ? chunk_z(b, k, c) : nullptr, s);
       in = out;
     }
     return in;
@@ -487,7 +492,7 @@ struct CudaEngine::Impl {
     const size_t Er = static_cast<size_t>(E), W = static_cast<size_t>(d.L + 1) * d.C;
     const size_t nodeW = static_cast<size_t>(d.D) * d.C, nodeWw = static_cast<size_t>(d.D) * d.Cw;
     grow(vecf, 3 * Er); grow(r, Er); grow(env, Er); grow(denv, Er); grow(rbf, Er * d.nr);
-    grow(Dc, Er * d.dc_size); grow(rho, Er * W); grow(R, Er * W);
+    grow(Dc, Er * d.dc_size); grow(rho, Er * W);
     grow(g, Er * d.es_emb); grow(seed, Er * 4);
     grow(isd, N); grow(A, static_cast<size_t>(N) * 4 * d.es_emb); grow(f, static_cast<size_t>(N) * 2 * d.C);
     const int nb = cfg.n_blocks;
@@ -502,18 +507,22 @@ struct CudaEngine::Impl {
     grow(Ssrc, static_cast<size_t>(d.F) * max_ec * d.Cf);
     grow(fc_p, static_cast<size_t>(max_ec) * d.F); grow(alpha_fc, static_cast<size_t>(max_ec) * d.F);
     grow(nodeA, static_cast<size_t>(N) * nodeWw);
+    if (mode == CudaMode::kFast) {
+      Zall.resize(nb);
+      for (auto& zb : Zall) {
+        zb.resize(std::max(d.ngated, 0));
+        for (auto& z : zb) grow(z, static_cast<size_t>(d.F) * Er * d.ROW);
+      }
+    }
 
     // ---- geometry and initial embedding ----
-    mark("fwd: geometry+embedding");
+    mark("fwd: geometry");
     launch_geometry_forward(d, E, vec.data(), mw.freqs, wt, vecf.data(), r.data(), env.data(), denv.data(),
                             rbf.data(), Dc.data(), s);
+    mark("fwd: degree+radial");
     launch_degree_forward(N, off.data(), env.data(), isd.data(), s);
     launch_radial_forward(d, mw, E, rbf.data(), env.data(), rho.data(), s);
-    if (E > 0) {
-      add_type_features_k<<<div_up((long)Er * W, 256), 256, 0, s>>>(d, E, src.data(), dst.data(), types.data(),
-                                                                     mw.type_emb, rho.data(), R.data());
-      SEZM_LAUNCH("add_type_features");
-    }
+    mark("fwd: env-seed+GIE");
     launch_env_seed_forward(d, mw, N, E, src.data(), dst.data(), off.data(), types.data(), vecf.data(), r.data(),
                             env.data(), rbf.data(), isd.data(), g.data(), seed.data(), A.data(), f.data(),
                             X[0].data(), s);
@@ -533,7 +542,7 @@ struct CudaEngine::Impl {
       launch_attention_node_forward(d, w, N, NT, H[b].data(), q[b].data(), k[b].data(), qk_rho[b].data(),
                                     gate_rho[b].data(), gamma[b].data(), s);
       grow(alpha[b], Er * d.F);
-      launch_attention_softmax_forward(d, w, N, src.data(), off.data(), env.data(), R.data(), q[b].data(),
+      launch_attention_softmax_forward(d, w, N, src.data(), off.data(), env.data(), radial_in(), q[b].data(),
                                        k[b].data(), alpha[b].data(), s);
       grow(P[b], static_cast<size_t>(N) * nodeWw);
       for (const Chunk& c : chunks) {
@@ -591,12 +600,13 @@ struct CudaEngine::Impl {
                                     fit_dims_d.data(), n_fit, wbuf.data() + fit_out_off, Xb.data(), s);
     grow_zero(rho_bar, Er * W); grow_zero(Dc_bar, Er * d.dc_size); grow_zero(rbf_bar, Er * d.nr);
     grow_zero(env_bar, Er); grow_zero(vec_bar, 3 * Er);
-    grow(Gbuf, chunkU); grow(Gbuf2, chunkU);
     grow(Ssrc_bar, static_cast<size_t>(d.F) * max_ec * d.Cf);
     grow(Xloc_bar, static_cast<size_t>(max_ec) * d.Dm * d.Cw);
     grow(alpha_bar, static_cast<size_t>(max_ec) * d.F); grow(lbar, static_cast<size_t>(max_ec) * d.F);
-    Zc.resize(std::max(d.ngated, 0));
-    for (auto& z : Zc) grow(z, chunkU);
+    if (mode == CudaMode::kLean) {
+      Zc.resize(std::max(d.ngated, 0));
+      for (auto& z : Zc) grow(z, chunkU);
+    }
     grow(nodeA_bar, static_cast<size_t>(N) * nodeWw); grow(Pb, static_cast<size_t>(N) * nodeWw);
     grow(gamma_bar, static_cast<size_t>(N) * d.F);
     grow(hbar, static_cast<size_t>(N) * d.D * 2 * d.H);
@@ -618,24 +628,28 @@ struct CudaEngine::Impl {
       for (const Chunk& c : chunks) {
         const int Ec = c.e1 - c.e0;
         float* Uf = chunk_forward(b, c, true);
+        // The stack's input and its other ping-pong buffer are free now: the stack gradients
+        // live there (two chunk activations fewer than separate buffers).
+        float* Gbuf = Uf == Ua.data() ? Ub.data() : Ua.data();
+        float* Gbuf2 = U0.data();
         mark("bwd: aggregate+softmax");
         launch_aggregate_backward(d, c.e0, Ec, dst.data(), Dc.data(), Uf, alpha_fc.data(), alpha[b].data(),
-                                  Pb.data(), Gbuf.data(), alpha_bar.data(), Dc_bar.data(), s);
+                                  Pb.data(), Gbuf, alpha_bar.data(), Dc_bar.data(), s);
         launch_softmax_backward(d, w, c.n0, c.n1, c.e0, src.data(), off.data(), env.data(), alpha[b].data(),
                                 alpha_bar.data(), q[b].data(), k[b].data(), lbar.data(), q_bar.data(),
                                 env_bar.data(), s);
-        launch_focus_compete_backward(d, w, Ec, Ssrc.data(), Uf, fc_p.data(), alpha_fc.data(), Gbuf.data(),
+        launch_focus_compete_backward(d, w, Ec, Ssrc.data(), Uf, fc_p.data(), alpha_fc.data(), Gbuf,
                                       Ssrc_bar.data(), s);
         mark("bwd: stack");
-        float* gin = Gbuf.data();
-        float* bufs[2] = {Gbuf2.data(), Gbuf.data()};
+        float* gin = Gbuf;
+        float* bufs[2] = {Gbuf2, Gbuf};
         for (int kk = d.nL - 1, t = 0; kk >= 0; --kk, ++t) {
           float* gout = bufs[t % 2];
-          launch_stack_layer_backward(d, w, kk, Ec, gin, gout, kk < d.ngated ? Zc[kk].data() : nullptr, s);
+          launch_stack_layer_backward(d, w, kk, Ec, gin, gout, kk < d.ngated ? chunk_z(b, kk, c) : nullptr, s);
           gin = gout;
         }
         mark("bwd: condition+rotate");
-        launch_condition_rotate_backward(d, w, c.e0, Ec, src.data(), Dc.data(), H[b].data(), R.data(), gin,
+        launch_condition_rotate_backward(d, w, c.e0, Ec, src.data(), Dc.data(), H[b].data(), radial_in(), gin,
                                          Ssrc_bar.data(), lbar.data(), Xloc_bar.data(), rho_bar.data(),
                                          Dc_bar.data(), s);
         mark("bwd: source scatter");
@@ -657,18 +671,21 @@ struct CudaEngine::Impl {
       if (ex) exchange_reverse(Xb_prev.data(), NT, ex);
       std::swap(Xb, Xb_prev);
     }
-    mark("bwd: embedding+geometry");
+    mark("bwd: env-seed");
     grow_zero(isd_bar, N);
     grow(A_bar, static_cast<size_t>(N) * 4 * d.es_emb);
     launch_env_seed_backward(d, mw, N, E, src.data(), dst.data(), off.data(), types.data(), vecf.data(), r.data(),
                              env.data(), denv.data(), rbf.data(), isd.data(), g.data(), seed.data(), A.data(),
                              f.data(), Xb.data(), A_bar.data(), isd_bar.data(), rbf_bar.data(), vec_bar.data(), s);
+    mark("bwd: GIE");
     launch_gie_backward(d, N, E, dst.data(), off.data(), Dc.data(), isd.data(), rho.data(), X[0].data(), Xb.data(),
                         isd_bar.data(), rho_bar.data(), Dc_bar.data(), s);
+    mark("bwd: degree+radial");
     launch_degree_backward(N, off.data(), env.data(), isd.data(), isd_bar.data(), env_bar.data(), s);
     launch_radial_backward(d, mw, E, rbf.data(), env.data(), rho_bar.data(), env_bar.data(), rbf_bar.data(), s);
     track(edge_grad);
     edge_grad.resize(3 * Er);
+    mark("bwd: geometry");
     launch_geometry_backward(d, E, vecf.data(), r.data(), denv.data(), mw.freqs, wt, env_bar.data(), rbf_bar.data(),
                              Dc_bar.data(), vec_bar.data(), edge_grad.data(), s);
     res.edge_grad.resize(3 * Er);

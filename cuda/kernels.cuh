@@ -17,6 +17,19 @@ struct WignerTablesDev {
   const GenNzF* jnz;
 };
 
+// Block input radial features R(e, l, a) = rho(e, l, a) + T[type(src)](a) + T[type(dst)](a),
+// formed where they are read instead of stored: saves (L+1)*C floats per edge for the call.
+// Its adjoint is rho_bar itself (the type table is not differentiated).
+struct EdgeRadialIn {
+  const float* rho;
+  const float* T;  // type embedding (ntypes, C)
+  const int *src, *dst, *types;
+  __device__ __forceinline__ float operator()(const Dims& d, int e, int l, int a) const {
+    return __ldg(rho + ((size_t)e * (d.L + 1) + l) * d.C + a) + __ldg(T + (size_t)types[src[e]] * d.C + a) +
+           __ldg(T + (size_t)types[dst[e]] * d.C + a);
+  }
+};
+
 // ---- model weights on the device (float) ----
 struct BlockWDev {
   const float *pre, *post;            // (L+1, C, Cw), (L+1, Cw, C)
@@ -95,10 +108,10 @@ void launch_readout_fitting_backward(const Dims& d, const ModelWDev& w, int N, c
 void launch_attention_node_forward(const Dims& d, const BlockWDev& w, int N, int NT, const float* H, float* q,
                                    float* k, float* qk_rho, float* gate_rho, float* gamma, cudaStream_t s);
 void launch_attention_softmax_forward(const Dims& d, const BlockWDev& w, int N, const int* src, const int* dst_off,
-                                      const float* env, const float* R, const float* q, const float* k, float* alpha,
+                                      const float* env, const EdgeRadialIn& R, const float* q, const float* k, float* alpha,
                                       cudaStream_t s);
 void launch_rotate_condition(const Dims& d, const BlockWDev& w, int e0, int Ec, const int* src, const float* Dc,
-                             const float* H, const float* R, float* U0, float* Ssrc, cudaStream_t s);
+                             const float* H, const EdgeRadialIn& R, float* U0, float* Ssrc, cudaStream_t s);
 void launch_focus_compete(const Dims& d, const BlockWDev& w, int Ec, const float* Ssrc, float* fc_p,
                           float* alpha_fc, cudaStream_t s);
 void launch_rotate_back_aggregate(const Dims& d, int n0, int n1, int e0, int Ec, const int* dst_off, const float* Dc,
@@ -116,7 +129,7 @@ void launch_focus_compete_backward(const Dims& d, const BlockWDev& w, int Ec, co
                                    const float* fc_p, const float* alpha_fc, float* Gbuf, float* Ssrc_bar,
                                    cudaStream_t s);
 void launch_condition_rotate_backward(const Dims& d, const BlockWDev& w, int e0, int Ec, const int* src,
-                                      const float* Dc, const float* H, const float* R, const float* Gbuf,
+                                      const float* Dc, const float* H, const EdgeRadialIn& R, const float* Gbuf,
                                       const float* Ssrc_bar, const float* lbar, float* Xloc_bar, float* R_bar,
                                       float* Dc_bar, cudaStream_t s);
 // Source-side segment sums (edges of the chunk grouped by source; deterministic, no atomics).
@@ -135,6 +148,9 @@ void launch_gate_backward(const Dims& d, int N, const float* gamma, const float*
 size_t stack_smem_bytes(const Dims& d);
 void launch_stack_layer_forward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* Uin, float* Uout,
                                 float* Zsave, cudaStream_t s);
+// Fast mode's backward: a gated layer re-applied from its kept pre-activations Z (no GEMM).
+void launch_stack_layer_replay(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* Uin, float* Uout,
+                               const float* Z, cudaStream_t s);
 void launch_stack_layer_backward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* Gin, float* Gout,
                                  const float* Z, cudaStream_t s);
 

@@ -36,7 +36,7 @@ class CudaEngine {
   EngineResult compute(const GraphView& g, bool gradients, FeatureExchange<double>* ex = nullptr);
 
   // Largest number of edges whose value-path activations live on the device at once (a chunk
-  // is whole destination segments, so one centre's edges may exceed it); default 32768.
+  // is whole destination segments, so one centre's edges may exceed it); default 16384.
   void set_chunk_edges(int n);
 
   // Peak device memory held by this engine since construction (bytes), and the device's name.

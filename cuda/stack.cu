@@ -5,7 +5,8 @@
 // assembled [[Wu, Wv], [-Wv, Wu]]. A CTA owns BM whole rows (edges) of one focus, so the gate
 // sigmoids of its rows, computed from the m = 0 scalar pre-activation, stay in shared memory:
 //  forward (gated layer):  z0 = U0 A; S = sigmoid(z0[:, :Cf] G); U0' = U0 + [silu(z00), z0 * S];
-//                          z1 = U1 W1; U1' = U1 + z1 * S;  z = [z0, z1] saved (fast/lean chunk);
+//                          z1 = U1 W1; U1' = U1 + z1 * S;  z = [z0, z1] saved (fast mode, lean recompute);
+//  replay (fast backward): the same epilogue from the kept z, no GEMM;
 //  forward (identity):     U' = U + U W;
 //  backward (gated):       S recomputed from the saved z00; z_bar built on the fly while loading
 //                          the GEMM's A operand (g * S on value rows, g silu'(z00) + eta G^T on
@@ -13,87 +14,95 @@
 //  backward (identity):    G' = g + g W^T.
 // Numerics: IEEE fp32 FFMA (no TF32). The inner product `tile_mma` is the one place to swap for
 // a tensor-core split later: operands are staged in shared memory, A k-major and B (k, n).
+#include <cstdlib>
+
 #include "kernels.cuh"
 
 namespace sezm::cuda {
 namespace {
 
-// CTA tile: kBM edges x all N columns of one group. Thread (warp w, lane t) owns rows
-// 8w..8w+7 and columns t + 32 i (i < NC): A is read as two 16-byte broadcasts per k, B as one
-// conflict-free word per column, so each k step is 8*NC FFMA per 2 + NC shared loads.
-constexpr int kBM = 64, kBK = 16, kThreads = 256, kRows = 8;
+// CTA: 256 threads as 16 thread-rows x 16 thread-columns. Thread (ty, tx) owns the TR rows
+// ty*TR.. and the NC4 column quads 64 j + 4 tx (j < NC4): per k step TR/4 + NC4 16-byte shared
+// loads (broadcast within a warp) feed 4 * TR * NC4 FFMA. TR = 8 (128-row tiles) where the
+// device's shared memory allows, else TR = 4 (64 rows).
+constexpr int kBK = 16, kThreads = 256, kTC = 16, kTRw = kThreads / kTC;
 
-struct StackSmem {
-  float* As;  // kBK x (kBM + 4), k-major (a thread's 8 rows are contiguous)
-  float* Bs;  // kBK x N
-  float* Zs;  // kBM x Cf   (scalar pre-activation, forward; z_bar scalar row, backward)
-  float* S;   // kBM x L*Cf (gate sigmoids)
-  float* T;   // kBM x L*Cf (eta, backward)
+template <int TR>
+struct Tile {
+  static constexpr int BM = TR * kTRw;
+  static constexpr int AS = BM + 4;  // As row stride (k-major)
 };
 
-constexpr int kAsStride = kBM + 4;
+struct StackSmem {
+  float* As;  // kBK x AS, k-major (a thread's rows are contiguous)
+  float* Bs;  // kBK x NP (N padded to a multiple of 64 with zeros)
+  float* Zs;  // BM x Cf   (scalar pre-activation, forward; z_bar scalar row, backward)
+  float* S;   // BM x L*Cf (gate sigmoids)
+  float* T;   // BM x L*Cf (eta, backward only)
+};
 
-size_t stack_smem_floats(const Dims& d) {
-  const int nmax = d.M0 > 2 * d.M1 ? d.M0 : 2 * d.M1;
-  return (size_t)kBK * kAsStride + (size_t)kBK * nmax + (size_t)kBM * d.Cf + 2 * (size_t)kBM * d.L * d.Cf;
+inline int pad64(int n) { return (n + 63) / 64 * 64; }
+
+size_t smem_floats(const Dims& d, int BM, bool bwd) {
+  const int np = pad64(d.M0 > 2 * d.M1 ? d.M0 : 2 * d.M1);
+  return (size_t)kBK * (BM + 4) + (size_t)kBK * np + (size_t)BM * d.Cf + (bwd ? 2 : 1) * (size_t)BM * d.L * d.Cf;
 }
 
+template <int TR>
 __device__ StackSmem carve(const Dims& d, float* base) {
-  const int nmax = d.M0 > 2 * d.M1 ? d.M0 : 2 * d.M1;
+  const int np = (((d.M0 > 2 * d.M1 ? d.M0 : 2 * d.M1) + 63) / 64) * 64;
   StackSmem s;
   s.As = base;
-  s.Bs = s.As + kBK * kAsStride;
-  s.Zs = s.Bs + kBK * nmax;
-  s.S = s.Zs + kBM * d.Cf;
-  s.T = s.S + kBM * d.L * d.Cf;
+  s.Bs = s.As + kBK * Tile<TR>::AS;
+  s.Zs = s.Bs + kBK * np;
+  s.S = s.Zs + Tile<TR>::BM * d.Cf;
+  s.T = s.S + Tile<TR>::BM * d.L * d.Cf;
   return s;
 }
 
-// acc[r][i] += sum_k A(row0 + 8w + r, k) B(k, t + 32 i). `loadA4(row, k)` returns A(row, k..k+3)
-// (the prologue: the raw activation, or the gradient with the gates applied). K % 4 == 0 and
-// N % 4 == 0 for every supported model (widths are multiples of 16). The next k-tile is fetched
-// into registers while the current one is multiplied, so global latency hides behind the FFMAs.
+__device__ __forceinline__ float4 ld4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ __forceinline__ void st4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
+__device__ __forceinline__ float4 zero4() { return make_float4(0.f, 0.f, 0.f, 0.f); }
 
-template <int NC, class LoadA4>
+// acc[r][4j+q] += sum_k A(row0 + TR*ty + r, k) B(k, 64j + 4tx + q). `loadA4(row, k)` returns
+// A(row, k..k+3) (the prologue: the raw activation, or the gradient with the gates applied).
+// K % 4 == 0 and N % 4 == 0 for every supported model. The next k-tile is fetched into registers
+// while the current one is multiplied, so global latency hides behind the FFMAs.
+template <int TR, int NC4, class LoadA4>
 __device__ __forceinline__ void tile_mma(const StackSmem& sm, int K, int N, const float* __restrict__ B, LoadA4 loadA4,
-                                         float (&acc)[kRows][NC]) {
-  const int tid = threadIdx.x, tx = tid % 32, ty = tid / 32;
-  constexpr int kAPer = kBM * kBK / 4 / kThreads;
-  constexpr int kMaxBPer = (kBK * 32 * NC / 4 + kThreads - 1) / kThreads;  // float4 of B per thread, N <= 32 NC
-  const int nb4 = kBK * (N / 4);
-  float4 ra[kAPer], rb[kMaxBPer];
+                                         float (&acc)[TR][4 * NC4]) {
+  constexpr int BM = Tile<TR>::BM, AS = Tile<TR>::AS, NP = 64 * NC4;
+  constexpr int kAPer = BM * kBK / 4 / kThreads;
+  constexpr int kBPer = (kBK * NP / 4 + kThreads - 1) / kThreads;
+  const int tid = threadIdx.x, tx = tid % kTC, ty = tid / kTC;
+  float4 ra[kAPer], rb[kBPer];
   auto fetch = [&](int k0) {
 #pragma unroll
     for (int i = 0; i < kAPer; ++i) {
       const int idx = tid + i * kThreads, r = idx / (kBK / 4), k4 = (idx % (kBK / 4)) * 4;
-      ra[i] = (k0 + k4 < K) ? loadA4(r, k0 + k4) : make_float4(0.f, 0.f, 0.f, 0.f);
+      ra[i] = (k0 + k4 < K) ? loadA4(r, k0 + k4) : zero4();
     }
 #pragma unroll
-    for (int j = 0; j < kMaxBPer; ++j) {
-      const int idx = tid + j * kThreads;
-      if (idx < nb4) {
-        const int k = idx / (N / 4), n4 = (idx % (N / 4)) * 4;
-        rb[j] = (k0 + k < K) ? __ldg(reinterpret_cast<const float4*>(B + (size_t)(k0 + k) * N + n4))
-                             : make_float4(0.f, 0.f, 0.f, 0.f);
-      }
+    for (int j = 0; j < kBPer; ++j) {
+      const int idx = tid + j * kThreads, k = idx / (NP / 4), n4 = (idx % (NP / 4)) * 4;
+      rb[j] = (idx < kBK * NP / 4 && k0 + k < K && n4 < N)
+                  ? __ldg(reinterpret_cast<const float4*>(B + (size_t)(k0 + k) * N + n4))
+                  : zero4();
     }
   };
   auto stash = [&]() {
 #pragma unroll
     for (int i = 0; i < kAPer; ++i) {
       const int idx = tid + i * kThreads, r = idx / (kBK / 4), k4 = (idx % (kBK / 4)) * 4;
-      sm.As[(k4 + 0) * kAsStride + r] = ra[i].x;
-      sm.As[(k4 + 1) * kAsStride + r] = ra[i].y;
-      sm.As[(k4 + 2) * kAsStride + r] = ra[i].z;
-      sm.As[(k4 + 3) * kAsStride + r] = ra[i].w;
+      sm.As[(k4 + 0) * AS + r] = ra[i].x;
+      sm.As[(k4 + 1) * AS + r] = ra[i].y;
+      sm.As[(k4 + 2) * AS + r] = ra[i].z;
+      sm.As[(k4 + 3) * AS + r] = ra[i].w;
     }
 #pragma unroll
-    for (int j = 0; j < kMaxBPer; ++j) {
+    for (int j = 0; j < kBPer; ++j) {
       const int idx = tid + j * kThreads;
-      if (idx < nb4) {
-        const int k = idx / (N / 4), n4 = (idx % (N / 4)) * 4;
-        *reinterpret_cast<float4*>(sm.Bs + k * N + n4) = rb[j];
-      }
+      if (idx < kBK * NP / 4) st4(sm.Bs + idx * 4, rb[j]);  // row k = idx / (NP/4): stride NP
     }
   };
   fetch(0);
@@ -103,137 +112,175 @@ __device__ __forceinline__ void tile_mma(const StackSmem& sm, int K, int N, cons
     if (k0 + kBK < K) fetch(k0 + kBK);
 #pragma unroll 4
     for (int k = 0; k < kBK; ++k) {
-      const float4 a0 = *reinterpret_cast<const float4*>(sm.As + k * kAsStride + ty * kRows);
-      const float4 a1 = *reinterpret_cast<const float4*>(sm.As + k * kAsStride + ty * kRows + 4);
-      const float a[kRows] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+      float a[TR], b[4 * NC4];
 #pragma unroll
-      for (int i = 0; i < NC; ++i) {
-        const int c = tx + 32 * i;
-        const float b = c < N ? sm.Bs[k * N + c] : 0.0f;
-#pragma unroll
-        for (int r = 0; r < kRows; ++r) acc[r][i] = fmaf(a[r], b, acc[r][i]);
+      for (int q = 0; q < TR / 4; ++q) {
+        const float4 v = ld4(sm.As + k * AS + ty * TR + 4 * q);
+        a[4 * q] = v.x; a[4 * q + 1] = v.y; a[4 * q + 2] = v.z; a[4 * q + 3] = v.w;
       }
+#pragma unroll
+      for (int j = 0; j < NC4; ++j) {
+        const float4 v = ld4(sm.Bs + k * NP + 64 * j + 4 * tx);
+        b[4 * j] = v.x; b[4 * j + 1] = v.y; b[4 * j + 2] = v.z; b[4 * j + 3] = v.w;
+      }
+#pragma unroll
+      for (int r = 0; r < TR; ++r)
+#pragma unroll
+        for (int c = 0; c < 4 * NC4; ++c) acc[r][c] = fmaf(a[r], b[c], acc[r][c]);
     }
     __syncthreads();
   }
 }
 
-template <int NC>
-__device__ __forceinline__ void zero(float (&acc)[kRows][NC]) {
+template <int TR, int NC4>
+__device__ __forceinline__ void zero(float (&acc)[TR][4 * NC4]) {
 #pragma unroll
-  for (int r = 0; r < kRows; ++r)
+  for (int r = 0; r < TR; ++r)
 #pragma unroll
-    for (int i = 0; i < NC; ++i) acc[r][i] = 0.0f;
+    for (int i = 0; i < 4 * NC4; ++i) acc[r][i] = 0.0f;
 }
 
-// Calls f(r, i, row, c) for each of the thread's outputs inside the tile (row < Ec, c < N):
-// accumulator acc[r][i] belongs to edge `row` and column `c`.
-template <int NC, class F>
-__device__ __forceinline__ void for_each_output(int row0, int Ec, int N, F f) {
-  const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
+// Calls f(r, j, row, c) for each of the thread's column quads inside the tile (row < Ec,
+// c + 3 < N): accumulators acc[r][4j..4j+3] belong to edge `row`, columns c..c+3.
+template <int TR, int NC4, class F>
+__device__ __forceinline__ void for_each_quad(int row0, int Ec, int N, F f) {
+  const int tx = threadIdx.x % kTC, ty = threadIdx.x / kTC;
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    const int row = row0 + ty * kRows + r;
+  for (int r = 0; r < TR; ++r) {
+    const int row = row0 + ty * TR + r;
     if (row >= Ec) continue;
 #pragma unroll
-    for (int i = 0; i < NC; ++i) {
-      const int c = tx + 32 * i;
-      if (c < N) f(r, i, row, c);
+    for (int j = 0; j < NC4; ++j) {
+      const int c = 64 * j + 4 * tx;
+      if (c < N) f(r, j, row, c);
     }
   }
 }
 
-__device__ __forceinline__ float4 ld4(const float* p) { return *reinterpret_cast<const float4*>(p); }
-
-// S[r][g*Cf + b] = sigmoid(sum_a Zs[r][a] G[a][g*Cf + b]) for the CTA's rows.
-__device__ void gate_sigmoids(const Dims& d, const StackSmem& sm, const float* __restrict__ G) {
-  const int LC = d.L * d.Cf;
-  for (int i = threadIdx.x; i < kBM * LC; i += kThreads) {
-    const int r = i / LC, o = i % LC;
-    float t = 0.0f;
-    for (int a = 0; a < d.Cf; ++a) t = fmaf(sm.Zs[r * d.Cf + a], __ldg(G + a * LC + o), t);
-    sm.S[i] = sigmoidf_(t);
-  }
+template <int TR, int NC4>
+__device__ __forceinline__ float4 quad(const float (&acc)[TR][4 * NC4], int r, int j) {
+  return make_float4(acc[r][4 * j], acc[r][4 * j + 1], acc[r][4 * j + 2], acc[r][4 * j + 3]);
 }
 
-template <int NC0, int NC1>
-__global__ void __launch_bounds__(kThreads) stack_forward_k(Dims d, BlockWDev w, int layer, int Ec,
-                                                            const float* __restrict__ Uin, float* Uout, float* Zsave) {
+// S[r][g*Cf + b] = sigmoid(sum_a Zs[r][a] G[a][g*Cf + b]) for the CTA's rows: a (BM x Cf) x
+// (Cf x L*Cf) product on the same tiled inner product as the layer (NCG = L*Cf / 64 rounded up).
+// Zs must be complete (a barrier) before the call; S is complete after the caller's next barrier.
+template <int TR, int NCG>
+__device__ __forceinline__ void gate_sigmoids(const Dims& d, const StackSmem& sm, const float* __restrict__ G) {
+  const int LC = d.L * d.Cf, Cf = d.Cf;
+  float acc[TR][4 * NCG];
+  zero<TR, NCG>(acc);
+  tile_mma<TR, NCG>(sm, Cf, LC, G, [&](int r, int k) { return ld4(sm.Zs + r * Cf + k); }, acc);
+  for_each_quad<TR, NCG>(0, Tile<TR>::BM, LC, [&](int r, int j, int row, int c) {
+    st4(sm.S + row * LC + c, make_float4(sigmoidf_(acc[r][4 * j]), sigmoidf_(acc[r][4 * j + 1]),
+                                         sigmoidf_(acc[r][4 * j + 2]), sigmoidf_(acc[r][4 * j + 3])));
+  });
+}
+
+// Forward of one layer; with Zin (fast mode's backward) the gated layer's pre-activations are
+// read instead of multiplied.
+template <int TR, int NC0, int NC1>
+__global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3) ? 2 : 1) stack_forward_k(Dims d, BlockWDev w, int layer, int Ec,
+                                                            const float* __restrict__ Uin, float* Uout, float* Zsave,
+                                                            const float* __restrict__ Zin) {
+  constexpr int BM = Tile<TR>::BM;
   extern __shared__ float4 smem4[];
-  const StackSmem sm = carve(d, reinterpret_cast<float*>(smem4));
-  const int f = blockIdx.y, row0 = blockIdx.x * kBM;
-  const int tid = threadIdx.x, tx = tid % 32, ty = tid / 32;
+  const StackSmem sm = carve<TR>(d, reinterpret_cast<float*>(smem4));
+  const int f = blockIdx.y, row0 = blockIdx.x * BM;
+  const int ty = threadIdx.x / kTC;
   const bool gated = layer < d.ngated;
   const size_t fo = (size_t)f * Ec * d.ROW;
   const float* U = Uin + fo;
   const float* A = w.A + ((size_t)layer * d.F + f) * d.M0 * d.M0;
   const float* W1 = w.W1 + ((size_t)layer * d.F + f) * 4 * d.M1 * d.M1;
-  const int LC = d.L * d.Cf;
+  const int LC = d.L * d.Cf, Cf = d.Cf;
+  const bool replay = gated && Zin != nullptr;
 
   // ---- m = 0 group ----
   {
-    float acc[kRows][NC0];
-    zero(acc);
-    tile_mma<NC0>(sm, d.M0, d.M0, A,
-                  [&](int r, int k) {
-                    return row0 + r < Ec ? ld4(U + (size_t)(row0 + r) * d.ROW + k) : make_float4(0.f, 0.f, 0.f, 0.f);
-                  },
-                  acc);
+    float acc[TR][4 * NC0];
+    zero<TR, NC0>(acc);
+    if (replay) {
+      for_each_quad<TR, NC0>(row0, Ec, d.M0, [&](int r, int j, int row, int c) {
+        const float4 z = ld4(Zin + fo + (size_t)row * d.ROW + c);
+        acc[r][4 * j] = z.x; acc[r][4 * j + 1] = z.y; acc[r][4 * j + 2] = z.z; acc[r][4 * j + 3] = z.w;
+      });
+    } else {
+      tile_mma<TR, NC0>(sm, d.M0, d.M0, A,
+                        [&](int r, int k) { return row0 + r < Ec ? ld4(U + (size_t)(row0 + r) * d.ROW + k) : zero4(); },
+                        acc);
+    }
     if (gated) {
+      const int tx = threadIdx.x % kTC;
 #pragma unroll
-      for (int r = 0; r < kRows; ++r)
+      for (int r = 0; r < TR; ++r)
 #pragma unroll
-        for (int i = 0; i < NC0; ++i) {
-          const int c = tx + 32 * i;
-          if (c < d.Cf) sm.Zs[(ty * kRows + r) * d.Cf + c] = acc[r][i];
+        for (int j = 0; j < NC0; ++j) {
+          const int c = 64 * j + 4 * tx;
+          if (c < Cf) st4(sm.Zs + (ty * TR + r) * Cf + c, quad<TR, NC0>(acc, r, j));
         }
       __syncthreads();
-      gate_sigmoids(d, sm, w.G + ((size_t)layer * d.F + f) * d.Cf * LC);
+      gate_sigmoids<TR, (NC1 + 1) / 2>(d, sm, w.G + ((size_t)layer * d.F + f) * Cf * LC);
       __syncthreads();
     }
-    for_each_output<NC0>(row0, Ec, d.M0, [&](int r, int i, int row, int c) {
+    for_each_quad<TR, NC0>(row0, Ec, d.M0, [&](int r, int j, int row, int c) {
       const size_t o = fo + (size_t)row * d.ROW + c;
-      const float z = acc[r][i];
-      float v;
-      if (!gated) v = z;
-      else if (c < d.Cf) v = siluf_(z);
-      else v = z * sm.S[(ty * kRows + r) * LC + (c / d.Cf - 1) * d.Cf + c % d.Cf];
-      if (gated && Zsave) Zsave[o] = z;
-      Uout[o] = Uin[o] + v;
+      const float4 z = quad<TR, NC0>(acc, r, j);
+      float4 v = z;
+      if (gated) {
+        if (c < Cf) {  // Cf % 4 == 0: a quad never straddles the scalar row
+          v = make_float4(siluf_(z.x), siluf_(z.y), siluf_(z.z), siluf_(z.w));
+        } else {
+          const float* s = sm.S + (ty * TR + r) * LC + (c / Cf - 1) * Cf + c % Cf;
+          v = make_float4(z.x * s[0], z.y * s[1], z.z * s[2], z.w * s[3]);
+        }
+        if (Zsave) st4(Zsave + o, z);
+      }
+      const float4 u = ld4(Uin + o);
+      st4(Uout + o, make_float4(u.x + v.x, u.y + v.y, u.z + v.z, u.w + v.w));
     });
   }
   // ---- |m| = 1 group ----
   {
-    float acc[kRows][NC1];
-    zero(acc);
+    float acc[TR][4 * NC1];
+    zero<TR, NC1>(acc);
     const int N1 = 2 * d.M1;
-    tile_mma<NC1>(sm, N1, N1, W1,
-                  [&](int r, int k) {
-                    return row0 + r < Ec ? ld4(U + (size_t)(row0 + r) * d.ROW + d.M0 + k)
-                                         : make_float4(0.f, 0.f, 0.f, 0.f);
-                  },
-                  acc);
-    for_each_output<NC1>(row0, Ec, N1, [&](int r, int i, int row, int c) {
+    if (replay) {
+      for_each_quad<TR, NC1>(row0, Ec, N1, [&](int r, int j, int row, int c) {
+        const float4 z = ld4(Zin + fo + (size_t)row * d.ROW + d.M0 + c);
+        acc[r][4 * j] = z.x; acc[r][4 * j + 1] = z.y; acc[r][4 * j + 2] = z.z; acc[r][4 * j + 3] = z.w;
+      });
+    } else {
+      tile_mma<TR, NC1>(sm, N1, N1, W1,
+                        [&](int r, int k) {
+                          return row0 + r < Ec ? ld4(U + (size_t)(row0 + r) * d.ROW + d.M0 + k) : zero4();
+                        },
+                        acc);
+    }
+    for_each_quad<TR, NC1>(row0, Ec, N1, [&](int r, int j, int row, int c) {
       const size_t o = fo + (size_t)row * d.ROW + d.M0 + c;
-      const float z = acc[r][i];
-      float v = z;
+      const float4 z = quad<TR, NC1>(acc, r, j);
+      float4 v = z;
       if (gated) {
-        const int j = d.L + 1 + c / d.Cf;
-        v = z * sm.S[(ty * kRows + r) * LC + (red_l(j, d.L) - 1) * d.Cf + c % d.Cf];
-        if (Zsave) Zsave[o] = z;
+        const int jj = d.L + 1 + c / Cf;
+        const float* s = sm.S + (ty * TR + r) * LC + (red_l(jj, d.L) - 1) * Cf + c % Cf;
+        v = make_float4(z.x * s[0], z.y * s[1], z.z * s[2], z.w * s[3]);
+        if (Zsave) st4(Zsave + o, z);
       }
-      Uout[o] = Uin[o] + v;
+      const float4 u = ld4(Uin + o);
+      st4(Uout + o, make_float4(u.x + v.x, u.y + v.y, u.z + v.z, u.w + v.w));
     });
   }
 }
 
-template <int NC0, int NC1>
-__global__ void __launch_bounds__(kThreads) stack_backward_k(Dims d, BlockWDev w, int layer, int Ec,
+template <int TR, int NC0, int NC1>
+__global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3) ? 2 : 1) stack_backward_k(Dims d, BlockWDev w, int layer, int Ec,
                                                              const float* __restrict__ Gin, float* Gout,
                                                              const float* __restrict__ Zin) {
+  constexpr int BM = Tile<TR>::BM;
   extern __shared__ float4 smem4[];
-  const StackSmem sm = carve(d, reinterpret_cast<float*>(smem4));
-  const int f = blockIdx.y, row0 = blockIdx.x * kBM;
+  const StackSmem sm = carve<TR>(d, reinterpret_cast<float*>(smem4));
+  const int f = blockIdx.y, row0 = blockIdx.x * BM;
   const int tid = threadIdx.x;
   const bool gated = layer < d.ngated;
   const size_t fo = (size_t)f * Ec * d.ROW;
@@ -246,15 +293,15 @@ __global__ void __launch_bounds__(kThreads) stack_backward_k(Dims d, BlockWDev w
   if (gated) {
     const float* Gw = w.G + ((size_t)layer * d.F + f) * Cf * LC;
     const float* GwT = w.GT + ((size_t)layer * d.F + f) * Cf * LC;  // (LC, Cf): coalesced over a
-    for (int i = tid; i < kBM * Cf; i += kThreads) {
+    for (int i = tid; i < BM * Cf; i += kThreads) {
       const int r = i / Cf, a = i % Cf;
       sm.Zs[i] = row0 + r < Ec ? Z[(size_t)(row0 + r) * d.ROW + a] : 0.0f;
     }
     __syncthreads();
-    gate_sigmoids(d, sm, Gw);
+    gate_sigmoids<TR, (NC1 + 1) / 2>(d, sm, Gw);
     __syncthreads();
     // eta = s_bar * S (1 - S), s_bar[g][b] = sum over the three orders of degree g+1 of g * z.
-    for (int i = tid; i < kBM * LC; i += kThreads) {
+    for (int i = tid; i < BM * LC; i += kThreads) {
       const int r = i / LC, gg = (i % LC) / Cf, b = i % Cf;
       float sb = 0.0f;
       if (row0 + r < Ec) {
@@ -266,111 +313,143 @@ __global__ void __launch_bounds__(kThreads) stack_backward_k(Dims d, BlockWDev w
       sm.T[i] = sb * s * (1.0f - s);
     }
     __syncthreads();
-    // Scalar row of z_bar: g00 silu'(z00) + eta G^T; written over Zs once every read of z00 is done.
-    constexpr int kMaxPer = 64 * 64 / kThreads;  // kBM * Cf / threads for Cf <= 64
-    float zb[kMaxPer];
-    int cnt = 0;
-    for (int i = tid; i < kBM * Cf; i += kThreads, ++cnt) {
-      const int r = i / Cf, a = i % Cf;
-      float v = 0.0f;
-      if (row0 + r < Ec) {
-        v = g[(size_t)(row0 + r) * d.ROW + a] * silu_gradf_(sm.Zs[i]);
-        for (int o = 0; o < LC; ++o) v = fmaf(sm.T[r * LC + o], __ldg(GwT + o * Cf + a), v);
-      }
-      zb[cnt] = v;
+    // Scalar row of z_bar: g00 silu'(z00) + eta G^T, a (BM x L*Cf) x (L*Cf x Cf) tile product; each
+    // thread overwrites only the z00 entries it alone reads, so Zs takes z_bar in place.
+    {
+      float acc[TR][4];
+      zero<TR, 1>(acc);
+      tile_mma<TR, 1>(sm, LC, Cf, GwT, [&](int r, int k) { return ld4(sm.T + r * LC + k); }, acc);
+      for_each_quad<TR, 1>(0, BM, Cf, [&](int r, int j, int row, int c) {
+        float* zs = sm.Zs + row * Cf + c;
+        float4 v = zero4();
+        if (row0 + row < Ec) {
+          const float4 gg = ld4(g + (size_t)(row0 + row) * d.ROW + c);
+          v = make_float4(fmaf(gg.x, silu_gradf_(zs[0]), acc[r][0]), fmaf(gg.y, silu_gradf_(zs[1]), acc[r][1]),
+                          fmaf(gg.z, silu_gradf_(zs[2]), acc[r][2]), fmaf(gg.w, silu_gradf_(zs[3]), acc[r][3]));
+        }
+        st4(zs, v);
+      });
     }
-    __syncthreads();
-    cnt = 0;
-    for (int i = tid; i < kBM * Cf; i += kThreads, ++cnt) sm.Zs[i] = zb[cnt];
     __syncthreads();
   }
 
   // ---- m = 0 group: G0' = g0 + z_bar0 A^T ----
   {
-    float acc[kRows][NC0];
-    zero(acc);
-    tile_mma<NC0>(sm, d.M0, d.M0, AT,
-                  [&](int r, int k) {
-                    if (row0 + r >= Ec) return make_float4(0.f, 0.f, 0.f, 0.f);
-                    float4 v = ld4(g + (size_t)(row0 + r) * d.ROW + k);
-                    if (!gated) return v;
-                    if (k < Cf) return ld4(sm.Zs + r * Cf + k);
-                    const float* s = sm.S + r * LC + (k / Cf - 1) * Cf + k % Cf;
-                    v.x *= s[0]; v.y *= s[1]; v.z *= s[2]; v.w *= s[3];
-                    return v;
-                  },
-                  acc);
-    for_each_output<NC0>(row0, Ec, d.M0, [&](int r, int i, int row, int c) {
+    float acc[TR][4 * NC0];
+    zero<TR, NC0>(acc);
+    tile_mma<TR, NC0>(sm, d.M0, d.M0, AT,
+                      [&](int r, int k) {
+                        if (row0 + r >= Ec) return zero4();
+                        float4 v = ld4(g + (size_t)(row0 + r) * d.ROW + k);
+                        if (!gated) return v;
+                        if (k < Cf) return ld4(sm.Zs + r * Cf + k);
+                        const float* s = sm.S + r * LC + (k / Cf - 1) * Cf + k % Cf;
+                        v.x *= s[0]; v.y *= s[1]; v.z *= s[2]; v.w *= s[3];
+                        return v;
+                      },
+                      acc);
+    for_each_quad<TR, NC0>(row0, Ec, d.M0, [&](int r, int j, int row, int c) {
       const size_t o = fo + (size_t)row * d.ROW + c;
-      Gout[o] = Gin[o] + acc[r][i];
+      const float4 a = quad<TR, NC0>(acc, r, j), u = ld4(Gin + o);
+      st4(Gout + o, make_float4(u.x + a.x, u.y + a.y, u.z + a.z, u.w + a.w));
     });
   }
   // ---- |m| = 1 group: G1' = g1 + (g1 * S) W1^T ----
   {
-    float acc[kRows][NC1];
-    zero(acc);
+    float acc[TR][4 * NC1];
+    zero<TR, NC1>(acc);
     const int N1 = 2 * d.M1;
-    tile_mma<NC1>(sm, N1, N1, W1T,
-                  [&](int r, int k) {
-                    if (row0 + r >= Ec) return make_float4(0.f, 0.f, 0.f, 0.f);
-                    float4 v = ld4(g + (size_t)(row0 + r) * d.ROW + d.M0 + k);
-                    if (!gated) return v;
-                    const int j = d.L + 1 + k / Cf;
-                    const float* s = sm.S + r * LC + (red_l(j, d.L) - 1) * Cf + k % Cf;
-                    v.x *= s[0]; v.y *= s[1]; v.z *= s[2]; v.w *= s[3];
-                    return v;
-                  },
-                  acc);
-    for_each_output<NC1>(row0, Ec, N1, [&](int r, int i, int row, int c) {
+    tile_mma<TR, NC1>(sm, N1, N1, W1T,
+                      [&](int r, int k) {
+                        if (row0 + r >= Ec) return zero4();
+                        float4 v = ld4(g + (size_t)(row0 + r) * d.ROW + d.M0 + k);
+                        if (!gated) return v;
+                        const int j = d.L + 1 + k / Cf;
+                        const float* s = sm.S + r * LC + (red_l(j, d.L) - 1) * Cf + k % Cf;
+                        v.x *= s[0]; v.y *= s[1]; v.z *= s[2]; v.w *= s[3];
+                        return v;
+                      },
+                      acc);
+    for_each_quad<TR, NC1>(row0, Ec, N1, [&](int r, int j, int row, int c) {
       const size_t o = fo + (size_t)row * d.ROW + d.M0 + c;
-      Gout[o] = Gin[o] + acc[r][i];
+      const float4 a = quad<TR, NC1>(acc, r, j), u = ld4(Gin + o);
+      st4(Gout + o, make_float4(u.x + a.x, u.y + a.y, u.z + a.z, u.w + a.w));
     });
   }
 }
 
-void set_smem(const void* fn, size_t bytes) {
+// Largest opt-in shared memory per block of the current device (cached per ordinal).
+size_t device_smem_optin() {
+  static int cached[64] = {0};
+  int dev = 0;
+  SEZM_CUDA(cudaGetDevice(&dev));
+  if (dev < 0 || dev >= 64) dev = 0;
+  if (!cached[dev]) SEZM_CUDA(cudaDeviceGetAttribute(&cached[dev], cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  return static_cast<size_t>(cached[dev]);
+}
+
+enum class Pass { kForward, kReplay, kBackward };
+
+template <int TR, int NC0, int NC1>
+void launch_tile(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out, float* z,
+                 Pass pass, cudaStream_t s) {
+  const bool bwd = pass == Pass::kBackward;
+  const size_t bytes = smem_floats(d, Tile<TR>::BM, bwd) * sizeof(float);
+  const dim3 grid(div_up(Ec, Tile<TR>::BM), d.F);
+  const void* fn = bwd ? (const void*)stack_backward_k<TR, NC0, NC1> : (const void*)stack_forward_k<TR, NC0, NC1>;
   if (bytes > 48 * 1024) SEZM_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+  if (bwd)
+    stack_backward_k<TR, NC0, NC1><<<grid, kThreads, bytes, s>>>(d, w, layer, Ec, in, out, z);
+  else if (pass == Pass::kReplay)
+    stack_forward_k<TR, NC0, NC1><<<grid, kThreads, bytes, s>>>(d, w, layer, Ec, in, out, nullptr, z);
+  else
+    stack_forward_k<TR, NC0, NC1><<<grid, kThreads, bytes, s>>>(d, w, layer, Ec, in, out, z, nullptr);
 }
 
-// Column counts per thread (N / 32 rounded up) compiled for the supported widths.
-template <int NC0, int NC1>
-void launch_pair(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out, float* z, bool fwd,
-                 cudaStream_t s) {
-  const size_t bytes = stack_smem_floats(d) * sizeof(float);
-  const dim3 grid(div_up(Ec, kBM), d.F);
-  if (fwd) {
-    set_smem((const void*)stack_forward_k<NC0, NC1>, bytes);
-    stack_forward_k<NC0, NC1><<<grid, kThreads, bytes, s>>>(d, w, layer, Ec, in, out, z);
-  } else {
-    set_smem((const void*)stack_backward_k<NC0, NC1>, bytes);
-    stack_backward_k<NC0, NC1><<<grid, kThreads, bytes, s>>>(d, w, layer, Ec, in, out, z);
-  }
-}
-
-void launch_stack(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out, float* z, bool fwd,
+// Column quads per thread (N / 64 rounded up) compiled for the supported widths; 128-row tiles
+// for widths up to 192 where shared memory allows, 64-row tiles otherwise.
+void launch_stack(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out, float* z, Pass pass,
                   cudaStream_t s) {
   if (Ec == 0) return;
-  const int n0 = (d.M0 + 31) / 32, n1 = (2 * d.M1 + 31) / 32;
-  if (n0 <= 1 && n1 <= 1) launch_pair<1, 1>(d, w, layer, Ec, in, out, z, fwd, s);
-  else if (n0 <= 3 && n1 <= 4) launch_pair<3, 4>(d, w, layer, Ec, in, out, z, fwd, s);
-  else if (n0 <= 4 && n1 <= 6) launch_pair<4, 6>(d, w, layer, Ec, in, out, z, fwd, s);
-  else if (n0 <= 6 && n1 <= 8) launch_pair<6, 8>(d, w, layer, Ec, in, out, z, fwd, s);
-  else launch_pair<8, 12>(d, w, layer, Ec, in, out, z, fwd, s);
-  SEZM_LAUNCH(fwd ? "stack_forward" : "stack_backward");
+  const int n0 = pad64(d.M0) / 64, n1 = pad64(2 * d.M1) / 64;
+  static const bool force64 = [] {
+    const char* v = std::getenv("SEZM_CUDA_STACK_ROWS");  // "64": the small tile (benchmarking)
+    return v && std::atoi(v) == 64;
+  }();
+  const bool big = !force64 && n1 <= 3 && smem_floats(d, Tile<8>::BM, true) * sizeof(float) <= device_smem_optin();
+  if (big) {
+    if (n0 <= 1 && n1 <= 1) launch_tile<8, 1, 1>(d, w, layer, Ec, in, out, z, pass, s);
+    else if (n0 <= 1 && n1 <= 2) launch_tile<8, 1, 2>(d, w, layer, Ec, in, out, z, pass, s);
+    else if (n0 <= 2 && n1 <= 2) launch_tile<8, 2, 2>(d, w, layer, Ec, in, out, z, pass, s);
+    else launch_tile<8, 2, 3>(d, w, layer, Ec, in, out, z, pass, s);
+  } else {
+    if (n0 <= 1 && n1 <= 1) launch_tile<4, 1, 1>(d, w, layer, Ec, in, out, z, pass, s);
+    else if (n0 <= 1 && n1 <= 2) launch_tile<4, 1, 2>(d, w, layer, Ec, in, out, z, pass, s);
+    else if (n0 <= 2 && n1 <= 2) launch_tile<4, 2, 2>(d, w, layer, Ec, in, out, z, pass, s);
+    else if (n0 <= 2 && n1 <= 3) launch_tile<4, 2, 3>(d, w, layer, Ec, in, out, z, pass, s);
+    else if (n0 <= 3 && n1 <= 4) launch_tile<4, 3, 4>(d, w, layer, Ec, in, out, z, pass, s);
+    else launch_tile<4, 6, 6>(d, w, layer, Ec, in, out, z, pass, s);
+  }
+  SEZM_LAUNCH(pass == Pass::kBackward ? "stack_backward" : pass == Pass::kReplay ? "stack_replay" : "stack_forward");
 }
 
 }  // namespace
 
-size_t stack_smem_bytes(const Dims& d) { return stack_smem_floats(d) * sizeof(float); }
+size_t stack_smem_bytes(const Dims& d) { return smem_floats(d, Tile<4>::BM, true) * sizeof(float); }
 
 void launch_stack_layer_forward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* Uin, float* Uout,
                                 float* Zsave, cudaStream_t s) {
-  launch_stack(d, w, layer, Ec, Uin, Uout, Zsave, true, s);
+  launch_stack(d, w, layer, Ec, Uin, Uout, Zsave, Pass::kForward, s);
+}
+
+void launch_stack_layer_replay(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* Uin, float* Uout,
+                               const float* Z, cudaStream_t s) {
+  launch_stack(d, w, layer, Ec, Uin, Uout, const_cast<float*>(Z), Pass::kReplay, s);
 }
 
 void launch_stack_layer_backward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* Gin, float* Gout,
                                  const float* Z, cudaStream_t s) {
-  launch_stack(d, w, layer, Ec, Gin, Gout, const_cast<float*>(Z), false, s);
+  launch_stack(d, w, layer, Ec, Gin, Gout, const_cast<float*>(Z), Pass::kBackward, s);
 }
 
 }  // namespace sezm::cuda

@@ -29,12 +29,19 @@ status=0
 "$build/tests/sezm_tests" --gtest_filter='*Cuda*:FeatureExchange*' 2>&1 | tee "$out/gpu-tests.log" || status=1
 echo "== benchmark"
 bench() { "$build/bench/sezm-bench" "$here/potentials/C.pt" --device cuda "$@" 2>&1 | tee -a "$out/bench.log"; }
-bench --cells 4 --repeat 5 --warmup 1
-bench --cells 8 --repeat 5 --warmup 1
-SEZM_CUDA_TIMING=1 "$build/bench/sezm-bench" "$here/potentials/C.pt" --device cuda --cells 8 --repeat 1 --warmup 1 2>&1 | tee -a "$out/bench.log"
+for mode in lean fast; do
+  bench --mode $mode --cells 4 --repeat 5 --warmup 1
+  bench --mode $mode --cells 8 --repeat 5 --warmup 1
+  SEZM_CUDA_TIMING=1 bench --mode $mode --cells 8 --repeat 1 --warmup 1
+done
+# The 64-row stack tile (what GPUs with less shared memory run) and twice the default chunk.
+SEZM_CUDA_STACK_ROWS=64 bench --mode lean --cells 8 --repeat 3 --warmup 1
+bench --mode lean --cells 8 --repeat 3 --warmup 1 --chunk 32768
 if [ "$what" = full ]; then
-  bench --cells 16 --repeat 3 --warmup 1
-  # Size check: 216,000 atoms (34 million edges) in lean mode on one GPU.
-  bench --cells 30 --repeat 1 --warmup 0
+  bench --mode lean --cells 16 --repeat 3 --warmup 1
+  bench --mode fast --cells 16 --repeat 3 --warmup 1
+  bench --mode lean --cells 32 --repeat 1 --warmup 0   # 262,144 atoms
+  # Size check: the largest diamond that lean mode fits on the GPU (cells 36: 373,248 atoms).
+  bench --mode lean --cells "${SEZM_GPU_MAX_CELLS:-36}" --repeat 1 --warmup 0 || true
 fi
 exit $status

@@ -1,6 +1,6 @@
-// CUDA engine against the float64 CPU engine on the same weights and against deepmd-kit's
-// references; finite differences of the GPU energy; repeatability; chunking and the ghost
-// exchange path. Every test skips cleanly when the build has no CUDA engine or no GPU is usable.
+// CUDA engine, in both modes (lean, fast), against the float64 CPU engine on the same weights and
+// against deepmd-kit's references; finite differences of the GPU energy; repeatability; fast vs
+// lean; chunking and the ghost exchange path. Every test skips cleanly when the build has no CUDA engine or no GPU is usable.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,6 +8,7 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "ghost_graph.h"
@@ -50,7 +51,13 @@ struct Case {
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.model; }
 
-class CudaReference : public ::testing::TestWithParam<Case> {};
+// Modes as plain ints so the parameter prints and names without the CUDA header: 0 lean, 1 fast.
+const char* mode_name(int m) { return m ? "fast" : "lean"; }
+#ifdef SEZM_HAVE_CUDA
+sezm::CudaMode cuda_mode(int m) { return m ? sezm::CudaMode::kFast : sezm::CudaMode::kLean; }
+#endif
+
+class CudaReference : public ::testing::TestWithParam<std::tuple<Case, int>> {};
 
 // The CUDA engine computes with the checkpoint's weights rounded to fp32. The arithmetic check
 // therefore compares it with the float64 CPU engine running those same fp32-rounded weights
@@ -61,7 +68,8 @@ class CudaReference : public ::testing::TestWithParam<Case> {};
 TEST_P(CudaReference, MatchesCpuFloat64AndDeepmd) {
   SEZM_REQUIRE_GPU();
 #ifdef SEZM_HAVE_CUDA
-  const Case& k = GetParam();
+  const Case& k = std::get<0>(GetParam());
+  const int mode = std::get<1>(GetParam());
   const std::string mp = k.shared ? sezm_test::shared_path(k.model) : sezm_test::data_path(k.model);
   const std::string rp = k.shared ? sezm_test::shared_path(k.ref) : sezm_test::data_path(k.ref);
   if (!sezm::test::file_exists(mp) || !sezm::test::file_exists(rp)) GTEST_SKIP() << "missing " << mp;
@@ -73,7 +81,7 @@ TEST_P(CudaReference, MatchesCpuFloat64AndDeepmd) {
   const sezm::ModelW<double> w32 = sezm::load_weights<double>(ck, cfg);
   const sezm::SezmEngine<double> cpu(w32);
   const auto ref = sezm::test::read_ref(rp);
-  sezm::CudaEngine gpu(w32, 0, sezm::CudaMode::kLean);
+  sezm::CudaEngine gpu(w32, 0, cuda_mode(mode));
   for (const auto& c : ref.configs) {
     SCOPED_TRACE(c.name);
     const sezm::EdgeList el =
@@ -88,9 +96,9 @@ TEST_P(CudaReference, MatchesCpuFloat64AndDeepmd) {
     const double e_ref = std::fabs(dev.energy - c.energy) / std::fabs(c.energy);
     const double f_ref = max_diff(dev.forces, c.forces) / max_abs(c.forces);
     const double w_ref = max_diff(dev.virial, c.virial) / max_abs(c.virial);
-    std::printf("[cuda %s] %-20s vs CPU f64 (same fp32 weights): E %.2e F %.2e W %.2e | vs deepmd: E %.2e "
+    std::printf("[cuda %s %s] %-20s vs CPU f64 (same fp32 weights): E %.2e F %.2e W %.2e | vs deepmd: E %.2e "
                 "(weight rounding alone %.1e) F %.2e W %.2e\n",
-                k.model.c_str(), c.name.c_str(), e_cpu, f_cpu, w_cpu, e_ref, e_round, f_ref, w_ref);
+                mode_name(mode), k.model.c_str(), c.name.c_str(), e_cpu, f_cpu, w_cpu, e_ref, e_round, f_ref, w_ref);
     EXPECT_LE(e_cpu, 1e-6);
     EXPECT_LE(f_cpu, 1e-5);
     EXPECT_LE(w_cpu, 1e-5);
@@ -103,14 +111,18 @@ TEST_P(CudaReference, MatchesCpuFloat64AndDeepmd) {
 
 INSTANTIATE_TEST_SUITE_P(
     Models, CudaReference,
-    ::testing::Values(Case{"c32_l3_f2_float64.pt", "ref_c32_l3_f2_float64.json", false},
-                      Case{"c32_l3_f2_float32.pt", "ref_c32_l3_f2_float32.json", false},
-                      Case{"defaults_float64.pt", "ref_defaults_float64.json", false},
-                      Case{"reference/models/water_pretrained.pt", "reference/forces/ref_water_pretrained.json", true}),
+    ::testing::Combine(
+        ::testing::Values(Case{"c32_l3_f2_float64.pt", "ref_c32_l3_f2_float64.json", false},
+                          Case{"c32_l3_f2_float32.pt", "ref_c32_l3_f2_float32.json", false},
+                          Case{"defaults_float64.pt", "ref_defaults_float64.json", false},
+                          Case{"reference/models/water_pretrained.pt", "reference/forces/ref_water_pretrained.json",
+                               true}),
+        ::testing::Values(0, 1)),
     [](const auto& info) {
-      std::string s = info.param.model.substr(info.param.model.rfind('/') + 1);
+      const std::string& m = std::get<0>(info.param).model;
+      std::string s = m.substr(m.rfind('/') + 1);
       s = s.substr(0, s.find('.'));
-      return s;
+      return s + "_" + mode_name(std::get<1>(info.param));
     });
 
 #ifdef SEZM_HAVE_CUDA
@@ -139,12 +151,34 @@ TEST(Cuda, RepeatedRunsAreBitIdentical) {
 #endif
 }
 
-TEST(Cuda, SmallChunksAgreeWithOneChunk) {
+// Fast mode replays the gated layers from the kept pre-activations with the very operations the
+// lean recompute performs after its GEMM, so the two modes must agree to the last bit.
+TEST(Cuda, FastModeIsBitIdenticalToLean) {
   SEZM_REQUIRE_GPU();
 #ifdef SEZM_HAVE_CUDA
   const Small s = small_system();
-  sezm::CudaEngine one(s.pot.engine().weights(), 0, sezm::CudaMode::kLean);
-  sezm::CudaEngine many(s.pot.engine().weights(), 0, sezm::CudaMode::kLean);
+  sezm::CudaEngine lean(s.pot.engine().weights(), 0, sezm::CudaMode::kLean);
+  sezm::CudaEngine fast(s.pot.engine().weights(), 0, sezm::CudaMode::kFast);
+  fast.set_chunk_edges(900);  // several chunks: the kept pre-activations are addressed per chunk
+  lean.set_chunk_edges(900);
+  const sezm::EdgeList el = sezm::build_edge_list(s.c.coords.data(), s.c.natoms, s.c.cell.data(), 6.0);
+  const sezm::GraphView g = sezm::graph_view(el, s.c.types.data());
+  const sezm::EngineResult a = lean.compute(g, true), b = fast.compute(g, true);
+  EXPECT_EQ(a.energy, b.energy);
+  EXPECT_EQ(a.edge_grad, b.edge_grad);
+#endif
+}
+
+class CudaModes : public ::testing::TestWithParam<int> {};
+INSTANTIATE_TEST_SUITE_P(Modes, CudaModes, ::testing::Values(0, 1),
+                         [](const auto& info) { return std::string(mode_name(info.param)); });
+
+TEST_P(CudaModes, SmallChunksAgreeWithOneChunk) {
+  SEZM_REQUIRE_GPU();
+#ifdef SEZM_HAVE_CUDA
+  const Small s = small_system();
+  sezm::CudaEngine one(s.pot.engine().weights(), 0, cuda_mode(GetParam()));
+  sezm::CudaEngine many(s.pot.engine().weights(), 0, cuda_mode(GetParam()));
   many.set_chunk_edges(700);
   const sezm::EdgeList el = sezm::build_edge_list(s.c.coords.data(), s.c.natoms, s.c.cell.data(), 6.0);
   const sezm::GraphView g = sezm::graph_view(el, s.c.types.data());
@@ -172,7 +206,7 @@ TEST(Cuda, GhostExchangeReproducesImagesAsEdges) {
 #endif
 }
 
-TEST(Cuda, ForcesMatchFiniteDifferencesOfGpuEnergy) {
+TEST_P(CudaModes, ForcesMatchFiniteDifferencesOfGpuEnergy) {
   SEZM_REQUIRE_GPU();
 #ifdef SEZM_HAVE_CUDA
   // A 6-atom open C/Cu cluster: small energies keep fp32 round-off low; h = 5e-3 A balances the
@@ -181,7 +215,7 @@ TEST(Cuda, ForcesMatchFiniteDifferencesOfGpuEnergy) {
   std::vector<double> x = {0.0, 0.0, 0.0, 1.9, 0.3, -0.2, -0.4, 2.1, 0.5, 1.1, 1.2, 1.9, -1.7, -0.6, 0.9, 2.6, 2.2, 1.0};
   const std::vector<int> t = {0, 1, 0, 1, 0, 0};
   const int n = 6;
-  sezm::CudaEngine gpu(pot.engine().weights(), 0, sezm::CudaMode::kLean);
+  sezm::CudaEngine gpu(pot.engine().weights(), 0, cuda_mode(GetParam()));
   auto eval = [&](const std::vector<double>& p, bool f) {
     const sezm::EdgeList el = sezm::build_edge_list(p.data(), n, nullptr, pot.config().rcut);
     const sezm::GraphView g = sezm::graph_view(el, t.data());
@@ -197,8 +231,8 @@ TEST(Cuda, ForcesMatchFiniteDifferencesOfGpuEnergy) {
     const double fd = -(eval(xp, false).energy - eval(xm, false).energy) / (2 * h);
     worst = std::max(worst, std::fabs(fd - ev.forces[i]));
   }
-  std::printf("[cuda] FD of GPU energy vs GPU forces: max |diff| %.2e eV/A (max |F| %.2f)\n", worst,
-              max_abs(ev.forces));
+  std::printf("[cuda %s] FD of GPU energy vs GPU forces: max |diff| %.2e eV/A (max |F| %.2f)\n",
+              mode_name(GetParam()), worst, max_abs(ev.forces));
   EXPECT_LE(worst, 2e-3 * max_abs(ev.forces));
 #endif
 }
