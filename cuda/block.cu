@@ -230,10 +230,11 @@ __global__ void focus_compete_k(Dims d, BlockWDev w, int Ec, const float* __rest
   }
 }
 
-// One CTA per centre, Cw x kAggSplit threads: P[n, p, c] = sum_e alpha rho_l D^T (alpha_fc U).
-// The in-edges are split over kAggSplit thread rows (more warps in flight per centre), whose
-// partial sums are added in a fixed order (deterministic).
-constexpr int kAggSplit = 4;
+// One CTA per (centre, focus), Cf x kAggSplit threads: P[n, p, c] = sum_e alpha rho_l D^T
+// (alpha_fc U). A chunk holds only ~100 centres, so the focus and the in-edges are spread over
+// CTAs and kAggSplit thread rows to keep the GPU busy; partial sums are added in a fixed order
+// (deterministic).
+constexpr int kAggSplit = 8;
 template <int LT>
 __global__ void rotate_back_aggregate_k(Dims d, int n0, int e0, int Ec, const int* __restrict__ off,
                                         const float* __restrict__ Dc, const float* __restrict__ U,
@@ -241,8 +242,8 @@ __global__ void rotate_back_aggregate_k(Dims d, int n0, int e0, int Ec, const in
                                         float* P) {
   constexpr int kDm = 3 * LT + 1, kD = (LT + 1) * (LT + 1), kDcs = 1 + 3 * (kD - 1);
   (void)kDm; (void)kD; (void)kDcs;
-  extern __shared__ double part[];  // (kAggSplit - 1) x kD x Cw
-  const int n = n0 + blockIdx.x, c = threadIdx.x, y = threadIdx.y, f = c / d.Cf, cf = c % d.Cf;
+  extern __shared__ double part[];  // (kAggSplit - 1) x kD x Cf
+  const int n = n0 + blockIdx.x, f = blockIdx.y, cf = threadIdx.x, c = f * d.Cf + cf, y = threadIdx.y;
   double acc[kMaxD];  // the destination sum feeds every later step: keep it in double
   #pragma unroll
   for (int p = 0; p < kD; ++p) acc[p] = 0.0;
@@ -266,13 +267,13 @@ __global__ void rotate_back_aggregate_k(Dims d, int n0, int e0, int Ec, const in
   }
   if (y > 0) {
     #pragma unroll
-    for (int p = 0; p < kD; ++p) part[((size_t)(y - 1) * kD + p) * d.Cw + c] = acc[p];
+    for (int p = 0; p < kD; ++p) part[((size_t)(y - 1) * kD + p) * d.Cf + cf] = acc[p];
   }
   __syncthreads();
   if (y == 0) {
     #pragma unroll
     for (int p = 0; p < kD; ++p) {
-      for (int yy = 1; yy < kAggSplit; ++yy) acc[p] += part[((size_t)(yy - 1) * kD + p) * d.Cw + c];
+      for (int yy = 1; yy < kAggSplit; ++yy) acc[p] += part[((size_t)(yy - 1) * kD + p) * d.Cf + cf];
       P[((size_t)n * kD + p) * d.Cw + c] = (float)acc[p];
     }
   }
@@ -641,11 +642,16 @@ void launch_rotate_back_aggregate(const Dims& d, int n0, int n1, int e0, int Ec,
                                   const float* U, const float* alpha_fc, const float* alpha, float* P,
                                   cudaStream_t s) {
   if (n1 <= n0) return;
-  const dim3 block(d.Cw, kAggSplit);
-  const size_t bytes = (size_t)(kAggSplit - 1) * d.D * d.Cw * sizeof(double);
-  if (d.L == 1) rotate_back_aggregate_k<1><<<n1 - n0, block, bytes, s>>>(d, n0, e0, Ec, dst_off, Dc, U, alpha_fc, alpha, P);
-  else if (d.L == 2) rotate_back_aggregate_k<2><<<n1 - n0, block, bytes, s>>>(d, n0, e0, Ec, dst_off, Dc, U, alpha_fc, alpha, P);
-  else rotate_back_aggregate_k<3><<<n1 - n0, block, bytes, s>>>(d, n0, e0, Ec, dst_off, Dc, U, alpha_fc, alpha, P);
+  const dim3 block(d.Cf, kAggSplit), grid(n1 - n0, d.F);
+  const size_t bytes = (size_t)(kAggSplit - 1) * d.D * d.Cf * sizeof(double);
+  if (bytes > 48 * 1024) {  // focus width 64: 57 KiB of partial sums
+    const void* fn = d.L == 1 ? (const void*)rotate_back_aggregate_k<1>
+                   : d.L == 2 ? (const void*)rotate_back_aggregate_k<2> : (const void*)rotate_back_aggregate_k<3>;
+    SEZM_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+  }
+  if (d.L == 1) rotate_back_aggregate_k<1><<<grid, block, bytes, s>>>(d, n0, e0, Ec, dst_off, Dc, U, alpha_fc, alpha, P);
+  else if (d.L == 2) rotate_back_aggregate_k<2><<<grid, block, bytes, s>>>(d, n0, e0, Ec, dst_off, Dc, U, alpha_fc, alpha, P);
+  else rotate_back_aggregate_k<3><<<grid, block, bytes, s>>>(d, n0, e0, Ec, dst_off, Dc, U, alpha_fc, alpha, P);
   SEZM_LAUNCH("rotate_back_aggregate");
 }
 void launch_gate_post(const Dims& d, int N, const float* gamma, const float* P, float* A, cudaStream_t s) {

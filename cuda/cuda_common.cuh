@@ -57,7 +57,18 @@ class DBuf {
     if (n > cap_) {
       release();
       const size_t cap = n + n / 32 + 16;  // slack for edge counts that drift between MD steps
-      SEZM_CUDA(cudaMalloc(&p_, cap * sizeof(T)));
+      const cudaError_t e = cudaMalloc(&p_, cap * sizeof(T));
+      if (e == cudaErrorMemoryAllocation) {
+        cudaGetLastError();
+        p_ = nullptr;
+        char msg[320];
+        std::snprintf(msg, sizeof msg,
+                      "device cuda: out of GPU memory allocating %.2f GiB (the engine holds %.2f GiB already); "
+                      "use mode lean, or fewer atoms per GPU (more MPI ranks / GPUs)",
+                      cap * sizeof(T) / 1073741824.0, mem_ ? mem_->current / 1073741824.0 : 0.0);
+        throw Error(msg);
+      }
+      SEZM_CUDA(e);
       cap_ = cap;
       if (mem_) mem_->add(cap_ * sizeof(T));
     }

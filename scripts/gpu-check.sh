@@ -34,14 +34,16 @@ for mode in lean fast; do
   bench --mode $mode --cells 8 --repeat 5 --warmup 1
   SEZM_CUDA_TIMING=1 bench --mode $mode --cells 8 --repeat 1 --warmup 1
 done
-# The 64-row stack tile (what GPUs with less shared memory run) and twice the default chunk.
-SEZM_CUDA_STACK_ROWS=64 bench --mode lean --cells 8 --repeat 3 --warmup 1
+# A small system (64 atoms): where the fixed per-call latency goes.
+SEZM_CUDA_TIMING=1 bench --mode lean --cells 2 --repeat 5 --warmup 1
+# Twice the default chunk (more memory, fewer launches).
 bench --mode lean --cells 8 --repeat 3 --warmup 1 --chunk 32768
 if [ "$what" = full ]; then
   bench --mode lean --cells 16 --repeat 3 --warmup 1
   bench --mode fast --cells 16 --repeat 3 --warmup 1
   bench --mode lean --cells 32 --repeat 1 --warmup 0   # 262,144 atoms
-  # Size check: the largest diamond that lean mode fits on the GPU (cells 36: 373,248 atoms).
-  bench --mode lean --cells "${SEZM_GPU_MAX_CELLS:-36}" --repeat 1 --warmup 0 || true
+  # Size check: the largest diamond lean mode fits on the H200 (cells 34: 314,432 atoms; cells 36
+  # ran out of memory).
+  bench --mode lean --cells "${SEZM_GPU_MAX_CELLS:-34}" --repeat 1 --warmup 0 || true
 fi
 exit $status
