@@ -51,19 +51,21 @@ __global__ void attention_node_forward_k(Dims d, BlockWDev w, int N, int NT, con
   }
 }
 
-// One thread per (centre, focus): logits, max, denominator, alpha (02 §4.2 shifted form).
+// One warp per (centre, focus), lanes over the centre's edges: logits, max, denominator, alpha
+// (02 §4.2 shifted form). Warp reductions in a fixed tree: deterministic.
 __global__ void softmax_forward_k(Dims d, BlockWDev w, int N, const int* __restrict__ src, const int* __restrict__ off,
                                   const float* __restrict__ env, EdgeRadialIn R,
                                   const float* __restrict__ q, const float* __restrict__ k, float* alpha) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= N * d.F) return;
-  const int n = i / d.F, f = i % d.F, Cf = d.Cf;
+  const long gw = ((long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (gw >= (long)N * d.F) return;  // whole warps leave together
+  const int n = gw / d.F, f = gw % d.F, Cf = d.Cf;
   const float scale = rsqrtf((float)Cf);
   const float* qn = q + (size_t)n * d.Cw + f * Cf;
   const float* u = w.logit_u + (size_t)f * d.C;
   const float log_null = w.log_zeta[f];
   float mx = log_null;
-  for (int e = off[n]; e < off[n + 1]; ++e) {
+  for (int e = off[n] + lane; e < off[n + 1]; e += 32) {
     if (!(env[e] > 0.0f)) continue;
     const float* kn = k + (size_t)src[e] * d.Cw + f * Cf;
     float l = 0.0f;
@@ -74,13 +76,16 @@ __global__ void softmax_forward_k(Dims d, BlockWDev w, int N, const int* __restr
     alpha[(size_t)e * d.F + f] = eff;  // stash the logit, normalised below
     mx = fmaxf(mx, eff);
   }
-  float den = expf(log_null - mx);
-  for (int e = off[n]; e < off[n + 1]; ++e) {
+  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  float part = 0.0f;
+  for (int e = off[n] + lane; e < off[n + 1]; e += 32) {
     const float a = env[e] > 0.0f ? expf(alpha[(size_t)e * d.F + f] - mx) : 0.0f;
     alpha[(size_t)e * d.F + f] = a;
-    den += a;
+    part += a;
   }
-  for (int e = off[n]; e < off[n + 1]; ++e) alpha[(size_t)e * d.F + f] /= den;
+  for (int o = 16; o > 0; o >>= 1) part += __shfl_xor_sync(0xffffffffu, part, o);
+  const float den = expf(log_null - mx) + part;
+  for (int e = off[n] + lane; e < off[n + 1]; e += 32) alpha[(size_t)e * d.F + f] /= den;
 }
 
 // Wide radial features of one edge into shared memory (one thread per wide channel c). The
@@ -620,7 +625,7 @@ void launch_attention_softmax_forward(const Dims& d, const BlockWDev& w, int N, 
                                       const float* env, const EdgeRadialIn& R, const float* q, const float* k, float* alpha,
                                       cudaStream_t s) {
   if (N == 0) return;
-  softmax_forward_k<<<div_up((long)N * d.F, kT), kT, 0, s>>>(d, w, N, src, dst_off, env, R, q, k, alpha);
+  softmax_forward_k<<<div_up((long)N * d.F * 32, kT), kT, 0, s>>>(d, w, N, src, dst_off, env, R, q, k, alpha);
   SEZM_LAUNCH("softmax_forward");
 }
 void launch_rotate_condition(const Dims& d, const BlockWDev& w, int e0, int Ec, const int* src, const float* Dc,

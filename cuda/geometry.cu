@@ -318,33 +318,41 @@ __global__ void env_seed_edge_forward_k(Dims d, ModelWDev w, int E, const int* _
 }
 
 // Per node: A = isd sum seed g^T, G = A^T A[:, :ax], f = vec(G) W_out, FiLM -> X0 row 0.
-__global__ void env_seed_node_forward_k(Dims d, ModelWDev w, int N, const int* __restrict__ off,
-                                        const int* __restrict__ types, const float* __restrict__ g,
-                                        const float* __restrict__ seed, const float* __restrict__ isd, float* A_o,
-                                        float* f_o, float* X0) {
-  const int n = blockIdx.x * blockDim.x + threadIdx.x;
-  if (n >= N) return;
+// One CTA per node, threads over the entries of A and then of f (a thread per node left the GPU
+// idle for small systems: its serial loops set the latency of every MD step). Each entry is
+// accumulated in the order of the serial version.
+constexpr int kNodeT = 128;
+__global__ void __launch_bounds__(kNodeT) env_seed_node_forward_k(Dims d, ModelWDev w, int N,
+                                                                  const int* __restrict__ off,
+                                                                  const int* __restrict__ types,
+                                                                  const float* __restrict__ g,
+                                                                  const float* __restrict__ seed,
+                                                                  const float* __restrict__ isd, float* A_o,
+                                                                  float* f_o, float* X0) {
+  __shared__ float A[4 * 128], f[2 * kMaxC];
+  const int n = blockIdx.x, t = threadIdx.x;
   const int emb = d.es_emb, ax = d.es_ax, C = d.C;
-  float A[4 * 128];
-  for (int i = 0; i < 4 * emb; ++i) A[i] = 0.0f;
-  for (int e = off[n]; e < off[n + 1]; ++e)
-    for (int k = 0; k < 4; ++k) {
-      const float s = seed[4 * (size_t)e + k];
-      for (int i = 0; i < emb; ++i) A[k * emb + i] += s * g[(size_t)e * emb + i];
-    }
-  for (int i = 0; i < 4 * emb; ++i) {
-    A[i] *= isd[n];
-    A_o[(size_t)n * 4 * emb + i] = A[i];
+  for (int idx = t; idx < 4 * emb; idx += kNodeT) {
+    const int k = idx / emb, i = idx % emb;
+    float a = 0.0f;
+    for (int e = off[n]; e < off[n + 1]; ++e) a += seed[4 * (size_t)e + k] * g[(size_t)e * emb + i];
+    a *= isd[n];
+    A[idx] = a;
+    A_o[(size_t)n * 4 * emb + idx] = a;
   }
-  float* f = f_o + (size_t)n * 2 * C;
-  for (int o = 0; o < 2 * C; ++o) f[o] = 0.0f;
-  for (int i = 0; i < emb; ++i)
-    for (int j = 0; j < ax; ++j) {
-      float Gij = 0.0f;
-      for (int k = 0; k < 4; ++k) Gij += A[k * emb + i] * A[k * emb + j];
-      const float* wo = w.es_out + (size_t)(i * ax + j) * 2 * C;
-      for (int o = 0; o < 2 * C; ++o) f[o] += Gij * wo[o];
-    }
+  __syncthreads();
+  for (int o = t; o < 2 * C; o += kNodeT) {
+    float v = 0.0f;
+    for (int i = 0; i < emb; ++i)
+      for (int j = 0; j < ax; ++j) {
+        float Gij = 0.0f;
+        for (int k = 0; k < 4; ++k) Gij += A[k * emb + i] * A[k * emb + j];
+        v += Gij * w.es_out[(size_t)(i * ax + j) * 2 * C + o];
+      }
+    f[o] = v;
+    f_o[(size_t)n * 2 * C + o] = v;
+  }
+  __syncthreads();
   float rs = 1.0f, rh = 1.0f;
   if (d.edge_norm) {
     float ss = 0.0f, sh = 0.0f;
@@ -353,23 +361,27 @@ __global__ void env_seed_node_forward_k(Dims d, ModelWDev w, int N, const int* _
     rh = rsqrtf(sh / C + d.eps);
   }
   const float* te = w.type_emb + (size_t)types[n] * C;
-  for (int c = 0; c < C; ++c) {
+  for (int c = t; c < C; c += kNodeT) {
     const float sn = d.edge_norm ? f[c] * rs * w.film_s[c] : f[c];
     const float hn = d.edge_norm ? f[C + c] * rh * w.film_h[c] : f[C + c];
     X0[(size_t)n * d.D * C + c] = te[c] * (1.0f + w.film_as * tanhf(sn)) + w.film_ah * tanhf(hn);
   }
 }
 
-__global__ void env_seed_node_backward_k(Dims d, ModelWDev w, int N, const int* __restrict__ types,
-                                         const float* __restrict__ A_i, const float* __restrict__ f_i,
-                                         const float* __restrict__ isd, const float* __restrict__ X0_bar,
-                                         float* A_bar_o, float* isd_bar) {
-  const int n = blockIdx.x * blockDim.x + threadIdx.x;
-  if (n >= N) return;
+// One CTA per node: FiLM and norm backward (threads over channels), G_bar = f_bar W_out^T
+// (threads over (i, j)), A_bar (threads over its entries, each summed in the serial order).
+__global__ void __launch_bounds__(kNodeT) env_seed_node_backward_k(Dims d, ModelWDev w, int N,
+                                                                   const int* __restrict__ types,
+                                                                   const float* __restrict__ A_i,
+                                                                   const float* __restrict__ f_i,
+                                                                   const float* __restrict__ isd,
+                                                                   const float* __restrict__ X0_bar, float* A_bar_o,
+                                                                   float* isd_bar) {
+  __shared__ float fb[2 * kMaxC], A[4 * 128], Ab[4 * 128], Gb[128 * 8];
+  const int n = blockIdx.x, t = threadIdx.x;
   const int emb = d.es_emb, ax = d.es_ax, C = d.C;
   const float* f = f_i + (size_t)n * 2 * C;
-  const float* A = A_i + (size_t)n * 4 * emb;
-  float fb[2 * kMaxC];
+  for (int i = t; i < 4 * emb; i += kNodeT) A[i] = A_i[(size_t)n * 4 * emb + i];
   float rs = 1.0f, rh = 1.0f;
   if (d.edge_norm) {
     float ss = 0.0f, sh = 0.0f;
@@ -379,40 +391,58 @@ __global__ void env_seed_node_backward_k(Dims d, ModelWDev w, int N, const int* 
   }
   const float* te = w.type_emb + (size_t)types[n] * C;
   const float* xb = X0_bar + (size_t)n * d.D * C;
-  for (int c = 0; c < C; ++c) {
+  for (int c = t; c < C; c += kNodeT) {
     const float sn = d.edge_norm ? f[c] * rs * w.film_s[c] : f[c];
     const float hn = d.edge_norm ? f[C + c] * rh * w.film_h[c] : f[C + c];
     const float ts = tanhf(sn), th = tanhf(hn);
     fb[c] = xb[c] * te[c] * w.film_as * (1.0f - ts * ts);
     fb[C + c] = xb[c] * w.film_ah * (1.0f - th * th);
   }
+  __syncthreads();
   if (d.edge_norm) {
     float ds = 0.0f, dh = 0.0f;
     for (int c = 0; c < C; ++c) {
       ds += fb[c] * w.film_s[c] * f[c] * rs;
       dh += fb[C + c] * w.film_h[c] * f[C + c] * rh;
     }
-    for (int c = 0; c < C; ++c) {
+    __syncthreads();  // every thread has read fb before it is overwritten
+    for (int c = t; c < C; c += kNodeT) {
       fb[c] = rs * (fb[c] * w.film_s[c] - f[c] * rs * ds / C);
       fb[C + c] = rh * (fb[C + c] * w.film_h[c] - f[C + c] * rh * dh / C);
     }
+    __syncthreads();
   }
-  float* Ab = A_bar_o + (size_t)n * 4 * emb;
-  for (int i = 0; i < 4 * emb; ++i) Ab[i] = 0.0f;
-  for (int i = 0; i < emb; ++i)
-    for (int j = 0; j < ax; ++j) {
-      const float* wo = w.es_out + (size_t)(i * ax + j) * 2 * C;
-      float Gb = 0.0f;
-      for (int o = 0; o < 2 * C; ++o) Gb += fb[o] * wo[o];
-      // G_ij = sum_k A[k,i] A[k,j]
-      for (int k = 0; k < 4; ++k) {
-        Ab[k * emb + i] += Gb * A[k * emb + j];
-        Ab[k * emb + j] += Gb * A[k * emb + i];
+  for (int ij = t; ij < emb * ax; ij += kNodeT) {
+    const float* wo = w.es_out + (size_t)ij * 2 * C;
+    float v = 0.0f;
+    for (int o = 0; o < 2 * C; ++o) v += fb[o] * wo[o];
+    Gb[ij] = v;
+  }
+  __syncthreads();
+  // G_ij = sum_k A[k,i] A[k,j]: A_bar[k,m] collects G_bar[m][j] A[k,j] (i = m) and G_bar[i][m] A[k,i]
+  // (j = m), in the (i, j) order of the serial loop.
+  for (int idx = t; idx < 4 * emb; idx += kNodeT) {
+    const int k = idx / emb, m = idx % emb;
+    float v = 0.0f;
+    for (int i = 0; i < emb; ++i) {
+      if (i == m) {
+        for (int j = 0; j < ax; ++j) {
+          v += Gb[m * ax + j] * A[k * emb + j];
+          if (j == m) v += Gb[m * ax + m] * A[k * emb + m];
+        }
+      } else if (m < ax) {
+        v += Gb[i * ax + m] * A[k * emb + i];
       }
     }
-  float acc = 0.0f;
-  for (int i = 0; i < 4 * emb; ++i) acc += Ab[i] * A[i];
-  isd_bar[n] += acc / isd[n];
+    Ab[idx] = v;
+    A_bar_o[(size_t)n * 4 * emb + idx] = v;
+  }
+  __syncthreads();
+  if (t == 0) {
+    float acc = 0.0f;
+    for (int i = 0; i < 4 * emb; ++i) acc += Ab[i] * A[i];
+    isd_bar[n] += acc / isd[n];
+  }
 }
 
 __global__ void env_seed_edge_backward_k(Dims d, ModelWDev w, int E, const int* __restrict__ src,
@@ -493,25 +523,34 @@ __global__ void gie_isd_backward_k(Dims d, int N, const float* __restrict__ isd,
   isd_bar[n] += acc / isd[n];
 }
 
-__global__ void gie_edge_backward_k(Dims d, int E, const int* __restrict__ dst, const float* __restrict__ Dc,
-                                    const float* __restrict__ isd, const float* __restrict__ rho,
-                                    const float* __restrict__ X0_bar, float* rho_bar, float* Dc_bar) {
-  const int e = blockIdx.x * blockDim.x + threadIdx.x;
-  if (e >= E) return;
-  const int n = dst[e], C = d.C;
-  const float* xb = X0_bar + (size_t)n * d.D * C;
-  for (int l = 1; l <= d.L; ++l)
-    for (int m = -l; m <= l; ++m) {
-      const int p = packed(l, m);
-      const int k = dc_off(l) + (2 * l + 1) + m + l;
-      const float z = Dc[(size_t)e * d.dc_size + k];
-      float zb = 0.0f;
-      for (int c = 0; c < C; ++c) {
-        zb += xb[p * C + c] * rho[((size_t)e * (d.L + 1) + l) * C + c];
-        rho_bar[((size_t)e * (d.L + 1) + l) * C + c] += isd[n] * xb[p * C + c] * z;
-      }
-      Dc_bar[(size_t)e * d.dc_size + k] += isd[n] * zb;
-    }
+// GIE backward, split so that every global access is coalesced or per-thread contiguous:
+//  rho_bar[e, l, c] += isd[n] sum_m X0_bar[n, p(l,m), c] Dc[e, k(l,m)]   (thread per (e, l >= 1, c));
+//  Dc_bar[e, k(l,m)] += isd[n] sum_c X0_bar[n, p(l,m), c] rho[e, l, c]   (thread per (e, p >= 1)).
+__global__ void gie_rho_backward_k(Dims d, int E, const int* __restrict__ dst, const float* __restrict__ Dc,
+                                   const float* __restrict__ isd, const float* __restrict__ X0_bar, float* rho_bar) {
+  const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
+  const int C = d.C;
+  if (idx >= (long)E * d.L * C) return;
+  const int c = idx % C, l = 1 + (int)((idx / C) % d.L);
+  const int e = (int)(idx / ((long)C * d.L)), n = dst[e];
+  const float* xb = X0_bar + (size_t)n * d.D * C + c;
+  const float* z = Dc + (size_t)e * d.dc_size + dc_off(l) + (2 * l + 1) + l;
+  float rb = 0.0f;
+  for (int m = -l; m <= l; ++m) rb += xb[(size_t)packed(l, m) * C] * z[m];
+  rho_bar[((size_t)e * (d.L + 1) + l) * C + c] += isd[n] * rb;
+}
+
+__global__ void gie_dc_backward_k(Dims d, int E, const int* __restrict__ dst, const float* __restrict__ isd,
+                                  const float* __restrict__ rho, const float* __restrict__ X0_bar, float* Dc_bar) {
+  const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= (long)E * (d.D - 1)) return;
+  const int p = 1 + (int)(idx % (d.D - 1)), e = (int)(idx / (d.D - 1)), n = dst[e], C = d.C;
+  const int l = degree_of_packed(p), m = p - l * l - l;
+  const float* xb = X0_bar + ((size_t)n * d.D + p) * C;
+  const float* re = rho + ((size_t)e * (d.L + 1) + l) * C;
+  float zb = 0.0f;
+  for (int c = 0; c < C; ++c) zb += xb[c] * re[c];
+  Dc_bar[(size_t)e * d.dc_size + dc_off(l) + (2 * l + 1) + m + l] += isd[n] * zb;
 }
 
 constexpr int kThreads = 128;
@@ -566,7 +605,7 @@ void launch_env_seed_forward(const Dims& d, const ModelWDev& w, int N, int E, co
     SEZM_LAUNCH("env_seed_edge_forward");
   }
   if (N > 0) {
-    env_seed_node_forward_k<<<div_up(N, 64), 64, 0, s>>>(d, w, N, dst_off, types, g, seed, isd, A, f, X0);
+    env_seed_node_forward_k<<<N, kNodeT, 0, s>>>(d, w, N, dst_off, types, g, seed, isd, A, f, X0);
     SEZM_LAUNCH("env_seed_node_forward");
   }
 }
@@ -576,7 +615,7 @@ void launch_env_seed_backward(const Dims& d, const ModelWDev& w, int N, int E, c
                               const float* g, const float* seed, const float* A, const float* f, const float* X0_bar,
                               float* A_bar, float* isd_bar, float* rbf_bar, float* vec_bar, cudaStream_t s) {
   if (N > 0) {
-    env_seed_node_backward_k<<<div_up(N, 64), 64, 0, s>>>(d, w, N, types, A, f, isd, X0_bar, A_bar, isd_bar);
+    env_seed_node_backward_k<<<N, kNodeT, 0, s>>>(d, w, N, types, A, f, isd, X0_bar, A_bar, isd_bar);
     SEZM_LAUNCH("env_seed_node_backward");
   }
   if (E > 0) {
@@ -599,9 +638,11 @@ void launch_gie_backward(const Dims& d, int N, int E, const int* dst, const int*
     gie_isd_backward_k<<<div_up(N, kThreads), kThreads, 0, s>>>(d, N, isd, X0, X0_bar, isd_bar);
     SEZM_LAUNCH("gie_isd_backward");
   }
-  if (E > 0) {
-    gie_edge_backward_k<<<div_up(E, kThreads), kThreads, 0, s>>>(d, E, dst, Dc, isd, rho, X0_bar, rho_bar, Dc_bar);
-    SEZM_LAUNCH("gie_edge_backward");
+  if (E > 0 && d.L > 0) {
+    gie_rho_backward_k<<<div_up((long)E * d.L * d.C, kThreads), kThreads, 0, s>>>(d, E, dst, Dc, isd, X0_bar, rho_bar);
+    SEZM_LAUNCH("gie_rho_backward");
+    gie_dc_backward_k<<<div_up((long)E * (d.D - 1), kThreads), kThreads, 0, s>>>(d, E, dst, isd, rho, X0_bar, Dc_bar);
+    SEZM_LAUNCH("gie_dc_backward");
   }
 }
 
