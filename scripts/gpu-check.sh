@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check, in one call on a machine with an NVIDIA GPU: build (CUDA for that GPU only),
-# run the CUDA tests, then the benchmark. Results go to stdout and, when set, to $OUT.
+# run the CUDA tests, the benchmark, and -- when the LAMMPS bundle of scripts/make-lammps-bundle.sh
+# is in .devdeps -- the LAMMPS check (device cuda vs cpu on 1 and 2 ranks, scripts/gpu-lammps.sh
+# check). Results go to stdout and, when set, to $OUT (the LAMMPS logs to $OUT/lammps).
 #   bash scripts/gpu-check.sh [quick|full]
 # Dependencies come from the system, or from .devdeps/ (scripts/make-devdeps.sh) when present.
 set -euo pipefail
@@ -45,5 +47,12 @@ if [ "$what" = full ]; then
   # Size check: the largest diamond lean mode fits on the H200 (cells 34: 314,432 atoms; cells 36
   # ran out of memory).
   bench --mode lean --cells "${SEZM_GPU_MAX_CELLS:-34}" --repeat 1 --warmup 0 || true
+fi
+if [ -f "$here/.devdeps/lammps-gpu.tar.xz" ] && [ "${SEZM_GPU_CHECK_LAMMPS:-1}" != 0 ]; then
+  echo "== LAMMPS (device cuda vs cpu, 1 and 2 ranks)"
+  mkdir -p "$out/lammps"
+  OUT="$out/lammps" bash "$here/scripts/gpu-lammps.sh" check || status=1
+else
+  echo "== LAMMPS check skipped (no .devdeps/lammps-gpu.tar.xz: run scripts/make-lammps-bundle.sh)"
 fi
 exit $status
