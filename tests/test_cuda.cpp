@@ -126,13 +126,18 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 #ifdef SEZM_HAVE_CUDA
+// A small periodic reference configuration with its edge list (rcut 6 A).
 struct Small {
   sezm::Potential pot;
   sezm::test::RefConfig c;
+  sezm::EdgeList el;
+  sezm::GraphView view() const { return sezm::graph_view(el, c.types.data()); }
+  const sezm::ModelW<double>& weights() const { return pot.engine().weights(); }
 };
 Small small_system() {
   Small s{sezm::Potential::load(sezm_test::data_path("c32_l3_f2_float64.pt")),
-          sezm::test::read_ref(sezm_test::data_path("ref_c32_l3_f2_float64.json")).configs[3]};
+          sezm::test::read_ref(sezm_test::data_path("ref_c32_l3_f2_float64.json")).configs[3], {}};
+  s.el = sezm::build_edge_list(s.c.coords.data(), s.c.natoms, s.c.cell.data(), 6.0);
   return s;
 }
 #endif
@@ -141,9 +146,8 @@ TEST(Cuda, RepeatedRunsAreBitIdentical) {
   SEZM_REQUIRE_GPU();
 #ifdef SEZM_HAVE_CUDA
   const Small s = small_system();
-  sezm::CudaEngine gpu(s.pot.engine().weights(), 0, sezm::CudaMode::kLean);
-  const sezm::EdgeList el = sezm::build_edge_list(s.c.coords.data(), s.c.natoms, s.c.cell.data(), 6.0);
-  const sezm::GraphView g = sezm::graph_view(el, s.c.types.data());
+  sezm::CudaEngine gpu(s.weights(), 0, sezm::CudaMode::kLean);
+  const sezm::GraphView g = s.view();
   const sezm::EngineResult a = gpu.compute(g, true), b = gpu.compute(g, true);
   EXPECT_EQ(a.energy, b.energy);
   EXPECT_EQ(a.atom_energy, b.atom_energy);
@@ -157,12 +161,11 @@ TEST(Cuda, FastModeIsBitIdenticalToLean) {
   SEZM_REQUIRE_GPU();
 #ifdef SEZM_HAVE_CUDA
   const Small s = small_system();
-  sezm::CudaEngine lean(s.pot.engine().weights(), 0, sezm::CudaMode::kLean);
-  sezm::CudaEngine fast(s.pot.engine().weights(), 0, sezm::CudaMode::kFast);
+  sezm::CudaEngine lean(s.weights(), 0, sezm::CudaMode::kLean);
+  sezm::CudaEngine fast(s.weights(), 0, sezm::CudaMode::kFast);
   fast.set_chunk_edges(900);  // several chunks: the kept pre-activations are addressed per chunk
   lean.set_chunk_edges(900);
-  const sezm::EdgeList el = sezm::build_edge_list(s.c.coords.data(), s.c.natoms, s.c.cell.data(), 6.0);
-  const sezm::GraphView g = sezm::graph_view(el, s.c.types.data());
+  const sezm::GraphView g = s.view();
   const sezm::EngineResult a = lean.compute(g, true), b = fast.compute(g, true);
   EXPECT_EQ(a.energy, b.energy);
   EXPECT_EQ(a.edge_grad, b.edge_grad);
@@ -177,11 +180,10 @@ TEST_P(CudaModes, SmallChunksAgreeWithOneChunk) {
   SEZM_REQUIRE_GPU();
 #ifdef SEZM_HAVE_CUDA
   const Small s = small_system();
-  sezm::CudaEngine one(s.pot.engine().weights(), 0, cuda_mode(GetParam()));
-  sezm::CudaEngine many(s.pot.engine().weights(), 0, cuda_mode(GetParam()));
+  sezm::CudaEngine one(s.weights(), 0, cuda_mode(GetParam()));
+  sezm::CudaEngine many(s.weights(), 0, cuda_mode(GetParam()));
   many.set_chunk_edges(700);
-  const sezm::EdgeList el = sezm::build_edge_list(s.c.coords.data(), s.c.natoms, s.c.cell.data(), 6.0);
-  const sezm::GraphView g = sezm::graph_view(el, s.c.types.data());
+  const sezm::GraphView g = s.view();
   const sezm::Evaluation a = sezm::make_evaluation(g, one.compute(g, true), true, false);
   const sezm::Evaluation b = sezm::make_evaluation(g, many.compute(g, true), true, false);
   EXPECT_NEAR(a.energy, b.energy, 1e-6 * std::fabs(a.energy));
@@ -193,9 +195,9 @@ TEST(Cuda, GhostExchangeReproducesImagesAsEdges) {
   SEZM_REQUIRE_GPU();
 #ifdef SEZM_HAVE_CUDA
   const Small s = small_system();
-  sezm::CudaEngine gpu(s.pot.engine().weights(), 0, sezm::CudaMode::kLean);
-  const sezm::EdgeList el = sezm::build_edge_list(s.c.coords.data(), s.c.natoms, s.c.cell.data(), 6.0);
-  const sezm::GraphView plain = sezm::graph_view(el, s.c.types.data());
+  sezm::CudaEngine gpu(s.weights(), 0, sezm::CudaMode::kLean);
+  const sezm::EdgeList& el = s.el;
+  const sezm::GraphView plain = s.view();
   const sezm::Evaluation a = sezm::make_evaluation(plain, gpu.compute(plain, true), true, false);
   const sezm_test::GhostGraph gg = sezm_test::make_ghost_graph(el, s.c.coords.data(), s.c.types.data());
   sezm_test::OwnerExchange<double> ex(gg);
