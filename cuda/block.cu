@@ -88,25 +88,6 @@ __global__ void softmax_forward_k(Dims d, BlockWDev w, int N, const int* __restr
   for (int e = off[n] + lane; e < off[n + 1]; e += 32) alpha[(size_t)e * d.F + f] /= den;
 }
 
-// Wide radial features of one edge into shared memory (one thread per wide channel c). The
-// edge's R row is formed once in `Re` ((L+1) C floats) so the matvec reads shared memory only.
-__device__ void radial_wide(const Dims& d, const BlockWDev& w, const EdgeRadialIn& R, int e, float* Re, float* Rh,
-                            int c) {
-  const int n = (d.L + 1) * d.C;
-  for (int i = c; i < n; i += blockDim.x) Re[i] = R(d, e, i / d.C, i % d.C);
-  __syncthreads();
-  for (int l = 0; l <= d.L; ++l) {
-    float v;
-    if (d.has_rh) {
-      v = 0.0f;
-      for (int a = 0; a < d.C; ++a) v += Re[l * d.C + a] * w.rh[a * d.Cw + c];
-    } else {
-      v = Re[l * d.C + c];
-    }
-    Rh[l * d.Cw + c] = v;
-  }
-}
-
 // CTA-wide sums of a per-thread register vector: warp shuffles, then one smem pass over warps.
 // blockDim is a power of two below 32 or a multiple of 32 (checked at engine construction).
 template <int N>
@@ -132,21 +113,6 @@ __device__ __forceinline__ void cta_sum(const float (&v)[N], float* red, float* 
 template <int LT>
 __host__ __device__ constexpr int kernel_size() { return (LT + 1) * (LT + 1) + LT * LT; }
 
-// Compact degree kernel k[q] = sum_{l,a} Rh[l][a] W_mix[l*Cw + a][q] (CTA sum over a).
-template <int LT>
-__device__ void degree_kernel(const Dims& d, const BlockWDev& w, const float* Rh, float* red, float* kern, int c) {
-  constexpr int K = kernel_size<LT>();
-  float p[K];
-#pragma unroll
-  for (int q = 0; q < K; ++q) {
-    float t = 0.0f;
-#pragma unroll
-    for (int l = 0; l <= LT; ++l) t += Rh[l * d.Cw + c] * w.mixT[(size_t)q * (LT + 1) * d.Cw + l * d.Cw + c];
-    p[q] = t;
-  }
-  cta_sum<K>(p, red, kern);
-}
-
 __device__ inline int kernel_index(int L, int li, int lo, int m) {
   return m == 0 ? li * (L + 1) + lo : (L + 1) * (L + 1) + (li - 1) * L + (lo - 1);
 }
@@ -171,22 +137,19 @@ __device__ void rotate_in(const Dims& d, const float* Dce, const float* Hs, int 
   }
 }
 
-// One CTA (Cw threads) per edge: rotate + radial conditioning -> U0 focus-major, S_src.
+// One CTA (Cw threads) per edge: rotate + radial conditioning -> U0 focus-major, S_src. The wide
+// radial features and the degree kernel of the chunk's edges come precomputed (launch_radial_prep),
+// so the kernel needs no shared memory and no barrier.
 template <int LT>
 __global__ void rotate_condition_k(Dims d, BlockWDev w, int e0, int Ec, const int* __restrict__ src,
                                    const float* __restrict__ Dc, const float* __restrict__ H,
-                                   EdgeRadialIn R, float* U0, float* Ssrc) {
+                                   const float* __restrict__ Rh_c, const float* __restrict__ kern_c, float* U0,
+                                   float* Ssrc) {
   constexpr int kDm = 3 * LT + 1, kD = (LT + 1) * (LT + 1), kDcs = 1 + 3 * (kD - 1);
   (void)kDm; (void)kD; (void)kDcs;
-  extern __shared__ float sh[];
-  float* Rh = sh;                               // (L+1) Cw
-  float* red = Rh + (LT + 1) * d.Cw;           // K Cw
-  float* kern = red + d.K * d.Cw;               // K
-  float* Re = kern + d.K;                       // (L+1) C
   const int i = blockIdx.x, e = e0 + i, c = threadIdx.x;
-  radial_wide(d, w, R, e, Re, Rh, c);
-  __syncthreads();
-  if (d.degree_mixer) degree_kernel<LT>(d, w, Rh, red, kern, c);
+  const float* Rh = Rh_c + (size_t)i * (LT + 1) * d.Cw;
+  const float* kern = kern_c + (size_t)i * padded_kernel_size(d);
   float xl[kMaxDm];
   rotate_in<LT>(d, Dc + (size_t)e * kDcs, H + (size_t)src[e] * kD * d.Cw, c, xl);
   const int f = c / d.Cf, cf = c % d.Cf;
@@ -446,24 +409,21 @@ __global__ void focus_compete_backward_k(Dims d, BlockWDev w, int Ec, const floa
 template <int LT>
 __global__ void condition_rotate_backward_k(Dims d, BlockWDev w, int e0, int Ec, const int* __restrict__ src,
                                             const float* __restrict__ Dc, const float* __restrict__ H,
-                                            EdgeRadialIn R, const float* __restrict__ Gbuf,
+                                            const float* __restrict__ Rh_c, const float* __restrict__ kern_c,
+                                            const float* __restrict__ Gbuf,
                                             const float* __restrict__ Ssrc_bar, const float* __restrict__ lbar,
                                             float* Xloc_bar, float* R_bar, float* Dc_bar) {
   constexpr int kDm = 3 * LT + 1, kD = (LT + 1) * (LT + 1), kDcs = 1 + 3 * (kD - 1);
   (void)kDm; (void)kD; (void)kDcs;
   extern __shared__ float sh[];
   const int redn = d.K > kDcs ? d.K : kDcs;
-  float* Rh = sh;                              // (L+1) Cw
-  float* Rhb = Rh + (LT + 1) * d.Cw;          // (L+1) Cw
+  float* Rhb = sh;                             // (L+1) Cw
   float* red = Rhb + (LT + 1) * d.Cw;         // redn Cw
-  float* kern = red + redn * d.Cw;             // redn
-  float* kb = kern + redn;                     // redn
+  float* kb = red + redn * d.Cw;               // redn
   float* vo = kb + redn;                       // redn
-  float* Re = vo + redn;                       // (L+1) C
   const int i = blockIdx.x, e = e0 + i, c = threadIdx.x, f = c / d.Cf, cf = c % d.Cf;
-  radial_wide(d, w, R, e, Re, Rh, c);
-  __syncthreads();
-  if (d.degree_mixer) degree_kernel<LT>(d, w, Rh, red, kern, c);
+  const float* Rh = Rh_c + (size_t)i * (LT + 1) * d.Cw;  // precomputed by launch_radial_prep
+  const float* kern = kern_c + (size_t)i * padded_kernel_size(d);
   const float* Hs = H + (size_t)src[e] * kD * d.Cw;
   const float* Dce = Dc + (size_t)e * kDcs;
   float xl[kMaxDm], ub[kMaxDm], xb[kMaxDm];
@@ -629,12 +589,12 @@ void launch_attention_softmax_forward(const Dims& d, const BlockWDev& w, int N, 
   SEZM_LAUNCH("softmax_forward");
 }
 void launch_rotate_condition(const Dims& d, const BlockWDev& w, int e0, int Ec, const int* src, const float* Dc,
-                             const float* H, const EdgeRadialIn& R, float* U0, float* Ssrc, cudaStream_t s) {
+                             const float* H, const float* Rh, const float* kern, float* U0, float* Ssrc,
+                             cudaStream_t s) {
   if (Ec == 0) return;
-  const size_t bytes = ((size_t)(d.L + 1) * d.Cw + (size_t)d.K * d.Cw + d.K + (size_t)(d.L + 1) * d.C) * sizeof(float);
-  if (d.L == 1) rotate_condition_k<1><<<Ec, d.Cw, bytes, s>>>(d, w, e0, Ec, src, Dc, H, R, U0, Ssrc);
-  else if (d.L == 2) rotate_condition_k<2><<<Ec, d.Cw, bytes, s>>>(d, w, e0, Ec, src, Dc, H, R, U0, Ssrc);
-  else rotate_condition_k<3><<<Ec, d.Cw, bytes, s>>>(d, w, e0, Ec, src, Dc, H, R, U0, Ssrc);
+  if (d.L == 1) rotate_condition_k<1><<<Ec, d.Cw, 0, s>>>(d, w, e0, Ec, src, Dc, H, Rh, kern, U0, Ssrc);
+  else if (d.L == 2) rotate_condition_k<2><<<Ec, d.Cw, 0, s>>>(d, w, e0, Ec, src, Dc, H, Rh, kern, U0, Ssrc);
+  else rotate_condition_k<3><<<Ec, d.Cw, 0, s>>>(d, w, e0, Ec, src, Dc, H, Rh, kern, U0, Ssrc);
   SEZM_LAUNCH("rotate_condition");
 }
 void launch_focus_compete(const Dims& d, const BlockWDev& w, int Ec, const float* Ssrc, float* fc_p,
@@ -698,19 +658,21 @@ void launch_focus_compete_backward(const Dims& d, const BlockWDev& w, int Ec, co
   SEZM_LAUNCH("focus_compete_backward");
 }
 void launch_condition_rotate_backward(const Dims& d, const BlockWDev& w, int e0, int Ec, const int* src,
-                                      const float* Dc, const float* H, const EdgeRadialIn& R, const float* Gbuf,
-                                      const float* Ssrc_bar, const float* lbar, float* Xloc_bar, float* R_bar,
-                                      float* Dc_bar, cudaStream_t s) {
+                                      const float* Dc, const float* H, const float* Rh, const float* kern,
+                                      const float* Gbuf, const float* Ssrc_bar, const float* lbar, float* Xloc_bar,
+                                      float* R_bar, float* Dc_bar, cudaStream_t s) {
   if (Ec == 0) return;
   const int redn = d.K > d.dc_size ? d.K : d.dc_size;
-  const size_t bytes =
-      ((size_t)(d.L + 1) * d.Cw * 2 + (size_t)redn * d.Cw + 3 * (size_t)redn + (size_t)(d.L + 1) * d.C) * sizeof(float);
-  if (d.L == 1) condition_rotate_backward_k<1><<<Ec, d.Cw, bytes, s>>>(d, w, e0, Ec, src, Dc, H, R, Gbuf, Ssrc_bar, lbar, Xloc_bar,
-                                                      R_bar, Dc_bar);
-  else if (d.L == 2) condition_rotate_backward_k<2><<<Ec, d.Cw, bytes, s>>>(d, w, e0, Ec, src, Dc, H, R, Gbuf, Ssrc_bar, lbar, Xloc_bar,
-                                                      R_bar, Dc_bar);
-  else condition_rotate_backward_k<3><<<Ec, d.Cw, bytes, s>>>(d, w, e0, Ec, src, Dc, H, R, Gbuf, Ssrc_bar, lbar, Xloc_bar,
-                                                      R_bar, Dc_bar);
+  const size_t bytes = ((size_t)(d.L + 1) * d.Cw + (size_t)redn * d.Cw + 2 * (size_t)redn) * sizeof(float);
+  if (d.L == 1)
+    condition_rotate_backward_k<1><<<Ec, d.Cw, bytes, s>>>(d, w, e0, Ec, src, Dc, H, Rh, kern, Gbuf, Ssrc_bar, lbar,
+                                                           Xloc_bar, R_bar, Dc_bar);
+  else if (d.L == 2)
+    condition_rotate_backward_k<2><<<Ec, d.Cw, bytes, s>>>(d, w, e0, Ec, src, Dc, H, Rh, kern, Gbuf, Ssrc_bar, lbar,
+                                                           Xloc_bar, R_bar, Dc_bar);
+  else
+    condition_rotate_backward_k<3><<<Ec, d.Cw, bytes, s>>>(d, w, e0, Ec, src, Dc, H, Rh, kern, Gbuf, Ssrc_bar, lbar,
+                                                           Xloc_bar, R_bar, Dc_bar);
   SEZM_LAUNCH("condition_rotate_backward");
 }
 void launch_src_scatter(const Dims& d, int nseg, const int* seg_node, const int* seg_off, const int* perm, int e0,

@@ -151,7 +151,7 @@ struct CudaEngine::Impl {
   std::vector<DBuf<float>> X, H, q, k, qk_rho, gate_rho, gamma, P, O, post_rho, X1, pre_rho, Xt, ffn_h;
   DBuf<float> Xb, Xb_prev, nodeA, nodeA_bar, Pb, gamma_bar, q_bar, k_bar, H_bar, ybuf, hbar;
   // chunk scratch
-  DBuf<float> U0, Ua, Ub, Ssrc, Ssrc_bar, fc_p, alpha_fc, Xloc_bar, alpha_bar, lbar;
+  DBuf<float> U0, Ua, Ub, Ssrc, Ssrc_bar, fc_p, alpha_fc, Xloc_bar, alpha_bar, lbar, Rh_c, kern_c;
   std::vector<DBuf<float>> Zc;                 // lean: the chunk's gated pre-activations (recompute)
   std::vector<std::vector<DBuf<float>>> Zall;  // fast: [block][gated layer], every edge (F, E, ROW) by chunk
 
@@ -243,7 +243,7 @@ struct CudaEngine::Impl {
       if (!ok) throw Error("device cuda: model outside the CUDA engine's limits: " + what);
     };
     need(d.L <= 3, "lmax <= 3");
-    need(d.C <= 64, "channels <= 64");
+    need(d.C <= 64 && d.C % 4 == 0, "channels <= 64 and a multiple of 4");
     need(d.Cf <= 64 && d.Cf % 4 == 0, "focus width <= 64 and a multiple of 4");
     need(d.Cw <= 256 && d.F <= 8, "n_focus * focus width <= 256, n_focus <= 8");
     need((d.Cw < 32 && (d.Cw & (d.Cw - 1)) == 0) || d.Cw % 32 == 0, "n_focus * focus width a power of two below 32 or a multiple of 32");
@@ -280,7 +280,7 @@ struct CudaEngine::Impl {
     fit_out_off = a.add(w.fit_out);
     // blocks
     struct BO {
-      size_t pre, post, rh, rhT, mix, mixT, cb, A, AT, W1, W1T, G, GT, fcw, fcn, qkn, gn, Wq, Wk, lu, lz, gw, ps, pb, qs, qb, f1, sg, f2;
+      size_t pre, post, rh, rhT, mix, mixT, mixp, cb, A, AT, W1, W1T, G, GT, fcw, fcn, qkn, gn, Wq, Wk, lu, lz, gw, ps, pb, qs, qb, f1, sg, f2;
     };
     std::vector<BO> bos;
     for (const BlockW<double>& b : w.blocks) {
@@ -291,6 +291,13 @@ struct CudaEngine::Impl {
       o.rhT = b.has_radial_hidden_proj ? a.add_t(b.radial_hidden_proj) : kNone;
       o.mix = b.degree_mixer ? a.add(b.mixer_weight) : kNone;
       o.mixT = b.degree_mixer ? a.add_t(b.mixer_weight) : kNone;
+      o.mixp = kNone;
+      if (b.degree_mixer) {  // zero columns up to a multiple of 4 for the tile product's 16-byte loads
+        const int kp = padded_kernel_size(d);
+        Mat<double> m = Mat<double>::Zero(b.mixer_weight.rows(), kp);
+        m.leftCols(b.mixer_weight.cols()) = b.mixer_weight;
+        o.mixp = a.add(m);
+      }
       o.cb = b.degree_mixer ? a.add(b.channel_basis) : kNone;
       std::vector<Mat<double>> As, ATs, W1s, W1Ts, Gs, GTs;
       for (const auto& layer : b.layers)
@@ -339,7 +346,7 @@ struct CudaEngine::Impl {
       const BO& o = bos[i];
       const BlockW<double>& b = w.blocks[i];
       BlockWDev x{};
-      x.pre = P(o.pre); x.post = P(o.post); x.rh = P(o.rh); x.rhT = P(o.rhT); x.mix = P(o.mix); x.mixT = P(o.mixT); x.cb = P(o.cb);
+      x.pre = P(o.pre); x.post = P(o.post); x.rh = P(o.rh); x.rhT = P(o.rhT); x.mix = P(o.mix); x.mixT = P(o.mixT); x.mixp = P(o.mixp); x.cb = P(o.cb);
       x.A = P(o.A); x.AT = P(o.AT); x.W1 = P(o.W1); x.W1T = P(o.W1T); x.G = P(o.G); x.GT = P(o.GT);
       x.fc_w = P(o.fcw); x.fc_norm = P(o.fcn); x.qk_norm = P(o.qkn); x.gate_norm = P(o.gn);
       x.Wq = P(o.Wq); x.Wk = P(o.Wk); x.logit_u = P(o.lu); x.log_zeta = P(o.lz); x.gate_w = P(o.gw);
@@ -475,7 +482,9 @@ struct CudaEngine::Impl {
     const BlockWDev& w = bw[b];
     const bool fast = mode == CudaMode::kFast;
     mark(recompute ? "bwd: recompute rotate" : "fwd: rotate+condition");
-    launch_rotate_condition(d, w, c.e0, Ec, src.data(), Dc.data(), H[b].data(), radial_in(), U0.data(), Ssrc.data(), s);
+    launch_radial_prep(d, w, c.e0, Ec, radial_in(), Rh_c.data(), kern_c.data(), s);
+    launch_rotate_condition(d, w, c.e0, Ec, src.data(), Dc.data(), H[b].data(), Rh_c.data(), kern_c.data(),
+                            U0.data(), Ssrc.data(), s);
     launch_focus_compete(d, w, Ec, Ssrc.data(), fc_p.data(), alpha_fc.data(), s);
     mark(recompute ? (fast ? "bwd: replay stack" : "bwd: recompute stack") : "fwd: stack");
     float* in = U0.data();
@@ -532,6 +541,8 @@ struct CudaEngine::Impl {
     grow(Ssrc, static_cast<size_t>(d.F) * max_ec * d.Cf);
     grow(fc_p, static_cast<size_t>(max_ec) * d.F); grow(alpha_fc, static_cast<size_t>(max_ec) * d.F);
     grow(nodeA, static_cast<size_t>(N) * nodeWw);
+    grow(Rh_c, static_cast<size_t>(max_ec) * (d.L + 1) * d.Cw);
+    grow(kern_c, static_cast<size_t>(max_ec) * padded_kernel_size(d));
     if (mode == CudaMode::kFast) {
       Zall.resize(nb);
       for (auto& zb : Zall) {
@@ -674,7 +685,8 @@ struct CudaEngine::Impl {
           gin = gout;
         }
         mark("bwd: condition+rotate");
-        launch_condition_rotate_backward(d, w, c.e0, Ec, src.data(), Dc.data(), H[b].data(), radial_in(), gin,
+        launch_condition_rotate_backward(d, w, c.e0, Ec, src.data(), Dc.data(), H[b].data(), Rh_c.data(),
+                                         kern_c.data(), gin,
                                          Ssrc_bar.data(), lbar.data(), Xloc_bar.data(), rho_bar.data(),
                                          Dc_bar.data(), s);
         mark("bwd: source scatter");

@@ -35,6 +35,7 @@ struct BlockWDev {
   const float *pre, *post;            // (L+1, C, Cw), (L+1, Cw, C)
   const float *rh, *rhT;              // (C, Cw), (Cw, C) or null
   const float *mix, *mixT, *cb;       // ((L+1)Cw, K), its transpose (K, (L+1)Cw), (Cw)
+  const float *mixp;                  // ((L+1)Cw, Kp): mix with K padded to Kp = K rounded up to 4
   const float *A, *AT, *W1, *W1T;     // (nL, F, M0, M0), (nL, F, 2M1, 2M1) and transposes
   const float *G, *GT;                // (ngated, F, Cf, L*Cf) and per-(layer, focus) transposes
   const float *fc_w, *fc_norm;        // (Cf, F), (F, Cf) or null
@@ -110,8 +111,14 @@ void launch_attention_node_forward(const Dims& d, const BlockWDev& w, int N, int
 void launch_attention_softmax_forward(const Dims& d, const BlockWDev& w, int N, const int* src, const int* dst_off,
                                       const float* env, const EdgeRadialIn& R, const float* q, const float* k, float* alpha,
                                       cudaStream_t s);
+// Per chunk, before rotate_condition: the wide radial features Rh = R W_rh (Ec, L+1, Cw) and, for
+// the degree mixer, its kernel values kern = Rh W_mix (Ec, Kp) as tile products (stack.cu).
+__host__ __device__ inline int padded_kernel_size(const Dims& d) { return (d.K + 3) / 4 * 4; }
+void launch_radial_prep(const Dims& d, const BlockWDev& w, int e0, int Ec, const EdgeRadialIn& R, float* Rh,
+                        float* kern, cudaStream_t s);
 void launch_rotate_condition(const Dims& d, const BlockWDev& w, int e0, int Ec, const int* src, const float* Dc,
-                             const float* H, const EdgeRadialIn& R, float* U0, float* Ssrc, cudaStream_t s);
+                             const float* H, const float* Rh, const float* kern, float* U0, float* Ssrc,
+                             cudaStream_t s);
 void launch_focus_compete(const Dims& d, const BlockWDev& w, int Ec, const float* Ssrc, float* fc_p,
                           float* alpha_fc, cudaStream_t s);
 void launch_rotate_back_aggregate(const Dims& d, int n0, int n1, int e0, int Ec, const int* dst_off, const float* Dc,
@@ -129,7 +136,8 @@ void launch_focus_compete_backward(const Dims& d, const BlockWDev& w, int Ec, co
                                    const float* fc_p, const float* alpha_fc, float* Gbuf, float* Ssrc_bar,
                                    cudaStream_t s);
 void launch_condition_rotate_backward(const Dims& d, const BlockWDev& w, int e0, int Ec, const int* src,
-                                      const float* Dc, const float* H, const EdgeRadialIn& R, const float* Gbuf,
+                                      const float* Dc, const float* H, const float* Rh, const float* kern,
+                                      const float* Gbuf,
                                       const float* Ssrc_bar, const float* lbar, float* Xloc_bar, float* R_bar,
                                       float* Dc_bar, cudaStream_t s);
 // Source-side segment sums (edges of the chunk grouped by source; deterministic, no atomics).

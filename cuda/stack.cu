@@ -409,7 +409,69 @@ void launch_stack(const Dims& d, const BlockWDev& w, int layer, int Ec, const fl
   SEZM_LAUNCH(pass == Pass::kBackward ? "stack_backward" : pass == Pass::kReplay ? "stack_replay" : "stack_forward");
 }
 
+// ---- per-chunk radial conditioning tables on the same tiled inner product ----
+// Rh[i, l, :] = R(e0 + i, l, :) W_rh (rows (i, l), K = C, N = Cw; R formed from rho + type rows in
+// the operand load), and kern[i, :] = Rh[i, :, :] W_mixp (rows i, K = (L+1) Cw, N = Kp).
+template <int NC4, bool kFromR>
+__global__ void __launch_bounds__(kThreads, 2) radial_prep_k(Dims d, int rows, int K, int N, EdgeRadialIn R, int e0,
+                                                             const float* __restrict__ A, const float* __restrict__ B,
+                                                             float* out) {
+  __shared__ float4 smem4[(kBK * Tile<4>::AS + kBK * 64 * NC4) / 4];
+  StackSmem sm;
+  sm.As = reinterpret_cast<float*>(smem4);
+  sm.Bs = sm.As + kBK * Tile<4>::AS;
+  const int row0 = blockIdx.x * Tile<4>::BM;
+  float acc[4][4 * NC4];
+  zero<4, NC4>(acc);
+  tile_mma<4, NC4>(sm, K, N, B,
+                   [&](int r, int k) {
+                     const int rr = row0 + r;
+                     if (rr >= rows) return zero4();
+                     if (!kFromR) return ld4(A + (size_t)rr * K + k);
+                     const int e = e0 + rr / (d.L + 1), l = rr % (d.L + 1);
+                     return make_float4(R(d, e, l, k), R(d, e, l, k + 1), R(d, e, l, k + 2), R(d, e, l, k + 3));
+                   },
+                   acc);
+  for_each_quad<4, NC4>(row0, rows, N, [&](int r, int j, int row, int c) {
+    st4(out + (size_t)row * N + c, quad<4, NC4>(acc, r, j));
+  });
+}
+
+// Without a hidden projection (C == Cw) Rh is R itself.
+__global__ void radial_copy_k(Dims d, int Ec, EdgeRadialIn R, int e0, float* Rh) {
+  const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+  const long W = (long)(d.L + 1) * d.C;
+  if (i >= (long)Ec * W) return;
+  const int e = e0 + (int)(i / W), l = (int)((i % W) / d.C), a = (int)(i % d.C);
+  Rh[i] = R(d, e, l, a);
+}
+
+template <bool kFromR>
+void launch_prep_gemm(const Dims& d, int rows, int K, int N, const EdgeRadialIn& R, int e0, const float* A,
+                      const float* B, float* out, cudaStream_t s) {
+  const int grid = div_up(rows, Tile<4>::BM), nc4 = (N + 63) / 64;
+  if (nc4 <= 1) radial_prep_k<1, kFromR><<<grid, kThreads, 0, s>>>(d, rows, K, N, R, e0, A, B, out);
+  else if (nc4 == 2) radial_prep_k<2, kFromR><<<grid, kThreads, 0, s>>>(d, rows, K, N, R, e0, A, B, out);
+  else if (nc4 == 3) radial_prep_k<3, kFromR><<<grid, kThreads, 0, s>>>(d, rows, K, N, R, e0, A, B, out);
+  else radial_prep_k<4, kFromR><<<grid, kThreads, 0, s>>>(d, rows, K, N, R, e0, A, B, out);
+  SEZM_LAUNCH("radial_prep");
+}
+
 }  // namespace
+
+void launch_radial_prep(const Dims& d, const BlockWDev& w, int e0, int Ec, const EdgeRadialIn& R, float* Rh,
+                        float* kern, cudaStream_t s) {
+  if (Ec == 0) return;
+  if (d.has_rh) {
+    launch_prep_gemm<true>(d, Ec * (d.L + 1), d.C, d.Cw, R, e0, nullptr, w.rh, Rh, s);
+  } else {
+    const long n = (long)Ec * (d.L + 1) * d.C;
+    radial_copy_k<<<div_up(n, 256), 256, 0, s>>>(d, Ec, R, e0, Rh);
+    SEZM_LAUNCH("radial_copy");
+  }
+  if (d.degree_mixer)
+    launch_prep_gemm<false>(d, Ec, (d.L + 1) * d.Cw, padded_kernel_size(d), R, e0, Rh, w.mixp, kern, s);
+}
 
 size_t stack_smem_bytes(const Dims& d) { return smem_floats(d, Tile<4>::BM, true) * sizeof(float); }
 
