@@ -477,6 +477,7 @@ struct CudaEngine::Impl {
   // Forward of one chunk's value path up to the stack output; returns the buffer holding it. In
   // the backward (`recompute`), lean mode recomputes every layer and keeps the chunk's gated
   // pre-activations; fast mode replays the gated layers from the kept pre-activations.
+  bool keep_z = false;  // fast mode on a call with gradients: the forward keeps z of every edge
   float* chunk_forward(int b, const Chunk& c, bool recompute) {
     const int Ec = c.e1 - c.e0;
     const BlockWDev& w = bw[b];
@@ -495,7 +496,8 @@ struct CudaEngine::Impl {
       if (gated && fast && recompute)
         launch_stack_layer_replay(d, w, k, Ec, in, out, chunk_z(b, k, c), s);
       else
-        launch_stack_layer_forward(d, w, k, Ec, in, out, (gated && (fast || recompute)) ? chunk_z(b, k, c) : nullptr, s);
+        launch_stack_layer_forward(d, w, k, Ec, in, out, (gated && (keep_z || recompute)) ? chunk_z(b, k, c) : nullptr,
+                                   s);
       in = out;
     }
     return in;
@@ -543,7 +545,8 @@ struct CudaEngine::Impl {
     grow(nodeA, static_cast<size_t>(N) * nodeWw);
     grow(Rh_c, static_cast<size_t>(max_ec) * (d.L + 1) * d.Cw);
     grow(kern_c, static_cast<size_t>(max_ec) * padded_kernel_size(d));
-    if (mode == CudaMode::kFast) {
+    keep_z = mode == CudaMode::kFast && gradients;
+    if (keep_z) {  // energy-only calls keep nothing
       Zall.resize(nb);
       for (auto& zb : Zall) {
         zb.resize(std::max(d.ngated, 0));

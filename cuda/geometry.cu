@@ -314,34 +314,28 @@ __global__ void degree_backward_k(int N, const int* __restrict__ off, const floa
 
 constexpr int kMaxHid = 256;
 
+// out[o] = sum_i act(in[i]) W[i * n_out + o], act = SiLU or identity (one thread's dense layer).
+template <bool kSilu>
+__device__ __forceinline__ void dense(const float* in, int n_in, const float* __restrict__ W, int n_out, float* out) {
+  for (int o = 0; o < n_out; ++o) {
+    float a = 0.0f;
+    for (int i = 0; i < n_in; ++i) a += (kSilu ? siluf_(in[i]) : in[i]) * W[i * n_out + o];
+    out[o] = a;
+  }
+}
+
 // Per-edge env-seed MLP: g (emb) and the seed [s, s v/r]. Keeps p1 and g1 pre-activations in
 // the caller's arrays when asked (backward).
 __device__ void env_seed_edge(const Dims& d, const ModelWDev& w, const float* rbf, int tsrc, int tdst, float* p1,
                               float* gin, float* g1, float* g) {
-  for (int o = 0; o < d.es_ro; ++o) {
-    float a = 0.0f;
-    for (int n = 0; n < d.nr; ++n) a += rbf[n] * w.es_p1[n * d.es_ro + o];
-    p1[o] = a;
-  }
-  for (int o = 0; o < d.es_ro; ++o) {
-    float a = 0.0f;
-    for (int i = 0; i < d.es_ro; ++i) a += siluf_(p1[i]) * w.es_p2[i * d.es_ro + o];
-    gin[o] = a;
-  }
+  dense<false>(rbf, d.nr, w.es_p1, d.es_ro, p1);
+  dense<true>(p1, d.es_ro, w.es_p2, d.es_ro, gin);
   for (int i = 0; i < d.es_td; ++i) {
     gin[d.es_ro + i] = w.es_tau[tsrc * d.es_td + i];
     gin[d.es_ro + d.es_td + i] = w.es_tau[tdst * d.es_td + i];
   }
-  for (int o = 0; o < d.es_hid; ++o) {
-    float a = 0.0f;
-    for (int i = 0; i < d.es_gin; ++i) a += gin[i] * w.es_g1[i * d.es_hid + o];
-    g1[o] = a;
-  }
-  for (int o = 0; o < d.es_emb; ++o) {
-    float a = 0.0f;
-    for (int i = 0; i < d.es_hid; ++i) a += siluf_(g1[i]) * w.es_g2[i * d.es_emb + o];
-    g[o] = a;
-  }
+  dense<false>(gin, d.es_gin, w.es_g1, d.es_hid, g1);
+  dense<true>(g1, d.es_hid, w.es_g2, d.es_emb, g);
 }
 
 __global__ void env_seed_edge_forward_k(Dims d, ModelWDev w, int E, const int* __restrict__ src,
