@@ -3,6 +3,8 @@
 // competition, rotate-back + weighted destination sum, and their backward. Edges arrive in
 // chunks of whole destination segments, so every destination-side sum is a plain loop over its
 // CSR segment; source-side sums use a per-chunk source grouping (no atomics, deterministic).
+#include <algorithm>
+
 #include "kernels.cuh"
 
 namespace sezm::cuda {
@@ -88,21 +90,56 @@ __global__ void softmax_forward_k(Dims d, BlockWDev w, int N, const int* __restr
   for (int e = off[n] + lane; e < off[n + 1]; e += 32) alpha[(size_t)e * d.F + f] /= den;
 }
 
-// CTA-wide sums of a per-thread register vector: warp shuffles, then one smem pass over warps.
-// blockDim is a power of two below 32 or a multiple of 32 (checked at engine construction).
+// CTA-wide sums of a per-thread register vector. Threads are taken in their linear order (x
+// fastest, as warps are formed), so 2-D blocks work too. The thread count is a power of two
+// below 32 or a multiple of 32 (checked at engine construction for Cw; softmax_backward's Cw x R
+// keeps it). Full warps reduce-scatter: at each butterfly step a lane keeps one half of its
+// vector and trades the other, so N values cost ~N shuffles instead of 5 N and every lane ends
+// with N/32 warp sums; one shared-memory pass then adds the warps. Fixed order: deterministic.
+// One reduce-scatter step: lanes whose bit O is set keep the upper half t[H..2H) (moved down),
+// the others the lower half; each adds its partner's copy of the half it keeps.
+template <int H, int O, int NP>
+__device__ __forceinline__ void rs_step(float (&t)[NP], int lane, int& base) {
+  const bool upper = lane & O;
+  if (upper) base += H;
+#pragma unroll
+  for (int k = 0; k < H; ++k) {
+    const float send = upper ? t[k] : t[k + H];
+    const float keep = upper ? t[k + H] : t[k];
+    t[k] = keep + __shfl_xor_sync(0xffffffffu, send, O);
+  }
+}
+
 template <int N>
 __device__ __forceinline__ void cta_sum(const float (&v)[N], float* red, float* out) {
-  const int nt = blockDim.x, width = nt >= 32 ? 32 : nt, lane = threadIdx.x % width, warp = threadIdx.x / width;
-  const unsigned mask = nt >= 32 ? 0xffffffffu : ((1u << nt) - 1u);
+  const int nt = blockDim.x * blockDim.y, tid = threadIdx.y * blockDim.x + threadIdx.x;
+  const int width = nt >= 32 ? 32 : nt, lane = tid % width, warp = tid / width;
+  if (nt >= 32) {
+    constexpr int NP = (N + 31) / 32 * 32;
+    float t[NP];
 #pragma unroll
-  for (int k = 0; k < N; ++k) {
-    float t = v[k];
-    for (int o = width / 2; o > 0; o >>= 1) t += __shfl_xor_sync(mask, t, o, width);
-    if (lane == 0) red[warp * N + k] = t;
+    for (int k = 0; k < NP; ++k) t[k] = k < N ? v[k] : 0.0f;
+    int base = 0;  // original index of t[0] on this lane after the steps so far
+    rs_step<NP / 2, 16>(t, lane, base);
+    rs_step<NP / 4, 8>(t, lane, base);
+    rs_step<NP / 8, 4>(t, lane, base);
+    rs_step<NP / 16, 2>(t, lane, base);
+    rs_step<NP / 32, 1>(t, lane, base);
+#pragma unroll
+    for (int k = 0; k < NP / 32; ++k)
+      if (base + k < N) red[warp * N + base + k] = t[k];
+  } else {
+    const unsigned mask = (1u << nt) - 1u;
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      float t = v[k];
+      for (int o = width / 2; o > 0; o >>= 1) t += __shfl_xor_sync(mask, t, o, width);
+      if (lane == 0) red[warp * N + k] = t;
+    }
   }
   __syncthreads();
   const int nw = (nt + width - 1) / width;
-  for (int k = threadIdx.x; k < N; k += nt) {
+  for (int k = tid; k < N; k += nt) {
     float t = 0.0f;
     for (int w = 0; w < nw; ++w) t += red[w * N + k];
     out[k] = t;
@@ -174,24 +211,49 @@ __global__ void rotate_condition_k(Dims d, BlockWDev w, int e0, int Ec, const in
   }
 }
 
-// Cross-focus competition weights (02 §3.5), one thread per edge of the chunk.
+// Cross-focus competition weights (02 §3.5), one warp per edge of the chunk: lanes over the
+// focus channels, so the S_src rows are read coalesced; sums are xor butterflies (every lane
+// gets the same bits, deterministic).
+constexpr int kMaxF = 8, kFcWarps = 4;
 __global__ void focus_compete_k(Dims d, BlockWDev w, int Ec, const float* __restrict__ Ssrc, float* fc_p,
                                 float* alpha_fc) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= Ec) return;
-  float lam[8], nu[kMaxCf], mx = -INFINITY;
-  for (int f = 0; f < d.F; ++f) {
-    const float* x = Ssrc + ((size_t)f * Ec + i) * d.Cf;
-    if (w.fc_norm) scalar_rms(x, d.Cf, w.fc_norm + f * d.Cf, d.eps, nu);
-    else for (int a = 0; a < d.Cf; ++a) nu[a] = x[a];
+  const int i = blockIdx.x * kFcWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (i >= Ec) return;  // whole warps leave together
+  const int Cf = d.Cf;
+  float lam[kMaxF], mx = -INFINITY;
+  #pragma unroll
+  for (int f = 0; f < kMaxF; ++f) {
+    if (f >= d.F) break;
+    const float* x = Ssrc + ((size_t)f * Ec + i) * Cf;
+    float xv[kMaxCf / 32];
+    #pragma unroll
+    for (int t = 0; t < kMaxCf / 32; ++t) xv[t] = lane + 32 * t < Cf ? x[lane + 32 * t] : 0.0f;
+    float rho = 1.0f;
+    if (w.fc_norm) {
+      float s = 0.0f;
+      #pragma unroll
+      for (int t = 0; t < kMaxCf / 32; ++t) s += xv[t] * xv[t];
+      rho = rsqrtf(warp_sum(s) / Cf + d.eps);
+    }
     float l = 0.0f;
-    for (int a = 0; a < d.Cf; ++a) l += nu[a] * w.fc_w[a * d.F + f];
-    lam[f] = l;
-    mx = fmaxf(mx, l);
+    #pragma unroll
+    for (int t = 0; t < kMaxCf / 32; ++t) {
+      const int a = lane + 32 * t;
+      if (a >= Cf) continue;
+      const float nu = w.fc_norm ? xv[t] * rho * w.fc_norm[f * Cf + a] : xv[t];
+      l += nu * w.fc_w[a * d.F + f];
+    }
+    lam[f] = warp_sum(l);
+    mx = fmaxf(mx, lam[f]);
   }
   float den = 0.0f;
-  for (int f = 0; f < d.F; ++f) den += expf(lam[f] - mx);
-  for (int f = 0; f < d.F; ++f) {
+  #pragma unroll
+  for (int f = 0; f < kMaxF; ++f)
+    if (f < d.F) den += expf(lam[f] - mx);
+  #pragma unroll
+  for (int f = 0; f < kMaxF; ++f) {
+    if (f >= d.F) break;
+    if (lane != f) continue;
     const float p = expf(lam[f] - mx) / den;
     fc_p[(size_t)i * d.F + f] = p;
     alpha_fc[(size_t)i * d.F + f] = 0.98f * p + 0.02f / d.F;
@@ -338,22 +400,26 @@ __global__ void aggregate_backward_k(Dims d, int e0, int Ec, const int* __restri
   }
 }
 
-// One CTA (Cw threads) per centre of the chunk: softmax backward over its segment, all foci.
-// Edges are spread over the threads for the per-edge terms, channels for q_bar.
+// One CTA of Cw x R threads per centre of the chunk: softmax backward over its segment, all foci.
+// Edges are spread over all threads for the per-edge terms; for q_bar, x runs over the channels
+// and the R thread rows over the edges, so no thread walks a whole segment (~150 in-edges) alone;
+// the rows' partial sums are added in a fixed order (deterministic).
 __global__ void softmax_backward_k(Dims d, BlockWDev w, int n0, int e0, const int* __restrict__ src,
                                    const int* __restrict__ off, const float* __restrict__ env,
                                    const float* __restrict__ alpha, const float* __restrict__ alpha_bar,
                                    const float* __restrict__ k, float* lbar, float* q_bar, float* env_bar) {
   __shared__ float red[32 * 8], dots[8];
-  const int n = n0 + blockIdx.x, c = threadIdx.x, nt = blockDim.x;
+  extern __shared__ float qpart[];  // (R - 1) x Cw
+  const int n = n0 + blockIdx.x, c = threadIdx.x, y = threadIdx.y, R = blockDim.y;
+  const int nt = blockDim.x * R, tid = y * blockDim.x + c;
   const int s0 = off[n], s1 = off[n + 1];
   float part[8];
 #pragma unroll
   for (int f = 0; f < 8; ++f) part[f] = 0.0f;
-  for (int e = s0 + c; e < s1; e += nt)
+  for (int e = s0 + tid; e < s1; e += nt)
     for (int f = 0; f < d.F; ++f) part[f] += alpha[(size_t)e * d.F + f] * alpha_bar[(size_t)(e - e0) * d.F + f];
   cta_sum<8>(part, red, dots);
-  for (int e = s0 + c; e < s1; e += nt) {
+  for (int e = s0 + tid; e < s1; e += nt) {
     float eb = 0.0f;
     for (int f = 0; f < d.F; ++f) {
       const float lb = alpha[(size_t)e * d.F + f] * (alpha_bar[(size_t)(e - e0) * d.F + f] - dots[f]);
@@ -367,63 +433,97 @@ __global__ void softmax_backward_k(Dims d, BlockWDev w, int n0, int e0, const in
   const int f = c / d.Cf;
   const float scale = rsqrtf((float)d.Cf);
   float qb = 0.0f;
-  for (int e = s0; e < s1; ++e) qb += lbar[(size_t)(e - e0) * d.F + f] * k[(size_t)src[e] * d.Cw + c];
-  q_bar[(size_t)n * d.Cw + c] += scale * qb;
+  for (int e = s0 + y; e < s1; e += R) qb += lbar[(size_t)(e - e0) * d.F + f] * k[(size_t)src[e] * d.Cw + c];
+  if (y > 0) qpart[(y - 1) * d.Cw + c] = qb;
+  __syncthreads();
+  if (y == 0) {
+    for (int yy = 1; yy < R; ++yy) qb += qpart[(yy - 1) * d.Cw + c];
+    q_bar[(size_t)n * d.Cw + c] += scale * qb;
+  }
 }
 
-// Focus competition backward, one thread per edge: rescales nothing (G carries alpha_fc) and
-// produces S_src_bar.
-__global__ void focus_compete_backward_k(Dims d, BlockWDev w, int Ec, const float* __restrict__ Ssrc,
-                                         const float* __restrict__ U, const float* __restrict__ fc_p,
-                                         const float* __restrict__ alpha_fc, const float* __restrict__ Gbuf,
+// Focus competition backward, one warp per edge (lanes over the focus channels, as the forward):
+// rescales nothing (G carries alpha_fc) and produces S_src_bar. The competition's adjoint needs
+// <G_f, U_f> = alpha alpha_fc <Q_f, U_f> = alpha alpha_bar (aggregate_backward): two scalars
+// per (edge, focus) instead of the stack rows.
+__global__ void focus_compete_backward_k(Dims d, BlockWDev w, int e0, int Ec, const float* __restrict__ Ssrc,
+                                         const float* __restrict__ alpha, const float* __restrict__ alpha_bar,
+                                         const float* __restrict__ fc_p, const float* __restrict__ alpha_fc,
                                          float* Ssrc_bar) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= Ec) return;
-  float pbar[8], sum = 0.0f;
-  for (int f = 0; f < d.F; ++f) {
-    const float* u = U + ((size_t)f * Ec + i) * d.ROW;
-    const float* g = Gbuf + ((size_t)f * Ec + i) * d.ROW;
-    float s = 0.0f;
-    for (int c = 0; c < d.ROW; ++c) s += g[c] * u[c];
+  const int i = blockIdx.x * kFcWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (i >= Ec) return;  // whole warps leave together
+  const int Cf = d.Cf;
+  const size_t e = (size_t)e0 + i;
+  float pbar[kMaxF], sum = 0.0f;
+  #pragma unroll
+  for (int f = 0; f < kMaxF; ++f) {
+    if (f >= d.F) break;
+    const float s = alpha[e * d.F + f] * alpha_bar[(size_t)i * d.F + f];
     pbar[f] = 0.98f * s / alpha_fc[(size_t)i * d.F + f];
     sum += fc_p[(size_t)i * d.F + f] * pbar[f];
   }
-  float nu[kMaxCf], nub[kMaxCf];
-  for (int f = 0; f < d.F; ++f) {
+  #pragma unroll
+  for (int f = 0; f < kMaxF; ++f) {
+    if (f >= d.F) break;
     const float lb = fc_p[(size_t)i * d.F + f] * (pbar[f] - sum);
-    for (int a = 0; a < d.Cf; ++a) nub[a] = lb * w.fc_w[a * d.F + f];
-    const float* x = Ssrc + ((size_t)f * Ec + i) * d.Cf;
-    float* xb = Ssrc_bar + ((size_t)f * Ec + i) * d.Cf;
-    for (int a = 0; a < d.Cf; ++a) xb[a] = 0.0f;
-    if (w.fc_norm) {
-      const float rho = scalar_rms(x, d.Cf, w.fc_norm + f * d.Cf, d.eps, nu);
-      scalar_rms_backward(x, d.Cf, w.fc_norm + f * d.Cf, rho, nub, xb);
-    } else {
-      for (int a = 0; a < d.Cf; ++a) xb[a] = nub[a];
+    const float* x = Ssrc + ((size_t)f * Ec + i) * Cf;
+    float* xb = Ssrc_bar + ((size_t)f * Ec + i) * Cf;
+    if (!w.fc_norm) {
+      #pragma unroll
+      for (int t = 0; t < kMaxCf / 32; ++t) {
+        const int a = lane + 32 * t;
+        if (a < Cf) xb[a] = lb * w.fc_w[a * d.F + f];
+      }
+      continue;
+    }
+    const float* scale = w.fc_norm + f * Cf;
+    float xv[kMaxCf / 32], nub[kMaxCf / 32], ss = 0.0f;
+    #pragma unroll
+    for (int t = 0; t < kMaxCf / 32; ++t) {
+      const int a = lane + 32 * t;
+      xv[t] = a < Cf ? x[a] : 0.0f;
+      nub[t] = a < Cf ? lb * w.fc_w[a * d.F + f] : 0.0f;
+      ss += xv[t] * xv[t];
+    }
+    const float rho = rsqrtf(warp_sum(ss) / Cf + d.eps);
+    float dot = 0.0f;
+    #pragma unroll
+    for (int t = 0; t < kMaxCf / 32; ++t) {
+      const int a = lane + 32 * t;
+      if (a < Cf) dot += nub[t] * scale[a] * xv[t] * rho;
+    }
+    dot = warp_sum(dot);
+    #pragma unroll
+    for (int t = 0; t < kMaxCf / 32; ++t) {
+      const int a = lane + 32 * t;
+      if (a < Cf) xb[a] = rho * (nub[t] * scale[a] - xv[t] * rho * dot / Cf);
     }
   }
 }
 
 // One CTA (Cw threads) per edge: radial conditioning and rotation backward -> Xloc_bar (for the
-// source-side sum), R_bar (incl. the attention logit bias) and Dc_bar.
+// source-side sum), Dc_bar, the attention logit bias's share of R_bar, and the radial adjoint
+// the chunk products of launch_condition_rotate_backward turn into R_bar: with the degree mixer
+// the kernel adjoint kb (written over the edge's kern row), without it Rh_bar (written over the
+// edge's Rh rows, or added to R_bar when there is no hidden projection). Keeping the two
+// weight products (kb W_mix^T, Rh_bar W_rh^T) out of this kernel turns ~360 weight loads per
+// thread and edge into register-tiled products.
 template <int LT>
 __global__ void condition_rotate_backward_k(Dims d, BlockWDev w, int e0, int Ec, const int* __restrict__ src,
                                             const float* __restrict__ Dc, const float* __restrict__ H,
-                                            const float* __restrict__ Rh_c, const float* __restrict__ kern_c,
-                                            const float* __restrict__ Gbuf,
+                                            float* Rh_c, float* kern_c, const float* __restrict__ Gbuf,
                                             const float* __restrict__ Ssrc_bar, const float* __restrict__ lbar,
                                             float* Xloc_bar, float* R_bar, float* Dc_bar) {
   constexpr int kDm = 3 * LT + 1, kD = (LT + 1) * (LT + 1), kDcs = 1 + 3 * (kD - 1);
   (void)kDm; (void)kD; (void)kDcs;
   extern __shared__ float sh[];
   const int redn = d.K > kDcs ? d.K : kDcs;
-  float* Rhb = sh;                             // (L+1) Cw
-  float* red = Rhb + (LT + 1) * d.Cw;         // redn Cw
-  float* kb = red + redn * d.Cw;               // redn
-  float* vo = kb + redn;                       // redn
+  float* red = sh;                // redn Cw
+  float* kb = red + redn * d.Cw;  // redn
+  float* vo = kb + redn;          // redn
   const int i = blockIdx.x, e = e0 + i, c = threadIdx.x, f = c / d.Cf, cf = c % d.Cf;
-  const float* Rh = Rh_c + (size_t)i * (LT + 1) * d.Cw;  // precomputed by launch_radial_prep
-  const float* kern = kern_c + (size_t)i * padded_kernel_size(d);
+  float* Rh = Rh_c + (size_t)i * (LT + 1) * d.Cw;  // precomputed by launch_radial_prep
+  float* kern = kern_c + (size_t)i * padded_kernel_size(d);
   const float* Hs = H + (size_t)src[e] * kD * d.Cw;
   const float* Dce = Dc + (size_t)e * kDcs;
   float xl[kMaxDm], ub[kMaxDm], xb[kMaxDm];
@@ -432,13 +532,22 @@ __global__ void condition_rotate_backward_k(Dims d, BlockWDev w, int e0, int Ec,
   #pragma unroll
   for (int o = 0; o < kDm; ++o) ub[o] = g[o * d.Cf];
   if (d.F > 1) ub[0] += Ssrc_bar[((size_t)f * Ec + i) * d.Cf + cf];
-  float rhb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   if (!d.degree_mixer) {
+    float rhb[LT + 1];
+    #pragma unroll
+    for (int l = 0; l <= LT; ++l) rhb[l] = 0.0f;
     #pragma unroll
     for (int o = 0; o < kDm; ++o) {
       const int lo = red_l(o, LT);
       xb[o] = ub[o] * Rh[lo * d.Cw + c];
       rhb[lo] += ub[o] * xl[o];
+    }
+    // Each thread reads and writes only its own column of the edge's rows: in place is safe.
+    float* Rb = R_bar + (size_t)e * (LT + 1) * d.C;
+    #pragma unroll
+    for (int l = 0; l <= LT; ++l) {
+      if (d.has_rh) Rh[l * d.Cw + c] = rhb[l];
+      else Rb[l * d.C + c] += rhb[l];
     }
   } else {
     constexpr int K = kernel_size<LT>();
@@ -460,15 +569,9 @@ __global__ void condition_rotate_backward_k(Dims d, BlockWDev w, int e0, int Ec,
         kpart[q] += bub * xl[in];
       }
     }
-    cta_sum<K>(kpart, red, kb);
-    #pragma unroll
-    for (int l = 0; l <= LT; ++l) {
-      float s = 0.0f;
-      for (int q = 0; q < K; ++q) s += kb[q] * w.mixT[(size_t)q * (LT + 1) * d.Cw + l * d.Cw + c];
-      rhb[l] = s;
-    }
+    cta_sum<K>(kpart, red, kb);  // its barriers also order every read of kern before the writes
+    for (int q = c; q < padded_kernel_size(d); q += d.Cw) kern[q] = q < K ? kb[q] : 0.0f;
   }
-  for (int l = 0; l <= LT; ++l) Rhb[l * d.Cw + c] = rhb[l];
   #pragma unroll
   for (int j = 0; j < kDm; ++j) Xloc_bar[((size_t)i * kDm + j) * d.Cw + c] = xb[j];
   // Dc_bar from the rotation: sum_c xb[j] H[src, p(l_j, m'), c].
@@ -485,40 +588,36 @@ __global__ void condition_rotate_backward_k(Dims d, BlockWDev w, int e0, int Ec,
   }
   cta_sum<kDcs>(v, red, vo);
   for (int k = c; k < kDcs; k += d.Cw) Dc_bar[(size_t)e * kDcs + k] += vo[k];
-  // R_bar[e, l, a] = sum_c Rh_bar[l][c] Wrh[a][c] (+ the logit bias on l = 0).
+  // The attention logit bias reads R[e, 0, :]: its adjoint lands on R_bar directly.
   float* Rb = R_bar + (size_t)e * (LT + 1) * d.C;
-  for (int a = c; a < d.C; a += d.Cw)
-    for (int l = 0; l <= LT; ++l) {
-      float s = 0.0f;
-      if (d.has_rh) {
-        for (int cc = 0; cc < d.Cw; ++cc) s += Rhb[l * d.Cw + cc] * w.rhT[(size_t)cc * d.C + a];
-      } else {
-        s = Rhb[l * d.Cw + a];
-      }
-      if (l == 0)
-        for (int ff = 0; ff < d.F; ++ff) s += lbar[(size_t)i * d.F + ff] * w.logit_u[(size_t)ff * d.C + a];
-      Rb[l * d.C + a] += s;
-    }
+  for (int a = c; a < d.C; a += d.Cw) {
+    float s = 0.0f;
+    for (int ff = 0; ff < d.F; ++ff) s += lbar[(size_t)i * d.F + ff] * w.logit_u[(size_t)ff * d.C + a];
+    Rb[a] += s;
+  }
 }
 
-// One CTA (Cw threads) per source segment of the chunk: H_bar[s] += sum_e D^T Xloc_bar,
-// k_bar[s] += scale sum_e lbar q[dst].
+// One CTA of Cw x R threads per source segment of the chunk: H_bar[s] += sum_e D^T Xloc_bar,
+// k_bar[s] += scale sum_e lbar q[dst]. A source near the chunk's centres has up to ~100 edges in
+// it: thread row y takes every R-th of them, so no thread walks a whole segment's chain of
+// dependent loads alone; the rows' partial sums are added in a fixed order.
+inline int scatter_rows(const Dims& d) { return d.Cw >= 128 ? 1024 / d.Cw : 8; }
 template <int LT>
-__global__ void src_scatter_k(Dims d, const int* __restrict__ seg_node, const int* __restrict__ seg_off,
+__global__ void __launch_bounds__(1024) src_scatter_k(Dims d, const int* __restrict__ seg_node, const int* __restrict__ seg_off,
                               const int* __restrict__ perm, int e0, const int* __restrict__ dst,
                               const float* __restrict__ Dc, const float* __restrict__ Xloc_bar,
                               const float* __restrict__ lbar, const float* __restrict__ q, float* H_bar,
                               float* k_bar) {
   constexpr int kDm = 3 * LT + 1, kD = (LT + 1) * (LT + 1), kDcs = 1 + 3 * (kD - 1);
   (void)kDm; (void)kD; (void)kDcs;
-  const int sgi = blockIdx.x, c = threadIdx.x, f = c / d.Cf;
+  extern __shared__ float spart[];  // (R - 1) x (kD + 1) x Cw
+  const int sgi = blockIdx.x, c = threadIdx.x, y = threadIdx.y, R = blockDim.y, f = c / d.Cf;
   const int s = seg_node[sgi];
   const float scale = rsqrtf((float)d.Cf);
-  float acc[kMaxD];
+  float acc[kD + 1];  // acc[kD]: the k_bar sum
   #pragma unroll
-  for (int p = 0; p < kD; ++p) acc[p] = 0.0f;
-  float kacc = 0.0f;
-  for (int t = seg_off[sgi]; t < seg_off[sgi + 1]; ++t) {
+  for (int p = 0; p <= kD; ++p) acc[p] = 0.0f;
+  for (int t = seg_off[sgi] + y; t < seg_off[sgi + 1]; t += R) {
     const int e = perm[t], i = e - e0;
     const float* Dce = Dc + (size_t)e * kDcs;
     const float* xb = Xloc_bar + (size_t)i * kDm * d.Cw + c;
@@ -534,12 +633,21 @@ __global__ void src_scatter_k(Dims d, const int* __restrict__ seg_node, const in
       #pragma unroll
       for (int mp = -l; mp <= l; ++mp) acc[packed(l, mp)] += row[mp + l] * x;
     }
-    kacc += scale * lbar[(size_t)i * d.F + f] * q[(size_t)dst[e] * d.Cw + c];
+    acc[kD] += scale * lbar[(size_t)i * d.F + f] * q[(size_t)dst[e] * d.Cw + c];
   }
+  if (y > 0) {
+    #pragma unroll
+    for (int p = 0; p <= kD; ++p) spart[((size_t)(y - 1) * (kD + 1) + p) * d.Cw + c] = acc[p];
+  }
+  __syncthreads();
+  if (y > 0) return;
+  #pragma unroll
+  for (int p = 0; p <= kD; ++p)
+    for (int yy = 1; yy < R; ++yy) acc[p] += spart[((size_t)(yy - 1) * (kD + 1) + p) * d.Cw + c];
   float* hb = H_bar + (size_t)s * kD * d.Cw + c;
   #pragma unroll
   for (int p = 0; p < kD; ++p) hb[(size_t)p * d.Cw] += acc[p];
-  k_bar[(size_t)s * d.Cw + c] += kacc;
+  k_bar[(size_t)s * d.Cw + c] += acc[kD];
 }
 
 // One thread per (node, focus): q/k projections and norms, output gate -> H_bar[n, 0, :].
@@ -600,7 +708,7 @@ void launch_rotate_condition(const Dims& d, const BlockWDev& w, int e0, int Ec, 
 void launch_focus_compete(const Dims& d, const BlockWDev& w, int Ec, const float* Ssrc, float* fc_p,
                           float* alpha_fc, cudaStream_t s) {
   if (Ec == 0 || d.F < 2) return;
-  focus_compete_k<<<div_up(Ec, kT), kT, 0, s>>>(d, w, Ec, Ssrc, fc_p, alpha_fc);
+  focus_compete_k<<<div_up(Ec, kFcWarps), 32 * kFcWarps, 0, s>>>(d, w, Ec, Ssrc, fc_p, alpha_fc);
   SEZM_LAUNCH("focus_compete");
 }
 void launch_rotate_back_aggregate(const Dims& d, int n0, int n1, int e0, int Ec, const int* dst_off, const float* Dc,
@@ -646,24 +754,28 @@ void launch_softmax_backward(const Dims& d, const BlockWDev& w, int n0, int n1, 
                              const float* /*q*/, const float* k, float* lbar, float* q_bar, float* env_bar,
                              cudaStream_t s) {
   if (n1 <= n0) return;
-  softmax_backward_k<<<n1 - n0, d.Cw, 0, s>>>(d, w, n0, e0, src, dst_off, env, alpha, alpha_bar, k, lbar, q_bar,
-                                              env_bar);
+  const int rows = std::max(1, std::min(8, 1024 / d.Cw));
+  const dim3 block(d.Cw, rows);
+  const size_t bytes = (size_t)(rows - 1) * d.Cw * sizeof(float);
+  softmax_backward_k<<<n1 - n0, block, bytes, s>>>(d, w, n0, e0, src, dst_off, env, alpha, alpha_bar, k, lbar, q_bar,
+                                                   env_bar);
   SEZM_LAUNCH("softmax_backward");
 }
-void launch_focus_compete_backward(const Dims& d, const BlockWDev& w, int Ec, const float* Ssrc, const float* U,
-                                   const float* fc_p, const float* alpha_fc, float* Gbuf, float* Ssrc_bar,
-                                   cudaStream_t s) {
+void launch_focus_compete_backward(const Dims& d, const BlockWDev& w, int e0, int Ec, const float* Ssrc,
+                                   const float* alpha, const float* alpha_bar, const float* fc_p,
+                                   const float* alpha_fc, float* Ssrc_bar, cudaStream_t s) {
   if (Ec == 0 || d.F < 2) return;
-  focus_compete_backward_k<<<div_up(Ec, kT), kT, 0, s>>>(d, w, Ec, Ssrc, U, fc_p, alpha_fc, Gbuf, Ssrc_bar);
+  focus_compete_backward_k<<<div_up(Ec, kFcWarps), 32 * kFcWarps, 0, s>>>(d, w, e0, Ec, Ssrc, alpha, alpha_bar, fc_p,
+                                                                         alpha_fc, Ssrc_bar);
   SEZM_LAUNCH("focus_compete_backward");
 }
 void launch_condition_rotate_backward(const Dims& d, const BlockWDev& w, int e0, int Ec, const int* src,
-                                      const float* Dc, const float* H, const float* Rh, const float* kern,
+                                      const float* Dc, const float* H, float* Rh, float* kern,
                                       const float* Gbuf, const float* Ssrc_bar, const float* lbar, float* Xloc_bar,
                                       float* R_bar, float* Dc_bar, cudaStream_t s) {
   if (Ec == 0) return;
   const int redn = d.K > d.dc_size ? d.K : d.dc_size;
-  const size_t bytes = ((size_t)(d.L + 1) * d.Cw + (size_t)redn * d.Cw + 2 * (size_t)redn) * sizeof(float);
+  const size_t bytes = ((size_t)redn * d.Cw + 2 * (size_t)redn) * sizeof(float);
   if (d.L == 1)
     condition_rotate_backward_k<1><<<Ec, d.Cw, bytes, s>>>(d, w, e0, Ec, src, Dc, H, Rh, kern, Gbuf, Ssrc_bar, lbar,
                                                            Xloc_bar, R_bar, Dc_bar);
@@ -674,14 +786,23 @@ void launch_condition_rotate_backward(const Dims& d, const BlockWDev& w, int e0,
     condition_rotate_backward_k<3><<<Ec, d.Cw, bytes, s>>>(d, w, e0, Ec, src, Dc, H, Rh, kern, Gbuf, Ssrc_bar, lbar,
                                                            Xloc_bar, R_bar, Dc_bar);
   SEZM_LAUNCH("condition_rotate_backward");
+  launch_radial_adjoint(d, w, e0, Ec, Rh, kern, R_bar, s);
 }
 void launch_src_scatter(const Dims& d, int nseg, const int* seg_node, const int* seg_off, const int* perm, int e0,
                         const int* dst, const float* Dc, const float* Xloc_bar, const float* lbar, const float* q,
                         float* H_bar, float* k_bar, cudaStream_t s) {
   if (nseg == 0) return;
-  if (d.L == 1) src_scatter_k<1><<<nseg, d.Cw, 0, s>>>(d, seg_node, seg_off, perm, e0, dst, Dc, Xloc_bar, lbar, q, H_bar, k_bar);
-  else if (d.L == 2) src_scatter_k<2><<<nseg, d.Cw, 0, s>>>(d, seg_node, seg_off, perm, e0, dst, Dc, Xloc_bar, lbar, q, H_bar, k_bar);
-  else src_scatter_k<3><<<nseg, d.Cw, 0, s>>>(d, seg_node, seg_off, perm, e0, dst, Dc, Xloc_bar, lbar, q, H_bar, k_bar);
+  const int rows = scatter_rows(d);
+  const dim3 block(d.Cw, rows);
+  const size_t bytes = (size_t)(rows - 1) * (d.D + 1) * d.Cw * sizeof(float);
+  if (bytes > 48 * 1024) {  // Cw >= 128, L = 3: up to 61 KiB of partial sums
+    const void* fn = d.L == 1 ? (const void*)src_scatter_k<1>
+                   : d.L == 2 ? (const void*)src_scatter_k<2> : (const void*)src_scatter_k<3>;
+    SEZM_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+  }
+  if (d.L == 1) src_scatter_k<1><<<nseg, block, bytes, s>>>(d, seg_node, seg_off, perm, e0, dst, Dc, Xloc_bar, lbar, q, H_bar, k_bar);
+  else if (d.L == 2) src_scatter_k<2><<<nseg, block, bytes, s>>>(d, seg_node, seg_off, perm, e0, dst, Dc, Xloc_bar, lbar, q, H_bar, k_bar);
+  else src_scatter_k<3><<<nseg, block, bytes, s>>>(d, seg_node, seg_off, perm, e0, dst, Dc, Xloc_bar, lbar, q, H_bar, k_bar);
   SEZM_LAUNCH("src_scatter");
 }
 void launch_attention_node_backward(const Dims& d, const BlockWDev& w, int N, int NT, const float* H,

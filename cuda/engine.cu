@@ -290,13 +290,13 @@ struct CudaEngine::Impl {
       o.rh = b.has_radial_hidden_proj ? a.add(b.radial_hidden_proj) : kNone;
       o.rhT = b.has_radial_hidden_proj ? a.add_t(b.radial_hidden_proj) : kNone;
       o.mix = b.degree_mixer ? a.add(b.mixer_weight) : kNone;
-      o.mixT = b.degree_mixer ? a.add_t(b.mixer_weight) : kNone;
-      o.mixp = kNone;
-      if (b.degree_mixer) {  // zero columns up to a multiple of 4 for the tile product's 16-byte loads
+      o.mixT = o.mixp = kNone;
+      if (b.degree_mixer) {  // K padded with zeros to a multiple of 4 for the tile products' 16-byte loads
         const int kp = padded_kernel_size(d);
         Mat<double> m = Mat<double>::Zero(b.mixer_weight.rows(), kp);
         m.leftCols(b.mixer_weight.cols()) = b.mixer_weight;
         o.mixp = a.add(m);
+        o.mixT = a.add_t(m);
       }
       o.cb = b.degree_mixer ? a.add(b.channel_basis) : kNone;
       std::vector<Mat<double>> As, ATs, W1s, W1Ts, Gs, GTs;
@@ -482,10 +482,12 @@ struct CudaEngine::Impl {
     const int Ec = c.e1 - c.e0;
     const BlockWDev& w = bw[b];
     const bool fast = mode == CudaMode::kFast;
-    mark(recompute ? "bwd: recompute rotate" : "fwd: rotate+condition");
+    mark(recompute ? "bwd: recompute radial prep" : "fwd: radial prep");
     launch_radial_prep(d, w, c.e0, Ec, radial_in(), Rh_c.data(), kern_c.data(), s);
+    mark(recompute ? "bwd: recompute rotate" : "fwd: rotate+condition");
     launch_rotate_condition(d, w, c.e0, Ec, src.data(), Dc.data(), H[b].data(), Rh_c.data(), kern_c.data(),
                             U0.data(), Ssrc.data(), s);
+    mark(recompute ? "bwd: recompute focus compete" : "fwd: focus compete");
     launch_focus_compete(d, w, Ec, Ssrc.data(), fc_p.data(), alpha_fc.data(), s);
     mark(recompute ? (fast ? "bwd: replay stack" : "bwd: recompute stack") : "fwd: stack");
     float* in = U0.data();
@@ -514,6 +516,12 @@ struct CudaEngine::Impl {
         throw Error("CudaEngine: atom type index " + std::to_string(gv.types[i]) + " outside the model's type_map");
     std::vector<int> perm_h, segn_h, sego_h;
     plan_chunks(gv, perm_h, segn_h, sego_h);
+    if (timing) {
+      int longest = 0;
+      for (size_t i = 0; i + 1 < sego_h.size(); ++i) longest = std::max(longest, sego_h[i + 1] - sego_h[i]);
+      std::fprintf(stderr, "[sezm cuda timing] %zu chunks, %zu source segments (longest %d edges)\n", chunks.size(),
+                   segn_h.size(), longest);
+    }
     // graph upload
     track(src); track(dst); track(off); track(types); track(perm); track(seg_node); track(seg_off); track(vec);
     src.upload(gv.src, E, s);
@@ -671,14 +679,16 @@ struct CudaEngine::Impl {
         // live there (two chunk activations fewer than separate buffers).
         float* Gbuf = Uf == Ua.data() ? Ub.data() : Ua.data();
         float* Gbuf2 = U0.data();
-        mark("bwd: aggregate+softmax");
+        mark("bwd: aggregate");
         launch_aggregate_backward(d, c.e0, Ec, dst.data(), Dc.data(), Uf, alpha_fc.data(), alpha[b].data(),
                                   Pb.data(), Gbuf, alpha_bar.data(), Dc_bar.data(), s);
+        mark("bwd: softmax");
         launch_softmax_backward(d, w, c.n0, c.n1, c.e0, src.data(), off.data(), env.data(), alpha[b].data(),
                                 alpha_bar.data(), q[b].data(), k[b].data(), lbar.data(), q_bar.data(),
                                 env_bar.data(), s);
-        launch_focus_compete_backward(d, w, Ec, Ssrc.data(), Uf, fc_p.data(), alpha_fc.data(), Gbuf,
-                                      Ssrc_bar.data(), s);
+        mark("bwd: focus compete");
+        launch_focus_compete_backward(d, w, c.e0, Ec, Ssrc.data(), alpha[b].data(), alpha_bar.data(), fc_p.data(),
+                                      alpha_fc.data(), Ssrc_bar.data(), s);
         mark("bwd: stack");
         float* gin = Gbuf;
         float* bufs[2] = {Gbuf2, Gbuf};

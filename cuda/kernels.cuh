@@ -34,7 +34,7 @@ struct EdgeRadialIn {
 struct BlockWDev {
   const float *pre, *post;            // (L+1, C, Cw), (L+1, Cw, C)
   const float *rh, *rhT;              // (C, Cw), (Cw, C) or null
-  const float *mix, *mixT, *cb;       // ((L+1)Cw, K), its transpose (K, (L+1)Cw), (Cw)
+  const float *mix, *mixT, *cb;       // ((L+1)Cw, K), mixp's transpose (Kp, (L+1)Cw), (Cw)
   const float *mixp;                  // ((L+1)Cw, Kp): mix with K padded to Kp = K rounded up to 4
   const float *A, *AT, *W1, *W1T;     // (nL, F, M0, M0), (nL, F, 2M1, 2M1) and transposes
   const float *G, *GT;                // (ngated, F, Cf, L*Cf) and per-(layer, focus) transposes
@@ -132,14 +132,21 @@ void launch_softmax_backward(const Dims& d, const BlockWDev& w, int n0, int n1, 
                              const int* dst_off, const float* env, const float* alpha, const float* alpha_bar,
                              const float* q, const float* k, float* lbar, float* q_bar, float* env_bar,
                              cudaStream_t s);
-void launch_focus_compete_backward(const Dims& d, const BlockWDev& w, int Ec, const float* Ssrc, const float* U,
-                                   const float* fc_p, const float* alpha_fc, float* Gbuf, float* Ssrc_bar,
-                                   cudaStream_t s);
+// <G_f, U_f> of an edge is alpha[e0 + i, f] alpha_bar[i, f] (aggregate_backward): no stack rows.
+void launch_focus_compete_backward(const Dims& d, const BlockWDev& w, int e0, int Ec, const float* Ssrc,
+                                   const float* alpha, const float* alpha_bar, const float* fc_p,
+                                   const float* alpha_fc, float* Ssrc_bar, cudaStream_t s);
+// Rh and kern (the chunk's radial tables) are consumed: they come back holding the radial
+// adjoint, which launch_radial_adjoint (called at the end) multiplies into R_bar.
 void launch_condition_rotate_backward(const Dims& d, const BlockWDev& w, int e0, int Ec, const int* src,
-                                      const float* Dc, const float* H, const float* Rh, const float* kern,
+                                      const float* Dc, const float* H, float* Rh, float* kern,
                                       const float* Gbuf,
                                       const float* Ssrc_bar, const float* lbar, float* Xloc_bar, float* R_bar,
                                       float* Dc_bar, cudaStream_t s);
+// R_bar[e0 + i] += kb W_mix^T W_rh^T (degree mixer) or Rh_bar W_rh^T, as tile products (stack.cu);
+// kb and Rh_bar sit in the kern and Rh chunk tables (Rh is overwritten when both products run).
+void launch_radial_adjoint(const Dims& d, const BlockWDev& w, int e0, int Ec, float* Rh, const float* kb,
+                           float* R_bar, cudaStream_t s);
 // Source-side segment sums (edges of the chunk grouped by source; deterministic, no atomics).
 void launch_src_scatter(const Dims& d, int nseg, const int* seg_node, const int* seg_off, const int* perm, int e0,
                         const int* dst, const float* Dc, const float* Xloc_bar, const float* lbar, const float* q,

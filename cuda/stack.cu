@@ -411,8 +411,10 @@ void launch_stack(const Dims& d, const BlockWDev& w, int layer, int Ec, const fl
 
 // ---- per-chunk radial conditioning tables on the same tiled inner product ----
 // Rh[i, l, :] = R(e0 + i, l, :) W_rh (rows (i, l), K = C, N = Cw; R formed from rho + type rows in
-// the operand load), and kern[i, :] = Rh[i, :, :] W_mixp (rows i, K = (L+1) Cw, N = Kp).
-template <int NC4, bool kFromR>
+// the operand load), and kern[i, :] = Rh[i, :, :] W_mixp (rows i, K = (L+1) Cw, N = Kp). The
+// backward's radial adjoint runs the transposed products on the same kernel, adding into R_bar
+// (kAcc).
+template <int NC4, bool kFromR, bool kAcc = false>
 __global__ void __launch_bounds__(kThreads, 2) radial_prep_k(Dims d, int rows, int K, int N, EdgeRadialIn R, int e0,
                                                              const float* __restrict__ A, const float* __restrict__ B,
                                                              float* out) {
@@ -433,7 +435,12 @@ __global__ void __launch_bounds__(kThreads, 2) radial_prep_k(Dims d, int rows, i
                    },
                    acc);
   for_each_quad<4, NC4>(row0, rows, N, [&](int r, int j, int row, int c) {
-    st4(out + (size_t)row * N + c, quad<4, NC4>(acc, r, j));
+    float4 v = quad<4, NC4>(acc, r, j);
+    if (kAcc) {
+      const float4 o = ld4(out + (size_t)row * N + c);
+      v = make_float4(o.x + v.x, o.y + v.y, o.z + v.z, o.w + v.w);
+    }
+    st4(out + (size_t)row * N + c, v);
   });
 }
 
@@ -446,15 +453,15 @@ __global__ void radial_copy_k(Dims d, int Ec, EdgeRadialIn R, int e0, float* Rh)
   Rh[i] = R(d, e, l, a);
 }
 
-template <bool kFromR>
+template <bool kFromR, bool kAcc = false>
 void launch_prep_gemm(const Dims& d, int rows, int K, int N, const EdgeRadialIn& R, int e0, const float* A,
                       const float* B, float* out, cudaStream_t s) {
   const int grid = div_up(rows, Tile<4>::BM), nc4 = (N + 63) / 64;
-  if (nc4 <= 1) radial_prep_k<1, kFromR><<<grid, kThreads, 0, s>>>(d, rows, K, N, R, e0, A, B, out);
-  else if (nc4 == 2) radial_prep_k<2, kFromR><<<grid, kThreads, 0, s>>>(d, rows, K, N, R, e0, A, B, out);
-  else if (nc4 == 3) radial_prep_k<3, kFromR><<<grid, kThreads, 0, s>>>(d, rows, K, N, R, e0, A, B, out);
-  else radial_prep_k<4, kFromR><<<grid, kThreads, 0, s>>>(d, rows, K, N, R, e0, A, B, out);
-  SEZM_LAUNCH("radial_prep");
+  if (nc4 <= 1) radial_prep_k<1, kFromR, kAcc><<<grid, kThreads, 0, s>>>(d, rows, K, N, R, e0, A, B, out);
+  else if (nc4 == 2) radial_prep_k<2, kFromR, kAcc><<<grid, kThreads, 0, s>>>(d, rows, K, N, R, e0, A, B, out);
+  else if (nc4 == 3) radial_prep_k<3, kFromR, kAcc><<<grid, kThreads, 0, s>>>(d, rows, K, N, R, e0, A, B, out);
+  else radial_prep_k<4, kFromR, kAcc><<<grid, kThreads, 0, s>>>(d, rows, K, N, R, e0, A, B, out);
+  SEZM_LAUNCH(kAcc ? "radial_adjoint" : "radial_prep");
 }
 
 }  // namespace
@@ -471,6 +478,19 @@ void launch_radial_prep(const Dims& d, const BlockWDev& w, int e0, int Ec, const
   }
   if (d.degree_mixer)
     launch_prep_gemm<false>(d, Ec, (d.L + 1) * d.Cw, padded_kernel_size(d), R, e0, Rh, w.mixp, kern, s);
+}
+
+void launch_radial_adjoint(const Dims& d, const BlockWDev& w, int e0, int Ec, float* Rh, const float* kb,
+                           float* R_bar, cudaStream_t s) {
+  if (Ec == 0) return;
+  float* Rb = R_bar + (size_t)e0 * (d.L + 1) * d.C;
+  const int W = (d.L + 1) * d.Cw;
+  if (d.degree_mixer) {  // Rh_bar = kb W_mix^T (Kp rows of mixT; kb's pad columns are zero)
+    if (d.has_rh) launch_prep_gemm<false>(d, Ec, padded_kernel_size(d), W, EdgeRadialIn{}, e0, kb, w.mixT, Rh, s);
+    else launch_prep_gemm<false, true>(d, Ec, padded_kernel_size(d), W, EdgeRadialIn{}, e0, kb, w.mixT, Rb, s);
+  }
+  if (d.has_rh)  // R_bar += Rh_bar W_rh^T, rows (i, l)
+    launch_prep_gemm<false, true>(d, Ec * (d.L + 1), d.Cw, d.C, EdgeRadialIn{}, e0, Rh, w.rhT, Rb, s);
 }
 
 size_t stack_smem_bytes(const Dims& d) { return smem_floats(d, Tile<4>::BM, true) * sizeof(float); }

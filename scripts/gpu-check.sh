@@ -3,7 +3,7 @@
 # run the CUDA tests, the benchmark, and -- when the LAMMPS bundle of scripts/make-lammps-bundle.sh
 # is in .devdeps -- the LAMMPS check (device cuda vs cpu on 1 and 2 ranks, scripts/gpu-lammps.sh
 # check). Results go to stdout and, when set, to $OUT (the LAMMPS logs to $OUT/lammps).
-#   bash scripts/gpu-check.sh [quick|full]
+#   bash scripts/gpu-check.sh [quick|full|dev]     (dev: tests + a short benchmark, no LAMMPS)
 # Dependencies come from the system, or from .devdeps/ (scripts/make-devdeps.sh) when present.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -31,6 +31,13 @@ status=0
 "$build/tests/sezm_tests" --gtest_filter='*Cuda*:FeatureExchange*' 2>&1 | tee "$out/gpu-tests.log" || status=1
 echo "== benchmark"
 bench() { "$build/bench/sezm-bench" "$here/potentials/C.pt" --device cuda "$@" 2>&1 | tee -a "$out/bench.log"; }
+if [ "$what" = dev ]; then  # a kernel-tuning round: 4096 atoms in both modes, the phase timing, 64 atoms
+  bench --mode lean --cells 8 --repeat 5 --warmup 1
+  bench --mode fast --cells 8 --repeat 5 --warmup 1
+  SEZM_CUDA_TIMING=1 bench --mode lean --cells 8 --repeat 1 --warmup 1
+  bench --mode lean --cells 2 --repeat 5 --warmup 1
+  exit $status
+fi
 for mode in lean fast; do
   bench --mode $mode --cells 4 --repeat 5 --warmup 1
   bench --mode $mode --cells 8 --repeat 5 --warmup 1
@@ -53,6 +60,6 @@ if [ -f "$here/.devdeps/lammps-gpu.tar.xz" ] && [ "${SEZM_GPU_CHECK_LAMMPS:-1}" 
   mkdir -p "$out/lammps"
   OUT="$out/lammps" bash "$here/scripts/gpu-lammps.sh" check || status=1
 else
-  echo "== LAMMPS check skipped (no .devdeps/lammps-gpu.tar.xz: run scripts/make-lammps-bundle.sh)"
+  echo "== LAMMPS check skipped (SEZM_GPU_CHECK_LAMMPS=0, or no .devdeps/lammps-gpu.tar.xz: run scripts/make-lammps-bundle.sh)"
 fi
 exit $status
