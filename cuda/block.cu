@@ -260,11 +260,13 @@ __global__ void focus_compete_k(Dims d, BlockWDev w, int Ec, const float* __rest
   }
 }
 
-// One CTA per (centre, focus), Cf x kAggSplit threads: P[n, p, c] = sum_e alpha rho_l D^T
+// One CTA per (centre, focus), Cf x R threads (R = agg_rows): P[n, p, c] = sum_e alpha rho_l D^T
 // (alpha_fc U). A chunk holds only ~100 centres, so the focus and the in-edges are spread over
-// CTAs and kAggSplit thread rows to keep the GPU busy; partial sums are added in a fixed order
+// CTAs and R thread rows to keep the GPU busy; partial sums are added in a fixed order
 // (deterministic).
-constexpr int kAggSplit = 8;
+// 16 rows (~10 in-edges each) for focus width <= 32, 8 above: at most 512 threads, and double
+// partials of at most 61 KiB (sm_89 allows 99 KiB).
+inline int agg_rows(const Dims& d) { return d.Cf <= 32 ? 16 : 8; }
 template <int LT>
 __global__ void rotate_back_aggregate_k(Dims d, int n0, int e0, int Ec, const int* __restrict__ off,
                                         const float* __restrict__ Dc, const float* __restrict__ U,
@@ -272,12 +274,13 @@ __global__ void rotate_back_aggregate_k(Dims d, int n0, int e0, int Ec, const in
                                         float* P) {
   constexpr int kDm = 3 * LT + 1, kD = (LT + 1) * (LT + 1), kDcs = 1 + 3 * (kD - 1);
   (void)kDm; (void)kD; (void)kDcs;
-  extern __shared__ double part[];  // (kAggSplit - 1) x kD x Cf
+  extern __shared__ double part[];  // (R - 1) x kD x Cf
   const int n = n0 + blockIdx.x, f = blockIdx.y, cf = threadIdx.x, c = f * d.Cf + cf, y = threadIdx.y;
   double acc[kMaxD];  // the destination sum feeds every later step: keep it in double
   #pragma unroll
   for (int p = 0; p < kD; ++p) acc[p] = 0.0;
-  for (int e = off[n] + y; e < off[n + 1]; e += kAggSplit) {
+  const int R = blockDim.y;
+  for (int e = off[n] + y; e < off[n + 1]; e += R) {
     const int i = e - e0;
     const float a = alpha[(size_t)e * d.F + f] * (d.F > 1 ? alpha_fc[(size_t)i * d.F + f] : 1.0f);
     const float* u = U + ((size_t)f * Ec + i) * d.ROW + cf;
@@ -303,7 +306,7 @@ __global__ void rotate_back_aggregate_k(Dims d, int n0, int e0, int Ec, const in
   if (y == 0) {
     #pragma unroll
     for (int p = 0; p < kD; ++p) {
-      for (int yy = 1; yy < kAggSplit; ++yy) acc[p] += part[((size_t)(yy - 1) * kD + p) * d.Cf + cf];
+      for (int yy = 1; yy < R; ++yy) acc[p] += part[((size_t)(yy - 1) * kD + p) * d.Cf + cf];
       P[((size_t)n * kD + p) * d.Cw + c] = (float)acc[p];
     }
   }
@@ -715,9 +718,10 @@ void launch_rotate_back_aggregate(const Dims& d, int n0, int n1, int e0, int Ec,
                                   const float* U, const float* alpha_fc, const float* alpha, float* P,
                                   cudaStream_t s) {
   if (n1 <= n0) return;
-  const dim3 block(d.Cf, kAggSplit), grid(n1 - n0, d.F);
-  const size_t bytes = (size_t)(kAggSplit - 1) * d.D * d.Cf * sizeof(double);
-  if (bytes > 48 * 1024) {  // focus width 64: 57 KiB of partial sums
+  const int rows = agg_rows(d);
+  const dim3 block(d.Cf, rows), grid(n1 - n0, d.F);
+  const size_t bytes = (size_t)(rows - 1) * d.D * d.Cf * sizeof(double);
+  if (bytes > 48 * 1024) {  // L = 3: 57-61 KiB of partial sums
     const void* fn = d.L == 1 ? (const void*)rotate_back_aggregate_k<1>
                    : d.L == 2 ? (const void*)rotate_back_aggregate_k<2> : (const void*)rotate_back_aggregate_k<3>;
     SEZM_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));

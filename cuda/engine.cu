@@ -291,10 +291,17 @@ struct CudaEngine::Impl {
       o.rhT = b.has_radial_hidden_proj ? a.add_t(b.radial_hidden_proj) : kNone;
       o.mix = b.degree_mixer ? a.add(b.mixer_weight) : kNone;
       o.mixT = o.mixp = kNone;
-      if (b.degree_mixer) {  // K padded with zeros to a multiple of 4 for the tile products' 16-byte loads
-        const int kp = padded_kernel_size(d);
-        Mat<double> m = Mat<double>::Zero(b.mixer_weight.rows(), kp);
-        m.leftCols(b.mixer_weight.cols()) = b.mixer_weight;
+      if (b.degree_mixer) {
+        // The kernel values only ever see R through W_rh: fold it into the mixer per degree, in
+        // double (mixp = blockdiag(W_rh) W_mix), so one product R mixp gives them. K padded with
+        // zeros to a multiple of 4 for the tile products' 16-byte loads.
+        const int kp = padded_kernel_size(d), K = static_cast<int>(b.mixer_weight.cols());
+        Mat<double> m = Mat<double>::Zero(static_cast<Eigen::Index>(d.L + 1) * d.C, kp);
+        for (int l = 0; l <= d.L; ++l) {
+          const Mat<double> ml = b.mixer_weight.block(static_cast<Eigen::Index>(l) * d.Cw, 0, d.Cw, K);
+          m.block(static_cast<Eigen::Index>(l) * d.C, 0, d.C, K) =
+              b.has_radial_hidden_proj ? Mat<double>(b.radial_hidden_proj * ml) : ml;
+        }
         o.mixp = a.add(m);
         o.mixT = a.add_t(m);
       }
@@ -551,7 +558,7 @@ struct CudaEngine::Impl {
     grow(Ssrc, static_cast<size_t>(d.F) * max_ec * d.Cf);
     grow(fc_p, static_cast<size_t>(max_ec) * d.F); grow(alpha_fc, static_cast<size_t>(max_ec) * d.F);
     grow(nodeA, static_cast<size_t>(N) * nodeWw);
-    grow(Rh_c, static_cast<size_t>(max_ec) * (d.L + 1) * d.Cw);
+    grow(Rh_c, d.degree_mixer ? 1 : static_cast<size_t>(max_ec) * (d.L + 1) * d.Cw);  // the mixer needs only kern
     grow(kern_c, static_cast<size_t>(max_ec) * padded_kernel_size(d));
     keep_z = mode == CudaMode::kFast && gradients;
     if (keep_z) {  // energy-only calls keep nothing

@@ -34,8 +34,8 @@ struct EdgeRadialIn {
 struct BlockWDev {
   const float *pre, *post;            // (L+1, C, Cw), (L+1, Cw, C)
   const float *rh, *rhT;              // (C, Cw), (Cw, C) or null
-  const float *mix, *mixT, *cb;       // ((L+1)Cw, K), mixp's transpose (Kp, (L+1)Cw), (Cw)
-  const float *mixp;                  // ((L+1)Cw, Kp): mix with K padded to Kp = K rounded up to 4
+  const float *mix, *mixT, *cb;       // ((L+1)Cw, K), mixp's transpose (Kp, (L+1)C), (Cw)
+  const float *mixp;                  // ((L+1)C, Kp): blockdiag(W_rh) mix, K padded to Kp = K rounded up to 4
   const float *A, *AT, *W1, *W1T;     // (nL, F, M0, M0), (nL, F, 2M1, 2M1) and transposes
   const float *G, *GT;                // (ngated, F, Cf, L*Cf) and per-(layer, focus) transposes
   const float *fc_w, *fc_norm;        // (Cf, F), (F, Cf) or null
@@ -111,8 +111,9 @@ void launch_attention_node_forward(const Dims& d, const BlockWDev& w, int N, int
 void launch_attention_softmax_forward(const Dims& d, const BlockWDev& w, int N, const int* src, const int* dst_off,
                                       const float* env, const EdgeRadialIn& R, const float* q, const float* k, float* alpha,
                                       cudaStream_t s);
-// Per chunk, before rotate_condition: the wide radial features Rh = R W_rh (Ec, L+1, Cw) and, for
-// the degree mixer, its kernel values kern = Rh W_mix (Ec, Kp) as tile products (stack.cu).
+// Per chunk, before rotate_condition, as tile products (stack.cu): with the degree mixer its kernel
+// values kern = R mixp (Ec, Kp; W_rh folded into mixp), otherwise the wide radial features
+// Rh = R W_rh (Ec, L+1, Cw).
 __host__ __device__ inline int padded_kernel_size(const Dims& d) { return (d.K + 3) / 4 * 4; }
 void launch_radial_prep(const Dims& d, const BlockWDev& w, int e0, int Ec, const EdgeRadialIn& R, float* Rh,
                         float* kern, cudaStream_t s);
@@ -143,8 +144,8 @@ void launch_condition_rotate_backward(const Dims& d, const BlockWDev& w, int e0,
                                       const float* Gbuf,
                                       const float* Ssrc_bar, const float* lbar, float* Xloc_bar, float* R_bar,
                                       float* Dc_bar, cudaStream_t s);
-// R_bar[e0 + i] += kb W_mix^T W_rh^T (degree mixer) or Rh_bar W_rh^T, as tile products (stack.cu);
-// kb and Rh_bar sit in the kern and Rh chunk tables (Rh is overwritten when both products run).
+// R_bar[e0 + i] += kb mixp^T (degree mixer) or Rh_bar W_rh^T, as tile products (stack.cu); kb and
+// Rh_bar sit in the kern and Rh chunk tables.
 void launch_radial_adjoint(const Dims& d, const BlockWDev& w, int e0, int Ec, float* Rh, const float* kb,
                            float* R_bar, cudaStream_t s);
 // Source-side segment sums (edges of the chunk grouped by source; deterministic, no atomics).

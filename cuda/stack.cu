@@ -410,11 +410,13 @@ void launch_stack(const Dims& d, const BlockWDev& w, int layer, int Ec, const fl
 }
 
 // ---- per-chunk radial conditioning tables on the same tiled inner product ----
-// Rh[i, l, :] = R(e0 + i, l, :) W_rh (rows (i, l), K = C, N = Cw; R formed from rho + type rows in
-// the operand load), and kern[i, :] = Rh[i, :, :] W_mixp (rows i, K = (L+1) Cw, N = Kp). The
-// backward's radial adjoint runs the transposed products on the same kernel, adding into R_bar
-// (kAcc).
-template <int NC4, bool kFromR, bool kAcc = false>
+// Without the degree mixer, Rh[i, l, :] = R(e0 + i, l, :) W_rh (rows (i, l), K = C, N = Cw; R formed
+// from rho + type rows in the operand load). With it only the kernel values are used, and W_rh
+// folds into the mixer on the host (mixp = blockdiag(W_rh) W_mix, ((L+1)C, Kp)): kern[i, :] =
+// R(e0 + i, :, :) mixp (rows i, K = (L+1) C). The backward's radial adjoint runs the transposed
+// products on the same kernel, adding into R_bar (kAcc).
+enum RadialA { kDenseA = 0, kRByDegree = 1, kRByEdge = 2 };
+template <int NC4, int kFromR, bool kAcc = false>
 __global__ void __launch_bounds__(kThreads, 2) radial_prep_k(Dims d, int rows, int K, int N, EdgeRadialIn R, int e0,
                                                              const float* __restrict__ A, const float* __restrict__ B,
                                                              float* out) {
@@ -429,9 +431,10 @@ __global__ void __launch_bounds__(kThreads, 2) radial_prep_k(Dims d, int rows, i
                    [&](int r, int k) {
                      const int rr = row0 + r;
                      if (rr >= rows) return zero4();
-                     if (!kFromR) return ld4(A + (size_t)rr * K + k);
-                     const int e = e0 + rr / (d.L + 1), l = rr % (d.L + 1);
-                     return make_float4(R(d, e, l, k), R(d, e, l, k + 1), R(d, e, l, k + 2), R(d, e, l, k + 3));
+                     if (kFromR == kDenseA) return ld4(A + (size_t)rr * K + k);
+                     const int e = kFromR == kRByEdge ? e0 + rr : e0 + rr / (d.L + 1);
+                     const int l = kFromR == kRByEdge ? k / d.C : rr % (d.L + 1), a = kFromR == kRByEdge ? k % d.C : k;
+                     return make_float4(R(d, e, l, a), R(d, e, l, a + 1), R(d, e, l, a + 2), R(d, e, l, a + 3));
                    },
                    acc);
   for_each_quad<4, NC4>(row0, rows, N, [&](int r, int j, int row, int c) {
@@ -453,7 +456,7 @@ __global__ void radial_copy_k(Dims d, int Ec, EdgeRadialIn R, int e0, float* Rh)
   Rh[i] = R(d, e, l, a);
 }
 
-template <bool kFromR, bool kAcc = false>
+template <int kFromR, bool kAcc = false>
 void launch_prep_gemm(const Dims& d, int rows, int K, int N, const EdgeRadialIn& R, int e0, const float* A,
                       const float* B, float* out, cudaStream_t s) {
   const int grid = div_up(rows, Tile<4>::BM), nc4 = (N + 63) / 64;
@@ -469,28 +472,26 @@ void launch_prep_gemm(const Dims& d, int rows, int K, int N, const EdgeRadialIn&
 void launch_radial_prep(const Dims& d, const BlockWDev& w, int e0, int Ec, const EdgeRadialIn& R, float* Rh,
                         float* kern, cudaStream_t s) {
   if (Ec == 0) return;
-  if (d.has_rh) {
-    launch_prep_gemm<true>(d, Ec * (d.L + 1), d.C, d.Cw, R, e0, nullptr, w.rh, Rh, s);
+  if (d.degree_mixer) {
+    launch_prep_gemm<kRByEdge>(d, Ec, (d.L + 1) * d.C, padded_kernel_size(d), R, e0, nullptr, w.mixp, kern, s);
+  } else if (d.has_rh) {
+    launch_prep_gemm<kRByDegree>(d, Ec * (d.L + 1), d.C, d.Cw, R, e0, nullptr, w.rh, Rh, s);
   } else {
     const long n = (long)Ec * (d.L + 1) * d.C;
     radial_copy_k<<<div_up(n, 256), 256, 0, s>>>(d, Ec, R, e0, Rh);
     SEZM_LAUNCH("radial_copy");
   }
-  if (d.degree_mixer)
-    launch_prep_gemm<false>(d, Ec, (d.L + 1) * d.Cw, padded_kernel_size(d), R, e0, Rh, w.mixp, kern, s);
 }
 
 void launch_radial_adjoint(const Dims& d, const BlockWDev& w, int e0, int Ec, float* Rh, const float* kb,
                            float* R_bar, cudaStream_t s) {
   if (Ec == 0) return;
   float* Rb = R_bar + (size_t)e0 * (d.L + 1) * d.C;
-  const int W = (d.L + 1) * d.Cw;
-  if (d.degree_mixer) {  // Rh_bar = kb W_mix^T (Kp rows of mixT; kb's pad columns are zero)
-    if (d.has_rh) launch_prep_gemm<false>(d, Ec, padded_kernel_size(d), W, EdgeRadialIn{}, e0, kb, w.mixT, Rh, s);
-    else launch_prep_gemm<false, true>(d, Ec, padded_kernel_size(d), W, EdgeRadialIn{}, e0, kb, w.mixT, Rb, s);
-  }
-  if (d.has_rh)  // R_bar += Rh_bar W_rh^T, rows (i, l)
-    launch_prep_gemm<false, true>(d, Ec * (d.L + 1), d.Cw, d.C, EdgeRadialIn{}, e0, Rh, w.rhT, Rb, s);
+  if (d.degree_mixer)  // R_bar += kb mixp^T (kb's pad columns are zero)
+    launch_prep_gemm<kDenseA, true>(d, Ec, padded_kernel_size(d), (d.L + 1) * d.C, EdgeRadialIn{}, e0, kb, w.mixT,
+                                    Rb, s);
+  else if (d.has_rh)  // R_bar += Rh_bar W_rh^T, rows (i, l)
+    launch_prep_gemm<kDenseA, true>(d, Ec * (d.L + 1), d.Cw, d.C, EdgeRadialIn{}, e0, Rh, w.rhT, Rb, s);
 }
 
 size_t stack_smem_bytes(const Dims& d) { return smem_floats(d, Tile<4>::BM, true) * sizeof(float); }
