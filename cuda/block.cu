@@ -264,9 +264,9 @@ __global__ void focus_compete_k(Dims d, BlockWDev w, int Ec, const float* __rest
 // (alpha_fc U). A chunk holds only ~100 centres, so the focus and the in-edges are spread over
 // CTAs and R thread rows to keep the GPU busy; partial sums are added in a fixed order
 // (deterministic).
-// 16 rows (~10 in-edges each) for focus width <= 32, 8 above: at most 512 threads, and double
-// partials of at most 61 KiB (sm_89 allows 99 KiB).
-inline int agg_rows(const Dims& d) { return d.Cf <= 32 ? 16 : 8; }
+// 8 rows: 16 rows for focus width 32 was measured slower on the H200 (6.3 vs 5.9 ms per 4096-atom
+// call); double partials of at most 57 KiB (sm_89 allows 99 KiB).
+inline int agg_rows(const Dims&) { return 8; }
 template <int LT>
 __global__ void rotate_back_aggregate_k(Dims d, int n0, int e0, int Ec, const int* __restrict__ off,
                                         const float* __restrict__ Dc, const float* __restrict__ U,
@@ -721,7 +721,7 @@ void launch_rotate_back_aggregate(const Dims& d, int n0, int n1, int e0, int Ec,
   const int rows = agg_rows(d);
   const dim3 block(d.Cf, rows), grid(n1 - n0, d.F);
   const size_t bytes = (size_t)(rows - 1) * d.D * d.Cf * sizeof(double);
-  if (bytes > 48 * 1024) {  // L = 3: 57-61 KiB of partial sums
+  if (bytes > 48 * 1024) {  // focus width 64: 57 KiB of partial sums
     const void* fn = d.L == 1 ? (const void*)rotate_back_aggregate_k<1>
                    : d.L == 2 ? (const void*)rotate_back_aggregate_k<2> : (const void*)rotate_back_aggregate_k<3>;
     SEZM_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
