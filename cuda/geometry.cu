@@ -353,6 +353,21 @@ __global__ void env_seed_edge_forward_k(Dims d, ModelWDev w, int E, const int* _
   for (int a = 0; a < 3; ++a) seed_o[4 * (size_t)e + 1 + a] = s * vecf[3 * (size_t)e + a] / r[e];
 }
 
+// The FiLM inputs of channel c: the shift/scale halves of f, RMS-normalised with the edge norm.
+__device__ void film_rms(const Dims& d, const float* f, int C, float& rs, float& rh) {
+  rs = rh = 1.0f;
+  if (!d.edge_norm) return;
+  float ss = 0.0f, sh = 0.0f;
+  for (int c = 0; c < C; ++c) { ss += f[c] * f[c]; sh += f[C + c] * f[C + c]; }
+  rs = rsqrtf(ss / C + d.eps);
+  rh = rsqrtf(sh / C + d.eps);
+}
+__device__ void film_args(const Dims& d, const ModelWDev& w, const float* f, int C, int c, float rs, float rh,
+                          float& sn, float& hn) {
+  sn = d.edge_norm ? f[c] * rs * w.film_s[c] : f[c];
+  hn = d.edge_norm ? f[C + c] * rh * w.film_h[c] : f[C + c];
+}
+
 // Per node: A = isd sum seed g^T, G = A^T A[:, :ax], f = vec(G) W_out, FiLM -> X0 row 0.
 // One CTA per node, threads over the entries of A and then of f (a thread per node left the GPU
 // idle for small systems: its serial loops set the latency of every MD step). Each entry is
@@ -389,17 +404,12 @@ __global__ void __launch_bounds__(kNodeT) env_seed_node_forward_k(Dims d, ModelW
     f_o[(size_t)n * 2 * C + o] = v;
   }
   __syncthreads();
-  float rs = 1.0f, rh = 1.0f;
-  if (d.edge_norm) {
-    float ss = 0.0f, sh = 0.0f;
-    for (int c = 0; c < C; ++c) { ss += f[c] * f[c]; sh += f[C + c] * f[C + c]; }
-    rs = rsqrtf(ss / C + d.eps);
-    rh = rsqrtf(sh / C + d.eps);
-  }
+  float rs, rh;
+  film_rms(d, f, C, rs, rh);
   const float* te = w.type_emb + (size_t)types[n] * C;
   for (int c = t; c < C; c += kNodeT) {
-    const float sn = d.edge_norm ? f[c] * rs * w.film_s[c] : f[c];
-    const float hn = d.edge_norm ? f[C + c] * rh * w.film_h[c] : f[C + c];
+    float sn, hn;
+    film_args(d, w, f, C, c, rs, rh, sn, hn);
     X0[(size_t)n * d.D * C + c] = te[c] * (1.0f + w.film_as * tanhf(sn)) + w.film_ah * tanhf(hn);
   }
 }
@@ -418,18 +428,13 @@ __global__ void __launch_bounds__(kNodeT) env_seed_node_backward_k(Dims d, Model
   const int emb = d.es_emb, ax = d.es_ax, C = d.C;
   const float* f = f_i + (size_t)n * 2 * C;
   for (int i = t; i < 4 * emb; i += kNodeT) A[i] = A_i[(size_t)n * 4 * emb + i];
-  float rs = 1.0f, rh = 1.0f;
-  if (d.edge_norm) {
-    float ss = 0.0f, sh = 0.0f;
-    for (int c = 0; c < C; ++c) { ss += f[c] * f[c]; sh += f[C + c] * f[C + c]; }
-    rs = rsqrtf(ss / C + d.eps);
-    rh = rsqrtf(sh / C + d.eps);
-  }
+  float rs, rh;
+  film_rms(d, f, C, rs, rh);
   const float* te = w.type_emb + (size_t)types[n] * C;
   const float* xb = X0_bar + (size_t)n * d.D * C;
   for (int c = t; c < C; c += kNodeT) {
-    const float sn = d.edge_norm ? f[c] * rs * w.film_s[c] : f[c];
-    const float hn = d.edge_norm ? f[C + c] * rh * w.film_h[c] : f[C + c];
+    float sn, hn;
+    film_args(d, w, f, C, c, rs, rh, sn, hn);
     const float ts = tanhf(sn), th = tanhf(hn);
     fb[c] = xb[c] * te[c] * w.film_as * (1.0f - ts * ts);
     fb[C + c] = xb[c] * w.film_ah * (1.0f - th * th);

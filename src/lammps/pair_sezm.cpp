@@ -275,6 +275,31 @@ void PairSezm::exchange_reverse(double *rows, int width, int nlocal, int nall) {
   t_comm_rev_ += seconds_since(t0);
 }
 
+// On one rank every ghost is a periodic image of an owned atom, and a forward comm of each owned
+// atom's own index tells which (corner images included: LAMMPS forwards them through the
+// intermediate images). compute() then hands the engine the graph with every edge source mapped
+// to its owned atom: the standalone periodic graph (images as edges onto owned atoms, what
+// test_exchange proves equal to the ghost route), with no ghost rows, no feature exchanges and
+// no node work on ghosts. With more ranks some ghosts live elsewhere: the exchanges do it.
+void PairSezm::find_ghost_owners(int nlocal, int nall) {
+  owners_valid_ = false;
+  ghost_owner_.clear();
+  if (comm->nprocs != 1) return;
+  owner_probe_.assign(nall, -1.0);
+  for (int i = 0; i < nlocal; i++) owner_probe_[i] = i;
+  exchange_forward(owner_probe_.data(), 1);
+  ghost_owner_.resize(nall - nlocal);
+  for (int g = 0; g < nall - nlocal; g++) {
+    const double v = owner_probe_[nlocal + g];
+    if (!(v >= 0.0 && v < nlocal) || v != static_cast<double>(static_cast<int>(v))) {
+      ghost_owner_.clear();  // not an image of an owned atom: keep the comm route
+      return;
+    }
+    ghost_owner_[g] = static_cast<int>(v);
+  }
+  owners_valid_ = true;
+}
+
 int PairSezm::pack_forward_comm(int n, int *list, double *buf, int, int *) {
   const size_t w = cur_width_;
   for (int i = 0; i < n; i++) std::memcpy(buf + i * w, cur_rows_ + list[i] * w, w * sizeof(double));
@@ -304,7 +329,6 @@ void PairSezm::unpack_reverse_comm(int n, int *list, double *buf) {
 void PairSezm::compute(int eflag, int vflag) {
   ev_init(eflag, vflag);
   const auto t_start = Clock::now();
-  const double comm_before = t_comm_fwd_ + t_comm_rev_, fwd_before = t_comm_fwd_;
 
   const int nlocal = atom->nlocal;
   const int nall = nlocal + atom->nghost;
@@ -340,15 +364,24 @@ void PairSezm::compute(int eflag, int vflag) {
   g.vec = edges_->vec();
   g.types = edges_->types();
 
-  LammpsExchange ex(this, nlocal, nall);
+  find_ghost_owners(nlocal, nall);  // its comm time counts as comm forward, not engine time
+  if (owners_valid_) {
+    src_owned_.resize(g.E);
+    for (int e = 0; e < g.E; e++) src_owned_[e] = g.src[e] < nlocal ? g.src[e] : ghost_owner_[g.src[e] - nlocal];
+    g.src = src_owned_.data();
+    g.n_total = g.n_nodes;
+  }
+  const double comm_before = t_comm_fwd_ + t_comm_rev_, fwd_before = t_comm_fwd_;
+  LammpsExchange lex(this, nlocal, nall);
+  LammpsExchange *ex = owners_valid_ ? nullptr : &lex;  // a ghost-free graph has nothing to exchange
   sezm::EngineResult r;
   try {
 #ifdef SEZM_HAVE_CUDA
     if (use_cuda_)
-      r = static_cast<sezm::CudaEngine *>(gpu_engine_.get())->compute(g, true, &ex);
+      r = static_cast<sezm::CudaEngine *>(gpu_engine_.get())->compute(g, true, ex);
     else
 #endif
-      r = potential_->engine().compute(g, true, &ex);
+      r = potential_->engine().compute(g, true, ex);
   } catch (std::exception &e) {
     error->one(FLERR, std::string("pair_style sezm: ") + e.what());
   }

@@ -49,6 +49,7 @@ class PairSezm : public Pair {
   // Called by the engine's feature exchange (see pair_sezm.cpp).
   void exchange_forward(double *rows, int width);
   void exchange_reverse(double *rows, int width, int nlocal, int nall);
+  void find_ghost_owners(int nlocal, int nall);
 
  private:
   std::string model_path_;
@@ -64,6 +65,11 @@ class PairSezm : public Pair {
 
   // Current exchange payload, read by the pack/unpack callbacks.
   double *cur_rows_ = nullptr;
+  // One rank: the owned atom each ghost is an image of (found each step with a one-column forward
+  // comm) and the edge sources mapped onto owned atoms (see find_ghost_owners).
+  std::vector<int> ghost_owner_, src_owned_;
+  std::vector<double> owner_probe_;
+  bool owners_valid_ = false;
   int cur_width_ = 0;
 
   std::vector<double> forces_, virial_atom_;  // scratch, nall x 3 / nall x 9
