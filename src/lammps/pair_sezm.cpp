@@ -184,6 +184,8 @@ void PairSezm::settings(int narg, char **arg) {
     for (const auto &s : cfg.type_map) tm += " " + s;
     utils::logmesg(lmp, "{}), rcut {} A, {} blocks, lmax {}, {} channels, {} doubles per exchanged row\n", tm,
                    cfg.rcut, cfg.n_blocks, cfg.lmax, cfg.channels, comm_width_);
+    if (comm->nprocs == 1)
+      utils::logmesg(lmp, "pair sezm: one rank: periodic images are edges onto owned atoms (no feature exchange)\n");
   }
 }
 
@@ -293,6 +295,10 @@ void PairSezm::find_ghost_owners(int nlocal, int nall) {
     const double v = owner_probe_[nlocal + g];
     if (!(v >= 0.0 && v < nlocal) || v != static_cast<double>(static_cast<int>(v))) {
       ghost_owner_.clear();  // not an image of an owned atom: keep the comm route
+      if (!warned_owners_)
+        error->warning(FLERR, "pair_style sezm: a ghost atom is not an image of an owned atom on this single "
+                              "rank; using the feature exchange");
+      warned_owners_ = true;
       return;
     }
     ghost_owner_[g] = static_cast<int>(v);

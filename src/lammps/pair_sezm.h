@@ -69,7 +69,7 @@ class PairSezm : public Pair {
   // comm) and the edge sources mapped onto owned atoms (see find_ghost_owners).
   std::vector<int> ghost_owner_, src_owned_;
   std::vector<double> owner_probe_;
-  bool owners_valid_ = false;
+  bool owners_valid_ = false, warned_owners_ = false;
   int cur_width_ = 0;
 
   std::vector<double> forces_, virial_atom_;  // scratch, nall x 3 / nall x 9
