@@ -601,9 +601,10 @@ __global__ void condition_rotate_backward_k(Dims d, BlockWDev w, int e0, int Ec,
 }
 
 // One CTA of Cw x R threads per source segment of the chunk: H_bar[s] += sum_e D^T Xloc_bar,
-// k_bar[s] += scale sum_e lbar q[dst]. A source near the chunk's centres has up to ~100 edges in
-// it: thread row y takes every R-th of them, so no thread walks a whole segment's chain of
-// dependent loads alone; the rows' partial sums are added in a fixed order.
+// k_bar[s] += scale sum_e lbar q[dst]. A source near the chunk's centres has tens of edges in it
+// (49 at most for the 4096-atom diamond): thread row y takes every R-th of them, so no thread
+// walks a whole segment's chain of dependent loads alone; the rows' partial sums are added in a
+// fixed order.
 inline int scatter_rows(const Dims& d) { return d.Cw >= 128 ? 1024 / d.Cw : 8; }
 template <int LT>
 __global__ void __launch_bounds__(1024) src_scatter_k(Dims d, const int* __restrict__ seg_node, const int* __restrict__ seg_off,
