@@ -208,6 +208,34 @@ TEST(Cuda, GhostExchangeReproducesImagesAsEdges) {
 #endif
 }
 
+// No shipped or reference model pairs radial_so2_mode "none" with the radial hidden projection
+// (n_focus * focus_dim != channels): the c32 weights (which have the projection) with the
+// degree-channel mixer switched off reach the CUDA engine's Rh = R W_rh table and its adjoint
+// product, checked against the float64 CPU engine on the same fp32-rounded weights.
+TEST_P(CudaModes, RadialModeNoneWithHiddenProjectionMatchesCpu) {
+  SEZM_REQUIRE_GPU();
+#ifdef SEZM_HAVE_CUDA
+  const std::string mp = sezm_test::data_path("c32_l3_f2_float64.pt");
+  sezm::Checkpoint ck = sezm::read_checkpoint(mp);
+  const sezm::ModelConfig cfg = sezm::parse_model_config(ck.model_params, mp);
+  for (auto& kv : ck.tensors)
+    for (double& x : kv.second.data) x = static_cast<double>(static_cast<float>(x));
+  sezm::ModelW<double> w = sezm::load_weights<double>(ck, cfg);
+  ASSERT_TRUE(w.blocks.at(0).has_radial_hidden_proj);
+  w.cfg.radial_so2_mode = "none";
+  for (auto& b : w.blocks) b.degree_mixer = false;
+  const sezm::SezmEngine<double> cpu(w);
+  sezm::CudaEngine gpu(w, 0, cuda_mode(GetParam()));
+  const Small s = small_system();
+  const sezm::GraphView g = s.view();
+  const sezm::Evaluation a = sezm::make_evaluation(g, cpu.compute(g, true), true, false);
+  const sezm::Evaluation b = sezm::make_evaluation(g, gpu.compute(g, true), true, false);
+  EXPECT_NEAR(b.energy, a.energy, 1e-6 * std::fabs(a.energy));
+  EXPECT_LE(max_diff(b.forces, a.forces), 1e-5 * max_abs(a.forces));
+  EXPECT_LE(max_diff(b.virial, a.virial), 1e-5 * max_abs(a.virial));
+#endif
+}
+
 TEST_P(CudaModes, ForcesMatchFiniteDifferencesOfGpuEnergy) {
   SEZM_REQUIRE_GPU();
 #ifdef SEZM_HAVE_CUDA

@@ -20,7 +20,10 @@
 #include <string>
 #include <vector>
 
+#include "io/checkpoint.h"
+#include "model/weights.h"
 #include "model_test_util.h"
+#include "neighbor/neighbor_list.h"
 
 namespace {
 
@@ -102,6 +105,41 @@ TEST_P(FiniteDifference, ForcesAndVirial) {
   RecordProperty("max_rel_virial_fd", std::to_string(w_err));
   std::printf("[fd] %-40s N=%d edges=%5zu  E=%.5g  max|F|=%.3g  force %.2e  virial %.2e\n", fc.label.c_str(), s0.n(),
               ev.n_edges, ev.energy, f_scale, f_err, w_err);
+}
+
+// radial_so2_mode "none" with the radial hidden projection: no shipped or reference model has
+// the pair, so the c32 weights (which have the projection) run with the degree-channel mixer
+// switched off. Forces of the open cluster against the same stencil.
+TEST(FiniteDifferenceVariant, RadialModeNoneWithHiddenProjection) {
+  const std::string mp = sezm_test::data_path("c32_l3_f2_float64.pt");
+  const sezm::Checkpoint ck = sezm::read_checkpoint(mp);
+  sezm::ModelW<double> w = sezm::load_weights<double>(ck, sezm::parse_model_config(ck.model_params, mp));
+  ASSERT_TRUE(w.blocks.at(0).has_radial_hidden_proj);
+  w.cfg.radial_so2_mode = "none";
+  for (auto& b : w.blocks) b.degree_mixer = false;
+  const sezm::SezmEngine<double> engine(w);
+  auto eval = [&](const System& s, bool forces) {
+    const sezm::EdgeList el = sezm::build_edge_list(s.pos.data(), s.n(), s.cell_ptr(), w.cfg.rcut);
+    const sezm::GraphView g = sezm::graph_view(el, s.types.data());
+    return sezm::make_evaluation(g, engine.compute(g, forces), forces, false);
+  };
+  const System s0 = make_system("open5_mixed");
+  const sezm::Evaluation ev = eval(s0, true);
+  ASSERT_GT(ev.n_edges, 0u);
+  // The switch must matter: the mixer-free model is a different function.
+  const double e_mixer = evaluate(*model("c32_l3_f2_float64.pt"), s0, false).energy;
+  ASSERT_GT(std::abs(ev.energy - e_mixer), 1e-6 * std::abs(e_mixer));
+  const double kH = 1e-4, noise = kRound * std::abs(ev.energy) / kH, f_scale = max_abs(ev.forces);
+  for (int i = 0; i < 3 * s0.n(); ++i) {
+    const double dE = fd4(
+        [&](double d) {
+          System s = s0;
+          s.pos[i] += d;
+          return eval(s, false).energy;
+        },
+        kH);
+    EXPECT_NEAR(ev.forces[i], -dE, kRel * f_scale + noise) << "component " << i;
+  }
 }
 
 std::vector<FdCase> fd_cases() {
