@@ -496,12 +496,14 @@ struct CudaEngine::Impl {
                             U0.data(), Ssrc.data(), s);
     mark(recompute ? "bwd: recompute focus compete" : "fwd: focus compete");
     launch_focus_compete(d, w, Ec, Ssrc.data(), fc_p.data(), alpha_fc.data(), s);
-    mark(recompute ? (fast ? "bwd: replay stack" : "bwd: recompute stack") : "fwd: stack");
     float* in = U0.data();
     float* bufs[2] = {Ua.data(), Ub.data()};
     for (int k = 0; k < d.nL; ++k) {
       float* out = bufs[k % 2];
       const bool gated = k < d.ngated;
+      // Gated and linear layers timed apart (the gate products and epilogue are the difference).
+      if (gated) mark(recompute ? (fast ? "bwd: replay stack, gated" : "bwd: recompute stack, gated") : "fwd: stack, gated");
+      else mark(recompute ? "bwd: recompute stack, linear" : "fwd: stack, linear");
       if (gated && fast && recompute)
         launch_stack_layer_replay(d, w, k, Ec, in, out, chunk_z(b, k, c), s);
       else
@@ -696,11 +698,11 @@ struct CudaEngine::Impl {
         mark("bwd: focus compete");
         launch_focus_compete_backward(d, w, c.e0, Ec, Ssrc.data(), alpha[b].data(), alpha_bar.data(), fc_p.data(),
                                       alpha_fc.data(), Ssrc_bar.data(), s);
-        mark("bwd: stack");
         float* gin = Gbuf;
         float* bufs[2] = {Gbuf2, Gbuf};
         for (int kk = d.nL - 1, t = 0; kk >= 0; --kk, ++t) {
           float* gout = bufs[t % 2];
+          mark(kk < d.ngated ? "bwd: stack, gated" : "bwd: stack, linear");
           launch_stack_layer_backward(d, w, kk, Ec, gin, gout, kk < d.ngated ? chunk_z(b, kk, c) : nullptr, s);
           gin = gout;
         }
