@@ -260,13 +260,17 @@ __global__ void focus_compete_k(Dims d, BlockWDev w, int Ec, const float* __rest
   }
 }
 
-// One CTA per (centre, focus), Cf x R threads (R = agg_rows): P[n, p, c] = sum_e alpha rho_l D^T
+// One CTA per (centre, focus), Cf x kAggRows threads: P[n, p, c] = sum_e alpha rho_l D^T
 // (alpha_fc U). A chunk holds only ~100 centres, so the focus and the in-edges are spread over
 // CTAs and R thread rows to keep the GPU busy; partial sums are added in a fixed order
 // (deterministic).
 // 8 rows: 16 rows for focus width 32 was measured slower on the H200 (6.3 vs 5.9 ms per 4096-atom
 // call); double partials of at most 57 KiB (sm_89 allows 99 KiB).
-inline int agg_rows(const Dims&) { return 8; }
+constexpr int kAggRows = 8;
+
+// Thread rows over a segment's edges for the softmax backward and the source-side sums: 8, fewer
+// when Cw x 8 would pass the 1024 threads of a CTA.
+inline int edge_rows(const Dims& d) { return std::max(1, std::min(8, 1024 / d.Cw)); }
 template <int LT>
 __global__ void rotate_back_aggregate_k(Dims d, int n0, int e0, int Ec, const int* __restrict__ off,
                                         const float* __restrict__ Dc, const float* __restrict__ U,
@@ -605,7 +609,6 @@ __global__ void condition_rotate_backward_k(Dims d, BlockWDev w, int e0, int Ec,
 // (49 at most for the 4096-atom diamond): thread row y takes every R-th of them, so no thread
 // walks a whole segment's chain of dependent loads alone; the rows' partial sums are added in a
 // fixed order.
-inline int scatter_rows(const Dims& d) { return d.Cw >= 128 ? 1024 / d.Cw : 8; }
 template <int LT>
 __global__ void __launch_bounds__(1024) src_scatter_k(Dims d, const int* __restrict__ seg_node, const int* __restrict__ seg_off,
                               const int* __restrict__ perm, int e0, const int* __restrict__ dst,
@@ -719,7 +722,7 @@ void launch_rotate_back_aggregate(const Dims& d, int n0, int n1, int e0, int Ec,
                                   const float* U, const float* alpha_fc, const float* alpha, float* P,
                                   cudaStream_t s) {
   if (n1 <= n0) return;
-  const int rows = agg_rows(d);
+  const int rows = kAggRows;
   const dim3 block(d.Cf, rows), grid(n1 - n0, d.F);
   const size_t bytes = (size_t)(rows - 1) * d.D * d.Cf * sizeof(double);
   if (bytes > 48 * 1024) {  // focus width 64: 57 KiB of partial sums
@@ -759,7 +762,7 @@ void launch_softmax_backward(const Dims& d, const BlockWDev& w, int n0, int n1, 
                              const float* /*q*/, const float* k, float* lbar, float* q_bar, float* env_bar,
                              cudaStream_t s) {
   if (n1 <= n0) return;
-  const int rows = std::max(1, std::min(8, 1024 / d.Cw));
+  const int rows = edge_rows(d);
   const dim3 block(d.Cw, rows);
   const size_t bytes = (size_t)(rows - 1) * d.Cw * sizeof(float);
   softmax_backward_k<<<n1 - n0, block, bytes, s>>>(d, w, n0, e0, src, dst_off, env, alpha, alpha_bar, k, lbar, q_bar,
@@ -797,7 +800,7 @@ void launch_src_scatter(const Dims& d, int nseg, const int* seg_node, const int*
                         const int* dst, const float* Dc, const float* Xloc_bar, const float* lbar, const float* q,
                         float* H_bar, float* k_bar, cudaStream_t s) {
   if (nseg == 0) return;
-  const int rows = scatter_rows(d);
+  const int rows = edge_rows(d);
   const dim3 block(d.Cw, rows);
   const size_t bytes = (size_t)(rows - 1) * (d.D + 1) * d.Cw * sizeof(float);
   if (bytes > 48 * 1024) {  // Cw >= 128, L = 3: up to 61 KiB of partial sums

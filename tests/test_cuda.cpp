@@ -215,15 +215,8 @@ TEST(Cuda, GhostExchangeReproducesImagesAsEdges) {
 TEST_P(CudaModes, RadialModeNoneWithHiddenProjectionMatchesCpu) {
   SEZM_REQUIRE_GPU();
 #ifdef SEZM_HAVE_CUDA
-  const std::string mp = sezm_test::data_path("c32_l3_f2_float64.pt");
-  sezm::Checkpoint ck = sezm::read_checkpoint(mp);
-  const sezm::ModelConfig cfg = sezm::parse_model_config(ck.model_params, mp);
-  for (auto& kv : ck.tensors)
-    for (double& x : kv.second.data) x = static_cast<double>(static_cast<float>(x));
-  sezm::ModelW<double> w = sezm::load_weights<double>(ck, cfg);
+  const sezm::ModelW<double> w = sezm_test::c32_without_mixer(true);
   ASSERT_TRUE(w.blocks.at(0).has_radial_hidden_proj);
-  w.cfg.radial_so2_mode = "none";
-  for (auto& b : w.blocks) b.degree_mixer = false;
   const sezm::SezmEngine<double> cpu(w);
   sezm::CudaEngine gpu(w, 0, cuda_mode(GetParam()));
   const Small s = small_system();

@@ -20,8 +20,6 @@
 #include <string>
 #include <vector>
 
-#include "io/checkpoint.h"
-#include "model/weights.h"
 #include "model_test_util.h"
 #include "neighbor/neighbor_list.h"
 
@@ -111,12 +109,8 @@ TEST_P(FiniteDifference, ForcesAndVirial) {
 // the pair, so the c32 weights (which have the projection) run with the degree-channel mixer
 // switched off. Forces of the open cluster against the same stencil.
 TEST(FiniteDifferenceVariant, RadialModeNoneWithHiddenProjection) {
-  const std::string mp = sezm_test::data_path("c32_l3_f2_float64.pt");
-  const sezm::Checkpoint ck = sezm::read_checkpoint(mp);
-  sezm::ModelW<double> w = sezm::load_weights<double>(ck, sezm::parse_model_config(ck.model_params, mp));
+  const sezm::ModelW<double> w = c32_without_mixer(false);
   ASSERT_TRUE(w.blocks.at(0).has_radial_hidden_proj);
-  w.cfg.radial_so2_mode = "none";
-  for (auto& b : w.blocks) b.degree_mixer = false;
   const sezm::SezmEngine<double> engine(w);
   auto eval = [&](const System& s, bool forces) {
     const sezm::EdgeList el = sezm::build_edge_list(s.pos.data(), s.n(), s.cell_ptr(), w.cfg.rcut);

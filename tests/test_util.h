@@ -13,6 +13,8 @@
 
 #include "common/error.h"
 #include "io/checkpoint.h"
+#include "model/config.h"
+#include "model/weights.h"
 
 namespace sezm_test {
 
@@ -29,6 +31,21 @@ inline const sezm::Checkpoint& cached_checkpoint(const std::string& name) {
   auto it = cache.find(name);
   if (it == cache.end()) it = cache.emplace(name, sezm::read_checkpoint(data_path(name))).first;
   return it->second;
+}
+
+// The c32 test model with its degree-channel mixer switched off: radial_so2_mode "none" with the
+// radial hidden projection, a pair no shipped or reference model has. With fp32_weights every
+// weight is rounded to float first (what the CUDA engine computes with).
+inline sezm::ModelW<double> c32_without_mixer(bool fp32_weights) {
+  const std::string name = "c32_l3_f2_float64.pt";
+  sezm::Checkpoint ck = cached_checkpoint(name);
+  if (fp32_weights)
+    for (auto& kv : ck.tensors)
+      for (double& x : kv.second.data) x = static_cast<double>(static_cast<float>(x));
+  sezm::ModelW<double> w = sezm::load_weights<double>(ck, sezm::parse_model_config(ck.model_params, data_path(name)));
+  w.cfg.radial_so2_mode = "none";
+  for (auto& b : w.blocks) b.degree_mixer = false;
+  return w;
 }
 
 // A file in ../shared (optional material that is never committed). The environment variable
