@@ -32,19 +32,27 @@ struct Tile {
   static constexpr int AS = BM + 4;  // As row stride (k-major)
 };
 
+// Row strides of the per-edge tables Zs, S and T: = 16 (mod 32) floats, so the eight threads of
+// a 16-byte access phase (two rows x four column quads, as tile_mma's operand load reads them)
+// fall in distinct banks; an unpadded stride of a multiple of 32 made that a 2-way conflict, and
+// the backward's former scalar reads of S an 8-way one.
+__host__ __device__ inline int bank_stride(int n) { return n + ((16 - n % 32) + 32) % 32; }
+
 struct StackSmem {
   float* As;  // kBK x AS, k-major (a thread's rows are contiguous)
   float* Bs;  // kBK x NP (N padded to a multiple of 64 with zeros)
-  float* Zs;  // BM x Cf   (scalar pre-activation, forward; z_bar scalar row, backward)
-  float* S;   // BM x L*Cf (gate sigmoids)
-  float* T;   // BM x L*Cf (eta, backward only)
+  float* Zs;  // BM x zst  (Cf used: scalar pre-activation, forward; z_bar scalar row, backward)
+  float* S;   // BM x sst  (L*Cf used: gate sigmoids)
+  float* T;   // BM x sst  (eta, backward only)
+  int zst, sst;
 };
 
 inline int pad64(int n) { return (n + 63) / 64 * 64; }
 
 size_t smem_floats(const Dims& d, int BM, bool bwd) {
   const int np = pad64(d.M0 > 2 * d.M1 ? d.M0 : 2 * d.M1);
-  return (size_t)kBK * (BM + 4) + (size_t)kBK * np + (size_t)BM * d.Cf + (bwd ? 2 : 1) * (size_t)BM * d.L * d.Cf;
+  return (size_t)kBK * (BM + 4) + (size_t)kBK * np + (size_t)BM * bank_stride(d.Cf) +
+         (bwd ? 2 : 1) * (size_t)BM * bank_stride(d.L * d.Cf);
 }
 
 template <int TR>
@@ -53,9 +61,11 @@ __device__ StackSmem carve(const Dims& d, float* base) {
   StackSmem s;
   s.As = base;
   s.Bs = s.As + kBK * Tile<TR>::AS;
+  s.zst = bank_stride(d.Cf);
+  s.sst = bank_stride(d.L * d.Cf);
   s.Zs = s.Bs + kBK * np;
-  s.S = s.Zs + Tile<TR>::BM * d.Cf;
-  s.T = s.S + Tile<TR>::BM * d.L * d.Cf;
+  s.S = s.Zs + Tile<TR>::BM * s.zst;
+  s.T = s.S + Tile<TR>::BM * s.sst;
   return s;
 }
 
@@ -169,9 +179,9 @@ __device__ __forceinline__ void gate_sigmoids(const Dims& d, const StackSmem& sm
   const int LC = d.L * d.Cf, Cf = d.Cf;
   float acc[TR][4 * NCG];
   zero<TR, NCG>(acc);
-  tile_mma<TR, NCG>(sm, Cf, LC, G, [&](int r, int k) { return ld4(sm.Zs + r * Cf + k); }, acc);
+  tile_mma<TR, NCG>(sm, Cf, LC, G, [&](int r, int k) { return ld4(sm.Zs + r * sm.zst + k); }, acc);
   for_each_quad<TR, NCG>(0, Tile<TR>::BM, LC, [&](int r, int j, int row, int c) {
-    st4(sm.S + row * LC + c, make_float4(sigmoidf_(acc[r][4 * j]), sigmoidf_(acc[r][4 * j + 1]),
+    st4(sm.S + row * sm.sst + c, make_float4(sigmoidf_(acc[r][4 * j]), sigmoidf_(acc[r][4 * j + 1]),
                                          sigmoidf_(acc[r][4 * j + 2]), sigmoidf_(acc[r][4 * j + 3])));
   });
 }
@@ -216,7 +226,7 @@ __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3) ? 2 : 1) stack
 #pragma unroll
         for (int j = 0; j < NC0; ++j) {
           const int c = 64 * j + 4 * tx;
-          if (c < Cf) st4(sm.Zs + (ty * TR + r) * Cf + c, quad<TR, NC0>(acc, r, j));
+          if (c < Cf) st4(sm.Zs + (ty * TR + r) * sm.zst + c, quad<TR, NC0>(acc, r, j));
         }
       __syncthreads();
       gate_sigmoids<TR, (NC1 + 1) / 2>(d, sm, w.G + ((size_t)layer * d.F + f) * Cf * LC);
@@ -230,8 +240,8 @@ __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3) ? 2 : 1) stack
         if (c < Cf) {  // Cf % 4 == 0: a quad never straddles the scalar row
           v = make_float4(siluf_(z.x), siluf_(z.y), siluf_(z.z), siluf_(z.w));
         } else {
-          const float* s = sm.S + (ty * TR + r) * LC + (c / Cf - 1) * Cf + c % Cf;
-          v = make_float4(z.x * s[0], z.y * s[1], z.z * s[2], z.w * s[3]);
+          const float4 s = ld4(sm.S + (ty * TR + r) * sm.sst + (c / Cf - 1) * Cf + c % Cf);
+          v = make_float4(z.x * s.x, z.y * s.y, z.z * s.z, z.w * s.w);
         }
         if (Zsave) st4(Zsave + o, z);
       }
@@ -262,8 +272,8 @@ __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3) ? 2 : 1) stack
       float4 v = z;
       if (gated) {
         const int jj = d.L + 1 + c / Cf;
-        const float* s = sm.S + (ty * TR + r) * LC + (red_l(jj, d.L) - 1) * Cf + c % Cf;
-        v = make_float4(z.x * s[0], z.y * s[1], z.z * s[2], z.w * s[3]);
+        const float4 s = ld4(sm.S + (ty * TR + r) * sm.sst + (red_l(jj, d.L) - 1) * Cf + c % Cf);
+        v = make_float4(z.x * s.x, z.y * s.y, z.z * s.z, z.w * s.w);
         if (Zsave) st4(Zsave + o, z);
       }
       const float4 u = ld4(Uin + o);
@@ -294,22 +304,31 @@ __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3) ? 2 : 1) stack
     const float* GwT = w.GT + ((size_t)layer * d.F + f) * Cf * LC;  // (LC, Cf): coalesced over a
     for (int i = tid; i < BM * Cf; i += kThreads) {
       const int r = i / Cf, a = i % Cf;
-      sm.Zs[i] = row0 + r < Ec ? Z[(size_t)(row0 + r) * d.ROW + a] : 0.0f;
+      sm.Zs[r * sm.zst + a] = row0 + r < Ec ? Z[(size_t)(row0 + r) * d.ROW + a] : 0.0f;
     }
     __syncthreads();
     gate_sigmoids<TR, (NC1 + 1) / 2>(d, sm, Gw);
     __syncthreads();
     // eta = s_bar * S (1 - S), s_bar[g][b] = sum over the three orders of degree g+1 of g * z.
-    for (int i = tid; i < BM * LC; i += kThreads) {
-      const int r = i / LC, gg = (i % LC) / Cf, b = i % Cf;
-      float sb = 0.0f;
+    // Column quads (Cf % 4 == 0), unrolled so each thread has its 24 loads in flight at once.
+#pragma unroll 4
+    for (int i = tid; i < BM * LC / 4; i += kThreads) {
+      const int r = i / (LC / 4), cq = (i % (LC / 4)) * 4, gg = cq / Cf, b = cq % Cf;
+      float4 sb = zero4();
       if (row0 + r < Ec) {
-        const size_t base = (size_t)(row0 + r) * d.ROW;
+        const size_t base = (size_t)(row0 + r) * d.ROW + b;
         const int rows[3] = {gg + 1, d.L + gg + 1, 2 * d.L + gg + 1};
-        for (int t = 0; t < 3; ++t) sb += g[base + rows[t] * Cf + b] * Z[base + rows[t] * Cf + b];
+#pragma unroll
+        for (int t = 0; t < 3; ++t) {
+          const float4 gv = __ldg(reinterpret_cast<const float4*>(g + base + rows[t] * Cf));
+          const float4 zv = __ldg(reinterpret_cast<const float4*>(Z + base + rows[t] * Cf));
+          sb.x = fmaf(gv.x, zv.x, sb.x); sb.y = fmaf(gv.y, zv.y, sb.y);
+          sb.z = fmaf(gv.z, zv.z, sb.z); sb.w = fmaf(gv.w, zv.w, sb.w);
+        }
       }
-      const float s = sm.S[i];
-      sm.T[i] = sb * s * (1.0f - s);
+      const float4 s = ld4(sm.S + r * sm.sst + cq);
+      st4(sm.T + r * sm.sst + cq, make_float4(sb.x * s.x * (1.0f - s.x), sb.y * s.y * (1.0f - s.y),
+                                              sb.z * s.z * (1.0f - s.z), sb.w * s.w * (1.0f - s.w)));
     }
     __syncthreads();
     // Scalar row of z_bar: g00 silu'(z00) + eta G^T, a (BM x L*Cf) x (L*Cf x Cf) tile product; each
@@ -317,9 +336,9 @@ __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3) ? 2 : 1) stack
     {
       float acc[TR][4];
       zero<TR, 1>(acc);
-      tile_mma<TR, 1>(sm, LC, Cf, GwT, [&](int r, int k) { return ld4(sm.T + r * LC + k); }, acc);
+      tile_mma<TR, 1>(sm, LC, Cf, GwT, [&](int r, int k) { return ld4(sm.T + r * sm.sst + k); }, acc);
       for_each_quad<TR, 1>(0, BM, Cf, [&](int r, int j, int row, int c) {
-        float* zs = sm.Zs + row * Cf + c;
+        float* zs = sm.Zs + row * sm.zst + c;
         float4 v = zero4();
         if (row0 + row < Ec) {
           const float4 gg = ld4(g + (size_t)(row0 + row) * d.ROW + c);
@@ -341,10 +360,9 @@ __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3) ? 2 : 1) stack
                         if (row0 + r >= Ec) return zero4();
                         float4 v = ld4(g + (size_t)(row0 + r) * d.ROW + k);
                         if (!gated) return v;
-                        if (k < Cf) return ld4(sm.Zs + r * Cf + k);
-                        const float* s = sm.S + r * LC + (k / Cf - 1) * Cf + k % Cf;
-                        v.x *= s[0]; v.y *= s[1]; v.z *= s[2]; v.w *= s[3];
-                        return v;
+                        if (k < Cf) return ld4(sm.Zs + r * sm.zst + k);
+                        const float4 s = ld4(sm.S + r * sm.sst + (k / Cf - 1) * Cf + k % Cf);
+                        return make_float4(v.x * s.x, v.y * s.y, v.z * s.z, v.w * s.w);
                       },
                       acc);
     for_each_quad<TR, NC0>(row0, Ec, d.M0, [&](int r, int j, int row, int c) {
@@ -364,9 +382,8 @@ __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3) ? 2 : 1) stack
                         float4 v = ld4(g + (size_t)(row0 + r) * d.ROW + d.M0 + k);
                         if (!gated) return v;
                         const int j = d.L + 1 + k / Cf;
-                        const float* s = sm.S + r * LC + (red_l(j, d.L) - 1) * Cf + k % Cf;
-                        v.x *= s[0]; v.y *= s[1]; v.z *= s[2]; v.w *= s[3];
-                        return v;
+                        const float4 s = ld4(sm.S + r * sm.sst + (red_l(j, d.L) - 1) * Cf + k % Cf);
+                        return make_float4(v.x * s.x, v.y * s.y, v.z * s.z, v.w * s.w);
                       },
                       acc);
     for_each_quad<TR, NC1>(row0, Ec, N1, [&](int r, int j, int row, int c) {
