@@ -326,21 +326,23 @@ __global__ void gate_post_k(Dims d, int N, const float* __restrict__ gamma, cons
 // ---------------------------------------------------------------------------------------------
 // Backward.
 
-// One thread per (centre, focus): P_bar = gamma A_bar, gamma_bar = <A_bar, P>.
+// One warp per (centre, focus): P_bar = gamma A_bar, gamma_bar = <A_bar, P> (a warp-tree sum;
+// the last block runs this on one chunk's destinations at a time).
 __global__ void gate_backward_k(Dims d, int N, const float* __restrict__ gamma, const float* __restrict__ P,
                                 const float* __restrict__ A_bar, float* P_bar, float* gamma_bar) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= N * d.F) return;
+  const long i = ((long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (i >= (long)N * d.F) return;  // whole warps: blockDim is a multiple of 32
   const int n = i / d.F, f = i % d.F;
   const float g = gamma[i];
   float gb = 0.0f;
-  for (int p = 0; p < d.D; ++p)
-    for (int cf = 0; cf < d.Cf; ++cf) {
-      const size_t o = ((size_t)n * d.D + p) * d.Cw + f * d.Cf + cf;
-      P_bar[o] = g * A_bar[o];
-      gb += A_bar[o] * P[o];
-    }
-  gamma_bar[i] = gb;
+  for (int t = lane; t < d.D * d.Cf; t += 32) {
+    const size_t o = ((size_t)n * d.D + t / d.Cf) * d.Cw + f * d.Cf + t % d.Cf;
+    P_bar[o] = g * A_bar[o];
+    gb += A_bar[o] * P[o];
+  }
+  for (int o = 16; o > 0; o >>= 1) gb += __shfl_xor_sync(0xffffffffu, gb, o);
+  if (lane == 0) gamma_bar[i] = gb;
 }
 
 // One CTA (Cw threads) per edge: Q = rho D P_bar[dst]; G = alpha alpha_fc Q (gradient wrt the
@@ -744,7 +746,8 @@ void launch_gate_post(const Dims& d, int N, const float* gamma, const float* P, 
 void launch_gate_backward(const Dims& d, int N, const float* gamma, const float* P, const float* A_bar, float* P_bar,
                           float* gamma_bar, cudaStream_t s) {
   if (N == 0) return;
-  gate_backward_k<<<div_up((long)N * d.F, kT), kT, 0, s>>>(d, N, gamma, P, A_bar, P_bar, gamma_bar);
+  static_assert(kT % 32 == 0, "gate_backward_k runs whole warps");
+  gate_backward_k<<<div_up((long)N * d.F * 32, kT), kT, 0, s>>>(d, N, gamma, P, A_bar, P_bar, gamma_bar);
   SEZM_LAUNCH("gate_backward");
 }
 void launch_aggregate_backward(const Dims& d, int e0, int Ec, const int* dst, const float* Dc, const float* U,

@@ -1,7 +1,7 @@
 // Node-level steps on the device (O(N) work): per-degree linears, equivariant RMS norms, the S2
 // grid FFN, read-out and fitting, forward and backward (CPU twins: engine/norms.h, ffn.h,
-// readout.h, fitting.h). Simple one-thread-per-output kernels: node work is a few percent of a
-// force call.
+// readout.h, fitting.h). Linears and the FFN grid activation: a thread per output; norms and the
+// read-out: a CTA per node (they also run on one chunk's few hundred destinations at a time).
 #include "kernels.cuh"
 
 namespace sezm::cuda {
@@ -33,74 +33,82 @@ __global__ void per_degree_linear_k(int N, int L, int Cin, int Cout, const float
   }
 }
 
-// y = EqRMSNorm(x) (+ residual), one thread per node (02 §2.1).
-__global__ void eq_norm_forward_k(int N, int L, int C, const float* __restrict__ X, const float* __restrict__ scale,
-                                  const float* __restrict__ bias, float eps, float* Y, float* rho_o,
-                                  const float* __restrict__ residual) {
-  const int n = blockIdx.x * blockDim.x + threadIdx.x;
-  if (n >= N) return;
-  const int D = (L + 1) * (L + 1);
+// Sum over the CTA (blockDim.x a multiple of 32, at most 1024), the same for every thread and
+// in a fixed order (repeated runs are bit-identical). `red` holds one double per warp.
+__device__ double cta_total(double v, double* red) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  __syncthreads();  // red may still be read from the previous call
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
+  __syncthreads();
+  double t = 0.0;
+  for (int w = 0; w < (int)blockDim.x / 32; ++w) t += red[w];
+  return t;
+}
+
+// One CTA per node: the node steps run per chunk of destinations in the last block (engine.cu),
+// where a thread per node would leave the GPU nearly idle for a few hundred nodes.
+constexpr int kNodeThreads = 128;
+
+// y = EqRMSNorm(x) (+ residual) (02 §2.1).
+__global__ void __launch_bounds__(kNodeThreads) eq_norm_forward_k(int L, int C, const float* __restrict__ X,
+                                                                   const float* __restrict__ scale,
+                                                                   const float* __restrict__ bias, float eps, float* Y,
+                                                                   float* rho_o, const float* __restrict__ residual) {
+  __shared__ double red[kNodeThreads / 32];
+  const int n = blockIdx.x, D = (L + 1) * (L + 1), tid = threadIdx.x;
   const float* x = X + (size_t)n * D * C;
-  double mean0 = 0.0;
-  for (int c = 0; c < C; ++c) mean0 += x[c];
-  mean0 /= C;
-  double v = 0.0;
-  for (int l = 0; l <= L; ++l) {
-    double s = 0.0;
-    for (int p = l * l; p < (l + 1) * (l + 1); ++p)
-      for (int c = 0; c < C; ++c) {
-        const double xt = p == 0 ? x[c] - mean0 : x[p * C + c];
-        s += xt * xt;
-      }
-    v += s / (double)((2 * l + 1) * (L + 1) * C);
+  double m = 0.0;
+  for (int c = tid; c < C; c += blockDim.x) m += x[c];
+  const double mean0 = cta_total(m, red) / C;
+  double v = 0.0;  // sum over degrees of the degree's mean square / (L+1)
+  for (int i = tid; i < D * C; i += blockDim.x) {
+    const int p = i / C, l = degree_of_packed(p);
+    const double xt = p == 0 ? x[i] - mean0 : x[i];
+    v += xt * xt / (double)((2 * l + 1) * (L + 1) * C);
   }
-  const double rho = 1.0 / sqrt(v + eps);
-  rho_o[n] = (float)rho;
+  const double rho = 1.0 / sqrt(cta_total(v, red) + eps);
+  if (tid == 0) rho_o[n] = (float)rho;
   float* y = Y + (size_t)n * D * C;
   const float* res = residual ? residual + (size_t)n * D * C : nullptr;
-  for (int p = 0; p < D; ++p) {
-    const int l = degree_of_packed(p);
-    for (int c = 0; c < C; ++c) {
-      const double xt = p == 0 ? x[c] - mean0 : x[p * C + c];
-      y[p * C + c] = (float)(xt * rho * scale[l * C + c] + (p == 0 ? bias[c] : 0.0f) + (res ? res[p * C + c] : 0.0f));
-    }
+  for (int i = tid; i < D * C; i += blockDim.x) {
+    const int p = i / C, c = i % C, l = degree_of_packed(p);
+    const double xt = p == 0 ? x[i] - mean0 : x[i];
+    y[i] = (float)(xt * rho * scale[l * C + c] + (p == 0 ? bias[c] : 0.0f) + (res ? res[i] : 0.0f));
   }
 }
 
 // X_bar += dEqRMSNorm^T Y_bar (02 §9.2).
-__global__ void eq_norm_backward_k(int N, int L, int C, const float* __restrict__ X, const float* __restrict__ scale,
-                                   const float* __restrict__ rho_i, const float* __restrict__ Y_bar, float* X_bar) {
-  const int n = blockIdx.x * blockDim.x + threadIdx.x;
-  if (n >= N) return;
-  const int D = (L + 1) * (L + 1);
+__global__ void __launch_bounds__(kNodeThreads) eq_norm_backward_k(int L, int C, const float* __restrict__ X,
+                                                                    const float* __restrict__ scale,
+                                                                    const float* __restrict__ rho_i,
+                                                                    const float* __restrict__ Y_bar, float* X_bar) {
+  __shared__ double red[kNodeThreads / 32];
+  const int n = blockIdx.x, D = (L + 1) * (L + 1), tid = threadIdx.x;
   const float* x = X + (size_t)n * D * C;
   const float* yb = Y_bar + (size_t)n * D * C;
   float* xb = X_bar + (size_t)n * D * C;
   const double rho = rho_i[n];
-  double mean0 = 0.0;
-  for (int c = 0; c < C; ++c) mean0 += x[c];
-  mean0 /= C;
-  double sigma = 0.0;
-  for (int p = 0; p < D; ++p) {
-    const int l = degree_of_packed(p);
-    for (int c = 0; c < C; ++c) {
-      const double xt = p == 0 ? x[c] - mean0 : x[p * C + c];
-      sigma += yb[p * C + c] * scale[l * C + c] * xt * rho;
-    }
+  double m = 0.0;
+  for (int c = tid; c < C; c += blockDim.x) m += x[c];
+  const double mean0 = cta_total(m, red) / C;
+  double sg = 0.0;
+  for (int i = tid; i < D * C; i += blockDim.x) {
+    const int p = i / C, l = degree_of_packed(p);
+    const double xt = p == 0 ? x[i] - mean0 : x[i];
+    sg += yb[i] * scale[l * C + i % C] * xt * rho;
   }
-  double row0 = 0.0;
-  for (int p = 0; p < D; ++p) {
-    const int l = degree_of_packed(p);
+  const double sigma = cta_total(sg, red);
+  double r0 = 0.0;
+  for (int i = tid; i < D * C; i += blockDim.x) {
+    const int p = i / C, l = degree_of_packed(p);
     const double beta = 1.0 / (double)((2 * l + 1) * (L + 1) * C);
-    for (int c = 0; c < C; ++c) {
-      const double xt = p == 0 ? x[c] - mean0 : x[p * C + c];
-      const double g = rho * (yb[p * C + c] * scale[l * C + c] - beta * xt * rho * sigma);
-      if (p == 0) row0 += g;
-      xb[p * C + c] += (float)g;
-    }
+    const double xt = p == 0 ? x[i] - mean0 : x[i];
+    const double g = rho * (yb[i] * scale[l * C + i % C] - beta * xt * rho * sigma);
+    if (p == 0) r0 += g;
+    xb[i] += (float)g;
   }
-  row0 /= C;
-  for (int c = 0; c < C; ++c) xb[c] -= (float)row0;
+  const double row0 = cta_total(r0, red) / C;  // its barriers also order the writes above
+  for (int c = tid; c < C; c += blockDim.x) xb[c] -= (float)row0;
 }
 
 // FFN grid activation per (node, hidden channel): y = kappa * P((T a)(T b)) + [l=0] silu(a0) b0.
@@ -194,73 +202,76 @@ __global__ void ffn_gate_input_backward_k(Dims d, const float* __restrict__ sg, 
 
 constexpr int kMaxW = 512;
 
-__global__ void readout_fitting_forward_k(Dims d, ModelWDev w, int N, const float* __restrict__ X,
-                                          const int* __restrict__ types, const float* __restrict__ fit_w,
-                                          const float* __restrict__ fit_b, const int* __restrict__ fit_dims, int n_fit,
-                                          const float* __restrict__ fit_out, const double* __restrict__ atom_bias,
-                                          double* atom_energy) {
-  const int n = blockIdx.x * blockDim.x + threadIdx.x;
-  if (n >= N) return;
-  const int C = d.C, H = d.H;
+// Read-out and fitting, one CTA per node: each layer's outputs over the threads, its input vector
+// in shared memory (same per-output summation order as a thread-per-node loop). The per-atom
+// energy path runs in double.
+__global__ void __launch_bounds__(kNodeThreads) readout_fitting_forward_k(
+    Dims d, ModelWDev w, const float* __restrict__ X, const int* __restrict__ types, const float* __restrict__ fit_w,
+    const float* __restrict__ fit_b, const int* __restrict__ fit_dims, int n_fit, const float* __restrict__ fit_out,
+    const double* __restrict__ atom_bias, double* atom_energy) {
+  __shared__ double z[kMaxW], a[kMaxW], red[kNodeThreads / 32];
+  const int n = blockIdx.x, tid = threadIdx.x, nt = blockDim.x, C = d.C, H = d.H;
   const float* y = X + (size_t)n * d.D * C;
-  double z[kMaxW], a[kMaxW];  // per-atom energy path in double (O(N) work)
-  for (int o = 0; o < 2 * H; ++o) {
+  for (int o = tid; o < 2 * H; o += nt) {
     double s = 0.0;
     for (int i = 0; i < C; ++i) s += (double)y[i] * w.ro_w1[i * 2 * H + o];
     z[o] = s;
   }
-  for (int o = 0; o < H; ++o) a[o] = z[o] * (z[H + o] / (1.0 + exp(-z[H + o])));
-  for (int c = 0; c < C; ++c) {
+  __syncthreads();
+  for (int o = tid; o < H; o += nt) a[o] = z[o] * (z[H + o] / (1.0 + exp(-z[H + o])));
+  __syncthreads();
+  for (int c = tid; c < C; c += nt) {
     double s = y[c];
     for (int i = 0; i < H; ++i) s += a[i] * w.ro_w2[i * C + c];
     z[c] = s;  // desc
   }
+  __syncthreads();
   int din = C;
   const float* W = fit_w;
   const float* B = fit_b;
   for (int k = 0; k < n_fit; ++k) {
     const int hk = fit_dims[k];
-    for (int o = 0; o < 2 * hk; ++o) {
+    for (int o = tid; o < 2 * hk; o += nt) {
       double s = B[o];
       for (int i = 0; i < din; ++i) s += z[i] * W[i * 2 * hk + o];
       a[o] = s;
     }
-    for (int o = 0; o < hk; ++o) z[o] = a[o] * (a[hk + o] / (1.0 + exp(-a[hk + o])));
+    __syncthreads();
+    for (int o = tid; o < hk; o += nt) z[o] = a[o] * (a[hk + o] / (1.0 + exp(-a[hk + o])));
+    __syncthreads();
     W += (size_t)din * 2 * hk;
     B += 2 * hk;
     din = hk;
   }
   double o = 0.0;
-  for (int i = 0; i < din; ++i) o += z[i] * fit_out[i];
-  atom_energy[n] = o + atom_bias[types[n]];
+  for (int i = tid; i < din; i += nt) o += z[i] * fit_out[i];
+  o = cta_total(o, red);
+  if (tid == 0) atom_energy[n] = o + atom_bias[types[n]];
 }
 
-// dE/dX[n, 0, :] with dE/dAE = 1 (other rows untouched; the caller zeroes them).
-__global__ void readout_fitting_backward_k(Dims d, ModelWDev w, int N, const float* __restrict__ X,
-                                           const float* __restrict__ fit_w, const float* __restrict__ fit_b,
-                                           const int* __restrict__ fit_dims, int n_fit,
-                                           const float* __restrict__ fit_out, float* X_bar) {
-  const int n = blockIdx.x * blockDim.x + threadIdx.x;
-  if (n >= N) return;
-  const int C = d.C, H = d.H;
+// dE/dX[n, 0, :] with dE/dAE = 1 (other rows untouched; the caller zeroes them): the forward
+// again keeping each fitting layer's pre-activation, then its transpose, in float.
+__global__ void __launch_bounds__(kNodeThreads) readout_fitting_backward_k(
+    Dims d, ModelWDev w, const float* __restrict__ X, const float* __restrict__ fit_w, const float* __restrict__ fit_b,
+    const int* __restrict__ fit_dims, int n_fit, const float* __restrict__ fit_out, float* X_bar) {
+  __shared__ float zr[kMaxW], ar[kMaxW], z[kMaxW], pre[4][kMaxW], zb[kMaxW], yb2[kMaxW];
+  const int n = blockIdx.x, tid = threadIdx.x, nt = blockDim.x, C = d.C, H = d.H;
   const float* y = X + (size_t)n * d.D * C;
-  // Forward again, keeping each fitting layer's pre-activation.
-  float zr[kMaxW], ar[kMaxW], desc[128];
-  float pre[4][kMaxW];
-  int din_k[4];
-  for (int o = 0; o < 2 * H; ++o) {
+  for (int o = tid; o < 2 * H; o += nt) {
     float s = 0.0f;
     for (int i = 0; i < C; ++i) s += y[i] * w.ro_w1[i * 2 * H + o];
     zr[o] = s;
   }
-  for (int o = 0; o < H; ++o) ar[o] = zr[o] * siluf_(zr[H + o]);
-  for (int c = 0; c < C; ++c) {
+  __syncthreads();
+  for (int o = tid; o < H; o += nt) ar[o] = zr[o] * siluf_(zr[H + o]);
+  __syncthreads();
+  for (int c = tid; c < C; c += nt) {
     float s = y[c];
     for (int i = 0; i < H; ++i) s += ar[i] * w.ro_w2[i * C + c];
-    desc[c] = s;
+    z[c] = s;  // desc
   }
-  float z[kMaxW];
-  for (int c = 0; c < C; ++c) z[c] = desc[c];
+  __syncthreads();
+  int din_k[4];
   int din = C;
   {
     const float* W = fit_w;
@@ -268,49 +279,53 @@ __global__ void readout_fitting_backward_k(Dims d, ModelWDev w, int N, const flo
     for (int k = 0; k < n_fit; ++k) {
       const int hk = fit_dims[k];
       din_k[k] = din;
-      for (int o = 0; o < 2 * hk; ++o) {
+      for (int o = tid; o < 2 * hk; o += nt) {
         float s = B[o];
         for (int i = 0; i < din; ++i) s += z[i] * W[i * 2 * hk + o];
         pre[k][o] = s;
       }
-      for (int o = 0; o < hk; ++o) z[o] = pre[k][o] * siluf_(pre[k][hk + o]);
+      __syncthreads();
+      for (int o = tid; o < hk; o += nt) z[o] = pre[k][o] * siluf_(pre[k][hk + o]);
+      __syncthreads();
       W += (size_t)din * 2 * hk;
       B += 2 * hk;
       din = hk;
     }
   }
-  // Backward through the fitting layers.
-  float zb[kMaxW], yb2[kMaxW];
-  for (int i = 0; i < din; ++i) zb[i] = fit_out[i];
+  for (int i = tid; i < din; i += nt) zb[i] = fit_out[i];
+  __syncthreads();
   size_t woff = 0;
   for (int k = 0; k < n_fit; ++k) woff += (size_t)din_k[k] * 2 * fit_dims[k];
   for (int k = n_fit - 1; k >= 0; --k) {
     const int hk = fit_dims[k], dk = din_k[k];
     woff -= (size_t)dk * 2 * hk;
     const float* W = fit_w + woff;
-    for (int o = 0; o < hk; ++o) {
+    for (int o = tid; o < hk; o += nt) {
       yb2[o] = zb[o] * siluf_(pre[k][hk + o]);
       yb2[hk + o] = zb[o] * pre[k][o] * silu_gradf_(pre[k][hk + o]);
     }
-    for (int i = 0; i < dk; ++i) {
+    __syncthreads();
+    for (int i = tid; i < dk; i += nt) {
       float s = 0.0f;
       for (int o = 0; o < 2 * hk; ++o) s += yb2[o] * W[i * 2 * hk + o];
       zb[i] = s;
     }
+    __syncthreads();
   }
-  // zb = desc_bar; read-out backward.
-  float ab[kMaxW];
-  for (int i = 0; i < H; ++i) {
+  // zb = desc_bar; read-out backward (ar takes a_bar).
+  for (int i = tid; i < H; i += nt) {
     float s = 0.0f;
     for (int c = 0; c < C; ++c) s += zb[c] * w.ro_w2[i * C + c];
-    ab[i] = s;
+    ar[i] = s;
   }
-  for (int i = 0; i < H; ++i) {
-    yb2[i] = ab[i] * siluf_(zr[H + i]);
-    yb2[H + i] = ab[i] * zr[i] * silu_gradf_(zr[H + i]);
+  __syncthreads();
+  for (int i = tid; i < H; i += nt) {
+    yb2[i] = ar[i] * siluf_(zr[H + i]);
+    yb2[H + i] = ar[i] * zr[i] * silu_gradf_(zr[H + i]);
   }
+  __syncthreads();
   float* xb = X_bar + (size_t)n * d.D * C;
-  for (int c = 0; c < C; ++c) {
+  for (int c = tid; c < C; c += nt) {
     float s = zb[c];
     for (int o = 0; o < 2 * H; ++o) s += yb2[o] * w.ro_w1[c * 2 * H + o];
     xb[c] = s;
@@ -329,13 +344,13 @@ void launch_per_degree_linear(int N, int L, int Cin, int Cout, const float* X, c
 void launch_eq_norm_forward(int N, int L, int C, const float* X, const float* scale, const float* bias, float eps,
                             float* Y, float* rho, const float* residual, cudaStream_t s) {
   if (N == 0) return;
-  eq_norm_forward_k<<<div_up(N, 64), 64, 0, s>>>(N, L, C, X, scale, bias, eps, Y, rho, residual);
+  eq_norm_forward_k<<<N, kNodeThreads, 0, s>>>(L, C, X, scale, bias, eps, Y, rho, residual);
   SEZM_LAUNCH("eq_norm_forward");
 }
 void launch_eq_norm_backward(int N, int L, int C, const float* X, const float* scale, const float* rho,
                              const float* Y_bar, float* X_bar, cudaStream_t s) {
   if (N == 0) return;
-  eq_norm_backward_k<<<div_up(N, 64), 64, 0, s>>>(N, L, C, X, scale, rho, Y_bar, X_bar);
+  eq_norm_backward_k<<<N, kNodeThreads, 0, s>>>(L, C, X, scale, rho, Y_bar, X_bar);
   SEZM_LAUNCH("eq_norm_backward");
 }
 void launch_ffn_forward(const Dims& d, const ModelWDev& mw, const BlockWDev& w, int N, const float* Xt, float* hbuf,
@@ -364,15 +379,15 @@ void launch_readout_fitting_forward(const Dims& d, const ModelWDev& w, int N, co
                                     const float* fit_out, const double* atom_bias, double* atom_energy,
                                     cudaStream_t s) {
   if (N == 0) return;
-  readout_fitting_forward_k<<<div_up(N, 64), 64, 0, s>>>(d, w, N, X, types, fit_w, fit_b, fit_dims, n_fit, fit_out,
-                                                         atom_bias, atom_energy);
+  readout_fitting_forward_k<<<N, kNodeThreads, 0, s>>>(d, w, X, types, fit_w, fit_b, fit_dims, n_fit, fit_out,
+                                                      atom_bias, atom_energy);
   SEZM_LAUNCH("readout_fitting_forward");
 }
 void launch_readout_fitting_backward(const Dims& d, const ModelWDev& w, int N, const float* X, const float* fit_w,
                                      const float* fit_b, const int* fit_dims, int n_fit, const float* fit_out,
                                      float* X_bar, cudaStream_t s) {
   if (N == 0) return;
-  readout_fitting_backward_k<<<div_up(N, 64), 64, 0, s>>>(d, w, N, X, fit_w, fit_b, fit_dims, n_fit, fit_out, X_bar);
+  readout_fitting_backward_k<<<N, kNodeThreads, 0, s>>>(d, w, X, fit_w, fit_b, fit_dims, n_fit, fit_out, X_bar);
   SEZM_LAUNCH("readout_fitting_backward");
 }
 
