@@ -275,6 +275,13 @@ struct CudaEngine::Impl {
       dims.push_back(static_cast<int>(w.fit_b[k].size() / 2));
     }
     n_fit = static_cast<int>(dims.size());
+    // The read-out kernels hold each layer's vector in shared memory (node_ops.cu: 4 fitting
+    // layers, 512 gated outputs).
+    int widest = std::max(2 * d.H, d.C);
+    for (int h : dims) widest = std::max(widest, 2 * h);
+    if (n_fit > 4 || widest > 512)
+      throw Error("device cuda: the fitting net (" + std::to_string(n_fit) + " layers, " + std::to_string(widest) +
+                  " gated outputs at most) exceeds what the CUDA read-out supports (4 layers, 512)");
     fit_w_off = a.add(fw.data(), fw.size());
     fit_b_off = a.add(fb.data(), fb.size());
     fit_out_off = a.add(w.fit_out);
@@ -476,19 +483,24 @@ struct CudaEngine::Impl {
 
   EdgeRadialIn radial_in() const { return EdgeRadialIn{rho.data(), mw.type_emb, src.data(), dst.data(), types.data()}; }
 
-  // The gated pre-activations of layer k for chunk c, as the backward reads them.
+  // The gated pre-activations of layer k for chunk c, as the backward reads them: fast mode keeps
+  // them for every edge of the blocks before the fused one; otherwise they live in chunk scratch.
+  int fused_block = -1;  // with gradients, the last block runs its backward chunk by chunk
   float* chunk_z(int b, int k, const Chunk& c) {
-    return mode == CudaMode::kFast ? Zall[b][k].data() + (size_t)d.F * c.e0 * d.ROW : Zc[k].data();
+    return mode == CudaMode::kFast && b != fused_block ? Zall[b][k].data() + (size_t)d.F * c.e0 * d.ROW
+                                                       : Zc[k].data();
   }
 
   // Forward of one chunk's value path up to the stack output; returns the buffer holding it. In
   // the backward (`recompute`), lean mode recomputes every layer and keeps the chunk's gated
-  // pre-activations; fast mode replays the gated layers from the kept pre-activations.
+  // pre-activations; fast mode replays the gated layers from the kept pre-activations. The fused
+  // block's forward keeps them in chunk scratch for its backward right behind.
   bool keep_z = false;  // fast mode on a call with gradients: the forward keeps z of every edge
   float* chunk_forward(int b, const Chunk& c, bool recompute) {
     const int Ec = c.e1 - c.e0;
     const BlockWDev& w = bw[b];
     const bool fast = mode == CudaMode::kFast;
+    const bool save_z = recompute || b == fused_block || keep_z;
     mark(recompute ? "bwd: recompute radial prep" : "fwd: radial prep");
     launch_radial_prep(d, w, c.e0, Ec, radial_in(), Rh_c.data(), kern_c.data(), s);
     mark(recompute ? "bwd: recompute rotate" : "fwd: rotate+condition");
@@ -507,11 +519,124 @@ struct CudaEngine::Impl {
       if (gated && fast && recompute)
         launch_stack_layer_replay(d, w, k, Ec, in, out, chunk_z(b, k, c), s);
       else
-        launch_stack_layer_forward(d, w, k, Ec, in, out, (gated && (keep_z || recompute)) ? chunk_z(b, k, c) : nullptr,
-                                   s);
+        launch_stack_layer_forward(d, w, k, Ec, in, out, gated && save_z ? chunk_z(b, k, c) : nullptr, s);
       in = out;
     }
     return in;
+  }
+
+  // Block b's node steps after its aggregation on the nodes [n0, n0 + n): output gate, post
+  // linear and norm, FFN, residual. Every node's rows depend only on its own, which is what lets
+  // the fused block run them chunk by chunk.
+  void node_forward(int b, int n0, int n) {
+    if (n <= 0) return;
+    const BlockWDev& w = bw[b];
+    const size_t o = n0, nodeW = (size_t)d.D * d.C, nodeWw = (size_t)d.D * d.Cw;
+    launch_gate_post(d, n, gamma[b].data() + o * d.F, P[b].data() + o * nodeWw, nodeA.data() + o * nodeWw, s);
+    launch_per_degree_linear(n, d.L, d.Cw, d.C, nodeA.data() + o * nodeWw, w.post, O[b].data() + o * nodeW, false,
+                             false, s);
+    launch_eq_norm_forward(n, d.L, d.C, O[b].data() + o * nodeW, w.post_scale, w.post_bias, w.post_eps,
+                           X1[b].data() + o * nodeW, post_rho[b].data() + o, X[b].data() + o * nodeW, s);
+    launch_eq_norm_forward(n, d.L, d.C, X1[b].data() + o * nodeW, w.pre_scale, w.pre_bias, w.pre_eps,
+                           Xt[b].data() + o * nodeW, pre_rho[b].data() + o, nullptr, s);
+    launch_ffn_forward(d, mw, w, n, Xt[b].data() + o * nodeW, ffn_h[b].data() + o * d.D * 2 * d.H,
+                       ybuf.data() + o * d.D * d.H, X[b + 1].data() + o * nodeW, s);
+    const long nn = static_cast<long>(n) * nodeW;
+    add_k<<<div_up(nn, 256), 256, 0, s>>>(nn, X1[b].data() + o * nodeW, X[b + 1].data() + o * nodeW);
+    SEZM_LAUNCH("residual");
+  }
+
+  // Its backward on the same nodes: from Xb = dE/dX[b+1] (rows n0..) to P_bar and gamma_bar; Xb's
+  // rows become X1_bar in place.
+  void node_backward(int b, int n0, int n) {
+    if (n <= 0) return;
+    const BlockWDev& w = bw[b];
+    const size_t o = n0, nodeW = (size_t)d.D * d.C, nodeWw = (size_t)d.D * d.Cw;
+    float* X1b = Xb.data() + o * nodeW;
+    float* t = tmpN.data() + o * nodeW;
+    // FFN branch and norms: X1_bar = Y_bar + norm_pre^T(FFN^T(Y_bar)); O_bar = norm_post^T(X1_bar).
+    launch_ffn_backward(d, mw, w, n, ffn_h[b].data() + o * d.D * 2 * d.H, X1b, ybuf.data() + o * d.D * d.H,
+                        hbar.data() + o * d.D * 2 * d.H, t, s);
+    launch_eq_norm_backward(n, d.L, d.C, X1[b].data() + o * nodeW, w.pre_scale, pre_rho[b].data() + o, t, X1b, s);
+    SEZM_CUDA(cudaMemsetAsync(t, 0, n * nodeW * sizeof(float), s));
+    launch_eq_norm_backward(n, d.L, d.C, O[b].data() + o * nodeW, w.post_scale, post_rho[b].data() + o, X1b, t, s);
+    launch_per_degree_linear(n, d.L, d.C, d.Cw, t, w.post, nodeA_bar.data() + o * nodeWw, true, false, s);
+    launch_gate_backward(d, n, gamma[b].data() + o * d.F, P[b].data() + o * nodeWw, nodeA_bar.data() + o * nodeWw,
+                         Pb.data() + o * nodeWw, gamma_bar.data() + o * d.F, s);
+  }
+
+  void readout_forward(int n0, int n) {
+    if (n <= 0) return;
+    launch_readout_fitting_forward(d, mw, n, X[cfg.n_blocks].data() + (size_t)n0 * d.D * d.C, types.data() + n0,
+                                   wbuf.data() + fit_w_off, wbuf.data() + fit_b_off, fit_dims_d.data(), n_fit,
+                                   wbuf.data() + fit_out_off, atom_bias_d.data(), atom_energy.data() + n0, s);
+  }
+  void readout_backward(int n0, int n) {  // into Xb's rows n0.. (zeroed by the caller)
+    if (n <= 0) return;
+    const size_t o = (size_t)n0 * d.D * d.C;
+    launch_readout_fitting_backward(d, mw, n, X[cfg.n_blocks].data() + o, wbuf.data() + fit_w_off,
+                                    wbuf.data() + fit_b_off, fit_dims_d.data(), n_fit, wbuf.data() + fit_out_off,
+                                    Xb.data() + o, s);
+  }
+
+  // The edge part of block b's backward for chunk c, with the chunk's forward state in the chunk
+  // buffers and its stack output in Uf.
+  void chunk_backward(int b, const Chunk& c, float* Uf) {
+    const BlockWDev& w = bw[b];
+    const int Ec = c.e1 - c.e0;
+    // The stack's input and its other ping-pong buffer are free now: the stack gradients live
+    // there (two chunk activations fewer than separate buffers).
+    float* Gbuf = Uf == Ua.data() ? Ub.data() : Ua.data();
+    float* Gbuf2 = U0.data();
+    mark("bwd: aggregate");
+    launch_aggregate_backward(d, c.e0, Ec, dst.data(), Dc.data(), Uf, alpha_fc.data(), alpha[b].data(), Pb.data(),
+                              Gbuf, alpha_bar.data(), Dc_bar.data(), s);
+    mark("bwd: softmax");
+    launch_softmax_backward(d, w, c.n0, c.n1, c.e0, src.data(), off.data(), env.data(), alpha[b].data(),
+                            alpha_bar.data(), q[b].data(), k[b].data(), lbar.data(), q_bar.data(), env_bar.data(), s);
+    mark("bwd: focus compete");
+    launch_focus_compete_backward(d, w, c.e0, Ec, Ssrc.data(), alpha[b].data(), alpha_bar.data(), fc_p.data(),
+                                  alpha_fc.data(), Ssrc_bar.data(), s);
+    float* gin = Gbuf;
+    float* bufs[2] = {Gbuf2, Gbuf};
+    for (int kk = d.nL - 1, t = 0; kk >= 0; --kk, ++t) {
+      float* gout = bufs[t % 2];
+      mark(kk < d.ngated ? "bwd: stack, gated" : "bwd: stack, linear");
+      launch_stack_layer_backward(d, w, kk, Ec, gin, gout, kk < d.ngated ? chunk_z(b, kk, c) : nullptr, s);
+      gin = gout;
+    }
+    mark("bwd: condition+rotate");
+    launch_condition_rotate_backward(d, w, c.e0, Ec, src.data(), Dc.data(), H[b].data(), Rh_c.data(), kern_c.data(),
+                                     gin, Ssrc_bar.data(), lbar.data(), Xloc_bar.data(), rho_bar.data(),
+                                     Dc_bar.data(), s);
+    mark("bwd: source scatter");
+    launch_src_scatter(d, c.s1 - c.s0, seg_node.data() + c.s0, seg_off.data() + c.s0, perm.data(), c.e0, dst.data(),
+                       Dc.data(), Xloc_bar.data(), lbar.data(), q[b].data(), H_bar.data(), k_bar.data(), s);
+  }
+
+  void begin_block_backward(int NT, int N) {
+    grow_zero(q_bar, static_cast<size_t>(N) * d.Cw);
+    grow_zero(k_bar, static_cast<size_t>(NT) * d.Cw);
+    grow_zero(H_bar, static_cast<size_t>(NT) * d.D * d.Cw);
+  }
+
+  // After every chunk of block b's backward: the attention node steps, X_bar = X1_bar (centres) +
+  // H_bar W_pre^T (all nodes), the ghost rows' gradients folded back to their owners.
+  void end_block_backward(int b, int NT, int N, FeatureExchange<double>* ex) {
+    const BlockWDev& w = bw[b];
+    const size_t nodeW = (size_t)d.D * d.C;
+    mark("bwd: node (attention, mix)");
+    launch_attention_node_backward(d, w, N, NT, H[b].data(), qk_rho[b].data(), gate_rho[b].data(), gamma[b].data(),
+                                   q_bar.data(), k_bar.data(), gamma_bar.data(), H_bar.data(), s);
+    SEZM_CUDA(cudaMemcpyAsync(Xb_prev.data(), Xb.data(), static_cast<size_t>(NT) * nodeW * sizeof(float),
+                              cudaMemcpyDeviceToDevice, s));
+    if (NT > N)
+      SEZM_CUDA(cudaMemsetAsync(Xb_prev.data() + static_cast<size_t>(N) * nodeW, 0,
+                                static_cast<size_t>(NT - N) * nodeW * sizeof(float), s));
+    launch_per_degree_linear(NT, d.L, d.Cw, d.C, H_bar.data(), w.pre, Xb_prev.data(), true, true, s);
+    mark("bwd: exchange");
+    if (ex) exchange_reverse(Xb_prev.data(), NT, ex);
+    std::swap(Xb, Xb_prev);
   }
 
   EngineResult compute(const GraphView& gv, bool gradients, FeatureExchange<double>* ex) {
@@ -562,13 +687,34 @@ struct CudaEngine::Impl {
     grow(nodeA, static_cast<size_t>(N) * nodeWw);
     grow(Rh_c, d.degree_mixer ? 1 : static_cast<size_t>(max_ec) * (d.L + 1) * d.Cw);  // the mixer needs only kern
     grow(kern_c, static_cast<size_t>(max_ec) * padded_kernel_size(d));
+    // With gradients the last block runs its backward chunk by chunk right behind its forward
+    // (everything after its aggregation is per node): it keeps its gated pre-activations in chunk
+    // scratch, is never recomputed, and fast mode keeps z only for the blocks before it.
+    fused_block = gradients ? nb - 1 : -1;
     keep_z = mode == CudaMode::kFast && gradients;
     if (keep_z) {  // energy-only calls keep nothing
-      Zall.resize(nb);
+      Zall.resize(std::max(nb - 1, 0));
       for (auto& zb : Zall) {
         zb.resize(std::max(d.ngated, 0));
         for (auto& z : zb) grow(z, static_cast<size_t>(d.F) * Er * d.ROW);
       }
+    }
+    track(atom_energy);
+    atom_energy.resize(N);
+    if (gradients) {
+      grow_zero(Xb, static_cast<size_t>(NT) * nodeW);
+      grow(Xb_prev, static_cast<size_t>(NT) * nodeW);
+      grow_zero(rho_bar, Er * W); grow_zero(Dc_bar, Er * d.dc_size); grow_zero(rbf_bar, Er * d.nr);
+      grow_zero(env_bar, Er); grow_zero(vec_bar, 3 * Er);
+      grow(Ssrc_bar, static_cast<size_t>(d.F) * max_ec * d.Cf);
+      grow(Xloc_bar, static_cast<size_t>(max_ec) * d.Dm * d.Cw);
+      grow(alpha_bar, static_cast<size_t>(max_ec) * d.F); grow(lbar, static_cast<size_t>(max_ec) * d.F);
+      Zc.resize(std::max(d.ngated, 0));
+      for (auto& z : Zc) grow(z, chunkU);
+      grow(nodeA_bar, static_cast<size_t>(N) * nodeWw); grow(Pb, static_cast<size_t>(N) * nodeWw);
+      grow(gamma_bar, static_cast<size_t>(N) * d.F);
+      grow(hbar, static_cast<size_t>(N) * d.D * 2 * d.H);
+      grow(tmpN, static_cast<size_t>(N) * nodeW);
     }
 
     // ---- geometry and initial embedding ----
@@ -601,39 +747,44 @@ struct CudaEngine::Impl {
       launch_attention_softmax_forward(d, w, N, src.data(), off.data(), env.data(), radial_in(), q[b].data(),
                                        k[b].data(), alpha[b].data(), s);
       grow(P[b], static_cast<size_t>(N) * nodeWw);
+      grow(O[b], static_cast<size_t>(N) * nodeW);
+      grow(X1[b], static_cast<size_t>(N) * nodeW); grow(post_rho[b], N); grow(pre_rho[b], N);
+      grow(Xt[b], static_cast<size_t>(N) * nodeW);
+      grow(ffn_h[b], static_cast<size_t>(N) * d.D * 2 * d.H);
+      grow(ybuf, static_cast<size_t>(N) * d.D * d.H);
+      const bool fused = b == fused_block;
+      if (fused) begin_block_backward(NT, N);
       for (const Chunk& c : chunks) {
         float* Uf = chunk_forward(b, c, false);
         mark("fwd: rotate back+aggregate");
         launch_rotate_back_aggregate(d, c.n0, c.n1, c.e0, c.e1 - c.e0, off.data(), Dc.data(), Uf, alpha_fc.data(),
                                      alpha[b].data(), P[b].data(), s);
+        if (!fused) continue;
+        // The chunk's destinations are complete: their node steps, energies and the backward down
+        // to the chunk's edges, while its stack state is still on hand.
+        mark("fwd: node (norms, FFN)");
+        node_forward(b, c.n0, c.n1 - c.n0);
+        mark("fwd: read-out+fitting");
+        readout_forward(c.n0, c.n1 - c.n0);
+        mark("bwd: read-out+fitting");
+        readout_backward(c.n0, c.n1 - c.n0);
+        mark("bwd: node (FFN, norms, gate)");
+        node_backward(b, c.n0, c.n1 - c.n0);
+        chunk_backward(b, c, Uf);
+      }
+      if (fused) {
+        end_block_backward(b, NT, N, ex);
+        continue;
       }
       mark("fwd: node (norms, FFN)");
-      launch_gate_post(d, N, gamma[b].data(), P[b].data(), nodeA.data(), s);
-      grow(O[b], static_cast<size_t>(N) * nodeW);
-      launch_per_degree_linear(N, d.L, d.Cw, d.C, nodeA.data(), w.post, O[b].data(), false, false, s);
-      grow(X1[b], static_cast<size_t>(N) * nodeW); grow(post_rho[b], N); grow(pre_rho[b], N);
-      grow(Xt[b], static_cast<size_t>(N) * nodeW);
-      launch_eq_norm_forward(N, d.L, d.C, O[b].data(), w.post_scale, w.post_bias, w.post_eps, X1[b].data(),
-                             post_rho[b].data(), X[b].data(), s);
-      launch_eq_norm_forward(N, d.L, d.C, X1[b].data(), w.pre_scale, w.pre_bias, w.pre_eps, Xt[b].data(),
-                             pre_rho[b].data(), nullptr, s);
-      grow(ffn_h[b], static_cast<size_t>(N) * d.D * 2 * d.H);
-      grow(ybuf, static_cast<size_t>(N) * d.D * d.H);
-      launch_ffn_forward(d, mw, w, N, Xt[b].data(), ffn_h[b].data(), ybuf.data(), X[b + 1].data(), s);
-      const long nn = static_cast<long>(N) * nodeW;
-      if (nn > 0) {
-        add_k<<<div_up(nn, 256), 256, 0, s>>>(nn, X1[b].data(), X[b + 1].data());
-        SEZM_LAUNCH("residual");
-      }
+      node_forward(b, 0, N);
     }
 
-    // ---- read-out and fitting ----
-    mark("fwd: read-out+fitting");
-    track(atom_energy);
-    atom_energy.resize(N);
-    launch_readout_fitting_forward(d, mw, N, X[nb].data(), types.data(), wbuf.data() + fit_w_off,
-                                   wbuf.data() + fit_b_off, fit_dims_d.data(), n_fit, wbuf.data() + fit_out_off,
-                                   atom_bias_d.data(), atom_energy.data(), s);
+    // ---- read-out and fitting (the fused block did it per chunk) ----
+    if (fused_block < 0) {
+      mark("fwd: read-out+fitting");
+      readout_forward(0, N);
+    }
     EngineResult res;
     res.atom_energy.resize(N);
     if (N) SEZM_CUDA(cudaMemcpyAsync(res.atom_energy.data(), atom_energy.data(), N * sizeof(double),
@@ -648,87 +799,13 @@ struct CudaEngine::Impl {
       return res;
     }
 
-    // ---- backward ----
-    mark("bwd: read-out+fitting");
-    grow_zero(Xb, static_cast<size_t>(NT) * nodeW);
-    grow(Xb_prev, static_cast<size_t>(NT) * nodeW);
-    launch_readout_fitting_backward(d, mw, N, X[nb].data(), wbuf.data() + fit_w_off, wbuf.data() + fit_b_off,
-                                    fit_dims_d.data(), n_fit, wbuf.data() + fit_out_off, Xb.data(), s);
-    grow_zero(rho_bar, Er * W); grow_zero(Dc_bar, Er * d.dc_size); grow_zero(rbf_bar, Er * d.nr);
-    grow_zero(env_bar, Er); grow_zero(vec_bar, 3 * Er);
-    grow(Ssrc_bar, static_cast<size_t>(d.F) * max_ec * d.Cf);
-    grow(Xloc_bar, static_cast<size_t>(max_ec) * d.Dm * d.Cw);
-    grow(alpha_bar, static_cast<size_t>(max_ec) * d.F); grow(lbar, static_cast<size_t>(max_ec) * d.F);
-    if (mode == CudaMode::kLean) {
-      Zc.resize(std::max(d.ngated, 0));
-      for (auto& z : Zc) grow(z, chunkU);
-    }
-    grow(nodeA_bar, static_cast<size_t>(N) * nodeWw); grow(Pb, static_cast<size_t>(N) * nodeWw);
-    grow(gamma_bar, static_cast<size_t>(N) * d.F);
-    grow(hbar, static_cast<size_t>(N) * d.D * 2 * d.H);
-    grow(tmpN, static_cast<size_t>(N) * nodeW);
-    for (int b = nb - 1; b >= 0; --b) {
-      const BlockWDev& w = bw[b];
+    // ---- backward of the blocks before the fused one ----
+    for (int b = nb - 2; b >= 0; --b) {
       mark("bwd: node (FFN, norms, gate)");
-      // FFN branch and norms: X1_bar = Y_bar + norm_pre^T(FFN^T(Y_bar)); O_bar = norm_post^T(X1_bar).
-      launch_ffn_backward(d, mw, w, N, ffn_h[b].data(), Xb.data(), ybuf.data(), hbar.data(), tmpN.data(), s);
-      float* X1b = Xb.data();  // Y_bar's local rows become X1_bar in place
-      launch_eq_norm_backward(N, d.L, d.C, X1[b].data(), w.pre_scale, pre_rho[b].data(), tmpN.data(), X1b, s);
-      grow_zero(tmpN, static_cast<size_t>(N) * nodeW);
-      launch_eq_norm_backward(N, d.L, d.C, O[b].data(), w.post_scale, post_rho[b].data(), X1b, tmpN.data(), s);
-      launch_per_degree_linear(N, d.L, d.C, d.Cw, tmpN.data(), w.post, nodeA_bar.data(), true, false, s);
-      launch_gate_backward(d, N, gamma[b].data(), P[b].data(), nodeA_bar.data(), Pb.data(), gamma_bar.data(), s);
-      grow_zero(q_bar, static_cast<size_t>(N) * d.Cw);
-      grow_zero(k_bar, static_cast<size_t>(NT) * d.Cw);
-      grow_zero(H_bar, static_cast<size_t>(NT) * nodeWw);
-      for (const Chunk& c : chunks) {
-        const int Ec = c.e1 - c.e0;
-        float* Uf = chunk_forward(b, c, true);
-        // The stack's input and its other ping-pong buffer are free now: the stack gradients
-        // live there (two chunk activations fewer than separate buffers).
-        float* Gbuf = Uf == Ua.data() ? Ub.data() : Ua.data();
-        float* Gbuf2 = U0.data();
-        mark("bwd: aggregate");
-        launch_aggregate_backward(d, c.e0, Ec, dst.data(), Dc.data(), Uf, alpha_fc.data(), alpha[b].data(),
-                                  Pb.data(), Gbuf, alpha_bar.data(), Dc_bar.data(), s);
-        mark("bwd: softmax");
-        launch_softmax_backward(d, w, c.n0, c.n1, c.e0, src.data(), off.data(), env.data(), alpha[b].data(),
-                                alpha_bar.data(), q[b].data(), k[b].data(), lbar.data(), q_bar.data(),
-                                env_bar.data(), s);
-        mark("bwd: focus compete");
-        launch_focus_compete_backward(d, w, c.e0, Ec, Ssrc.data(), alpha[b].data(), alpha_bar.data(), fc_p.data(),
-                                      alpha_fc.data(), Ssrc_bar.data(), s);
-        float* gin = Gbuf;
-        float* bufs[2] = {Gbuf2, Gbuf};
-        for (int kk = d.nL - 1, t = 0; kk >= 0; --kk, ++t) {
-          float* gout = bufs[t % 2];
-          mark(kk < d.ngated ? "bwd: stack, gated" : "bwd: stack, linear");
-          launch_stack_layer_backward(d, w, kk, Ec, gin, gout, kk < d.ngated ? chunk_z(b, kk, c) : nullptr, s);
-          gin = gout;
-        }
-        mark("bwd: condition+rotate");
-        launch_condition_rotate_backward(d, w, c.e0, Ec, src.data(), Dc.data(), H[b].data(), Rh_c.data(),
-                                         kern_c.data(), gin,
-                                         Ssrc_bar.data(), lbar.data(), Xloc_bar.data(), rho_bar.data(),
-                                         Dc_bar.data(), s);
-        mark("bwd: source scatter");
-        launch_src_scatter(d, c.s1 - c.s0, seg_node.data() + c.s0, seg_off.data() + c.s0, perm.data(), c.e0,
-                           dst.data(), Dc.data(), Xloc_bar.data(), lbar.data(), q[b].data(), H_bar.data(),
-                           k_bar.data(), s);
-      }
-      mark("bwd: node (attention, mix)");
-      launch_attention_node_backward(d, w, N, NT, H[b].data(), qk_rho[b].data(), gate_rho[b].data(),
-                                     gamma[b].data(), q_bar.data(), k_bar.data(), gamma_bar.data(), H_bar.data(), s);
-      // X_bar = X1_bar (centres) + H_bar W_pre^T (all nodes).
-      SEZM_CUDA(cudaMemcpyAsync(Xb_prev.data(), Xb.data(), static_cast<size_t>(NT) * nodeW * sizeof(float),
-                                cudaMemcpyDeviceToDevice, s));
-      if (NT > N)
-        SEZM_CUDA(cudaMemsetAsync(Xb_prev.data() + static_cast<size_t>(N) * nodeW, 0,
-                                  static_cast<size_t>(NT - N) * nodeW * sizeof(float), s));
-      launch_per_degree_linear(NT, d.L, d.Cw, d.C, H_bar.data(), w.pre, Xb_prev.data(), true, true, s);
-      mark("bwd: exchange");
-      if (ex) exchange_reverse(Xb_prev.data(), NT, ex);
-      std::swap(Xb, Xb_prev);
+      node_backward(b, 0, N);
+      begin_block_backward(NT, N);
+      for (const Chunk& c : chunks) chunk_backward(b, c, chunk_forward(b, c, true));
+      end_block_backward(b, NT, N, ex);
     }
     mark("bwd: env-seed");
     grow_zero(isd_bar, N);
