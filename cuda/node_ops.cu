@@ -202,49 +202,66 @@ __global__ void ffn_gate_input_backward_k(Dims d, const float* __restrict__ sg, 
 
 constexpr int kMaxW = 512;
 
+__device__ inline double silu_gate(double a, double b) { return a * (b / (1.0 + exp(-b))); }
+__device__ inline float silu_gate(float a, float b) { return a * siluf_(b); }
+
 // Read-out and fitting, one CTA per node: each layer's outputs over the threads, its input vector
-// in shared memory (same per-output summation order as a thread-per-node loop). The per-atom
-// energy path runs in double.
+// in shared memory. The forward runs in T = double (the per-atom energy path), the backward's
+// recompute in float.
+// The read-out MLP: zr = y W1 (2H), ar = zr[:H] silu(zr[H:]), desc = y + ar W2 (C); desc may
+// alias zr. Ends with a barrier.
+template <class T>
+__device__ void readout_cta(const Dims& d, const ModelWDev& w, const float* y, T* zr, T* ar, T* desc) {
+  const int tid = threadIdx.x, nt = blockDim.x, C = d.C, H = d.H;
+  for (int o = tid; o < 2 * H; o += nt) {
+    T s = 0;
+    for (int i = 0; i < C; ++i) s += (T)y[i] * w.ro_w1[i * 2 * H + o];
+    zr[o] = s;
+  }
+  __syncthreads();
+  for (int o = tid; o < H; o += nt) ar[o] = silu_gate(zr[o], zr[H + o]);
+  __syncthreads();
+  for (int c = tid; c < C; c += nt) {
+    T s = y[c];
+    for (int i = 0; i < H; ++i) s += ar[i] * w.ro_w2[i * C + c];
+    desc[c] = s;
+  }
+  __syncthreads();
+}
+
+// One gated fitting layer: pre = B + z W (2 hk), then z = pre[:hk] silu(pre[hk:]) in place.
+template <class T>
+__device__ void fit_layer_cta(T* z, int din, const float* W, const float* B, int hk, T* pre) {
+  const int tid = threadIdx.x, nt = blockDim.x;
+  for (int o = tid; o < 2 * hk; o += nt) {
+    T s = B[o];
+    for (int i = 0; i < din; ++i) s += z[i] * W[i * 2 * hk + o];
+    pre[o] = s;
+  }
+  __syncthreads();
+  for (int o = tid; o < hk; o += nt) z[o] = silu_gate(pre[o], pre[hk + o]);
+  __syncthreads();
+}
+
 __global__ void __launch_bounds__(kNodeThreads) readout_fitting_forward_k(
     Dims d, ModelWDev w, const float* __restrict__ X, const int* __restrict__ types, const float* __restrict__ fit_w,
     const float* __restrict__ fit_b, const int* __restrict__ fit_dims, int n_fit, const float* __restrict__ fit_out,
     const double* __restrict__ atom_bias, double* atom_energy) {
   __shared__ double z[kMaxW], a[kMaxW], red[kNodeThreads / 32];
-  const int n = blockIdx.x, tid = threadIdx.x, nt = blockDim.x, C = d.C, H = d.H;
-  const float* y = X + (size_t)n * d.D * C;
-  for (int o = tid; o < 2 * H; o += nt) {
-    double s = 0.0;
-    for (int i = 0; i < C; ++i) s += (double)y[i] * w.ro_w1[i * 2 * H + o];
-    z[o] = s;
-  }
-  __syncthreads();
-  for (int o = tid; o < H; o += nt) a[o] = z[o] * (z[H + o] / (1.0 + exp(-z[H + o])));
-  __syncthreads();
-  for (int c = tid; c < C; c += nt) {
-    double s = y[c];
-    for (int i = 0; i < H; ++i) s += a[i] * w.ro_w2[i * C + c];
-    z[c] = s;  // desc
-  }
-  __syncthreads();
-  int din = C;
+  const int n = blockIdx.x, tid = threadIdx.x;
+  readout_cta<double>(d, w, X + (size_t)n * d.D * d.C, z, a, z);
+  int din = d.C;
   const float* W = fit_w;
   const float* B = fit_b;
   for (int k = 0; k < n_fit; ++k) {
     const int hk = fit_dims[k];
-    for (int o = tid; o < 2 * hk; o += nt) {
-      double s = B[o];
-      for (int i = 0; i < din; ++i) s += z[i] * W[i * 2 * hk + o];
-      a[o] = s;
-    }
-    __syncthreads();
-    for (int o = tid; o < hk; o += nt) z[o] = a[o] * (a[hk + o] / (1.0 + exp(-a[hk + o])));
-    __syncthreads();
+    fit_layer_cta<double>(z, din, W, B, hk, a);
     W += (size_t)din * 2 * hk;
     B += 2 * hk;
     din = hk;
   }
   double o = 0.0;
-  for (int i = tid; i < din; i += nt) o += z[i] * fit_out[i];
+  for (int i = tid; i < din; i += blockDim.x) o += z[i] * fit_out[i];
   o = cta_total(o, red);
   if (tid == 0) atom_energy[n] = o + atom_bias[types[n]];
 }
@@ -256,21 +273,7 @@ __global__ void __launch_bounds__(kNodeThreads) readout_fitting_backward_k(
     const int* __restrict__ fit_dims, int n_fit, const float* __restrict__ fit_out, float* X_bar) {
   __shared__ float zr[kMaxW], ar[kMaxW], z[kMaxW], pre[4][kMaxW], zb[kMaxW], yb2[kMaxW];
   const int n = blockIdx.x, tid = threadIdx.x, nt = blockDim.x, C = d.C, H = d.H;
-  const float* y = X + (size_t)n * d.D * C;
-  for (int o = tid; o < 2 * H; o += nt) {
-    float s = 0.0f;
-    for (int i = 0; i < C; ++i) s += y[i] * w.ro_w1[i * 2 * H + o];
-    zr[o] = s;
-  }
-  __syncthreads();
-  for (int o = tid; o < H; o += nt) ar[o] = zr[o] * siluf_(zr[H + o]);
-  __syncthreads();
-  for (int c = tid; c < C; c += nt) {
-    float s = y[c];
-    for (int i = 0; i < H; ++i) s += ar[i] * w.ro_w2[i * C + c];
-    z[c] = s;  // desc
-  }
-  __syncthreads();
+  readout_cta<float>(d, w, X + (size_t)n * d.D * C, zr, ar, z);
   int din_k[4];
   int din = C;
   {
@@ -279,14 +282,7 @@ __global__ void __launch_bounds__(kNodeThreads) readout_fitting_backward_k(
     for (int k = 0; k < n_fit; ++k) {
       const int hk = fit_dims[k];
       din_k[k] = din;
-      for (int o = tid; o < 2 * hk; o += nt) {
-        float s = B[o];
-        for (int i = 0; i < din; ++i) s += z[i] * W[i * 2 * hk + o];
-        pre[k][o] = s;
-      }
-      __syncthreads();
-      for (int o = tid; o < hk; o += nt) z[o] = pre[k][o] * siluf_(pre[k][hk + o]);
-      __syncthreads();
+      fit_layer_cta<float>(z, din, W, B, hk, pre[k]);
       W += (size_t)din * 2 * hk;
       B += 2 * hk;
       din = hk;
