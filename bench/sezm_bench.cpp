@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
                                                 mode == "fast" ? sezm::CudaMode::kFast : sezm::CudaMode::kLean);
       if (chunk > 0) cuda->set_chunk_edges(chunk);
       call = [&] { return cuda->compute(g, true); };
-      dev_desc = "cuda " + cuda->device_name() + ", mode " + mode;
+      dev_desc = "cuda " + cuda->device_name() + ", mode " + mode + ", chunk " + std::to_string(cuda->chunk_edges());
 #else
       throw sezm::Error("--device cuda: this build has no CUDA engine");
 #endif

@@ -552,7 +552,7 @@ __global__ void condition_rotate_backward_k(Dims d, BlockWDev w, int e0, int Ec,
       rhb[lo] += ub[o] * xl[o];
     }
     // Each thread reads and writes only its own column of the edge's rows: in place is safe.
-    float* Rb = R_bar + (size_t)e * (LT + 1) * d.C;
+    float* Rb = R_bar + (size_t)i * (LT + 1) * d.C;
     #pragma unroll
     for (int l = 0; l <= LT; ++l) {
       if (d.has_rh) Rh[l * d.Cw + c] = rhb[l];
@@ -598,7 +598,7 @@ __global__ void condition_rotate_backward_k(Dims d, BlockWDev w, int e0, int Ec,
   cta_sum<kDcs>(v, red, vo);
   for (int k = c; k < kDcs; k += d.Cw) Dc_bar[(size_t)e * kDcs + k] += vo[k];
   // The attention logit bias reads R[e, 0, :]: its adjoint lands on R_bar directly.
-  float* Rb = R_bar + (size_t)e * (LT + 1) * d.C;
+  float* Rb = R_bar + (size_t)i * (LT + 1) * d.C;
   for (int a = c; a < d.C; a += d.Cw) {
     float s = 0.0f;
     for (int ff = 0; ff < d.F; ++ff) s += lbar[(size_t)i * d.F + ff] * w.logit_u[(size_t)ff * d.C + a];

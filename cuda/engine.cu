@@ -123,7 +123,7 @@ struct CudaEngine::Impl {
   std::string name;
   cudaStream_t s = nullptr;
   MemCounter mem;
-  int chunk_edges = 16384;
+  int chunk_edges = 0;  // 0: the mode's default (kDefaultChunk)
 
   // weights
   DBuf<float> wbuf;
@@ -144,14 +144,16 @@ struct CudaEngine::Impl {
   DBuf<int> src, dst, off, types, perm, seg_node, seg_off;
   DBuf<double> vec, edge_grad, atom_energy;
   // per edge
-  DBuf<float> vecf, r, env, denv, rbf, Dc, rho, rho_bar, Dc_bar, rbf_bar, env_bar, vec_bar, g, seed;
+  DBuf<float> vecf, r, env, denv, rbf, Dc, rho, Dc_bar, rbf_bar, env_bar, vec_bar, g, seed;
   std::vector<DBuf<float>> alpha;
   // per node
   DBuf<float> isd, isd_bar, A, f, A_bar, tmpN;
   std::vector<DBuf<float>> X, H, q, k, qk_rho, gate_rho, gamma, P, O, post_rho, X1, pre_rho, Xt, ffn_h;
   DBuf<float> Xb, Xb_prev, nodeA, nodeA_bar, Pb, gamma_bar, q_bar, k_bar, H_bar, ybuf, hbar;
   // chunk scratch
-  DBuf<float> U0, Ua, Ub, Ssrc, Ssrc_bar, fc_p, alpha_fc, Xloc_bar, alpha_bar, lbar, Rh_c, kern_c;
+  // rho_bar_c: the chunk's radial-feature adjoint. The radial MLP's backward is linear in it, so
+  // each (block, chunk) share goes through it at once instead of a (E, L+1, C) sum being kept.
+  DBuf<float> U0, Ua, Ub, Ssrc, Ssrc_bar, fc_p, alpha_fc, Xloc_bar, alpha_bar, lbar, Rh_c, kern_c, rho_bar_c;
   std::vector<DBuf<float>> Zc;                 // lean: the chunk's gated pre-activations (recompute)
   std::vector<std::vector<DBuf<float>>> Zall;  // fast: [block][gated layer], every edge (F, E, ROW) by chunk
 
@@ -408,22 +410,35 @@ struct CudaEngine::Impl {
     wt.jnz = wt_jnz.data();
   }
 
-  // Chunks of whole destination segments and, per chunk, its edges grouped by source (a
-  // counting sort: stable, so the order within a source segment is the edge order).
-  std::vector<int> src_count, src_pos, touched;  // per node / per chunk, reused across calls
-  void plan_chunks(const GraphView& gv, std::vector<int>& perm_h, std::vector<int>& seg_node_h,
-                   std::vector<int>& seg_off_h) {
+  // Chunks of whole destination segments (cheap: O(nodes)).
+  void plan_chunks(const GraphView& gv) {
     chunks.clear();
+    const int limit = chunk_edges > 0 ? chunk_edges : default_chunk_edges(mode);
+    int n0 = 0;
+    while (n0 < gv.n_nodes) {
+      int n1 = n0 + 1;
+      while (n1 < gv.n_nodes && gv.dst_offsets[n1 + 1] - gv.dst_offsets[n0] <= limit) ++n1;
+      chunks.push_back(Chunk{n0, n1, gv.dst_offsets[n0], gv.dst_offsets[n1], 0, 0});
+      n0 = n1;
+    }
+  }
+
+  // Per chunk, its edges grouped by source (a counting sort: stable, so the order within a source
+  // segment is the edge order), for the backward's source-side sums. Only calls with gradients
+  // need it, and it is done on the host while the GPU runs the forward of the first blocks.
+  std::vector<int> src_count, src_pos, touched;  // per node / per chunk, reused across calls
+  std::vector<int> perm_h, seg_node_h, seg_off_h;
+  bool grouped = false;
+  void group_sources(const GraphView& gv) {
+    if (grouped) return;
+    grouped = true;
     perm_h.resize(gv.E);
     seg_node_h.clear();
     seg_off_h.assign(1, 0);
     src_count.assign(gv.n_total, 0);
     src_pos.resize(gv.n_total);
-    int n0 = 0;
-    while (n0 < gv.n_nodes) {
-      int n1 = n0 + 1;
-      while (n1 < gv.n_nodes && gv.dst_offsets[n1 + 1] - gv.dst_offsets[n0] <= chunk_edges) ++n1;
-      Chunk c{n0, n1, gv.dst_offsets[n0], gv.dst_offsets[n1], static_cast<int>(seg_node_h.size()), 0};
+    for (Chunk& c : chunks) {
+      c.s0 = static_cast<int>(seg_node_h.size());
       touched.clear();
       for (int e = c.e0; e < c.e1; ++e)
         if (src_count[gv.src[e]]++ == 0) touched.push_back(gv.src[e]);
@@ -438,8 +453,15 @@ struct CudaEngine::Impl {
       }
       for (int e = c.e0; e < c.e1; ++e) perm_h[src_pos[gv.src[e]]++] = e;
       c.s1 = static_cast<int>(seg_node_h.size());
-      chunks.push_back(c);
-      n0 = n1;
+    }
+    perm.upload(perm_h.data(), perm_h.size(), s);
+    seg_node.upload(seg_node_h.data(), seg_node_h.size(), s);
+    seg_off.upload(seg_off_h.data(), seg_off_h.size(), s);
+    if (timing) {
+      int longest = 0;
+      for (size_t i = 0; i + 1 < seg_off_h.size(); ++i) longest = std::max(longest, seg_off_h[i + 1] - seg_off_h[i]);
+      std::fprintf(stderr, "[sezm cuda timing] %zu chunks, %zu source segments (longest %d edges)\n", chunks.size(),
+                   seg_node_h.size(), longest);
     }
   }
 
@@ -606,12 +628,22 @@ struct CudaEngine::Impl {
       gin = gout;
     }
     mark("bwd: condition+rotate");
+    const size_t W = static_cast<size_t>(d.L + 1) * d.C;
+    SEZM_CUDA(cudaMemsetAsync(rho_bar_c.data(), 0, Ec * W * sizeof(float), s));
     launch_condition_rotate_backward(d, w, c.e0, Ec, src.data(), Dc.data(), H[b].data(), Rh_c.data(), kern_c.data(),
-                                     gin, Ssrc_bar.data(), lbar.data(), Xloc_bar.data(), rho_bar.data(),
+                                     gin, Ssrc_bar.data(), lbar.data(), Xloc_bar.data(), rho_bar_c.data(),
                                      Dc_bar.data(), s);
+    mark("bwd: radial");
+    radial_backward_chunk(c);
     mark("bwd: source scatter");
     launch_src_scatter(d, c.s1 - c.s0, seg_node.data() + c.s0, seg_off.data() + c.s0, perm.data(), c.e0, dst.data(),
                        Dc.data(), Xloc_bar.data(), lbar.data(), q[b].data(), H_bar.data(), k_bar.data(), s);
+  }
+
+  // rho_bar_c (the chunk's rows) through the radial MLP's backward into env_bar and rbf_bar.
+  void radial_backward_chunk(const Chunk& c) {
+    launch_radial_backward(d, mw, c.e1 - c.e0, rbf.data() + (size_t)c.e0 * d.nr, env.data() + c.e0,
+                           rho_bar_c.data(), env_bar.data() + c.e0, rbf_bar.data() + (size_t)c.e0 * d.nr, s);
   }
 
   void begin_block_backward(int NT, int N) {
@@ -648,23 +680,14 @@ struct CudaEngine::Impl {
     for (int i = 0; i < NT; ++i)
       if (gv.types[i] < 0 || gv.types[i] >= d.ntypes)
         throw Error("CudaEngine: atom type index " + std::to_string(gv.types[i]) + " outside the model's type_map");
-    std::vector<int> perm_h, segn_h, sego_h;
-    plan_chunks(gv, perm_h, segn_h, sego_h);
-    if (timing) {
-      int longest = 0;
-      for (size_t i = 0; i + 1 < sego_h.size(); ++i) longest = std::max(longest, sego_h[i + 1] - sego_h[i]);
-      std::fprintf(stderr, "[sezm cuda timing] %zu chunks, %zu source segments (longest %d edges)\n", chunks.size(),
-                   segn_h.size(), longest);
-    }
-    // graph upload
+    plan_chunks(gv);
+    grouped = false;
+    // graph upload (the source grouping follows in group_sources)
     track(src); track(dst); track(off); track(types); track(perm); track(seg_node); track(seg_off); track(vec);
     src.upload(gv.src, E, s);
     dst.upload(gv.dst, E, s);
     off.upload(gv.dst_offsets, N + 1, s);
     types.upload(gv.types, NT, s);
-    perm.upload(perm_h.data(), perm_h.size(), s);
-    seg_node.upload(segn_h.data(), segn_h.size(), s);
-    seg_off.upload(sego_h.data(), sego_h.size(), s);
     vec.upload(gv.vec, 3 * static_cast<size_t>(E), s);
 
     const size_t Er = static_cast<size_t>(E), W = static_cast<size_t>(d.L + 1) * d.C;
@@ -704,7 +727,8 @@ struct CudaEngine::Impl {
     if (gradients) {
       grow_zero(Xb, static_cast<size_t>(NT) * nodeW);
       grow(Xb_prev, static_cast<size_t>(NT) * nodeW);
-      grow_zero(rho_bar, Er * W); grow_zero(Dc_bar, Er * d.dc_size); grow_zero(rbf_bar, Er * d.nr);
+      grow(rho_bar_c, static_cast<size_t>(max_ec) * W);
+      grow_zero(Dc_bar, Er * d.dc_size); grow_zero(rbf_bar, Er * d.nr);
       grow_zero(env_bar, Er); grow_zero(vec_bar, 3 * Er);
       grow(Ssrc_bar, static_cast<size_t>(d.F) * max_ec * d.Cf);
       grow(Xloc_bar, static_cast<size_t>(max_ec) * d.Dm * d.Cw);
@@ -753,7 +777,10 @@ struct CudaEngine::Impl {
       grow(ffn_h[b], static_cast<size_t>(N) * d.D * 2 * d.H);
       grow(ybuf, static_cast<size_t>(N) * d.D * d.H);
       const bool fused = b == fused_block;
-      if (fused) begin_block_backward(NT, N);
+      if (fused) {
+        group_sources(gv);
+        begin_block_backward(NT, N);
+      }
       for (const Chunk& c : chunks) {
         float* Uf = chunk_forward(b, c, false);
         mark("fwd: rotate back+aggregate");
@@ -814,11 +841,18 @@ struct CudaEngine::Impl {
                              env.data(), denv.data(), rbf.data(), isd.data(), g.data(), seed.data(), A.data(),
                              f.data(), Xb.data(), A_bar.data(), isd_bar.data(), rbf_bar.data(), vec_bar.data(), s);
     mark("bwd: GIE");
-    launch_gie_backward(d, N, E, dst.data(), off.data(), Dc.data(), isd.data(), rho.data(), X[0].data(), Xb.data(),
-                        isd_bar.data(), rho_bar.data(), Dc_bar.data(), s);
-    mark("bwd: degree+radial");
+    launch_gie_backward(d, N, E, dst.data(), Dc.data(), isd.data(), rho.data(), X[0].data(), Xb.data(), isd_bar.data(),
+                        Dc_bar.data(), s);
+    for (const Chunk& c : chunks) {
+      mark("bwd: GIE");
+      SEZM_CUDA(cudaMemsetAsync(rho_bar_c.data(), 0, (c.e1 - c.e0) * W * sizeof(float), s));
+      launch_gie_rho_backward(d, c.e1 - c.e0, dst.data() + c.e0, Dc.data() + (size_t)c.e0 * d.dc_size, isd.data(),
+                              Xb.data(), rho_bar_c.data(), s);
+      mark("bwd: radial");
+      radial_backward_chunk(c);
+    }
+    mark("bwd: degree");
     launch_degree_backward(N, off.data(), env.data(), isd.data(), isd_bar.data(), env_bar.data(), s);
-    launch_radial_backward(d, mw, E, rbf.data(), env.data(), rho_bar.data(), env_bar.data(), rbf_bar.data(), s);
     track(edge_grad);
     edge_grad.resize(3 * Er);
     mark("bwd: geometry");
@@ -841,7 +875,10 @@ const ModelConfig& CudaEngine::config() const { return impl_->cfg; }
 EngineResult CudaEngine::compute(const GraphView& g, bool gradients, FeatureExchange<double>* ex) {
   return impl_->compute(g, gradients, ex);
 }
-void CudaEngine::set_chunk_edges(int n) { impl_->chunk_edges = n > 0 ? n : 1; }
+void CudaEngine::set_chunk_edges(int n) { impl_->chunk_edges = n > 0 ? n : 0; }
+int CudaEngine::chunk_edges() const {
+  return impl_->chunk_edges > 0 ? impl_->chunk_edges : default_chunk_edges(impl_->mode);
+}
 size_t CudaEngine::peak_device_bytes() const { return impl_->mem.peak; }
 std::string CudaEngine::device_name() const { return impl_->name; }
 

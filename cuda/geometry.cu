@@ -679,16 +679,20 @@ void launch_gie_forward(const Dims& d, int N, const int* dst_off, const float* D
   gie_forward_k<<<div_up(n, 256), 256, 0, s>>>(d, N, dst_off, Dc, isd, rho, X0);
   SEZM_LAUNCH("gie_forward");
 }
-void launch_gie_backward(const Dims& d, int N, int E, const int* dst, const int* /*dst_off*/, const float* Dc,
-                         const float* isd, const float* rho, const float* X0, const float* X0_bar, float* isd_bar,
-                         float* rho_bar, float* Dc_bar, cudaStream_t s) {
+void launch_gie_rho_backward(const Dims& d, int E, const int* dst, const float* Dc, const float* isd,
+                             const float* X0_bar, float* rho_bar, cudaStream_t s) {
+  if (E == 0 || d.L == 0) return;
+  gie_rho_backward_k<<<div_up((long)E * d.L * d.C, kThreads), kThreads, 0, s>>>(d, E, dst, Dc, isd, X0_bar, rho_bar);
+  SEZM_LAUNCH("gie_rho_backward");
+}
+void launch_gie_backward(const Dims& d, int N, int E, const int* dst, const float* Dc, const float* isd,
+                         const float* rho, const float* X0, const float* X0_bar, float* isd_bar, float* Dc_bar,
+                         cudaStream_t s) {
   if (N > 0) {
     gie_isd_backward_k<<<div_up(N, kThreads), kThreads, 0, s>>>(d, N, isd, X0, X0_bar, isd_bar);
     SEZM_LAUNCH("gie_isd_backward");
   }
   if (E > 0 && d.L > 0) {
-    gie_rho_backward_k<<<div_up((long)E * d.L * d.C, kThreads), kThreads, 0, s>>>(d, E, dst, Dc, isd, X0_bar, rho_bar);
-    SEZM_LAUNCH("gie_rho_backward");
     gie_dc_backward_k<<<div_up((long)E * (d.D - 1), kThreads), kThreads, 0, s>>>(d, E, dst, isd, rho, X0_bar, Dc_bar);
     SEZM_LAUNCH("gie_dc_backward");
   }

@@ -81,9 +81,13 @@ void launch_env_seed_backward(const Dims& d, const ModelWDev& w, int N, int E, c
                               float* A_bar, float* isd_bar, float* rbf_bar, float* vec_bar, cudaStream_t s);
 void launch_gie_forward(const Dims& d, int N, const int* dst_off, const float* Dc, const float* isd, const float* rho,
                         float* X0, cudaStream_t s);
-void launch_gie_backward(const Dims& d, int N, int E, const int* dst, const int* dst_off, const float* Dc,
-                         const float* isd, const float* rho, const float* X0, const float* X0_bar, float* isd_bar,
-                         float* rho_bar, float* Dc_bar, cudaStream_t s);
+// The GIE backward's isd and Wigner-row shares (all edges); its share of rho_bar goes per chunk of
+// E edges (pointers at the chunk's first edge) into the chunk's rho_bar table.
+void launch_gie_backward(const Dims& d, int N, int E, const int* dst, const float* Dc, const float* isd,
+                         const float* rho, const float* X0, const float* X0_bar, float* isd_bar, float* Dc_bar,
+                         cudaStream_t s);
+void launch_gie_rho_backward(const Dims& d, int E, const int* dst, const float* Dc, const float* isd,
+                             const float* X0_bar, float* rho_bar, cudaStream_t s);
 
 // node_ops.cu
 // Per-degree linear: Y[n, p, :] (+)= X[n, p, :] W[l(p)] (W: (L+1, Cin, Cout), or its transpose).
@@ -138,14 +142,15 @@ void launch_focus_compete_backward(const Dims& d, const BlockWDev& w, int e0, in
                                    const float* alpha, const float* alpha_bar, const float* fc_p,
                                    const float* alpha_fc, float* Ssrc_bar, cudaStream_t s);
 // Rh and kern (the chunk's radial tables) are consumed: they come back holding the radial
-// adjoint, which launch_radial_adjoint (called at the end) multiplies into R_bar.
+// adjoint, which launch_radial_adjoint (called at the end) multiplies into R_bar. R_bar is the
+// chunk's (Ec, L+1, C) table (row i = edge e0 + i), added into.
 void launch_condition_rotate_backward(const Dims& d, const BlockWDev& w, int e0, int Ec, const int* src,
                                       const float* Dc, const float* H, float* Rh, float* kern,
                                       const float* Gbuf,
                                       const float* Ssrc_bar, const float* lbar, float* Xloc_bar, float* R_bar,
                                       float* Dc_bar, cudaStream_t s);
-// R_bar[e0 + i] += kb mixp^T (degree mixer) or Rh_bar W_rh^T, as tile products (stack.cu); kb and
-// Rh_bar sit in the kern and Rh chunk tables.
+// R_bar[i] += kb mixp^T (degree mixer) or Rh_bar W_rh^T, as tile products (stack.cu); kb and
+// Rh_bar sit in the kern and Rh chunk tables, R_bar is the chunk's table.
 void launch_radial_adjoint(const Dims& d, const BlockWDev& w, int e0, int Ec, float* Rh, const float* kb,
                            float* R_bar, cudaStream_t s);
 // Source-side segment sums (edges of the chunk grouped by source; deterministic, no atomics).

@@ -503,7 +503,7 @@ void launch_radial_prep(const Dims& d, const BlockWDev& w, int e0, int Ec, const
 void launch_radial_adjoint(const Dims& d, const BlockWDev& w, int e0, int Ec, float* Rh, const float* kb,
                            float* R_bar, cudaStream_t s) {
   if (Ec == 0) return;
-  float* Rb = R_bar + (size_t)e0 * (d.L + 1) * d.C;
+  float* Rb = R_bar;  // the chunk's rows
   if (d.degree_mixer)  // R_bar += kb mixp^T (kb's pad columns are zero)
     launch_prep_gemm<kDenseA, true>(d, Ec, padded_kernel_size(d), (d.L + 1) * d.C, EdgeRadialIn{}, e0, kb, w.mixT,
                                     Rb, s);

@@ -45,8 +45,8 @@ for mode in lean fast; do
 done
 # A small system (64 atoms): where the fixed per-call latency goes.
 SEZM_CUDA_TIMING=1 bench --mode lean --cells 2 --repeat 5 --warmup 1
-# Twice the default chunk (more memory, fewer launches).
-bench --mode lean --cells 8 --repeat 3 --warmup 1 --chunk 32768
+# Twice the default lean chunk (more memory, fewer launches).
+bench --mode lean --cells 8 --repeat 3 --warmup 1 --chunk 65536
 if [ "$what" = full ]; then
   bench --mode lean --cells 16 --repeat 3 --warmup 1
   bench --mode fast --cells 16 --repeat 3 --warmup 1

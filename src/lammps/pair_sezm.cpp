@@ -102,15 +102,17 @@ void PairSezm::allocate() {
   memory->create(cutsq, n + 1, n + 1, "pair:cutsq");
 }
 
-// pair_style sezm MODEL [device cpu|cuda] [gpu N] [mode lean|fast] [timing N]
+// pair_style sezm MODEL [device cpu|cuda] [gpu N] [mode lean|fast] [chunk N] [timing N]
 void PairSezm::settings(int narg, char **arg) {
   if (narg < 1)
-    fail("missing model file (usage: pair_style sezm MODEL [device cpu|cuda] [gpu N] [mode lean|fast] [timing N])");
+    fail("missing model file (usage: pair_style sezm MODEL [device cpu|cuda] [gpu N] [mode lean|fast] [chunk N] "
+         "[timing N])");
   model_path_ = arg[0];
   timing_every_ = 0;
   use_cuda_ = false;
   gpu_ = -1;
   mode_ = "lean";
+  chunk_ = 0;
   for (int i = 1; i < narg; i += 2) {
     const std::string key = arg[i];
     if (i + 1 >= narg) fail("keyword '" + key + "' needs a value");
@@ -127,14 +129,17 @@ void PairSezm::settings(int narg, char **arg) {
     } else if (key == "mode") {
       if (val != "lean" && val != "fast") fail("unknown mode '" + val + "' (expected lean or fast)");
       mode_ = val;
+    } else if (key == "chunk") {
+      chunk_ = utils::inumeric(FLERR, val.c_str(), false, lmp);
+      if (chunk_ < 1) fail("chunk needs a positive number of edges");
     } else if (key == "timing") {
       timing_every_ = utils::inumeric(FLERR, val.c_str(), false, lmp);
       if (timing_every_ < 0) fail("timing needs a non-negative step count");
     } else {
-      fail("unknown keyword '" + key + "' (known: device, gpu, mode, timing)");
+      fail("unknown keyword '" + key + "' (known: device, gpu, mode, chunk, timing)");
     }
   }
-  if (!use_cuda_ && (gpu_ >= 0 || mode_ != "lean")) fail("gpu and mode apply to device cuda only");
+  if (!use_cuda_ && (gpu_ >= 0 || mode_ != "lean" || chunk_ > 0)) fail("gpu, mode and chunk apply to device cuda only");
   try {
     potential_ = std::make_unique<sezm::Potential>(sezm::Potential::load(model_path_));
   } catch (std::exception &e) {
@@ -168,8 +173,10 @@ void PairSezm::settings(int narg, char **arg) {
       if (ok) error->all(FLERR, "pair_style sezm: device cuda could not start on another rank");
       error->all(FLERR, "pair_style sezm: " + why);
     }
-    utils::logmesg(lmp, "pair sezm: rank {} uses CUDA device {} ({}), mode {}\n", comm->me, gpu,
-                   static_cast<sezm::CudaEngine *>(gpu_engine_.get())->device_name(), mode_);
+    auto *eng = static_cast<sezm::CudaEngine *>(gpu_engine_.get());
+    if (chunk_ > 0) eng->set_chunk_edges(chunk_);
+    utils::logmesg(lmp, "pair sezm: rank {} uses CUDA device {} ({}), mode {}, {} edges per chunk\n", comm->me, gpu,
+                   eng->device_name(), mode_, eng->chunk_edges());
   }
 #endif
   const auto &cfg = potential_->config();
