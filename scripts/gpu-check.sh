@@ -51,9 +51,9 @@ if [ "$what" = full ]; then
   bench --mode lean --cells 16 --repeat 3 --warmup 1
   bench --mode fast --cells 16 --repeat 3 --warmup 1
   bench --mode lean --cells 32 --repeat 1 --warmup 0   # 262,144 atoms
-  # Size check: the largest diamond lean mode fits on the H200 (cells 34: 314,432 atoms; cells 36
+  # Size check: the largest diamond lean mode fits on the H200 (cells 38: 438,976 atoms, 128.6 GiB; cells 40
   # ran out of memory).
-  bench --mode lean --cells "${SEZM_GPU_MAX_CELLS:-34}" --repeat 1 --warmup 0 || true
+  bench --mode lean --cells "${SEZM_GPU_MAX_CELLS:-38}" --repeat 1 --warmup 0 || true
 fi
 if [ -f "$here/.devdeps/lammps-gpu.tar.xz" ] && [ "${SEZM_GPU_CHECK_LAMMPS:-1}" != 0 ]; then
   echo "== LAMMPS (device cuda vs cpu, 1 and 2 ranks)"
