@@ -45,20 +45,27 @@ int EdgeBuffers::build(const ListInput& in) {
 
   // Owned atoms missing from ilist (none for a plain full list) keep zero edges.
   Kokkos::deep_copy(Kokkos::subview(count, Kokkos::make_pair(0, nlocal)), 0);
-  // Same selection as the standalone builder: 1e-10 < r^2 <= rcut^2.
-  Kokkos::parallel_for(
-      "sezm::count_edges", Kokkos::RangePolicy<ExecSpace>(0, inum), KOKKOS_LAMBDA(const int ii) {
-        const int i = ilist[ii];
-        const int* jl = firstneigh[i];
-        int c = 0;
-        for (int jj = 0; jj < numneigh[i]; ++jj) {
-          const int j = jl[jj] & mask;
-          const double dx = x[3 * j] - x[3 * i], dy = x[3 * j + 1] - x[3 * i + 1], dz = x[3 * j + 2] - x[3 * i + 2];
-          const double r2 = dx * dx + dy * dy + dz * dz;
-          if (r2 > 1e-10 && r2 <= rc2) ++c;
-        }
-        count(i) = c;
-      });
+  // The Debian Kokkos has only the Serial backend: the two passes over the neighbour list (the
+  // bulk of the work, ~2.4 M pairs at 4096 diamond atoms) are OpenMP loops over the Views' host
+  // data instead. Each centre writes only its own count and edge range, so the result does not
+  // depend on the thread count. Same selection as the standalone builder: 1e-10 < r^2 <= rcut^2.
+  auto within = [=](int i, int j, double& dx, double& dy, double& dz) {
+    dx = x[3 * j] - x[3 * i];
+    dy = x[3 * j + 1] - x[3 * i + 1];
+    dz = x[3 * j + 2] - x[3 * i + 2];
+    const double r2 = dx * dx + dy * dy + dz * dz;
+    return r2 > 1e-10 && r2 <= rc2;
+  };
+  int* cnt = count.data();
+#pragma omp parallel for schedule(static)
+  for (int ii = 0; ii < inum; ++ii) {
+    const int i = ilist[ii];
+    const int* jl = firstneigh[i];
+    int c = 0;
+    double dx, dy, dz;
+    for (int jj = 0; jj < numneigh[i]; ++jj) c += within(i, jl[jj] & mask, dx, dy, dz);
+    cnt[i] = c;
+  }
   int total = 0;
   Kokkos::parallel_scan(
       "sezm::edge_offsets", Kokkos::RangePolicy<ExecSpace>(0, nlocal + 1),
@@ -74,25 +81,23 @@ int EdgeBuffers::build(const ListInput& in) {
 
   IntView src = src_, dst = dst_;
   VecView vec = vec_;
-  Kokkos::parallel_for(
-      "sezm::fill_edges", Kokkos::RangePolicy<ExecSpace>(0, inum), KOKKOS_LAMBDA(const int ii) {
-        const int i = ilist[ii];
-        const int* jl = firstneigh[i];
-        int e = offsets(i);
-        for (int jj = 0; jj < numneigh[i]; ++jj) {
-          const int j = jl[jj] & mask;
-          const double dx = x[3 * j] - x[3 * i], dy = x[3 * j + 1] - x[3 * i + 1], dz = x[3 * j + 2] - x[3 * i + 2];
-          const double r2 = dx * dx + dy * dy + dz * dz;
-          if (r2 > 1e-10 && r2 <= rc2) {
-            src(e) = j;
-            dst(e) = i;
-            vec(e, 0) = dx;
-            vec(e, 1) = dy;
-            vec(e, 2) = dz;
-            ++e;
-          }
-        }
-      });
+#pragma omp parallel for schedule(static)
+  for (int ii = 0; ii < inum; ++ii) {
+    const int i = ilist[ii];
+    const int* jl = firstneigh[i];
+    int e = offsets(i);
+    double dx, dy, dz;
+    for (int jj = 0; jj < numneigh[i]; ++jj) {
+      const int j = jl[jj] & mask;
+      if (!within(i, j, dx, dy, dz)) continue;
+      src(e) = j;
+      dst(e) = i;
+      vec(e, 0) = dx;
+      vec(e, 1) = dy;
+      vec(e, 2) = dz;
+      ++e;
+    }
+  }
   // Ghost slots are the LAMMPS indices themselves: a ghost no edge touches still relays its
   // owner's features to later swaps of the forward communication, so every ghost keeps a row.
   Kokkos::parallel_for(
