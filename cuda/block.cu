@@ -341,7 +341,7 @@ __global__ void gate_backward_k(Dims d, int N, const float* __restrict__ gamma, 
     P_bar[o] = g * A_bar[o];
     gb += A_bar[o] * P[o];
   }
-  for (int o = 16; o > 0; o >>= 1) gb += __shfl_xor_sync(0xffffffffu, gb, o);
+  gb = warp_sum(gb);
   if (lane == 0) gamma_bar[i] = gb;
 }
 

@@ -128,7 +128,8 @@ __device__ inline float silu_gradf_(float x) {
 }
 __device__ inline float rotate_back_scalef(int l) { return l <= 1 ? 1.0f : sqrtf((2.0f * l + 1.0f) / 3.0f); }
 
-__device__ inline float warp_sum(float v) {
+template <class T>
+__device__ inline T warp_sum(T v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }

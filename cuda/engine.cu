@@ -123,7 +123,8 @@ struct CudaEngine::Impl {
   std::string name;
   cudaStream_t s = nullptr;
   MemCounter mem;
-  int chunk_edges = 0;  // 0: the mode's default (kDefaultChunk)
+  int chunk_edges = 0;  // 0: the mode's default (default_chunk_edges)
+  int effective_chunk_edges() const { return chunk_edges > 0 ? chunk_edges : default_chunk_edges(mode); }
 
   // weights
   DBuf<float> wbuf;
@@ -154,8 +155,8 @@ struct CudaEngine::Impl {
   // rho_bar_c: the chunk's radial-feature adjoint. The radial MLP's backward is linear in it, so
   // each (block, chunk) share goes through it at once instead of a (E, L+1, C) sum being kept.
   DBuf<float> U0, Ua, Ub, Ssrc, Ssrc_bar, fc_p, alpha_fc, Xloc_bar, alpha_bar, lbar, Rh_c, kern_c, rho_bar_c;
-  std::vector<DBuf<float>> Zc;                 // lean: the chunk's gated pre-activations (recompute)
-  std::vector<std::vector<DBuf<float>>> Zall;  // fast: [block][gated layer], every edge (F, E, ROW) by chunk
+  std::vector<DBuf<float>> Zc;                 // the chunk's gated pre-activations (lean recompute, fused block)
+  std::vector<std::vector<DBuf<float>>> Zall;  // fast: [block before the fused one][gated layer], every edge
 
   // Optional per-phase timing (SEZM_CUDA_TIMING=1): CUDA events between named marks, summed per
   // name over a call and printed to stderr.
@@ -413,7 +414,7 @@ struct CudaEngine::Impl {
   // Chunks of whole destination segments (cheap: O(nodes)).
   void plan_chunks(const GraphView& gv) {
     chunks.clear();
-    const int limit = chunk_edges > 0 ? chunk_edges : default_chunk_edges(mode);
+    const int limit = effective_chunk_edges();
     int n0 = 0;
     while (n0 < gv.n_nodes) {
       int n1 = n0 + 1;
@@ -876,9 +877,7 @@ EngineResult CudaEngine::compute(const GraphView& g, bool gradients, FeatureExch
   return impl_->compute(g, gradients, ex);
 }
 void CudaEngine::set_chunk_edges(int n) { impl_->chunk_edges = n > 0 ? n : 0; }
-int CudaEngine::chunk_edges() const {
-  return impl_->chunk_edges > 0 ? impl_->chunk_edges : default_chunk_edges(impl_->mode);
-}
+int CudaEngine::chunk_edges() const { return impl_->effective_chunk_edges(); }
 size_t CudaEngine::peak_device_bytes() const { return impl_->mem.peak; }
 std::string CudaEngine::device_name() const { return impl_->name; }
 

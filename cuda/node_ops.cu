@@ -36,7 +36,7 @@ __global__ void per_degree_linear_k(int N, int L, int Cin, int Cout, const float
 // Sum over the CTA (blockDim.x a multiple of 32, at most 1024), the same for every thread and
 // in a fixed order (repeated runs are bit-identical). `red` holds one double per warp.
 __device__ double cta_total(double v, double* red) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  v = warp_sum(v);
   __syncthreads();  // red may still be read from the previous call
   if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
   __syncthreads();
