@@ -44,11 +44,9 @@ struct Tile {
 // the backward's former scalar reads of S an 8-way one.
 __host__ __device__ inline int bank_stride(int n) { return n + ((16 - n % 32) + 32) % 32; }
 
-// As and Bs hold two k-tile stages: the next k-tile is stored into one while the current one is
-// multiplied from the other, so a k step needs one barrier instead of two.
 struct StackSmem {
-  float* As;  // 2 x kBK x AS, k-major (a thread's rows are contiguous)
-  float* Bs;  // 2 x kBK x NP (N padded to a multiple of 64 with zeros)
+  float* As;  // kBK x AS, k-major (a thread's rows are contiguous)
+  float* Bs;  // kBK x NP (N padded to a multiple of 64 with zeros)
   float* Zs;  // BM x zst  (Cf used: scalar pre-activation, forward; z_bar scalar row, backward)
   float* S;   // BM x sst  (L*Cf used: gate sigmoids)
   float* T;   // BM x sst  (eta, backward only)
@@ -59,7 +57,7 @@ inline int pad64(int n) { return (n + 63) / 64 * 64; }
 
 size_t smem_floats(const Dims& d, int BM, bool bwd) {
   const int np = pad64(d.M0 > 2 * d.M1 ? d.M0 : 2 * d.M1);
-  return 2 * ((size_t)kBK * (BM + 4) + (size_t)kBK * np) + (size_t)BM * bank_stride(d.Cf) +
+  return (size_t)kBK * (BM + 4) + (size_t)kBK * np + (size_t)BM * bank_stride(d.Cf) +
          (bwd ? 2 : 1) * (size_t)BM * bank_stride(d.L * d.Cf);
 }
 
@@ -68,10 +66,10 @@ __device__ StackSmem carve(const Dims& d, float* base) {
   const int np = (((d.M0 > 2 * d.M1 ? d.M0 : 2 * d.M1) + 63) / 64) * 64;
   StackSmem s;
   s.As = base;
-  s.Bs = s.As + 2 * kBK * Tile<TR>::AS;
+  s.Bs = s.As + kBK * Tile<TR>::AS;
   s.zst = bank_stride(d.Cf);
   s.sst = bank_stride(d.L * d.Cf);
-  s.Zs = s.Bs + 2 * kBK * np;
+  s.Zs = s.Bs + kBK * np;
   s.S = s.Zs + Tile<TR>::BM * s.zst;
   s.T = s.S + Tile<TR>::BM * s.sst;
   return s;
@@ -81,28 +79,10 @@ __device__ __forceinline__ float4 ld4(const float* p) { return *reinterpret_cast
 __device__ __forceinline__ void st4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
 __device__ __forceinline__ float4 zero4() { return make_float4(0.f, 0.f, 0.f, 0.f); }
 
-// 16 bytes global -> shared without passing through registers (sm_80+); zero-filled when !valid.
-__device__ __forceinline__ void cp_async16(float* dst, const float* src, bool valid) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(valid ? 16 : 0));
-#else
-  *reinterpret_cast<float4*>(dst) = valid ? __ldg(reinterpret_cast<const float4*>(src)) : zero4();
-#endif
-}
-__device__ __forceinline__ void cp_async_wait_all() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_all;\n" ::: "memory");
-#endif
-}
-
 // acc[r][4j+q] += sum_k A(row0 + TR*ty + r, k) B(k, 64j + 4tx + q). `loadA4(row, k)` returns
 // A(row, k..k+3) (the prologue: the raw activation, or the gradient with the gates applied).
-// K % 4 == 0 and N % 4 == 0 for every supported model. While one k-tile is multiplied, the next
-// one's B rows are copied into the other stage asynchronously and its A rows fetched into
-// registers (they may need the prologue's arithmetic) and stored after the multiply, so global
-// latency hides behind the FFMAs and a k step needs one barrier. Ends with a barrier: the stages
-// may be reused at once.
+// K % 4 == 0 and N % 4 == 0 for every supported model. The next k-tile is fetched into registers
+// while the current one is multiplied, so global latency hides behind the FFMAs.
 template <int TR, int NC4, class LoadA4>
 __device__ __forceinline__ void tile_mma(const StackSmem& sm, int K, int N, const float* __restrict__ B, LoadA4 loadA4,
                                          float (&acc)[TR][4 * NC4]) {
@@ -110,69 +90,58 @@ __device__ __forceinline__ void tile_mma(const StackSmem& sm, int K, int N, cons
   constexpr int kAPer = BM * kBK / 4 / kThreads;
   constexpr int kBPer = (kBK * NP / 4 + kThreads - 1) / kThreads;
   const int tid = threadIdx.x, tx = tile_tx(), ty = tile_ty();
-  float4 ra[kAPer];
-  auto fetchA = [&](int k0) {
+  float4 ra[kAPer], rb[kBPer];
+  auto fetch = [&](int k0) {
 #pragma unroll
     for (int i = 0; i < kAPer; ++i) {
       const int idx = tid + i * kThreads, r = idx / (kBK / 4), k4 = (idx % (kBK / 4)) * 4;
       ra[i] = (k0 + k4 < K) ? loadA4(r, k0 + k4) : zero4();
     }
-  };
-  auto stashA = [&](float* As) {
-#pragma unroll
-    for (int i = 0; i < kAPer; ++i) {
-      const int idx = tid + i * kThreads, r = idx / (kBK / 4), k4 = (idx % (kBK / 4)) * 4;
-      As[(k4 + 0) * AS + r] = ra[i].x;
-      As[(k4 + 1) * AS + r] = ra[i].y;
-      As[(k4 + 2) * AS + r] = ra[i].z;
-      As[(k4 + 3) * AS + r] = ra[i].w;
-    }
-  };
-  auto copyB = [&](int k0, float* Bs) {  // row k = idx / (NP/4): stride NP
 #pragma unroll
     for (int j = 0; j < kBPer; ++j) {
       const int idx = tid + j * kThreads, k = idx / (NP / 4), n4 = (idx % (NP / 4)) * 4;
-      if (idx < kBK * NP / 4) {
-        const bool ok = k0 + k < K && n4 < N;
-        cp_async16(Bs + idx * 4, ok ? B + (size_t)(k0 + k) * N + n4 : B, ok);
-      }
+      rb[j] = (idx < kBK * NP / 4 && k0 + k < K && n4 < N)
+                  ? __ldg(reinterpret_cast<const float4*>(B + (size_t)(k0 + k) * N + n4))
+                  : zero4();
     }
   };
-  copyB(0, sm.Bs);
-  fetchA(0);
-  stashA(sm.As);
-  cp_async_wait_all();
-  __syncthreads();
-  for (int k0 = 0, stage = 0; k0 < K; k0 += kBK, stage ^= 1) {
-    const bool more = k0 + kBK < K;
-    // The other stage was last read before the previous barrier.
-    if (more) {
-      copyB(k0 + kBK, sm.Bs + (stage ^ 1) * (kBK * NP));
-      fetchA(k0 + kBK);
+  auto stash = [&]() {
+#pragma unroll
+    for (int i = 0; i < kAPer; ++i) {
+      const int idx = tid + i * kThreads, r = idx / (kBK / 4), k4 = (idx % (kBK / 4)) * 4;
+      sm.As[(k4 + 0) * AS + r] = ra[i].x;
+      sm.As[(k4 + 1) * AS + r] = ra[i].y;
+      sm.As[(k4 + 2) * AS + r] = ra[i].z;
+      sm.As[(k4 + 3) * AS + r] = ra[i].w;
     }
-    const float* As = sm.As + stage * (kBK * AS);
-    const float* Bs = sm.Bs + stage * (kBK * NP);
+#pragma unroll
+    for (int j = 0; j < kBPer; ++j) {
+      const int idx = tid + j * kThreads;
+      if (idx < kBK * NP / 4) st4(sm.Bs + idx * 4, rb[j]);  // row k = idx / (NP/4): stride NP
+    }
+  };
+  fetch(0);
+  for (int k0 = 0; k0 < K; k0 += kBK) {
+    stash();
+    __syncthreads();
+    if (k0 + kBK < K) fetch(k0 + kBK);
 #pragma unroll 4
     for (int k = 0; k < kBK; ++k) {
       float a[TR], b[4 * NC4];
 #pragma unroll
       for (int q = 0; q < TR / 4; ++q) {
-        const float4 v = ld4(As + k * AS + ty * TR + 4 * q);
+        const float4 v = ld4(sm.As + k * AS + ty * TR + 4 * q);
         a[4 * q] = v.x; a[4 * q + 1] = v.y; a[4 * q + 2] = v.z; a[4 * q + 3] = v.w;
       }
 #pragma unroll
       for (int j = 0; j < NC4; ++j) {
-        const float4 v = ld4(Bs + k * NP + 64 * j + 4 * tx);
+        const float4 v = ld4(sm.Bs + k * NP + 64 * j + 4 * tx);
         b[4 * j] = v.x; b[4 * j + 1] = v.y; b[4 * j + 2] = v.z; b[4 * j + 3] = v.w;
       }
 #pragma unroll
       for (int r = 0; r < TR; ++r)
 #pragma unroll
         for (int c = 0; c < 4 * NC4; ++c) acc[r][c] = fmaf(a[r], b[c], acc[r][c]);
-    }
-    if (more) {
-      stashA(sm.As + (stage ^ 1) * (kBK * AS));
-      cp_async_wait_all();
     }
     __syncthreads();
   }
@@ -363,7 +332,8 @@ __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3) ? 2 : 1) stack
     const float* GwT = w.GT + ((size_t)layer * d.F + f) * Cf * LC;  // (LC, Cf): coalesced over a
     for (int i = tid; i < BM * Cf / 4; i += kThreads) {  // Cf % 4 == 0
       const int r = i / (Cf / 4), a = (i % (Cf / 4)) * 4;
-      st4(sm.Zs + r * sm.zst + a, row0 + r < Ec ? __ldg(reinterpret_cast<const float4*>(Z + (size_t)(row0 + r) * d.ROW + a)) : zero4());
+      const float4 z = row0 + r < Ec ? __ldg(reinterpret_cast<const float4*>(Z + (size_t)(row0 + r) * d.ROW + a)) : zero4();
+      st4(sm.Zs + r * sm.zst + a, z);
     }
     __syncthreads();
     gate_sigmoids<TR, (NC1 + 1) / 2>(d, sm, Gw);
@@ -447,13 +417,27 @@ __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3) ? 2 : 1) stack
                         return make_float4(v.x * s.x, v.y * s.y, v.z * s.z, v.w * s.w);
                       },
                       acc);
-    float4 res[TR][NC1];
-    load_quads<TR, NC1>(row0, Ec, N1, Gin + fo + d.M0, d.ROW, res);
-    for_each_quad<TR, NC1>(row0, Ec, N1, [&](int r, int j, int row, int c) {
-      const size_t o = fo + (size_t)row * d.ROW + d.M0 + c;
-      const float4 a = quad<TR, NC1>(acc, r, j), u = res[r][j];
-      st4(Gout + o, make_float4(u.x + a.x, u.y + a.y, u.z + a.z, u.w + a.w));
-    });
+    // Residual loads a row at a time here: the whole tile's would spill beside the gate tables.
+    const int tx = tile_tx(), ty = tile_ty();
+#pragma unroll
+    for (int r = 0; r < TR; ++r) {
+      const int row = row0 + ty * TR + r;
+      if (row >= Ec) continue;
+      float4 u[NC1];
+#pragma unroll
+      for (int j = 0; j < NC1; ++j) {
+        const int c = 64 * j + 4 * tx;
+        u[j] = c < N1 ? ld4(Gin + fo + (size_t)row * d.ROW + d.M0 + c) : zero4();
+      }
+#pragma unroll
+      for (int j = 0; j < NC1; ++j) {
+        const int c = 64 * j + 4 * tx;
+        if (c >= N1) continue;
+        const float4 a = quad<TR, NC1>(acc, r, j);
+        st4(Gout + fo + (size_t)row * d.ROW + d.M0 + c,
+            make_float4(u[j].x + a.x, u[j].y + a.y, u[j].z + a.z, u[j].w + a.w));
+      }
+    }
   }
 }
 
@@ -500,10 +484,10 @@ template <int NC4, int kFromR, bool kAcc = false>
 __global__ void __launch_bounds__(kThreads, 2) radial_prep_k(Dims d, int rows, int K, int N, EdgeRadialIn R, int e0,
                                                              const float* __restrict__ A, const float* __restrict__ B,
                                                              float* out) {
-  __shared__ float4 smem4[2 * (kBK * Tile<4>::AS + kBK * 64 * NC4) / 4];
+  __shared__ float4 smem4[(kBK * Tile<4>::AS + kBK * 64 * NC4) / 4];
   StackSmem sm;
   sm.As = reinterpret_cast<float*>(smem4);
-  sm.Bs = sm.As + 2 * kBK * Tile<4>::AS;
+  sm.Bs = sm.As + kBK * Tile<4>::AS;
   const int row0 = blockIdx.x * Tile<4>::BM;
   float acc[4][4 * NC4];
   zero<4, NC4>(acc);
