@@ -180,8 +180,8 @@ __device__ void rotate_in(const Dims& d, const float* Dce, const float* Hs, int 
 template <int LT>
 __global__ void rotate_condition_k(Dims d, BlockWDev w, int e0, int Ec, const int* __restrict__ src,
                                    const float* __restrict__ Dc, const float* __restrict__ H,
-                                   const float* __restrict__ Rh_c, const float* __restrict__ kern_c, float* U0,
-                                   float* Ssrc) {
+                                   const float* __restrict__ Rh_c, const float* __restrict__ kern_c, float* __restrict__ U0,
+                                   float* __restrict__ Ssrc) {
   constexpr int kDm = 3 * LT + 1, kD = (LT + 1) * (LT + 1), kDcs = 1 + 3 * (kD - 1);
   (void)kDm; (void)kD; (void)kDcs;
   const int i = blockIdx.x, e = e0 + i, c = threadIdx.x;
@@ -275,7 +275,7 @@ template <int LT>
 __global__ void rotate_back_aggregate_k(Dims d, int n0, int e0, int Ec, const int* __restrict__ off,
                                         const float* __restrict__ Dc, const float* __restrict__ U,
                                         const float* __restrict__ alpha_fc, const float* __restrict__ alpha,
-                                        float* P) {
+                                        float* __restrict__ P) {
   constexpr int kDm = 3 * LT + 1, kD = (LT + 1) * (LT + 1), kDcs = 1 + 3 * (kD - 1);
   (void)kDm; (void)kD; (void)kDcs;
   extern __shared__ double part[];  // (R - 1) x kD x Cf
@@ -350,8 +350,8 @@ __global__ void gate_backward_k(Dims d, int N, const float* __restrict__ gamma, 
 template <int LT>
 __global__ void aggregate_backward_k(Dims d, int e0, int Ec, const int* __restrict__ dst, const float* __restrict__ Dc,
                                      const float* __restrict__ U, const float* __restrict__ alpha_fc,
-                                     const float* __restrict__ alpha, const float* __restrict__ P_bar, float* Gbuf,
-                                     float* alpha_bar, float* Dc_bar) {
+                                     const float* __restrict__ alpha, const float* __restrict__ P_bar, float* __restrict__ Gbuf,
+                                     float* __restrict__ alpha_bar, float* __restrict__ Dc_bar) {
   constexpr int kDm = 3 * LT + 1, kD = (LT + 1) * (LT + 1), kDcs = 1 + 3 * (kD - 1);
   (void)kDm; (void)kD; (void)kDcs;
   extern __shared__ float sh[];
@@ -520,9 +520,10 @@ __global__ void focus_compete_backward_k(Dims d, BlockWDev w, int e0, int Ec, co
 template <int LT>
 __global__ void condition_rotate_backward_k(Dims d, BlockWDev w, int e0, int Ec, const int* __restrict__ src,
                                             const float* __restrict__ Dc, const float* __restrict__ H,
-                                            float* Rh_c, float* kern_c, const float* __restrict__ Gbuf,
-                                            const float* __restrict__ Ssrc_bar, const float* __restrict__ lbar,
-                                            float* Xloc_bar, float* R_bar, float* Dc_bar) {
+                                            float* __restrict__ Rh_c, float* __restrict__ kern_c,
+                                            const float* __restrict__ Gbuf, const float* __restrict__ Ssrc_bar,
+                                            const float* __restrict__ lbar, float* __restrict__ Xloc_bar,
+                                            float* __restrict__ R_bar, float* __restrict__ Dc_bar) {
   constexpr int kDm = 3 * LT + 1, kD = (LT + 1) * (LT + 1), kDcs = 1 + 3 * (kD - 1);
   (void)kDm; (void)kD; (void)kDcs;
   extern __shared__ float sh[];
@@ -615,8 +616,8 @@ template <int LT>
 __global__ void __launch_bounds__(1024) src_scatter_k(Dims d, const int* __restrict__ seg_node, const int* __restrict__ seg_off,
                               const int* __restrict__ perm, int e0, const int* __restrict__ dst,
                               const float* __restrict__ Dc, const float* __restrict__ Xloc_bar,
-                              const float* __restrict__ lbar, const float* __restrict__ q, float* H_bar,
-                              float* k_bar) {
+                              const float* __restrict__ lbar, const float* __restrict__ q, float* __restrict__ H_bar,
+                              float* __restrict__ k_bar) {
   constexpr int kDm = 3 * LT + 1, kD = (LT + 1) * (LT + 1), kDcs = 1 + 3 * (kD - 1);
   (void)kDm; (void)kD; (void)kDcs;
   extern __shared__ float spart[];  // (R - 1) x (kD + 1) x Cw
