@@ -571,6 +571,57 @@ void launch_radial_adjoint(const Dims& d, const BlockWDev& w, int e0, int Ec, fl
     launch_prep_gemm<kDenseA, true>(d, Ec * (d.L + 1), d.Cw, d.C, EdgeRadialIn{}, e0, Rh, w.rhT, Rb, s);
 }
 
+// ---- throughput probe of the tile product alone (bench/stack_probe.cu) ----
+// C = A B over `rows` rows with the stack's tile and inner product, the result stored once: A
+// streamed from HBM as the layer kernels stream it (hbm_a), or made in registers from (row, k)
+// so that no operand leaves the chip. Separates the inner product's own ceiling from what the
+// layer kernels add around it (residual epilogues, gate tables, HBM streaming).
+template <int TR, int NC4, bool kHbmA>
+__global__ void __launch_bounds__(kThreads, TR == 4 ? 2 : 1) tile_probe_k(int rows, int K, int N,
+                                                                         const float* __restrict__ A, int lda,
+                                                                         const float* __restrict__ B, float* C) {
+  extern __shared__ float4 smem4[];
+  StackSmem sm;
+  sm.As = reinterpret_cast<float*>(smem4);
+  sm.Bs = sm.As + kBK * Tile<TR>::AS;
+  const int row0 = blockIdx.x * Tile<TR>::BM;
+  float acc[TR][4 * NC4];
+  zero<TR, NC4>(acc);
+  tile_mma<TR, NC4>(sm, K, N, B,
+                    [&](int r, int k) {
+                      const int rr = row0 + r;
+                      if (kHbmA) return rr < rows ? ld4(A + (size_t)rr * lda + k) : zero4();
+                      const float v = 1e-3f * (float)((rr * 7 + k) & 63);
+                      return make_float4(v, v + 1e-3f, v - 1e-3f, v + 2e-3f);
+                    },
+                    acc);
+  for_each_quad<TR, NC4>(row0, rows, N, [&](int r, int j, int row, int c) {
+    st4(C + (size_t)row * N + c, quad<TR, NC4>(acc, r, j));
+  });
+}
+
+template <int TR, int NC4>
+void launch_probe(bool hbm_a, int rows, int K, int N, const float* A, int lda, const float* B, float* C,
+                  cudaStream_t s) {
+  const size_t bytes = ((size_t)kBK * Tile<TR>::AS + (size_t)kBK * 64 * NC4) * sizeof(float);
+  const dim3 grid(div_up(rows, Tile<TR>::BM));
+  if (hbm_a) tile_probe_k<TR, NC4, true><<<grid, kThreads, bytes, s>>>(rows, K, N, A, lda, B, C);
+  else tile_probe_k<TR, NC4, false><<<grid, kThreads, bytes, s>>>(rows, K, N, A, lda, B, C);
+  SEZM_LAUNCH("tile_probe");
+}
+
+void launch_tile_probe(int rows_per_thread, bool hbm_a, int rows, int K, int N, const float* A, int lda,
+                       const float* B, float* C, cudaStream_t s) {
+  const int nc4 = pad64(N) / 64;
+  if (rows_per_thread == 8) {
+    if (nc4 <= 2) launch_probe<8, 2>(hbm_a, rows, K, N, A, lda, B, C, s);
+    else launch_probe<8, 3>(hbm_a, rows, K, N, A, lda, B, C, s);
+  } else {
+    if (nc4 <= 2) launch_probe<4, 2>(hbm_a, rows, K, N, A, lda, B, C, s);
+    else launch_probe<4, 3>(hbm_a, rows, K, N, A, lda, B, C, s);
+  }
+}
+
 size_t stack_smem_bytes(const Dims& d) { return smem_floats(d, Tile<4>::BM, true) * sizeof(float); }
 
 void launch_stack_layer_forward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* Uin, float* Uout,

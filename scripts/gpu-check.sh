@@ -24,13 +24,15 @@ export SEZM_TEST_DATA_DIR="$here/tests/data"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 cmake -S "$here" -B "$build" "${args[@]}" > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
 grep -E "CUDA engine|LAMMPS" "$out/configure.log" || true
-cmake --build "$build" -j "$(nproc)" --target sezm_tests sezm-bench sezm-eval > "$out/build.log" 2>&1 \
+cmake --build "$build" -j "$(nproc)" --target sezm_tests sezm-bench sezm-eval sezm-stack-probe > "$out/build.log" 2>&1 \
   || { grep -E "error" "$out/build.log" | head -40; exit 1; }
 echo "== CUDA tests"
 status=0
 "$build/tests/sezm_tests" --gtest_filter='*Cuda*:FeatureExchange*' 2>&1 | tee "$out/gpu-tests.log" || status=1
 echo "== benchmark"
 bench() { "$build/bench/sezm-bench" "$here/potentials/C.pt" --device cuda "$@" 2>&1 | tee -a "$out/bench.log"; }
+echo "== stack kernels on synthetic data (sezm-stack-probe)"
+"$build/sezm-stack-probe" 2>&1 | tee "$out/probe.log" || status=1
 if [ "$what" = dev ]; then  # a kernel-tuning round: 4096 atoms in both modes, the phase timing, 64 atoms
   bench --mode lean --cells 8 --repeat 5 --warmup 1
   bench --mode fast --cells 8 --repeat 5 --warmup 1

@@ -1,0 +1,150 @@
+// sezm-stack-probe: where the SO(2) stack's time goes, kernel by kernel, on synthetic data.
+//
+//   sezm-stack-probe [--edges E] [--repeat R] [--L L] [--cf Cf] [--focus F]
+//
+// Part 1 times the stack's tile product alone (cuda/stack.cu, launch_tile_probe) at the two
+// shapes of a layer (the m = 0 group, K = N = (L+1)Cf, and the |m| = 1 group, K = N = 2 L Cf),
+// with A streamed from HBM or made in registers, on the layers' 64-row tile (4 rows per thread)
+// and on a 128-row tile (8 rows per thread): the inner product's ceiling without the layers'
+// epilogues. Part 2 times the real layer kernels (forward gated / linear, replay, backward) on
+// E edges x F foci with random weights of the given shape (default: potentials/C.pt's stack,
+// L = 3, Cf = 32, F = 2). Medians of R launches; TFLOP/s count the useful products only; the
+// H200's fp32 FFMA peak is 67 TFLOP/s. A probe for kernel work, not a test: no value is checked.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels.cuh"
+
+namespace {
+
+using namespace sezm::cuda;
+
+struct DevBuf {
+  float* p = nullptr;
+  explicit DevBuf(size_t n, std::mt19937* rng = nullptr, float scale = 0.0f) {
+    SEZM_CUDA(cudaMalloc(&p, n * sizeof(float)));
+    std::vector<float> h(n, 0.0f);
+    if (rng) {
+      std::uniform_real_distribution<float> u(-scale, scale);
+      for (float& x : h) x = u(*rng);
+    }
+    SEZM_CUDA(cudaMemcpy(p, h.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  ~DevBuf() { cudaFree(p); }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+};
+
+template <class F>
+double median_ms(int repeat, cudaStream_t s, F launch) {
+  cudaEvent_t a, b;
+  SEZM_CUDA(cudaEventCreate(&a));
+  SEZM_CUDA(cudaEventCreate(&b));
+  launch();  // warm-up (and the shared-memory attribute)
+  std::vector<double> t;
+  for (int i = 0; i < repeat; ++i) {
+    SEZM_CUDA(cudaEventRecord(a, s));
+    launch();
+    SEZM_CUDA(cudaEventRecord(b, s));
+    SEZM_CUDA(cudaEventSynchronize(b));
+    float ms = 0.0f;
+    SEZM_CUDA(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+int arg_int(int argc, char** argv, const std::string& name, int def) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (argv[i] == name) return std::atoi(argv[i + 1]);
+  return def;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const int E = arg_int(argc, argv, "--edges", 131072), R = arg_int(argc, argv, "--repeat", 20);
+    Dims d{};
+    d.L = arg_int(argc, argv, "--L", 3);
+    d.Cf = arg_int(argc, argv, "--cf", 32);
+    d.F = arg_int(argc, argv, "--focus", 2);
+    d.M0 = (d.L + 1) * d.Cf;
+    d.M1 = d.L * d.Cf;
+    d.Dm = 3 * d.L + 1;
+    d.ROW = d.Dm * d.Cf;
+    d.nL = 3;
+    d.ngated = 2;
+    if (2 * d.M1 > 192 || d.M0 > 192) {
+      std::fprintf(stderr, "sezm-stack-probe: group widths above 192 are not probed\n");
+      return 2;
+    }
+    cudaDeviceProp prop{};
+    SEZM_CUDA(cudaGetDeviceProperties(&prop, 0));
+    cudaStream_t s;
+    SEZM_CUDA(cudaStreamCreate(&s));
+    std::mt19937 rng(12345);
+    std::printf("device %s | L %d, Cf %d, F %d: m=0 group %d wide, |m|=1 group %d wide, row %d floats\n",
+                prop.name, d.L, d.Cf, d.F, d.M0, 2 * d.M1, d.ROW);
+
+    // ---- part 1: the tile product alone ----
+    const int rows = E * d.F;
+    std::printf("tile product alone, %d rows (edges x foci), median of %d:\n", rows, R);
+    for (int K : {d.M0, 2 * d.M1}) {
+      DevBuf A((size_t)rows * d.ROW, &rng, 1.0f), B((size_t)K * K, &rng, 0.1f), C((size_t)rows * K);
+      for (int tpr : {4, 8})
+        for (bool hbm : {true, false}) {
+          const double ms = median_ms(R, s, [&] { launch_tile_probe(tpr, hbm, rows, K, K, A.p, d.ROW, B.p, C.p, s); });
+          std::printf("  K = N = %3d, %3d-row tile, A %-9s %8.3f ms  %6.2f TFLOP/s\n", K, 16 * tpr,
+                      hbm ? "from HBM" : "on chip", ms, 2.0 * rows * K * K / (ms * 1e9));
+        }
+    }
+
+    // ---- part 2: the layer kernels ----
+    const int LC = d.L * d.Cf;
+    const float sa = 1.0f / std::sqrt((float)d.M0), s1 = 1.0f / std::sqrt(2.0f * d.M1), sg = 1.0f / std::sqrt((float)d.Cf);
+    DevBuf A(d.nL * d.F * (size_t)d.M0 * d.M0, &rng, sa), AT(d.nL * d.F * (size_t)d.M0 * d.M0, &rng, sa);
+    DevBuf W1(d.nL * d.F * 4 * (size_t)d.M1 * d.M1, &rng, s1), W1T(d.nL * d.F * 4 * (size_t)d.M1 * d.M1, &rng, s1);
+    DevBuf G(d.ngated * d.F * (size_t)d.Cf * LC, &rng, sg), GT(d.ngated * d.F * (size_t)d.Cf * LC, &rng, sg);
+    BlockWDev w{};
+    w.A = A.p; w.AT = AT.p; w.W1 = W1.p; w.W1T = W1T.p; w.G = G.p; w.GT = GT.p;
+    const size_t n = (size_t)d.F * E * d.ROW;
+    DevBuf U(n, &rng, 1.0f), V(n), Z(n, &rng, 1.0f);
+    const double flop = 2.0 * E * d.F * ((double)d.M0 * d.M0 + 4.0 * d.M1 * d.M1);
+    const double gate = 2.0 * E * d.F * (double)d.Cf * LC;
+    const double row_gb = (double)n * sizeof(float) / 1e9;  // one pass over the activations
+    std::printf("layer kernels, %d edges x %d foci (one pass over the activations: %.2f GB), median of %d:\n", E,
+                d.F, row_gb, R);
+    auto report = [&](const char* what, double ms, double f, double passes) {
+      std::printf("  %-36s %8.3f ms  %6.2f TFLOP/s  %6.0f GB/s for its %.0f minimal passes\n", what, ms,
+                  f / (ms * 1e9), passes * row_gb / (ms * 1e-3), passes);
+    };
+    report("forward, gated (z kept: fast)", median_ms(R, s, [&] { launch_stack_layer_forward(d, w, 0, E, U.p, V.p, Z.p, s); }),
+           flop + gate, 3);
+    report("forward, gated (lean: z not kept)",
+           median_ms(R, s, [&] { launch_stack_layer_forward(d, w, 0, E, U.p, V.p, nullptr, s); }), flop + gate, 2);
+    report("forward, linear", median_ms(R, s, [&] { launch_stack_layer_forward(d, w, 2, E, U.p, V.p, nullptr, s); }),
+           flop, 2);
+    report("replay, gated (no main product)",
+           median_ms(R, s, [&] { launch_stack_layer_replay(d, w, 0, E, U.p, V.p, Z.p, s); }), gate, 3);
+    report("backward, gated", median_ms(R, s, [&] { launch_stack_layer_backward(d, w, 0, E, U.p, V.p, Z.p, s); }),
+           flop + 2 * gate, 3);
+    report("backward, linear", median_ms(R, s, [&] { launch_stack_layer_backward(d, w, 2, E, U.p, V.p, nullptr, s); }),
+           flop, 2);
+    SEZM_CUDA(cudaStreamDestroy(s));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sezm-stack-probe: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
