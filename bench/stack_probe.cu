@@ -5,8 +5,8 @@
 // Part 1 times the stack's tile product alone (cuda/stack.cu, launch_tile_probe) at the two
 // shapes of a layer (the m = 0 group, K = N = (L+1)Cf, and the |m| = 1 group, K = N = 2 L Cf),
 // with A streamed from HBM or made in registers, on the layers' 64-row tile (4 rows per thread)
-// and on a 128-row tile (8 rows per thread): the inner product's ceiling without the layers'
-// epilogues. Part 2 times the real layer kernels (forward gated / linear, replay, backward) on
+// and on variants of it (128 rows, the k loop unrolled): the inner product's ceiling without the
+// layers' epilogues. Part 2 times the real layer kernels (forward gated / linear, replay, backward) on
 // E edges x F foci with random weights of the given shape (default: potentials/C.pt's stack,
 // L = 3, Cf = 32, F = 2). Medians of R launches; TFLOP/s count the useful products only; the
 // H200's fp32 FFMA peak is 67 TFLOP/s. A probe for kernel work, not a test: no value is checked.
@@ -102,10 +102,13 @@ int main(int argc, char** argv) {
     std::printf("tile product alone, %d rows (edges x foci), median of %d:\n", rows, R);
     for (int K : {d.M0, 2 * d.M1}) {
       DevBuf A((size_t)rows * d.ROW, &rng, 1.0f), B((size_t)K * K, &rng, 0.1f), C((size_t)rows * K);
-      for (int tpr : {4, 8})
+      static const char* names[] = {"64-row tile (the layers')", "128-row tile, 1 CTA/SM", "64-row tile, k unrolled",
+                                    "128-row tile, 2 CTAs/SM"};
+      for (int v = 0; v < 4; ++v)
         for (bool hbm : {true, false}) {
-          const double ms = median_ms(R, s, [&] { launch_tile_probe(tpr, hbm, rows, K, K, A.p, d.ROW, B.p, C.p, s); });
-          std::printf("  K = N = %3d, %3d-row tile, A %-9s %8.3f ms  %6.2f TFLOP/s\n", K, 16 * tpr,
+          if (v == 3 && K > 128) continue;
+          const double ms = median_ms(R, s, [&] { launch_tile_probe(v, hbm, rows, K, K, A.p, d.ROW, B.p, C.p, s); });
+          std::printf("  K = N = %3d, %-26s A %-9s %8.3f ms  %6.2f TFLOP/s\n", K, names[v],
                       hbm ? "from HBM" : "on chip", ms, 2.0 * rows * K * K / (ms * 1e9));
         }
     }

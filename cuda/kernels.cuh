@@ -175,9 +175,10 @@ void launch_stack_layer_replay(const Dims& d, const BlockWDev& w, int layer, int
 void launch_stack_layer_backward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* Gin, float* Gout,
                                  const float* Z, cudaStream_t s);
 // The stack's tile product alone, C (rows x N) = A (rows x K, row stride lda) B (K x N), N <= 192,
-// for bench/stack_probe.cu: rows_per_thread 4 (the layers' 64-row tile) or 8 (128 rows); A read
-// from HBM, or (hbm_a false) made in registers so that only B and C touch memory.
-void launch_tile_probe(int rows_per_thread, bool hbm_a, int rows, int K, int N, const float* A, int lda,
-                       const float* B, float* C, cudaStream_t s);
+// for bench/stack_probe.cu. variant 0: the layers' 64-row tile; 1: 128 rows (8 per thread, one
+// CTA per SM); 2: variant 0 with the k loop fully unrolled; 3: 128 rows at two CTAs per SM
+// (N <= 128). A read from HBM, or (hbm_a false) made in registers: only B and C touch memory.
+void launch_tile_probe(int variant, bool hbm_a, int rows, int K, int N, const float* A, int lda, const float* B,
+                       float* C, cudaStream_t s);
 
 }  // namespace sezm::cuda

@@ -83,7 +83,7 @@ __device__ __forceinline__ float4 zero4() { return make_float4(0.f, 0.f, 0.f, 0.
 // A(row, k..k+3) (the prologue: the raw activation, or the gradient with the gates applied).
 // K % 4 == 0 and N % 4 == 0 for every supported model. The next k-tile is fetched into registers
 // while the current one is multiplied, so global latency hides behind the FFMAs.
-template <int TR, int NC4, class LoadA4>
+template <int TR, int NC4, int kUnroll = 4, class LoadA4>
 __device__ __forceinline__ void tile_mma(const StackSmem& sm, int K, int N, const float* __restrict__ B, LoadA4 loadA4,
                                          float (&acc)[TR][4 * NC4]) {
   constexpr int BM = Tile<TR>::BM, AS = Tile<TR>::AS, NP = 64 * NC4;
@@ -125,7 +125,7 @@ __device__ __forceinline__ void tile_mma(const StackSmem& sm, int K, int N, cons
     stash();
     __syncthreads();
     if (k0 + kBK < K) fetch(k0 + kBK);
-#pragma unroll 4
+#pragma unroll kUnroll
     for (int k = 0; k < kBK; ++k) {
       float a[TR], b[4 * NC4];
 #pragma unroll
@@ -576,10 +576,9 @@ void launch_radial_adjoint(const Dims& d, const BlockWDev& w, int e0, int Ec, fl
 // streamed from HBM as the layer kernels stream it (hbm_a), or made in registers from (row, k)
 // so that no operand leaves the chip. Separates the inner product's own ceiling from what the
 // layer kernels add around it (residual epilogues, gate tables, HBM streaming).
-template <int TR, int NC4, bool kHbmA>
-__global__ void __launch_bounds__(kThreads, TR == 4 ? 2 : 1) tile_probe_k(int rows, int K, int N,
-                                                                         const float* __restrict__ A, int lda,
-                                                                         const float* __restrict__ B, float* C) {
+template <int TR, int NC4, bool kHbmA, int kMinBlocks, int kUnroll>
+__global__ void __launch_bounds__(kThreads, kMinBlocks) tile_probe_k(int rows, int K, int N, const float* __restrict__ A,
+                                                                    int lda, const float* __restrict__ B, float* C) {
   extern __shared__ float4 smem4[];
   StackSmem sm;
   sm.As = reinterpret_cast<float*>(smem4);
@@ -587,38 +586,48 @@ __global__ void __launch_bounds__(kThreads, TR == 4 ? 2 : 1) tile_probe_k(int ro
   const int row0 = blockIdx.x * Tile<TR>::BM;
   float acc[TR][4 * NC4];
   zero<TR, NC4>(acc);
-  tile_mma<TR, NC4>(sm, K, N, B,
-                    [&](int r, int k) {
-                      const int rr = row0 + r;
-                      if (kHbmA) return rr < rows ? ld4(A + (size_t)rr * lda + k) : zero4();
-                      const float v = 1e-3f * (float)((rr * 7 + k) & 63);
-                      return make_float4(v, v + 1e-3f, v - 1e-3f, v + 2e-3f);
-                    },
-                    acc);
+  tile_mma<TR, NC4, kUnroll>(sm, K, N, B,
+                             [&](int r, int k) {
+                               const int rr = row0 + r;
+                               if (kHbmA) return rr < rows ? ld4(A + (size_t)rr * lda + k) : zero4();
+                               const float v = 1e-3f * (float)((rr * 7 + k) & 63);
+                               return make_float4(v, v + 1e-3f, v - 1e-3f, v + 2e-3f);
+                             },
+                             acc);
   for_each_quad<TR, NC4>(row0, rows, N, [&](int r, int j, int row, int c) {
     st4(C + (size_t)row * N + c, quad<TR, NC4>(acc, r, j));
   });
 }
 
-template <int TR, int NC4>
+template <int TR, int NC4, int kMinBlocks = (TR == 4 ? 2 : 1), int kUnroll = 4>
 void launch_probe(bool hbm_a, int rows, int K, int N, const float* A, int lda, const float* B, float* C,
                   cudaStream_t s) {
   const size_t bytes = ((size_t)kBK * Tile<TR>::AS + (size_t)kBK * 64 * NC4) * sizeof(float);
   const dim3 grid(div_up(rows, Tile<TR>::BM));
-  if (hbm_a) tile_probe_k<TR, NC4, true><<<grid, kThreads, bytes, s>>>(rows, K, N, A, lda, B, C);
-  else tile_probe_k<TR, NC4, false><<<grid, kThreads, bytes, s>>>(rows, K, N, A, lda, B, C);
+  if (hbm_a) tile_probe_k<TR, NC4, true, kMinBlocks, kUnroll><<<grid, kThreads, bytes, s>>>(rows, K, N, A, lda, B, C);
+  else tile_probe_k<TR, NC4, false, kMinBlocks, kUnroll><<<grid, kThreads, bytes, s>>>(rows, K, N, A, lda, B, C);
   SEZM_LAUNCH("tile_probe");
 }
 
-void launch_tile_probe(int rows_per_thread, bool hbm_a, int rows, int K, int N, const float* A, int lda,
-                       const float* B, float* C, cudaStream_t s) {
-  const int nc4 = pad64(N) / 64;
-  if (rows_per_thread == 8) {
-    if (nc4 <= 2) launch_probe<8, 2>(hbm_a, rows, K, N, A, lda, B, C, s);
-    else launch_probe<8, 3>(hbm_a, rows, K, N, A, lda, B, C, s);
-  } else {
-    if (nc4 <= 2) launch_probe<4, 2>(hbm_a, rows, K, N, A, lda, B, C, s);
-    else launch_probe<4, 3>(hbm_a, rows, K, N, A, lda, B, C, s);
+void launch_tile_probe(int variant, bool hbm_a, int rows, int K, int N, const float* A, int lda, const float* B,
+                       float* C, cudaStream_t s) {
+  const bool wide = pad64(N) / 64 > 2;
+  switch (variant) {
+    case 0:  // the layers' tile: 64 rows, 4 x 4NC per thread, 2 CTAs per SM, k loop unrolled by 4
+      if (wide) launch_probe<4, 3>(hbm_a, rows, K, N, A, lda, B, C, s);
+      else launch_probe<4, 2>(hbm_a, rows, K, N, A, lda, B, C, s);
+      break;
+    case 1:  // 128 rows, 8 x 4NC per thread, 1 CTA per SM
+      if (wide) launch_probe<8, 3>(hbm_a, rows, K, N, A, lda, B, C, s);
+      else launch_probe<8, 2>(hbm_a, rows, K, N, A, lda, B, C, s);
+      break;
+    case 2:  // the layers' tile with the k loop fully unrolled
+      if (wide) launch_probe<4, 3, 2, kBK>(hbm_a, rows, K, N, A, lda, B, C, s);
+      else launch_probe<4, 2, 2, kBK>(hbm_a, rows, K, N, A, lda, B, C, s);
+      break;
+    default:  // 128 rows at 2 CTAs per SM (<= 128 registers: 8 x 8 per thread; N <= 128 only)
+      if (wide) throw Error("tile probe variant 3 takes N <= 128");
+      launch_probe<8, 2, 2>(hbm_a, rows, K, N, A, lda, B, C, s);
   }
 }
 
