@@ -6,17 +6,21 @@
 // shapes of a layer (the m = 0 group, K = N = (L+1)Cf, and the |m| = 1 group, K = N = 2 L Cf),
 // with A streamed from HBM or made in registers, on the layers' 64-row tile (4 rows per thread)
 // and on variants of it (128 rows, the k loop unrolled): the inner product's ceiling without the
-// layers' epilogues. Part 2 times the real layer kernels (forward gated / linear, replay, backward) on
-// E edges x F foci with random weights of the given shape (default: potentials/C.pt's stack,
+// layers' epilogues, beside cuBLAS's IEEE-fp32 SGEMM at the same shape when cuBLAS is found.
+// Part 2 times the real layer kernels (forward gated / linear, replay, backward) on E edges x F foci with random weights of the given shape (default: potentials/C.pt's stack,
 // L = 3, Cf = 32, F = 2). Medians of R launches; TFLOP/s count the useful products only; the
 // H200's fp32 FFMA peak is 67 TFLOP/s. A probe for kernel work, not a test: no value is checked.
 #include <cuda_runtime.h>
+#ifdef SEZM_PROBE_CUBLAS
+#include <cublas_v2.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -111,6 +115,25 @@ int main(int argc, char** argv) {
           std::printf("  K = N = %3d, %-26s A %-9s %8.3f ms  %6.2f TFLOP/s\n", K, names[v],
                       hbm ? "from HBM" : "on chip", ms, 2.0 * rows * K * K / (ms * 1e9));
         }
+#ifdef SEZM_PROBE_CUBLAS
+      // The vendor's fp32 GEMM at the same shape, IEEE fp32 (pedantic math: no TF32), as a
+      // reference ceiling. Row-major C = A B is column-major C^T = B^T A^T.
+      {
+        cublasHandle_t h;
+        if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) throw std::runtime_error("cublasCreate failed");
+        cublasSetStream(h, s);
+        cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH);
+        const float one = 1.0f, zero = 0.0f;
+        const double ms = median_ms(R, s, [&] {
+          if (cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, K, rows, K, &one, B.p, K, A.p, d.ROW, &zero, C.p, K) !=
+              CUBLAS_STATUS_SUCCESS)
+            throw std::runtime_error("cublasSgemm failed");
+        });
+        std::printf("  K = N = %3d, %-26s A %-9s %8.3f ms  %6.2f TFLOP/s\n", K, "cuBLAS SGEMM (pedantic)",
+                    "from HBM", ms, 2.0 * rows * K * K / (ms * 1e9));
+        cublasDestroy(h);
+      }
+#endif
     }
 
     // ---- part 2: the layer kernels ----
