@@ -7,8 +7,9 @@
 // with A streamed from HBM or made in registers, on the layers' 64-row tile (4 rows per thread)
 // and on variants of it (128 rows, the k loop unrolled): the inner product's ceiling without the
 // layers' epilogues, beside cuBLAS's IEEE-fp32 SGEMM at the same shape when cuBLAS is found.
-// Part 2 times the real layer kernels (forward gated / linear, replay, backward) on E edges x F foci with random weights of the given shape (default: potentials/C.pt's stack,
-// L = 3, Cf = 32, F = 2). Medians of R launches; TFLOP/s count the useful products only; the
+// Part 2 times the real layer kernels (forward gated / linear, replay, backward) on E edges x F
+// foci with random weights of the given shape (default: potentials/C.pt's stack, L = 3, Cf = 32,
+// F = 2). Medians of R launches; TFLOP/s count the useful products only; the
 // H200's fp32 FFMA peak is 67 TFLOP/s. A probe for kernel work, not a test: no value is checked.
 #include <cuda_runtime.h>
 #ifdef SEZM_PROBE_CUBLAS
@@ -138,7 +139,8 @@ int main(int argc, char** argv) {
 
     // ---- part 2: the layer kernels ----
     const int LC = d.L * d.Cf;
-    const float sa = 1.0f / std::sqrt((float)d.M0), s1 = 1.0f / std::sqrt(2.0f * d.M1), sg = 1.0f / std::sqrt((float)d.Cf);
+    const float sa = 1.0f / std::sqrt((float)d.M0), s1 = 1.0f / std::sqrt(2.0f * d.M1);
+    const float sg = 1.0f / std::sqrt((float)d.Cf);
     DevBuf A(d.nL * d.F * (size_t)d.M0 * d.M0, &rng, sa), AT(d.nL * d.F * (size_t)d.M0 * d.M0, &rng, sa);
     DevBuf W1(d.nL * d.F * 4 * (size_t)d.M1 * d.M1, &rng, s1), W1T(d.nL * d.F * 4 * (size_t)d.M1 * d.M1, &rng, s1);
     DevBuf G(d.ngated * d.F * (size_t)d.Cf * LC, &rng, sg), GT(d.ngated * d.F * (size_t)d.Cf * LC, &rng, sg);
@@ -155,8 +157,8 @@ int main(int argc, char** argv) {
       std::printf("  %-36s %8.3f ms  %6.2f TFLOP/s  %6.0f GB/s for its %.0f minimal passes\n", what, ms,
                   f / (ms * 1e9), passes * row_gb / (ms * 1e-3), passes);
     };
-    report("forward, gated (z kept: fast)", median_ms(R, s, [&] { launch_stack_layer_forward(d, w, 0, E, U.p, V.p, Z.p, s); }),
-           flop + gate, 3);
+    report("forward, gated (z kept: fast)",
+           median_ms(R, s, [&] { launch_stack_layer_forward(d, w, 0, E, U.p, V.p, Z.p, s); }), flop + gate, 3);
     report("forward, gated (lean: z not kept)",
            median_ms(R, s, [&] { launch_stack_layer_forward(d, w, 0, E, U.p, V.p, nullptr, s); }), flop + gate, 2);
     report("forward, linear", median_ms(R, s, [&] { launch_stack_layer_forward(d, w, 2, E, U.p, V.p, nullptr, s); }),

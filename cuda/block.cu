@@ -180,8 +180,8 @@ __device__ void rotate_in(const Dims& d, const float* Dce, const float* Hs, int 
 template <int LT>
 __global__ void rotate_condition_k(Dims d, BlockWDev w, int e0, int Ec, const int* __restrict__ src,
                                    const float* __restrict__ Dc, const float* __restrict__ H,
-                                   const float* __restrict__ Rh_c, const float* __restrict__ kern_c, float* __restrict__ U0,
-                                   float* __restrict__ Ssrc) {
+                                   const float* __restrict__ Rh_c, const float* __restrict__ kern_c,
+                                   float* __restrict__ U0, float* __restrict__ Ssrc) {
   constexpr int kDm = 3 * LT + 1, kD = (LT + 1) * (LT + 1), kDcs = 1 + 3 * (kD - 1);
   (void)kDm; (void)kD; (void)kDcs;
   const int i = blockIdx.x, e = e0 + i, c = threadIdx.x;
@@ -350,8 +350,9 @@ __global__ void gate_backward_k(Dims d, int N, const float* __restrict__ gamma, 
 template <int LT>
 __global__ void aggregate_backward_k(Dims d, int e0, int Ec, const int* __restrict__ dst, const float* __restrict__ Dc,
                                      const float* __restrict__ U, const float* __restrict__ alpha_fc,
-                                     const float* __restrict__ alpha, const float* __restrict__ P_bar, float* __restrict__ Gbuf,
-                                     float* __restrict__ alpha_bar, float* __restrict__ Dc_bar) {
+                                     const float* __restrict__ alpha, const float* __restrict__ P_bar,
+                                     float* __restrict__ Gbuf, float* __restrict__ alpha_bar,
+                                     float* __restrict__ Dc_bar) {
   constexpr int kDm = 3 * LT + 1, kD = (LT + 1) * (LT + 1), kDcs = 1 + 3 * (kD - 1);
   (void)kDm; (void)kD; (void)kDcs;
   extern __shared__ float sh[];

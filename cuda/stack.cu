@@ -26,7 +26,9 @@ namespace {
 // call, and the 64-row tile fits every supported GPU's shared memory.
 // A warp is 4 thread-rows x 8 thread-columns (not 2 x 16): its B reads per column quad are then
 // 128 contiguous bytes (one shared-memory wavefront instead of two) and its A reads 64 bytes, so
-// a k step costs 1 + NC4 wavefronts instead of 1 + 2 NC4 against the same FFMA count.
+// a k step costs 1 + NC4 wavefronts instead of 1 + 2 NC4 against the same FFMA count. Measured:
+// no change in time; the product runs at the rate of cuBLAS's fp32 SGEMM at these shapes
+// (bench/stack_probe.cu, docs/performance.md), not at a shared-memory bound.
 constexpr int kBK = 16, kThreads = 256, kTC = 16, kTRw = kThreads / kTC;
 static_assert(kThreads == 256 && kTC == 16, "tile_tx/tile_ty assume 8 warps as 4 x 8 thread blocks");
 __device__ __forceinline__ int tile_tx() { return (threadIdx.x & 7) | (((threadIdx.x >> 5) & 1) << 3); }
@@ -332,7 +334,8 @@ __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3) ? 2 : 1) stack
     const float* GwT = w.GT + ((size_t)layer * d.F + f) * Cf * LC;  // (LC, Cf): coalesced over a
     for (int i = tid; i < BM * Cf / 4; i += kThreads) {  // Cf % 4 == 0
       const int r = i / (Cf / 4), a = (i % (Cf / 4)) * 4;
-      const float4 z = row0 + r < Ec ? __ldg(reinterpret_cast<const float4*>(Z + (size_t)(row0 + r) * d.ROW + a)) : zero4();
+      const float4 z =
+          row0 + r < Ec ? __ldg(reinterpret_cast<const float4*>(Z + (size_t)(row0 + r) * d.ROW + a)) : zero4();
       st4(sm.Zs + r * sm.zst + a, z);
     }
     __syncthreads();
@@ -577,8 +580,8 @@ void launch_radial_adjoint(const Dims& d, const BlockWDev& w, int e0, int Ec, fl
 // so that no operand leaves the chip. Separates the inner product's own ceiling from what the
 // layer kernels add around it (residual epilogues, gate tables, HBM streaming).
 template <int TR, int NC4, bool kHbmA, int kMinBlocks, int kUnroll>
-__global__ void __launch_bounds__(kThreads, kMinBlocks) tile_probe_k(int rows, int K, int N, const float* __restrict__ A,
-                                                                    int lda, const float* __restrict__ B, float* C) {
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
+    tile_probe_k(int rows, int K, int N, const float* __restrict__ A, int lda, const float* __restrict__ B, float* C) {
   extern __shared__ float4 smem4[];
   StackSmem sm;
   sm.As = reinterpret_cast<float*>(smem4);
