@@ -53,6 +53,9 @@ std::vector<RefCase> all_cases() {
   add(data_path("ref_c32_l3_f2_float64.json"), "c32_l3_f2_float64.pt", "c32_f64", 1e-9);
   add(data_path("ref_c32_l3_f2_float32.json"), "c32_l3_f2_float32.pt", "c32_f32", 1e-5);
   add(data_path("ref_defaults_float64.json"), "defaults_float64.pt", "defaults_f64", 1e-9);
+  // Saved by deepmd-kit 3.2.0 (descriptor version 1.2), against 3.2.0's own numbers
+  // (tests/data/dp320/make_dp320.py).
+  add(data_path("dp320/ref_c32_l3_f2_float64_dp320.json"), "dp320/c32_l3_f2_float64_dp320.pt", "dp320_c32_f64", 1e-9);
   const std::string water_ref = shared_path("reference/forces/ref_water_pretrained.json");
   if (sezm::test::file_exists(water_ref) && sezm::test::file_exists(shared_path("reference/models/water_pretrained.pt")))
     add(water_ref, kWaterModel, "water_f32", 1e-5);
@@ -65,7 +68,9 @@ class Reference : public testing::TestWithParam<RefCase> {
  public:
   // Loads every model once for the whole suite (each test process loads its own otherwise).
   static void SetUpTestSuite() {
-    for (const char* m : {"c32_l3_f2_float64.pt", "c32_l3_f2_float32.pt", "defaults_float64.pt"}) model(m);
+    for (const char* m : {"c32_l3_f2_float64.pt", "c32_l3_f2_float32.pt", "defaults_float64.pt",
+                          "dp320/c32_l3_f2_float64_dp320.pt"})
+      model(m);
     model(kWaterModel);
   }
 };

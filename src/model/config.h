@@ -30,6 +30,7 @@ struct ModelConfig {
   int env_exp_edge = 5;         // env_exp[1]
   bool edge_norm = true;
   std::string precision;        // "float32" | "float64" (descriptor; fitting must match)
+  double descriptor_version = 0;  // the checkpoint's version_tensor, set by load_weights (1.1, 1.2)
   int ffn_neurons = 0;          // 0 -> auto
   // ---- fitting ----
   std::vector<int> fitting_neuron;  // as written in the config (0 = auto width)

@@ -80,6 +80,23 @@ EquivariantRMSNormW<T> load_eq_norm(const Loader& ld, const std::string& pfx, in
   return n;
 }
 
+// The descriptor's version_tensor (docs/model-options.md, "Descriptor versions"). 1.1 and 1.2
+// compute the same function for every model we accept: deepmd-kit 3.2.0's migration 1.1 -> 1.2
+// rewrites only native-spin parameters (spin models are refused by the config), and its forward
+// branches only on version >= 1.1. Legacy files (< 1.1: another degree floor, no envelope on the
+// radial features) and unknown newer ones are refused rather than approximated.
+void check_descriptor_version(const std::string& path, double version) {
+  for (const double v : {1.1, 1.2})
+    if (std::fabs(version - v) < 1e-9) return;
+  std::ostringstream o;
+  o << path << ": unsupported descriptor version_tensor = " << version
+    << " (supported: 1.1 and 1.2, the version deepmd-kit 3.2.0 writes; "
+    << (version < 1.1 ? "older SeZM checkpoints are not supported"
+                      : "a newer deepmd-kit wrote this file; its changes are not implemented")
+    << ")";
+  throw Error(o.str());
+}
+
 }  // namespace
 
 template <class T>
@@ -93,12 +110,8 @@ ModelW<T> load_weights(const Checkpoint& ckpt, const ModelConfig& cfg) {
   w.ntypes = nt;
   const std::string d = "descriptor.";
 
-  // Legacy checkpoints (version < 1.1) use another degree floor and no envelope on the radial
-  // features; they are untested, so they are refused rather than approximated.
-  const double version = ld.get(d + "version_tensor", {}).data.at(0);
-  if (std::fabs(version - 1.1) > 1e-6)
-    throw Error(ckpt.path + ": unsupported descriptor version_tensor = " + std::to_string(version) +
-                " (supported: 1.1)");
+  w.cfg.descriptor_version = ld.get(d + "version_tensor", {}).data.at(0);
+  check_descriptor_version(ckpt.path, w.cfg.descriptor_version);
 
   w.freqs = ld.vec<T>(d + "radial_basis.adam_freqs", {1, nr});
   w.type_embedding = ld.mat<T>(d + "type_embedding.adam_type_embedding", nt + 1, C);
