@@ -1,0 +1,119 @@
+// The command-line front ends as a user runs them: sezm-eval on structure files written from
+// deepmd-kit's reference configurations (its --json output against deepmd-kit 3.2.0's own
+// numbers, <= 1e-9 relative, as test_reference.cpp does for the library), sezm-bench on the
+// same checkpoint, and both refusing a model they cannot compute with exit code 1 and the
+// cause on stderr.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "model_test_util.h"
+
+using namespace sezm_test;
+
+namespace {
+
+struct Exec {
+  int status = -1;
+  std::string out;  // stdout and stderr together
+};
+
+Exec run(const std::string& cmd) {
+  Exec r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::string quote(const std::string& s) { return "'" + s + "'"; }
+
+// Extended XYZ of a reference configuration, coordinates to 17 significant digits (exact).
+std::string write_xyz(const sezm::test::RefConfig& c, const std::vector<std::string>& type_map) {
+  const std::string path = temp_path(c.name + ".xyz");
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  std::fprintf(f, "%d\n", c.natoms);
+  if (c.periodic) {
+    std::fprintf(f, "Lattice=\"");
+    for (int k = 0; k < 9; ++k) std::fprintf(f, k ? " %.17g" : "%.17g", c.cell[k]);
+    std::fprintf(f, "\" Properties=species:S:1:pos:R:3 pbc=\"T T T\"\n");
+  } else {
+    std::fprintf(f, "Properties=species:S:1:pos:R:3\n");
+  }
+  for (int i = 0; i < c.natoms; ++i)
+    std::fprintf(f, "%s %.17g %.17g %.17g\n", type_map.at(c.types[i]).c_str(), c.coords[3 * i],
+                 c.coords[3 * i + 1], c.coords[3 * i + 2]);
+  std::fclose(f);
+  return path;
+}
+
+const char* kModel = "dp320/c32_l3_f2_float64_dp320.pt";
+const char* kRef = "dp320/ref_c32_l3_f2_float64_dp320.json";
+
+}  // namespace
+
+TEST(Cli, SezmEvalJsonMatchesDeepmdKit320) {
+  const sezm::test::RefFile ref = sezm::test::read_ref(data_path(kRef));
+  ASSERT_EQ(ref.configs.size(), 5u);
+  for (const auto& c : ref.configs) {
+    const std::string xyz = write_xyz(c, ref.type_map);
+    const Exec r = run(quote(SEZM_EVAL_EXE) + " " + quote(data_path(kModel)) + " " + quote(xyz) +
+                      " --json --atom-virial");
+    ASSERT_EQ(r.status, 0) << c.name << ": " << r.out;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    const double energy = j.at("energy");
+    const auto ae = j.at("atom_energy").get<std::vector<double>>();
+    const auto f = j.at("forces").get<std::vector<double>>();
+    const auto w = j.at("virial").get<std::vector<double>>();
+    const auto aw = j.at("atom_virial").get<std::vector<double>>();
+    ASSERT_EQ(ae.size(), size_t(c.natoms));
+    ASSERT_EQ(aw.size(), 9 * size_t(c.natoms));
+    EXPECT_LE(std::abs(energy - c.energy), 1e-9 * std::abs(c.energy)) << c.name;
+    EXPECT_LE(max_abs_diff(ae, c.atom_energy), 1e-9 * max_abs(c.atom_energy)) << c.name;
+    EXPECT_LE(max_abs_diff(f, c.forces), 1e-9 * max_abs(c.forces)) << c.name;
+    EXPECT_LE(max_abs_diff(w, c.virial), 1e-9 * max_abs(c.virial)) << c.name;
+    for (int k = 0; k < 9; ++k) {  // per-atom virials sum to the virial
+      double s = 0;
+      for (int i = 0; i < c.natoms; ++i) s += aw[9 * i + k];
+      EXPECT_NEAR(s, c.virial[k], 1e-9 * max_abs(c.virial)) << c.name << " virial " << k;
+    }
+    std::remove(xyz.c_str());
+  }
+}
+
+TEST(Cli, SezmEvalRefusesUnsupportedModel) {
+  const sezm::test::RefFile ref = sezm::test::read_ref(data_path(kRef));
+  const std::string xyz = write_xyz(ref.configs.front(), ref.type_map);
+  const Exec r = run(quote(SEZM_EVAL_EXE) + " " + quote(data_path("mini_float64.pt")) + " " + quote(xyz));
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("sezm-eval: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("mini_float64.pt: unsupported option descriptor.so3_readout"), std::string::npos) << r.out;
+  std::remove(xyz.c_str());
+}
+
+TEST(Cli, SezmBenchRunsDeepmdKit320Checkpoint) {
+  const Exec r = run(quote(SEZM_BENCH_EXE) + " " + quote(data_path(kModel)) +
+                    " --cells 1 --repeat 1 --warmup 0 --threads 1 --element Cu --lattice fcc");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("fcc 1^3 cells, 4 atoms"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("energy+forces+virial: median"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("E/atom "), std::string::npos) << r.out;
+}
+
+TEST(Cli, SezmBenchRefusesUnsupportedModel) {
+  const Exec r = run(quote(SEZM_BENCH_EXE) + " " + quote(data_path("mini_float64.pt")) + " --cells 1");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("sezm-bench: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("unsupported option descriptor.so3_readout"), std::string::npos) << r.out;
+}
