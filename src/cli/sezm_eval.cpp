@@ -129,8 +129,9 @@ int main(int argc, char** argv) {
       return 0;
     }
     const auto& cfg = pot.config();
-    std::printf("model     : %s (%s, channels %d, lmax %d, %d blocks, rcut %g)\n", positional[0].c_str(),
-                cfg.precision.c_str(), cfg.channels, cfg.lmax, cfg.n_blocks, cfg.rcut);
+    std::printf("model     : %s (descriptor version %g, %s, channels %d, lmax %d, %d blocks, rcut %g)\n",
+                positional[0].c_str(), cfg.descriptor_version, cfg.precision.c_str(), cfg.channels, cfg.lmax,
+                cfg.n_blocks, cfg.rcut);
     std::printf("structure : %s (%zu atoms, %s, %zu edges)\n", positional[1].c_str(), s.size(),
                 s.periodic ? "periodic" : "open", ev.n_edges);
     std::printf("energy    : %.10f eV (%.10f eV/atom)\n", ev.energy, s.size() ? ev.energy / s.size() : 0.0);

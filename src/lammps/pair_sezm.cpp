@@ -189,8 +189,8 @@ void PairSezm::settings(int narg, char **arg) {
   if (comm->me == 0) {
     std::string tm;
     for (const auto &s : cfg.type_map) tm += " " + s;
-    utils::logmesg(lmp, "{}), rcut {} A, {} blocks, lmax {}, {} channels, {} doubles per exchanged row\n", tm,
-                   cfg.rcut, cfg.n_blocks, cfg.lmax, cfg.channels, comm_width_);
+    utils::logmesg(lmp, "{}, descriptor version {}), rcut {} A, {} blocks, lmax {}, {} channels, {} doubles per exchanged row\n",
+                   tm, cfg.descriptor_version, cfg.rcut, cfg.n_blocks, cfg.lmax, cfg.channels, comm_width_);
     if (comm->nprocs == 1)
       utils::logmesg(lmp, "pair sezm: one rank: periodic images are edges onto owned atoms (no feature exchange)\n");
   }
