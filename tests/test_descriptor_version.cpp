@@ -85,6 +85,15 @@ TEST(DescriptorVersion, RefusesOtherVersionsByName) {
   }
 }
 
+// A version rounded to float32 (as the GPU tests round every tensor) is still that version.
+TEST(DescriptorVersion, AcceptsFloat32RoundedVersions) {
+  for (const double v : {1.1, 1.2}) {
+    sezm::Checkpoint ck = cached_checkpoint(kV12);
+    ck.tensors.at(kVersion).data.at(0) = static_cast<double>(static_cast<float>(v));
+    EXPECT_NO_THROW(load(ck)) << v;
+  }
+}
+
 TEST(DescriptorVersion, MissingVersionIsNamed) {
   sezm::Checkpoint ck = cached_checkpoint(kV12);
   ck.tensors.erase(kVersion);

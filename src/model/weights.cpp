@@ -85,9 +85,10 @@ EquivariantRMSNormW<T> load_eq_norm(const Loader& ld, const std::string& pfx, in
 // rewrites only native-spin parameters (spin models are refused by the config), and its forward
 // branches only on version >= 1.1. Legacy files (< 1.1: another degree floor, no envelope on the
 // radial features) and unknown newer ones are refused rather than approximated.
+// The tolerance admits a version stored or rounded in float32 (1.1f = 1.10000002).
 void check_descriptor_version(const std::string& path, double version) {
   for (const double v : {1.1, 1.2})
-    if (std::fabs(version - v) < 1e-9) return;
+    if (std::fabs(version - v) < 1e-6) return;
   std::ostringstream o;
   o << path << ": unsupported descriptor version_tensor = " << version
     << " (supported: 1.1 and 1.2, the version deepmd-kit 3.2.0 writes; "
