@@ -2,8 +2,8 @@
 //
 //   sezm-stack-probe [--edges E] [--repeat R] [--L L] [--cf Cf] [--focus F]
 //
-// Part 1 times the stack's tile product alone (cuda/stack.cu, launch_tile_probe) at the two
-// shapes of a layer (the m = 0 group, K = N = (L+1)Cf, and the |m| = 1 group, K = N = 2 L Cf),
+// Part 1 times the stack's tile product alone (launch_tile_probe below, on cuda/stack_tile.cuh)
+// at the two shapes of a layer (the m = 0 group, K = N = (L+1)Cf, and the |m| = 1 group, K = N = 2 L Cf),
 // with A streamed from HBM or made in registers, on the layers' 64-row tile (4 rows per thread)
 // and on variants of it (128 rows, the k loop unrolled): the inner product's ceiling without the
 // layers' epilogues, beside cuBLAS's IEEE-fp32 SGEMM at the same shape when cuBLAS is found.
@@ -25,7 +25,79 @@
 #include <string>
 #include <vector>
 
-#include "kernels.cuh"
+#include "stack.cuh"
+#include "stack_tile.cuh"
+
+// The stack's tile product alone, C (rows x N) = A (rows x K, row stride lda) B (K x N), N <= 192.
+// variant 0: the layers' 64-row tile; 1: 128 rows (8 per thread, one CTA per SM); 2: variant 0
+// with the k loop fully unrolled; 3: 128 rows at two CTAs per SM (N <= 128). A read from HBM, or
+// (hbm_a false) made in registers: only B and C touch memory. Probe-only: the engine never
+// launches it, so it lives here rather than in cuda/.
+namespace sezm::cuda {
+namespace {
+
+// ---- throughput probe of the tile product alone ----
+// C = A B over `rows` rows with the stack's tile and inner product, the result stored once: A
+// streamed from HBM as the layer kernels stream it (hbm_a), or made in registers from (row, k)
+// so that no operand leaves the chip. Separates the inner product's own ceiling from what the
+// layer kernels add around it (residual epilogues, gate tables, HBM streaming).
+template <int TR, int NC4, bool kHbmA, int kMinBlocks, int kUnroll>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
+    tile_probe_k(int rows, int K, int N, const float* __restrict__ A, int lda, const float* __restrict__ B, float* C) {
+  extern __shared__ float4 smem4[];
+  StackSmem sm;
+  sm.As = reinterpret_cast<float*>(smem4);
+  sm.Bs = sm.As + kBK * Tile<TR>::AS;
+  const int row0 = blockIdx.x * Tile<TR>::BM;
+  float acc[TR][4 * NC4];
+  zero<TR, NC4>(acc);
+  tile_mma<TR, NC4, kUnroll>(sm, K, N, B,
+                             [&](int r, int k) {
+                               const int rr = row0 + r;
+                               if (kHbmA) return rr < rows ? ld4(A + (size_t)rr * lda + k) : zero4();
+                               const float v = 1e-3f * (float)((rr * 7 + k) & 63);
+                               return make_float4(v, v + 1e-3f, v - 1e-3f, v + 2e-3f);
+                             },
+                             acc);
+  for_each_quad<TR, NC4>(row0, rows, N, [&](int r, int j, int row, int c) {
+    st4(C + (size_t)row * N + c, quad<TR, NC4>(acc, r, j));
+  });
+}
+
+template <int TR, int NC4, int kMinBlocks = (TR == 4 ? 2 : 1), int kUnroll = 4>
+void launch_probe(bool hbm_a, int rows, int K, int N, const float* A, int lda, const float* B, float* C,
+                  cudaStream_t s) {
+  const size_t bytes = ((size_t)kBK * Tile<TR>::AS + (size_t)kBK * 64 * NC4) * sizeof(float);
+  const dim3 grid(div_up(rows, Tile<TR>::BM));
+  if (hbm_a) tile_probe_k<TR, NC4, true, kMinBlocks, kUnroll><<<grid, kThreads, bytes, s>>>(rows, K, N, A, lda, B, C);
+  else tile_probe_k<TR, NC4, false, kMinBlocks, kUnroll><<<grid, kThreads, bytes, s>>>(rows, K, N, A, lda, B, C);
+  SEZM_LAUNCH("tile_probe");
+}
+
+void launch_tile_probe(int variant, bool hbm_a, int rows, int K, int N, const float* A, int lda, const float* B,
+                       float* C, cudaStream_t s) {
+  const bool wide = pad64(N) / 64 > 2;
+  switch (variant) {
+    case 0:  // the layers' tile: 64 rows, 4 x 4NC per thread, 2 CTAs per SM, k loop unrolled by 4
+      if (wide) launch_probe<4, 3>(hbm_a, rows, K, N, A, lda, B, C, s);
+      else launch_probe<4, 2>(hbm_a, rows, K, N, A, lda, B, C, s);
+      break;
+    case 1:  // 128 rows, 8 x 4NC per thread, 1 CTA per SM
+      if (wide) launch_probe<8, 3>(hbm_a, rows, K, N, A, lda, B, C, s);
+      else launch_probe<8, 2>(hbm_a, rows, K, N, A, lda, B, C, s);
+      break;
+    case 2:  // the layers' tile with the k loop fully unrolled
+      if (wide) launch_probe<4, 3, 2, kBK>(hbm_a, rows, K, N, A, lda, B, C, s);
+      else launch_probe<4, 2, 2, kBK>(hbm_a, rows, K, N, A, lda, B, C, s);
+      break;
+    default:  // 128 rows at 2 CTAs per SM (<= 128 registers: 8 x 8 per thread; N <= 128 only)
+      if (wide) throw Error("tile probe variant 3 takes N <= 128");
+      launch_probe<8, 2, 2>(hbm_a, rows, K, N, A, lda, B, C, s);
+  }
+}
+
+}  // namespace
+}  // namespace sezm::cuda
 
 namespace {
 

@@ -2,7 +2,7 @@
 // grid FFN, read-out and fitting, forward and backward (CPU twins: engine/norms.h, ffn.h,
 // readout.h, fitting.h). Linears and the FFN grid activation: a thread per output; norms and the
 // read-out: a CTA per node (they also run on one chunk's few hundred destinations at a time).
-#include "kernels.cuh"
+#include "node_steps.cuh"
 
 namespace sezm::cuda {
 namespace {
@@ -370,20 +370,17 @@ void launch_ffn_backward(const Dims& d, const ModelWDev& mw, const BlockWDev& w,
   SEZM_LAUNCH("ffn_gate_input_backward");
   launch_per_degree_linear(N, d.L, 2 * d.H, d.C, hbar_buf, w.ffn_w1, Xt_bar, true, false, s);
 }
-void launch_readout_fitting_forward(const Dims& d, const ModelWDev& w, int N, const float* X, const int* types,
-                                    const float* fit_w, const float* fit_b, const int* fit_dims, int n_fit,
-                                    const float* fit_out, const double* atom_bias, double* atom_energy,
-                                    cudaStream_t s) {
+void launch_readout_fitting_forward(const Dims& d, const ModelWDev& w, const FittingDev& fit, int N, const float* X,
+                                    const int* types, double* atom_energy, cudaStream_t s) {
   if (N == 0) return;
-  readout_fitting_forward_k<<<N, kNodeThreads, 0, s>>>(d, w, X, types, fit_w, fit_b, fit_dims, n_fit, fit_out,
-                                                      atom_bias, atom_energy);
+  readout_fitting_forward_k<<<N, kNodeThreads, 0, s>>>(d, w, X, types, fit.w, fit.b, fit.dims, fit.n, fit.out,
+                                                      fit.atom_bias, atom_energy);
   SEZM_LAUNCH("readout_fitting_forward");
 }
-void launch_readout_fitting_backward(const Dims& d, const ModelWDev& w, int N, const float* X, const float* fit_w,
-                                     const float* fit_b, const int* fit_dims, int n_fit, const float* fit_out,
+void launch_readout_fitting_backward(const Dims& d, const ModelWDev& w, const FittingDev& fit, int N, const float* X,
                                      float* X_bar, cudaStream_t s) {
   if (N == 0) return;
-  readout_fitting_backward_k<<<N, kNodeThreads, 0, s>>>(d, w, X, fit_w, fit_b, fit_dims, n_fit, fit_out, X_bar);
+  readout_fitting_backward_k<<<N, kNodeThreads, 0, s>>>(d, w, X, fit.w, fit.b, fit.dims, fit.n, fit.out, X_bar);
   SEZM_LAUNCH("readout_fitting_backward");
 }
 

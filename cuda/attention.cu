@@ -1,0 +1,235 @@
+// Attention on the device, forward and backward side by side (CPU twin: engine/attention.h;
+// docs/sezm/02 §4, §9): q/k projections and gate per (node, focus), the envelope softmax (one
+// warp per centre and focus forward, one CTA per centre backward), the output gate.
+#include "attention.cuh"
+#include "cta_reduce.cuh"
+
+namespace sezm::cuda {
+namespace {
+
+constexpr int kMaxCf = 64;
+
+__device__ float scalar_rms(const float* x, int n, const float* scale, float eps, float* y) {
+  float s = 0.0f;
+  for (int c = 0; c < n; ++c) s += x[c] * x[c];
+  const float rho = rsqrtf(s / n + eps);
+  for (int c = 0; c < n; ++c) y[c] = x[c] * rho * scale[c];
+  return rho;
+}
+__device__ void scalar_rms_backward(const float* x, int n, const float* scale, float rho, const float* yb, float* xb) {
+  float dot = 0.0f;
+  for (int c = 0; c < n; ++c) dot += yb[c] * scale[c] * x[c] * rho;
+  for (int c = 0; c < n; ++c) xb[c] += rho * (yb[c] * scale[c] - x[c] * rho * dot / n);
+}
+
+// One thread per (node, focus).
+__global__ void attention_node_forward_k(Dims d, BlockWDev w, int N, int NT, const float* __restrict__ H, float* q,
+                                         float* k, float* qk_rho, float* gate_rho, float* gamma) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= NT * d.F) return;
+  const int n = i / d.F, f = i % d.F, Cf = d.Cf;
+  const float* h0 = H + (size_t)n * d.D * d.Cw + f * Cf;
+  float hn[kMaxCf];
+  qk_rho[i] = scalar_rms(h0, Cf, w.qk_norm + f * Cf, d.eps, hn);
+  const float* Wq = w.Wq + (size_t)f * Cf * Cf;
+  const float* Wk = w.Wk + (size_t)f * Cf * Cf;
+  for (int b = 0; b < Cf; ++b) {
+    float sq = 0.0f, sk = 0.0f;
+    for (int a = 0; a < Cf; ++a) {
+      sq += hn[a] * Wq[a * Cf + b];
+      sk += hn[a] * Wk[a * Cf + b];
+    }
+    q[(size_t)n * d.Cw + f * Cf + b] = sq;
+    k[(size_t)n * d.Cw + f * Cf + b] = sk;
+  }
+  if (n < N) {
+    gate_rho[i] = scalar_rms(h0, Cf, w.gate_norm + f * Cf, d.eps, hn);
+    float z = 0.0f;
+    for (int a = 0; a < Cf; ++a) z += hn[a] * w.gate_w[a * d.F + f];
+    gamma[i] = sigmoidf_(z);
+  }
+}
+
+// One warp per (centre, focus), lanes over the centre's edges: logits, max, denominator, alpha
+// (02 §4.2 shifted form). Warp reductions in a fixed tree: deterministic.
+__global__ void softmax_forward_k(Dims d, BlockWDev w, int N, const int* __restrict__ src, const int* __restrict__ off,
+                                  const float* __restrict__ env, EdgeRadialIn R,
+                                  const float* __restrict__ q, const float* __restrict__ k, float* alpha) {
+  const long gw = ((long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (gw >= (long)N * d.F) return;  // whole warps leave together
+  const int n = gw / d.F, f = gw % d.F, Cf = d.Cf;
+  const float scale = rsqrtf((float)Cf);
+  const float* qn = q + (size_t)n * d.Cw + f * Cf;
+  const float* u = w.logit_u + (size_t)f * d.C;
+  const float log_null = w.log_zeta[f];
+  float mx = log_null;
+  for (int e = off[n] + lane; e < off[n + 1]; e += 32) {
+    if (!(env[e] > 0.0f)) continue;
+    const float* kn = k + (size_t)src[e] * d.Cw + f * Cf;
+    float l = 0.0f;
+    for (int c = 0; c < Cf; ++c) l += qn[c] * kn[c];
+    l *= scale;
+    for (int c = 0; c < d.C; ++c) l += R(d, e, 0, c) * u[c];
+    const float eff = l + 2.0f * logf(env[e]);
+    alpha[(size_t)e * d.F + f] = eff;  // stash the logit, normalised below
+    mx = fmaxf(mx, eff);
+  }
+  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  float part = 0.0f;
+  for (int e = off[n] + lane; e < off[n + 1]; e += 32) {
+    const float a = env[e] > 0.0f ? expf(alpha[(size_t)e * d.F + f] - mx) : 0.0f;
+    alpha[(size_t)e * d.F + f] = a;
+    part += a;
+  }
+  for (int o = 16; o > 0; o >>= 1) part += __shfl_xor_sync(0xffffffffu, part, o);
+  const float den = expf(log_null - mx) + part;
+  for (int e = off[n] + lane; e < off[n + 1]; e += 32) alpha[(size_t)e * d.F + f] /= den;
+}
+
+__global__ void gate_post_k(Dims d, int N, const float* __restrict__ gamma, const float* __restrict__ P, float* A) {
+  const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= (long)N * d.D * d.Cw) return;
+  const int c = i % d.Cw, n = i / ((long)d.D * d.Cw);
+  A[i] = gamma[(size_t)n * d.F + c / d.Cf] * P[i];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backward.
+
+// One warp per (centre, focus): P_bar = gamma A_bar, gamma_bar = <A_bar, P> (a warp-tree sum;
+// the last block runs this on one chunk's destinations at a time).
+__global__ void gate_backward_k(Dims d, int N, const float* __restrict__ gamma, const float* __restrict__ P,
+                                const float* __restrict__ A_bar, float* P_bar, float* gamma_bar) {
+  const long i = ((long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (i >= (long)N * d.F) return;  // whole warps: blockDim is a multiple of 32
+  const int n = i / d.F, f = i % d.F;
+  const float g = gamma[i];
+  float gb = 0.0f;
+  for (int t = lane; t < d.D * d.Cf; t += 32) {
+    const size_t o = ((size_t)n * d.D + t / d.Cf) * d.Cw + f * d.Cf + t % d.Cf;
+    P_bar[o] = g * A_bar[o];
+    gb += A_bar[o] * P[o];
+  }
+  gb = warp_sum(gb);
+  if (lane == 0) gamma_bar[i] = gb;
+}
+
+// One CTA of Cw x R threads per centre of the chunk: softmax backward over its segment, all foci.
+// Edges are spread over all threads for the per-edge terms; for q_bar, x runs over the channels
+// and the R thread rows over the edges, so no thread walks a whole segment (~150 in-edges) alone;
+// the rows' partial sums are added in a fixed order (deterministic).
+__global__ void softmax_backward_k(Dims d, BlockWDev w, int n0, int e0, const int* __restrict__ src,
+                                   const int* __restrict__ off, const float* __restrict__ env,
+                                   const float* __restrict__ alpha, const float* __restrict__ alpha_bar,
+                                   const float* __restrict__ k, float* lbar, float* q_bar, float* env_bar) {
+  __shared__ float red[32 * 8], dots[8];
+  extern __shared__ float qpart[];  // (R - 1) x Cw
+  const int n = n0 + blockIdx.x, c = threadIdx.x, y = threadIdx.y, R = blockDim.y;
+  const int nt = blockDim.x * R, tid = y * blockDim.x + c;
+  const int s0 = off[n], s1 = off[n + 1];
+  float part[8];
+#pragma unroll
+  for (int f = 0; f < 8; ++f) part[f] = 0.0f;
+  for (int e = s0 + tid; e < s1; e += nt)
+    for (int f = 0; f < d.F; ++f) part[f] += alpha[(size_t)e * d.F + f] * alpha_bar[(size_t)(e - e0) * d.F + f];
+  cta_sum<8>(part, red, dots);
+  for (int e = s0 + tid; e < s1; e += nt) {
+    float eb = 0.0f;
+    for (int f = 0; f < d.F; ++f) {
+      const float lb = alpha[(size_t)e * d.F + f] * (alpha_bar[(size_t)(e - e0) * d.F + f] - dots[f]);
+      const bool live = env[e] > 0.0f;
+      lbar[(size_t)(e - e0) * d.F + f] = live ? lb : 0.0f;
+      if (live) eb += 2.0f * lb / env[e];
+    }
+    env_bar[e] += eb;
+  }
+  __syncthreads();  // lbar of this segment is complete
+  const int f = c / d.Cf;
+  const float scale = rsqrtf((float)d.Cf);
+  float qb = 0.0f;
+  for (int e = s0 + y; e < s1; e += R) qb += lbar[(size_t)(e - e0) * d.F + f] * k[(size_t)src[e] * d.Cw + c];
+  if (y > 0) qpart[(y - 1) * d.Cw + c] = qb;
+  __syncthreads();
+  if (y == 0) {
+    for (int yy = 1; yy < R; ++yy) qb += qpart[(yy - 1) * d.Cw + c];
+    q_bar[(size_t)n * d.Cw + c] += scale * qb;
+  }
+}
+
+// One thread per (node, focus): q/k projections and norms, output gate -> H_bar[n, 0, :].
+__global__ void attention_node_backward_k(Dims d, BlockWDev w, int N, int NT, const float* __restrict__ H,
+                                          const float* __restrict__ qk_rho, const float* __restrict__ gate_rho,
+                                          const float* __restrict__ gamma, const float* __restrict__ q_bar,
+                                          const float* __restrict__ k_bar, const float* __restrict__ gamma_bar,
+                                          float* H_bar) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= NT * d.F) return;
+  const int n = i / d.F, f = i % d.F, Cf = d.Cf;
+  const float* h0 = H + (size_t)n * d.D * d.Cw + f * Cf;
+  float* hb0 = H_bar + (size_t)n * d.D * d.Cw + f * Cf;
+  const float* Wq = w.Wq + (size_t)f * Cf * Cf;
+  const float* Wk = w.Wk + (size_t)f * Cf * Cf;
+  float hb[kMaxCf];
+  for (int a = 0; a < Cf; ++a) {
+    float s = 0.0f;
+    for (int b = 0; b < Cf; ++b)
+      s += (n < N ? q_bar[(size_t)n * d.Cw + f * Cf + b] : 0.0f) * Wq[a * Cf + b] +
+           k_bar[(size_t)n * d.Cw + f * Cf + b] * Wk[a * Cf + b];
+    hb[a] = s;
+  }
+  scalar_rms_backward(h0, Cf, w.qk_norm + f * Cf, qk_rho[i], hb, hb0);
+  if (n < N) {
+    const float g = gamma[i], tb = gamma_bar[i] * g * (1.0f - g);
+    for (int a = 0; a < Cf; ++a) hb[a] = tb * w.gate_w[a * d.F + f];
+    scalar_rms_backward(h0, Cf, w.gate_norm + f * Cf, gate_rho[i], hb, hb0);
+  }
+}
+
+constexpr int kT = 128;
+
+}  // namespace
+
+void launch_attention_node_forward(const Dims& d, const BlockWDev& w, const AttentionNodeArgs& a, cudaStream_t s) {
+  if (a.NT == 0) return;
+  attention_node_forward_k<<<div_up((long)a.NT * d.F, kT), kT, 0, s>>>(d, w, a.N, a.NT, a.H, a.q, a.k, a.qk_rho,
+                                                                       a.gate_rho, a.gamma);
+  SEZM_LAUNCH("attention_node_forward");
+}
+void launch_attention_softmax_forward(const Dims& d, const BlockWDev& w, const SoftmaxArgs& a, cudaStream_t s) {
+  if (a.N == 0) return;
+  softmax_forward_k<<<div_up((long)a.N * d.F * 32, kT), kT, 0, s>>>(d, w, a.N, a.src, a.off, a.env, a.R, a.q, a.k,
+                                                                    a.alpha);
+  SEZM_LAUNCH("softmax_forward");
+}
+void launch_gate_post(const Dims& d, const OutputGateArgs& a, cudaStream_t s) {
+  const long n = (long)a.N * d.D * d.Cw;
+  if (n == 0) return;
+  gate_post_k<<<div_up(n, 256), 256, 0, s>>>(d, a.N, a.gamma, a.P, a.A);
+  SEZM_LAUNCH("gate_post");
+}
+void launch_gate_backward(const Dims& d, const OutputGateArgs& a, cudaStream_t s) {
+  if (a.N == 0) return;
+  static_assert(kT % 32 == 0, "gate_backward_k runs whole warps");
+  gate_backward_k<<<div_up((long)a.N * d.F * 32, kT), kT, 0, s>>>(d, a.N, a.gamma, a.P, a.A_bar, a.P_bar, a.gamma_bar);
+  SEZM_LAUNCH("gate_backward");
+}
+void launch_softmax_backward(const Dims& d, const BlockWDev& w, const SoftmaxBackwardArgs& a, cudaStream_t s) {
+  if (a.n1 <= a.n0) return;
+  const int rows = edge_rows(d);
+  const dim3 block(d.Cw, rows);
+  const size_t bytes = (size_t)(rows - 1) * d.Cw * sizeof(float);
+  softmax_backward_k<<<a.n1 - a.n0, block, bytes, s>>>(d, w, a.n0, a.e0, a.src, a.off, a.env, a.alpha, a.alpha_bar,
+                                                       a.k, a.lbar, a.q_bar, a.env_bar);
+  SEZM_LAUNCH("softmax_backward");
+}
+void launch_attention_node_backward(const Dims& d, const BlockWDev& w, const AttentionNodeArgs& a, cudaStream_t s) {
+  if (a.NT == 0) return;
+  attention_node_backward_k<<<div_up((long)a.NT * d.F, kT), kT, 0, s>>>(d, w, a.N, a.NT, a.H, a.qk_rho, a.gate_rho,
+                                                                        a.gamma, a.q_bar, a.k_bar, a.gamma_bar,
+                                                                        a.H_bar);
+  SEZM_LAUNCH("attention_node_backward");
+}
+
+}  // namespace sezm::cuda

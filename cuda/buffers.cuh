@@ -1,0 +1,56 @@
+#pragma once
+// The CUDA engine's device buffers, grouped by lifetime. All grow only (amortised across MD
+// steps) and are counted in the engine's MemCounter; the orchestration (engine.cu) sizes them
+// per call. Layouts: cuda_common.cuh.
+#include <vector>
+
+#include "cuda_common.cuh"
+
+namespace sezm::cuda {
+
+// The call's graph, uploaded per call, and the results copied back.
+struct GraphBuffers {
+  DBuf<int> src, dst, off, types;
+  DBuf<double> vec;
+  DBuf<double> edge_grad;    // (E, 3) dE/dv_e
+  DBuf<double> atom_energy;  // (N)
+};
+
+// Per edge, kept for the whole call.
+struct EdgeBuffers {
+  DBuf<float> vecf, r, env, denv, rbf, Dc;  // geometry (EdgeGeomDev)
+  DBuf<float> rho;                          // radial features (E, L+1, C)
+  DBuf<float> g, seed;                      // env-seed edge MLP output and seed
+  std::vector<DBuf<float>> alpha;           // per block: attention weights (E, F)
+  DBuf<float> Dc_bar, rbf_bar, env_bar, vec_bar;  // gradients: geometry adjoints (EdgeGeomBarDev)
+};
+
+// Per node, kept for the whole call: the embedding and each block's forward state that the
+// backward reads.
+struct NodeBuffers {
+  DBuf<float> isd, A, f;  // degree, env-seed A and FiLM inputs
+  std::vector<DBuf<float>> X;  // n_blocks + 1 node features (NT, D, C)
+  std::vector<DBuf<float>> H, q, k, qk_rho, gate_rho, gamma, P, O, post_rho, X1, pre_rho, Xt, ffn_h;  // per block
+};
+
+// Per node, reused by every block: forward scratch and the backward's running gradients.
+struct NodeScratch {
+  DBuf<float> nodeA, ybuf;                           // forward: gated aggregate, FFN grid values
+  DBuf<float> Xb, Xb_prev;                           // dE/dX of the current block's output / input
+  DBuf<float> isd_bar, A_bar, tmpN;                  // embedding backward, norm scratch
+  DBuf<float> nodeA_bar, Pb, gamma_bar, q_bar, k_bar, H_bar, hbar;  // block backward
+};
+
+// Chunk scratch: every per-edge activation of the SO(2) value path lives here for one chunk.
+// rho_bar_c: the chunk's radial-feature adjoint. The radial MLP's backward is linear in it, so
+// each (block, chunk) share goes through it at once instead of a (E, L+1, C) sum being kept.
+struct ChunkScratch {
+  DBuf<float> U0, Ua, Ub;               // stack input and ping-pong activations (F, Ec, ROW)
+  DBuf<float> Ssrc, fc_p, alpha_fc;     // focus competition
+  DBuf<float> Rh_c, kern_c;             // the chunk's radial tables
+  DBuf<float> Ssrc_bar, Xloc_bar, alpha_bar, lbar, rho_bar_c;  // backward
+  std::vector<DBuf<float>> Zc;                 // the chunk's gated pre-activations (lean recompute, fused block)
+  std::vector<std::vector<DBuf<float>>> Zall;  // fast: [block before the fused one][gated layer], every edge
+};
+
+}  // namespace sezm::cuda

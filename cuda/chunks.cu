@@ -1,0 +1,66 @@
+// Chunk planning and the per-chunk source grouping of the CUDA engine (host side).
+#include "chunks.cuh"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace sezm::cuda {
+
+void ChunkPlan::plan(const HostGraph& g, int limit) {
+  grouped_ = false;
+  chunks.clear();
+  int n0 = 0;
+  while (n0 < g.n_nodes) {
+    int n1 = n0 + 1;
+    while (n1 < g.n_nodes && g.dst_offsets[n1 + 1] - g.dst_offsets[n0] <= limit) ++n1;
+    chunks.push_back(Chunk{n0, n1, g.dst_offsets[n0], g.dst_offsets[n1], 0, 0});
+    n0 = n1;
+  }
+}
+
+int ChunkPlan::max_edges() const {
+  int m = 0;
+  for (const Chunk& c : chunks) m = std::max(m, c.e1 - c.e0);
+  return m;
+}
+
+void ChunkPlan::group_sources(const HostGraph& g, MemCounter* mem, cudaStream_t s, bool report) {
+  if (grouped_) return;
+  grouped_ = true;
+  perm_h_.resize(g.E);
+  seg_node_h_.clear();
+  seg_off_h_.assign(1, 0);
+  src_count_.assign(g.n_total, 0);
+  src_pos_.resize(g.n_total);
+  for (Chunk& c : chunks) {
+    c.s0 = static_cast<int>(seg_node_h_.size());
+    touched_.clear();
+    for (int e = c.e0; e < c.e1; ++e)
+      if (src_count_[g.src[e]]++ == 0) touched_.push_back(g.src[e]);
+    std::sort(touched_.begin(), touched_.end());
+    int at = c.e0;
+    for (int v : touched_) {
+      seg_node_h_.push_back(v);
+      src_pos_[v] = at;
+      at += src_count_[v];
+      seg_off_h_.push_back(at);
+      src_count_[v] = 0;
+    }
+    for (int e = c.e0; e < c.e1; ++e) perm_h_[src_pos_[g.src[e]]++] = e;
+    c.s1 = static_cast<int>(seg_node_h_.size());
+  }
+  perm_.set_counter(mem);
+  seg_node_.set_counter(mem);
+  seg_off_.set_counter(mem);
+  perm_.upload(perm_h_.data(), perm_h_.size(), s);
+  seg_node_.upload(seg_node_h_.data(), seg_node_h_.size(), s);
+  seg_off_.upload(seg_off_h_.data(), seg_off_h_.size(), s);
+  if (report) {
+    int longest = 0;
+    for (size_t i = 0; i + 1 < seg_off_h_.size(); ++i) longest = std::max(longest, seg_off_h_[i + 1] - seg_off_h_[i]);
+    std::fprintf(stderr, "[sezm cuda timing] %zu chunks, %zu source segments (longest %d edges)\n", chunks.size(),
+                 seg_node_h_.size(), longest);
+  }
+}
+
+}  // namespace sezm::cuda

@@ -1,0 +1,256 @@
+// The model on the device: dimensions and limits, and the one-pass weight upload into the
+// structs the kernels read (model_dev.cuh). Weights are converted to float once; the block's
+// derived tables (the degree mixer with W_rh folded in, transposes, the radial logit bias) are
+// formed here in double and converted once.
+#include "device_weights.cuh"
+
+#include <algorithm>
+#include <string>
+
+#include "engine/lebedev.h"
+#include "engine/wigner_d.h"
+
+namespace sezm::cuda {
+namespace {
+
+// Host-side float arena: each tensor is appended and the pointer member that will hold its
+// device address is recorded; bind() fills every recorded member once the arena is uploaded.
+// Members never put stay null (absent optional weights).
+class Arena {
+ public:
+  void put(const float*& slot, const float* p, size_t n) {
+    slots_.emplace_back(&slot, h_.size());
+    h_.insert(h_.end(), p, p + n);
+    align();
+  }
+  void put(const float*& slot, const Mat<double>& m) { put(slot, to_float(m.data(), m.size()).data(), m.size()); }
+  void put_t(const float*& slot, const Mat<double>& m) {
+    Mat<double> t = m.transpose();
+    put(slot, t);
+  }
+  void put(const float*& slot, const Vec<double>& v) { put(slot, to_float(v.data(), v.size()).data(), v.size()); }
+  // Several matrices back to back as one tensor.
+  void put(const float*& slot, const std::vector<Mat<double>>& ms) {
+    slots_.emplace_back(&slot, h_.size());
+    for (const auto& m : ms) {
+      const std::vector<float> f = to_float(m.data(), m.size());
+      h_.insert(h_.end(), f.begin(), f.end());
+    }
+    align();
+  }
+  const std::vector<float>& host() const { return h_; }
+  void bind(const float* base) const {
+    for (const auto& s : slots_) *s.first = base + s.second;
+  }
+
+ private:
+  static std::vector<float> to_float(const double* p, Eigen::Index n) {
+    std::vector<float> f(n);
+    for (Eigen::Index i = 0; i < n; ++i) f[i] = static_cast<float>(p[i]);
+    return f;
+  }
+  void align() {
+    while (h_.size() % 32) h_.push_back(0.0f);  // 128-byte alignment of every tensor
+  }
+  std::vector<float> h_;
+  std::vector<std::pair<const float**, size_t>> slots_;
+};
+
+}  // namespace
+
+Dims model_dims(const ModelW<double>& w) {
+  Dims d{};
+  const ModelConfig& c = w.cfg;
+  d.C = c.channels; d.L = c.lmax; d.D = c.n_coeff(); d.Dm = c.n_reduced(); d.F = c.n_focus;
+  d.Cf = c.focus_width(); d.Cw = c.wide(); d.ROW = d.Dm * d.Cf; d.M0 = (d.L + 1) * d.Cf; d.M1 = d.L * d.Cf;
+  d.K = (d.L + 1) * (d.L + 1) + d.L * d.L; d.H = c.ffn_hidden(); d.nr = c.n_radial; d.ntypes = w.ntypes;
+  d.nL = c.mixing_layers; d.ngated = c.mixing_layers - 1;
+  d.dc_size = 1 + 3 * ((d.L + 1) * (d.L + 1) - 1); d.wsize = wigner_size(d.L);
+  d.es_ro = c.es_rbf_out(); d.es_td = c.es_type_dim(); d.es_emb = c.es_embed(); d.es_ax = c.es_axis();
+  d.es_gin = c.es_g_in(); d.es_hid = c.es_hidden();
+  d.degree_mixer = c.radial_so2_mode == "degree_channel"; d.has_rh = d.Cw != d.C; d.edge_norm = c.edge_norm;
+  d.rcut = static_cast<float>(c.rcut); d.eps = static_cast<float>(c.eps); d.p_rbf = c.env_exp_rbf; d.p_edge = c.env_exp_edge;
+  // Limits of the kernels' fixed-size per-thread arrays.
+  auto need = [&](bool ok, const std::string& what) {
+    if (!ok) throw Error("device cuda: model outside the CUDA engine's limits: " + what);
+  };
+  need(d.L <= 3, "lmax <= 3");
+  need(d.C <= 64 && d.C % 4 == 0, "channels <= 64 and a multiple of 4");
+  need(d.Cf <= 64 && d.Cf % 4 == 0, "focus width <= 64 and a multiple of 4");
+  need(d.Cw <= 256 && d.F <= 8, "n_focus * focus width <= 256, n_focus <= 8");
+  need((d.Cw < 32 && (d.Cw & (d.Cw - 1)) == 0) || d.Cw % 32 == 0, "n_focus * focus width a power of two below 32 or a multiple of 32");
+  need((d.Cf & (d.Cf - 1)) == 0 || d.Cf % 32 == 0, "focus width a power of two or a multiple of 32");
+  need(d.M0 <= 384 && 2 * d.M1 <= 384, "(lmax+1) * focus width <= 384 and 2 lmax focus width <= 384");
+  need(d.H <= 256 && d.D * d.C >= d.H, "FFN width <= 256");
+  need(d.es_hid <= 256 && d.es_gin <= 256 && d.es_emb <= 128 && d.es_ax <= 8, "env-seed widths");
+  need(w.fit_w.size() <= 4, "at most 4 fitting layers");
+  return d;
+}
+
+void DeviceWeights::upload(const ModelW<double>& w, const Dims& d, MemCounter* mem, cudaStream_t s) {
+  Arena a;
+  const int L = d.L;
+  a.put(mw.freqs, w.freqs);
+  a.put(mw.type_emb, w.type_embedding);
+  a.put(mw.rad_w0, w.radial_w0);
+  if (w.radial_norm) a.put(mw.rad_norm, w.radial_norm_scale);
+  a.put(mw.rad_w1, w.radial_w1);
+  a.put(mw.es_p1, w.es_proj1);
+  a.put(mw.es_p2, w.es_proj2);
+  a.put(mw.es_tau, w.es_type_embedding);
+  a.put(mw.es_g1, w.es_g1);
+  a.put(mw.es_g2, w.es_g2);
+  a.put(mw.es_out, w.es_out);
+  if (w.film_norm) {
+    a.put(mw.film_s, w.film_scale_norm);
+    a.put(mw.film_h, w.film_shift_norm);
+  }
+  mw.film_as = static_cast<float>(w.film_scale_alpha);
+  mw.film_ah = static_cast<float>(w.film_shift_alpha);
+  a.put(mw.ro_w1, w.readout_w1);
+  a.put(mw.ro_w2, w.readout_w2);
+  const S2Grid grid = make_s2_grid(L);
+  std::vector<float> gT(grid.T.begin(), grid.T.end()), gP(grid.P.begin(), grid.P.end());
+  a.put(mw.gridT, gT.data(), gT.size());
+  a.put(mw.gridP, gP.data(), gP.size());
+  mw.G = grid.G;
+  // fitting
+  std::vector<float> fw, fb;
+  std::vector<int> dims;
+  for (size_t k = 0; k < w.fit_w.size(); ++k) {
+    for (Eigen::Index i = 0; i < w.fit_w[k].size(); ++i) fw.push_back(static_cast<float>(w.fit_w[k].data()[i]));
+    for (Eigen::Index i = 0; i < w.fit_b[k].size(); ++i) fb.push_back(static_cast<float>(w.fit_b[k][i]));
+    dims.push_back(static_cast<int>(w.fit_b[k].size() / 2));
+  }
+  fit.n = static_cast<int>(dims.size());
+  // The read-out kernels hold each layer's vector in shared memory (node_steps.cu: 4 fitting
+  // layers, 512 gated outputs).
+  int widest = std::max(2 * d.H, d.C);
+  for (int h : dims) widest = std::max(widest, 2 * h);
+  if (fit.n > 4 || widest > 512)
+    throw Error("device cuda: the fitting net (" + std::to_string(fit.n) + " layers, " + std::to_string(widest) +
+                " gated outputs at most) exceeds what the CUDA read-out supports (4 layers, 512)");
+  a.put(fit.w, fw.data(), fw.size());
+  a.put(fit.b, fb.data(), fb.size());
+  a.put(fit.out, w.fit_out);
+  // blocks (bw sized first: the arena holds pointers to its members)
+  bw.assign(w.blocks.size(), BlockWDev{});
+  for (size_t i = 0; i < w.blocks.size(); ++i) {
+    const BlockW<double>& b = w.blocks[i];
+    BlockWDev& x = bw[i];
+    a.put(x.pre, b.pre_focus_mix);
+    a.put(x.post, b.post_focus_mix);
+    if (b.has_radial_hidden_proj) {
+      a.put(x.rh, b.radial_hidden_proj);
+      a.put_t(x.rhT, b.radial_hidden_proj);
+    }
+    if (b.degree_mixer) {
+      a.put(x.mix, b.mixer_weight);
+      // The kernel values only ever see R through W_rh: fold it into the mixer per degree, in
+      // double (mixp = blockdiag(W_rh) W_mix), so one product R mixp gives them. K padded with
+      // zeros to a multiple of 4 for the tile products' 16-byte loads.
+      const int kp = padded_kernel_size(d), K = static_cast<int>(b.mixer_weight.cols());
+      Mat<double> m = Mat<double>::Zero(static_cast<Eigen::Index>(d.L + 1) * d.C, kp);
+      for (int l = 0; l <= d.L; ++l) {
+        const Mat<double> ml = b.mixer_weight.block(static_cast<Eigen::Index>(l) * d.Cw, 0, d.Cw, K);
+        m.block(static_cast<Eigen::Index>(l) * d.C, 0, d.C, K) =
+            b.has_radial_hidden_proj ? Mat<double>(b.radial_hidden_proj * ml) : ml;
+      }
+      a.put(x.mixp, m);
+      a.put_t(x.mixT, m);
+      a.put(x.cb, b.channel_basis);
+    }
+    std::vector<Mat<double>> As, ATs, W1s, W1Ts, Gs, GTs;
+    for (const auto& layer : b.layers)
+      for (int f = 0; f < d.F; ++f) {
+        As.push_back(layer.A[f]);
+        ATs.push_back(layer.A[f].transpose());
+        W1s.push_back(layer.W1[f]);
+        W1Ts.push_back(layer.W1[f].transpose());
+        if (!layer.G.empty()) {
+          Gs.push_back(layer.G[f]);
+          GTs.push_back(layer.G[f].transpose());
+        }
+      }
+    a.put(x.A, As);
+    a.put(x.AT, ATs);
+    a.put(x.W1, W1s);
+    a.put(x.W1T, W1Ts);
+    if (!Gs.empty()) a.put(x.G, Gs);
+    if (!GTs.empty()) a.put(x.GT, GTs);
+    if (d.F > 1) a.put(x.fc_w, b.focus_compete_w);
+    if (d.F > 1 && b.focus_norm) a.put(x.fc_norm, b.focus_compete_norm);
+    a.put(x.qk_norm, b.qk_norm);
+    a.put(x.gate_norm, b.gate_norm);
+    a.put(x.Wq, b.q_proj);
+    a.put(x.Wk, b.k_proj);
+    // Radial logit bias R0 . u_f with u_f = W_rh[:, f-block] W_logit[:, f] (or W_logit placed).
+    Mat<double> U = Mat<double>::Zero(d.F, d.C);
+    for (int f = 0; f < d.F; ++f) {
+      if (b.has_radial_hidden_proj)
+        U.row(f) = (b.radial_hidden_proj.middleCols(f * d.Cf, d.Cf) * b.logit_w.col(f)).transpose();
+      else
+        for (int c = 0; c < d.Cf; ++c) U(f, f * d.Cf + c) = b.logit_w(c, f);
+    }
+    a.put(x.logit_u, U);
+    a.put(x.log_zeta, b.log_zeta);
+    a.put(x.gate_w, b.gate_w);
+    a.put(x.post_scale, b.post_so2_norm.scale);
+    a.put(x.post_bias, b.post_so2_norm.bias);
+    a.put(x.pre_scale, b.pre_ffn_norm.scale);
+    a.put(x.pre_bias, b.pre_ffn_norm.bias);
+    x.post_eps = static_cast<float>(b.post_so2_norm.eps);
+    x.pre_eps = static_cast<float>(b.pre_ffn_norm.eps);
+    a.put(x.ffn_w1, b.ffn_w1);
+    a.put(x.ffn_sg, b.ffn_scalar_gate);
+    a.put(x.ffn_w2, b.ffn_w2);
+  }
+  wbuf_.set_counter(mem);
+  wbuf_.upload(a.host().data(), a.host().size(), s);
+  a.bind(wbuf_.data());
+  fit_dims_.set_counter(mem);
+  fit_dims_.upload(dims.data(), dims.size(), s);
+  fit.dims = fit_dims_.data();
+  atom_bias_.set_counter(mem);
+  atom_bias_.upload(w.atom_bias.data(), w.atom_bias.size(), s);
+  fit.atom_bias = atom_bias_.data();
+  upload_wigner(mem, s);
+}
+
+void DeviceWeights::upload_wigner(MemCounter* mem, cudaStream_t s) {
+  std::vector<int> ckb;
+  std::vector<CkTermF> ck;
+  std::vector<RealTermF> rt;
+  std::vector<GenNzF> jnz;
+  for (int l = 0; l <= 3; ++l) {
+    const auto& tb = detail::wigner_block_tables(l);
+    wt.ck_begin_off[l] = static_cast<int>(ckb.size());
+    wt.ck_off[l] = static_cast<int>(ck.size());
+    wt.rt_off[l] = static_cast<int>(rt.size());
+    for (int e = 0; e <= tb.n_entries; ++e) ckb.push_back(tb.ck_begin[e]);
+    for (int t = 0; t < tb.ck_begin[tb.n_entries]; ++t)
+      ck.push_back(CkTermF{static_cast<float>(tb.ck[t].coef), tb.ck[t].a, tb.ck[t].b});
+    for (int e = 0; e < 4 * tb.n_entries; ++e)
+      rt.push_back(RealTermF{tb.rt[e].idx, static_cast<float>(tb.rt[e].cre), static_cast<float>(tb.rt[e].cim)});
+    for (int a = 0; a < 2; ++a) {
+      wt.jnz_off[l][a] = static_cast<int>(jnz.size());
+      wt.jnz_n[l][a] = tb.J_nnz[a];
+      for (int z = 0; z < tb.J_nnz[a]; ++z)
+        jnz.push_back(GenNzF{tb.J_nz[a][z].i, tb.J_nz[a][z].k, static_cast<float>(tb.J_nz[a][z].val)});
+    }
+  }
+  wt_ckb_.set_counter(mem);
+  wt_ck_.set_counter(mem);
+  wt_rt_.set_counter(mem);
+  wt_jnz_.set_counter(mem);
+  wt_ckb_.upload(ckb.data(), ckb.size(), s);
+  wt_ck_.upload(ck.data(), ck.size(), s);
+  wt_rt_.upload(rt.data(), rt.size(), s);
+  wt_jnz_.upload(jnz.data(), jnz.size(), s);
+  wt.ck_begin = wt_ckb_.data();
+  wt.ck = wt_ck_.data();
+  wt.rt = wt_rt_.data();
+  wt.jnz = wt_jnz_.data();
+}
+
+}  // namespace sezm::cuda

@@ -1,0 +1,374 @@
+// The initial node embedding, forward and backward side by side (CPU twin:
+// engine/embeddings.h): degree, environment-seed FiLM (edge MLP per edge, node sums one CTA per
+// node), GIE. One thread per edge or per node elsewhere: these steps are small next to the SO(2)
+// stack, so they favour simple, obviously-correct code over tiling.
+#include "embeddings.cuh"
+
+namespace sezm::cuda {
+namespace {
+
+constexpr int kMaxC = 64;  // channels supported by the per-thread kernels
+
+__global__ void degree_forward_k(int N, const int* __restrict__ off, const float* __restrict__ env, float* isd) {
+  const int n = blockIdx.x * blockDim.x + threadIdx.x;
+  if (n >= N) return;
+  float deg = 0.0f;
+  for (int e = off[n]; e < off[n + 1]; ++e) deg += env[e] * env[e];
+  isd[n] = rsqrtf(deg + 0.25f);
+}
+
+__global__ void degree_backward_k(int N, const int* __restrict__ off, const float* __restrict__ env,
+                                  const float* __restrict__ isd, const float* __restrict__ isd_bar, float* env_bar) {
+  const int n = blockIdx.x * blockDim.x + threadIdx.x;
+  if (n >= N) return;
+  const float db = -0.5f * isd[n] * isd[n] * isd[n] * isd_bar[n];
+  for (int e = off[n]; e < off[n + 1]; ++e) env_bar[e] += 2.0f * env[e] * db;
+}
+
+constexpr int kMaxHid = 256;
+
+// out[o] = sum_i act(in[i]) W[i * n_out + o], act = SiLU or identity (one thread's dense layer).
+template <bool kSilu>
+__device__ __forceinline__ void dense(const float* in, int n_in, const float* __restrict__ W, int n_out, float* out) {
+  for (int o = 0; o < n_out; ++o) {
+    float a = 0.0f;
+    for (int i = 0; i < n_in; ++i) a += (kSilu ? siluf_(in[i]) : in[i]) * W[i * n_out + o];
+    out[o] = a;
+  }
+}
+
+// Per-edge env-seed MLP: g (emb) and the seed [s, s v/r]. Keeps p1 and g1 pre-activations in
+// the caller's arrays when asked (backward).
+__device__ void env_seed_edge(const Dims& d, const ModelWDev& w, const float* rbf, int tsrc, int tdst, float* p1,
+                              float* gin, float* g1, float* g) {
+  dense<false>(rbf, d.nr, w.es_p1, d.es_ro, p1);
+  dense<true>(p1, d.es_ro, w.es_p2, d.es_ro, gin);
+  for (int i = 0; i < d.es_td; ++i) {
+    gin[d.es_ro + i] = w.es_tau[tsrc * d.es_td + i];
+    gin[d.es_ro + d.es_td + i] = w.es_tau[tdst * d.es_td + i];
+  }
+  dense<false>(gin, d.es_gin, w.es_g1, d.es_hid, g1);
+  dense<true>(g1, d.es_hid, w.es_g2, d.es_emb, g);
+}
+
+__global__ void env_seed_edge_forward_k(Dims d, ModelWDev w, int E, const int* __restrict__ src,
+                                        const int* __restrict__ dst, const int* __restrict__ types,
+                                        const float* __restrict__ vecf, const float* __restrict__ r,
+                                        const float* __restrict__ env, const float* __restrict__ rbf, float* g_o,
+                                        float* seed_o) {
+  const int e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= E) return;
+  float p1[kMaxHid], gin[kMaxHid], g1[kMaxHid], g[kMaxHid];
+  env_seed_edge(d, w, rbf + (size_t)e * d.nr, types[src[e]], types[dst[e]], p1, gin, g1, g);
+  for (int o = 0; o < d.es_emb; ++o) g_o[(size_t)e * d.es_emb + o] = g[o];
+  const float s = env[e] / r[e];
+  seed_o[4 * (size_t)e] = s;
+  for (int a = 0; a < 3; ++a) seed_o[4 * (size_t)e + 1 + a] = s * vecf[3 * (size_t)e + a] / r[e];
+}
+
+// The FiLM inputs of channel c: the shift/scale halves of f, RMS-normalised with the edge norm.
+__device__ void film_rms(const Dims& d, const float* f, int C, float& rs, float& rh) {
+  rs = rh = 1.0f;
+  if (!d.edge_norm) return;
+  float ss = 0.0f, sh = 0.0f;
+  for (int c = 0; c < C; ++c) { ss += f[c] * f[c]; sh += f[C + c] * f[C + c]; }
+  rs = rsqrtf(ss / C + d.eps);
+  rh = rsqrtf(sh / C + d.eps);
+}
+__device__ void film_args(const Dims& d, const ModelWDev& w, const float* f, int C, int c, float rs, float rh,
+                          float& sn, float& hn) {
+  sn = d.edge_norm ? f[c] * rs * w.film_s[c] : f[c];
+  hn = d.edge_norm ? f[C + c] * rh * w.film_h[c] : f[C + c];
+}
+
+// Per node: A = isd sum seed g^T, G = A^T A[:, :ax], f = vec(G) W_out, FiLM -> X0 row 0.
+// One CTA per node, threads over the entries of A and then of f (a thread per node left the GPU
+// idle for small systems: its serial loops set the latency of every MD step). Each entry is
+// accumulated in the order of the serial version.
+constexpr int kNodeT = 128;
+__global__ void __launch_bounds__(kNodeT) env_seed_node_forward_k(Dims d, ModelWDev w, int N,
+                                                                  const int* __restrict__ off,
+                                                                  const int* __restrict__ types,
+                                                                  const float* __restrict__ g,
+                                                                  const float* __restrict__ seed,
+                                                                  const float* __restrict__ isd, float* A_o,
+                                                                  float* f_o, float* X0) {
+  __shared__ float A[4 * 128], f[2 * kMaxC];
+  const int n = blockIdx.x, t = threadIdx.x;
+  const int emb = d.es_emb, ax = d.es_ax, C = d.C;
+  for (int idx = t; idx < 4 * emb; idx += kNodeT) {
+    const int k = idx / emb, i = idx % emb;
+    float a = 0.0f;
+    for (int e = off[n]; e < off[n + 1]; ++e) a += seed[4 * (size_t)e + k] * g[(size_t)e * emb + i];
+    a *= isd[n];
+    A[idx] = a;
+    A_o[(size_t)n * 4 * emb + idx] = a;
+  }
+  __syncthreads();
+  for (int o = t; o < 2 * C; o += kNodeT) {
+    float v = 0.0f;
+    for (int i = 0; i < emb; ++i)
+      for (int j = 0; j < ax; ++j) {
+        float Gij = 0.0f;
+        for (int k = 0; k < 4; ++k) Gij += A[k * emb + i] * A[k * emb + j];
+        v += Gij * w.es_out[(size_t)(i * ax + j) * 2 * C + o];
+      }
+    f[o] = v;
+    f_o[(size_t)n * 2 * C + o] = v;
+  }
+  __syncthreads();
+  float rs, rh;
+  film_rms(d, f, C, rs, rh);
+  const float* te = w.type_emb + (size_t)types[n] * C;
+  for (int c = t; c < C; c += kNodeT) {
+    float sn, hn;
+    film_args(d, w, f, C, c, rs, rh, sn, hn);
+    X0[(size_t)n * d.D * C + c] = te[c] * (1.0f + w.film_as * tanhf(sn)) + w.film_ah * tanhf(hn);
+  }
+}
+
+// One CTA per node: FiLM and norm backward (threads over channels), G_bar = f_bar W_out^T
+// (threads over (i, j)), A_bar (threads over its entries, each summed in the serial order).
+__global__ void __launch_bounds__(kNodeT) env_seed_node_backward_k(Dims d, ModelWDev w, int N,
+                                                                   const int* __restrict__ types,
+                                                                   const float* __restrict__ A_i,
+                                                                   const float* __restrict__ f_i,
+                                                                   const float* __restrict__ isd,
+                                                                   const float* __restrict__ X0_bar, float* A_bar_o,
+                                                                   float* isd_bar) {
+  __shared__ float fb[2 * kMaxC], A[4 * 128], Ab[4 * 128], Gb[128 * 8];
+  const int n = blockIdx.x, t = threadIdx.x;
+  const int emb = d.es_emb, ax = d.es_ax, C = d.C;
+  const float* f = f_i + (size_t)n * 2 * C;
+  for (int i = t; i < 4 * emb; i += kNodeT) A[i] = A_i[(size_t)n * 4 * emb + i];
+  float rs, rh;
+  film_rms(d, f, C, rs, rh);
+  const float* te = w.type_emb + (size_t)types[n] * C;
+  const float* xb = X0_bar + (size_t)n * d.D * C;
+  for (int c = t; c < C; c += kNodeT) {
+    float sn, hn;
+    film_args(d, w, f, C, c, rs, rh, sn, hn);
+    const float ts = tanhf(sn), th = tanhf(hn);
+    fb[c] = xb[c] * te[c] * w.film_as * (1.0f - ts * ts);
+    fb[C + c] = xb[c] * w.film_ah * (1.0f - th * th);
+  }
+  __syncthreads();
+  if (d.edge_norm) {
+    float ds = 0.0f, dh = 0.0f;
+    for (int c = 0; c < C; ++c) {
+      ds += fb[c] * w.film_s[c] * f[c] * rs;
+      dh += fb[C + c] * w.film_h[c] * f[C + c] * rh;
+    }
+    __syncthreads();  // every thread has read fb before it is overwritten
+    for (int c = t; c < C; c += kNodeT) {
+      fb[c] = rs * (fb[c] * w.film_s[c] - f[c] * rs * ds / C);
+      fb[C + c] = rh * (fb[C + c] * w.film_h[c] - f[C + c] * rh * dh / C);
+    }
+    __syncthreads();
+  }
+  for (int ij = t; ij < emb * ax; ij += kNodeT) {
+    const float* wo = w.es_out + (size_t)ij * 2 * C;
+    float v = 0.0f;
+    for (int o = 0; o < 2 * C; ++o) v += fb[o] * wo[o];
+    Gb[ij] = v;
+  }
+  __syncthreads();
+  // G_ij = sum_k A[k,i] A[k,j]: A_bar[k,m] collects G_bar[m][j] A[k,j] (i = m) and G_bar[i][m] A[k,i]
+  // (j = m), in the (i, j) order of the serial loop.
+  for (int idx = t; idx < 4 * emb; idx += kNodeT) {
+    const int k = idx / emb, m = idx % emb;
+    float v = 0.0f;
+    for (int i = 0; i < emb; ++i) {
+      if (i == m) {
+        for (int j = 0; j < ax; ++j) {
+          v += Gb[m * ax + j] * A[k * emb + j];
+          if (j == m) v += Gb[m * ax + m] * A[k * emb + m];
+        }
+      } else if (m < ax) {
+        v += Gb[i * ax + m] * A[k * emb + i];
+      }
+    }
+    Ab[idx] = v;
+    A_bar_o[(size_t)n * 4 * emb + idx] = v;
+  }
+  __syncthreads();
+  if (t == 0) {
+    float acc = 0.0f;
+    for (int i = 0; i < 4 * emb; ++i) acc += Ab[i] * A[i];
+    isd_bar[n] += acc / isd[n];
+  }
+}
+
+__global__ void env_seed_edge_backward_k(Dims d, ModelWDev w, int E, const int* __restrict__ src,
+                                         const int* __restrict__ dst, const int* __restrict__ types,
+                                         const float* __restrict__ vecf, const float* __restrict__ r_i,
+                                         const float* __restrict__ env, const float* __restrict__ denv,
+                                         const float* __restrict__ rbf, const float* __restrict__ isd,
+                                         const float* __restrict__ g_i, const float* __restrict__ seed_i,
+                                         const float* __restrict__ A_bar, float* rbf_bar, float* vec_bar) {
+  const int e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= E) return;
+  const int n = dst[e], emb = d.es_emb;
+  const float* Ab = A_bar + (size_t)n * 4 * emb;
+  const float* ge = g_i + (size_t)e * emb;
+  const float* se = seed_i + 4 * (size_t)e;
+  float sb[4];
+  for (int k = 0; k < 4; ++k) {
+    float a = 0.0f;
+    for (int i = 0; i < emb; ++i) a += Ab[k * emb + i] * ge[i];
+    sb[k] = isd[n] * a;
+  }
+  float p1[kMaxHid], gin[kMaxHid], g1[kMaxHid], gb[kMaxHid];
+  env_seed_edge(d, w, rbf + (size_t)e * d.nr, types[src[e]], types[dst[e]], p1, gin, g1, gb);
+  for (int i = 0; i < emb; ++i) {
+    float a = 0.0f;
+    for (int k = 0; k < 4; ++k) a += Ab[k * emb + i] * se[k];
+    gb[i] = isd[n] * a;
+  }
+  // back through g = silu(g1) Wg2, g1 = gin Wg1 (only the rbf-projection part of gin matters).
+  for (int o = 0; o < d.es_hid; ++o) {
+    float a = 0.0f;
+    for (int i = 0; i < emb; ++i) a += gb[i] * w.es_g2[o * emb + i];
+    g1[o] = a * silu_gradf_(g1[o]);  // g1_bar
+  }
+  for (int i = 0; i < d.es_ro; ++i) {
+    float a = 0.0f;
+    for (int o = 0; o < d.es_hid; ++o) a += g1[o] * w.es_g1[i * d.es_hid + o];
+    gin[i] = a;  // a_bar
+  }
+  for (int i = 0; i < d.es_ro; ++i) {
+    float a = 0.0f;
+    for (int o = 0; o < d.es_ro; ++o) a += gin[o] * w.es_p2[i * d.es_ro + o];
+    p1[i] = a * silu_gradf_(p1[i]);  // p1_bar
+  }
+  for (int m = 0; m < d.nr; ++m) {
+    float a = 0.0f;
+    for (int i = 0; i < d.es_ro; ++i) a += p1[i] * w.es_p1[m * d.es_ro + i];
+    rbf_bar[(size_t)e * d.nr + m] += a;
+  }
+  // Seed Jacobian (01 §13(c)).
+  const float r = r_i[e], s = env[e] / r, sp = denv[e] / r - env[e] / (r * r);
+  const float u[3] = {vecf[3 * (size_t)e] / r, vecf[3 * (size_t)e + 1] / r, vecf[3 * (size_t)e + 2] / r};
+  const float ub = u[0] * sb[1] + u[1] * sb[2] + u[2] * sb[3];
+  for (int b = 0; b < 3; ++b)
+    vec_bar[3 * (size_t)e + b] += sb[0] * sp * u[b] + ub * sp * u[b] + (s / r) * (sb[1 + b] - ub * u[b]);
+}
+
+// GIE rows l >= 1: one thread per (node, packed row p >= 1, channel).
+__global__ void gie_forward_k(Dims d, int N, const int* __restrict__ off, const float* __restrict__ Dc,
+                              const float* __restrict__ isd, const float* __restrict__ rho, float* X0) {
+  const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
+  const int C = d.C;
+  if (idx >= (long)N * (d.D - 1) * C) return;
+  const int c = idx % C, p = 1 + (idx / C) % (d.D - 1), n = idx / ((long)C * (d.D - 1));
+  const int l = degree_of_packed(p), m = p - l * l - l;
+  float acc = 0.0f;
+  for (int e = off[n]; e < off[n + 1]; ++e)
+    acc += Dc[(size_t)e * d.dc_size + dc_off(l) + (2 * l + 1) + m + l] * rho[((size_t)e * (d.L + 1) + l) * C + c];
+  X0[((size_t)n * d.D + p) * C + c] = isd[n] * acc;
+}
+
+__global__ void gie_isd_backward_k(Dims d, int N, const float* __restrict__ isd, const float* __restrict__ X0,
+                                   const float* __restrict__ X0_bar, float* isd_bar) {
+  const int n = blockIdx.x * blockDim.x + threadIdx.x;
+  if (n >= N) return;
+  float acc = 0.0f;
+  for (int i = d.C; i < d.D * d.C; ++i) acc += X0[(size_t)n * d.D * d.C + i] * X0_bar[(size_t)n * d.D * d.C + i];
+  isd_bar[n] += acc / isd[n];
+}
+
+// GIE backward, split so that every global access is coalesced or per-thread contiguous:
+//  rho_bar[e, l, c] += isd[n] sum_m X0_bar[n, p(l,m), c] Dc[e, k(l,m)]   (thread per (e, l >= 1, c));
+//  Dc_bar[e, k(l,m)] += isd[n] sum_c X0_bar[n, p(l,m), c] rho[e, l, c]   (thread per (e, p >= 1)).
+__global__ void gie_rho_backward_k(Dims d, int E, const int* __restrict__ dst, const float* __restrict__ Dc,
+                                   const float* __restrict__ isd, const float* __restrict__ X0_bar, float* rho_bar) {
+  const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
+  const int C = d.C;
+  if (idx >= (long)E * d.L * C) return;
+  const int c = idx % C, l = 1 + (int)((idx / C) % d.L);
+  const int e = (int)(idx / ((long)C * d.L)), n = dst[e];
+  const float* xb = X0_bar + (size_t)n * d.D * C + c;
+  const float* z = Dc + (size_t)e * d.dc_size + dc_off(l) + (2 * l + 1) + l;
+  float rb = 0.0f;
+  for (int m = -l; m <= l; ++m) rb += xb[(size_t)packed(l, m) * C] * z[m];
+  rho_bar[((size_t)e * (d.L + 1) + l) * C + c] += isd[n] * rb;
+}
+
+__global__ void gie_dc_backward_k(Dims d, int E, const int* __restrict__ dst, const float* __restrict__ isd,
+                                  const float* __restrict__ rho, const float* __restrict__ X0_bar, float* Dc_bar) {
+  const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= (long)E * (d.D - 1)) return;
+  const int p = 1 + (int)(idx % (d.D - 1)), e = (int)(idx / (d.D - 1)), n = dst[e], C = d.C;
+  const int l = degree_of_packed(p), m = p - l * l - l;
+  const float* xb = X0_bar + ((size_t)n * d.D + p) * C;
+  const float* re = rho + ((size_t)e * (d.L + 1) + l) * C;
+  float zb = 0.0f;
+  for (int c = 0; c < C; ++c) zb += xb[c] * re[c];
+  Dc_bar[(size_t)e * d.dc_size + dc_off(l) + (2 * l + 1) + m + l] += isd[n] * zb;
+}
+
+constexpr int kThreads = 128;
+
+}  // namespace
+
+void launch_degree_forward(const DegreeArgs& a, cudaStream_t s) {
+  if (a.N == 0) return;
+  degree_forward_k<<<div_up(a.N, kThreads), kThreads, 0, s>>>(a.N, a.off, a.env, a.isd);
+  SEZM_LAUNCH("degree_forward");
+}
+void launch_degree_backward(const DegreeArgs& a, cudaStream_t s) {
+  if (a.N == 0) return;
+  degree_backward_k<<<div_up(a.N, kThreads), kThreads, 0, s>>>(a.N, a.off, a.env, a.isd, a.isd_bar, a.env_bar);
+  SEZM_LAUNCH("degree_backward");
+}
+void launch_env_seed_forward(const Dims& d, const ModelWDev& w, const EnvSeedArgs& a, cudaStream_t s) {
+  const GraphDev& g = a.g;
+  if (g.E > 0) {
+    env_seed_edge_forward_k<<<div_up(g.E, kThreads), kThreads, 0, s>>>(d, w, g.E, g.src, g.dst, g.types, a.geo.vecf,
+                                                                      a.geo.r, a.geo.env, a.geo.rbf, a.gemb, a.seed);
+    SEZM_LAUNCH("env_seed_edge_forward");
+  }
+  if (g.N > 0) {
+    env_seed_node_forward_k<<<g.N, kNodeT, 0, s>>>(d, w, g.N, g.off, g.types, a.gemb, a.seed, a.isd, a.A, a.f, a.X0);
+    SEZM_LAUNCH("env_seed_node_forward");
+  }
+}
+void launch_env_seed_backward(const Dims& d, const ModelWDev& w, const EnvSeedArgs& a, cudaStream_t s) {
+  const GraphDev& g = a.g;
+  if (g.N > 0) {
+    env_seed_node_backward_k<<<g.N, kNodeT, 0, s>>>(d, w, g.N, g.types, a.A, a.f, a.isd, a.X0_bar, a.A_bar,
+                                                    a.isd_bar);
+    SEZM_LAUNCH("env_seed_node_backward");
+  }
+  if (g.E > 0) {
+    env_seed_edge_backward_k<<<div_up(g.E, kThreads), kThreads, 0, s>>>(
+        d, w, g.E, g.src, g.dst, g.types, a.geo.vecf, a.geo.r, a.geo.env, a.geo.denv, a.geo.rbf, a.isd, a.gemb, a.seed,
+        a.A_bar, a.rbf_bar, a.vec_bar);
+    SEZM_LAUNCH("env_seed_edge_backward");
+  }
+}
+void launch_gie_forward(const Dims& d, const GieArgs& a, cudaStream_t s) {
+  const long n = (long)a.N * (d.D - 1) * d.C;
+  if (n == 0) return;
+  gie_forward_k<<<div_up(n, 256), 256, 0, s>>>(d, a.N, a.off, a.Dc, a.isd, a.rho, a.X0);
+  SEZM_LAUNCH("gie_forward");
+}
+void launch_gie_rho_backward(const Dims& d, const GieArgs& a, cudaStream_t s) {
+  if (a.E == 0 || d.L == 0) return;
+  gie_rho_backward_k<<<div_up((long)a.E * d.L * d.C, kThreads), kThreads, 0, s>>>(d, a.E, a.dst, a.Dc, a.isd,
+                                                                                  a.X0_bar, a.rho_bar);
+  SEZM_LAUNCH("gie_rho_backward");
+}
+void launch_gie_backward(const Dims& d, const GieArgs& a, cudaStream_t s) {
+  if (a.N > 0) {
+    gie_isd_backward_k<<<div_up(a.N, kThreads), kThreads, 0, s>>>(d, a.N, a.isd, a.X0, a.X0_bar, a.isd_bar);
+    SEZM_LAUNCH("gie_isd_backward");
+  }
+  if (a.E > 0 && d.L > 0) {
+    gie_dc_backward_k<<<div_up((long)a.E * (d.D - 1), kThreads), kThreads, 0, s>>>(d, a.E, a.dst, a.isd, a.rho,
+                                                                                   a.X0_bar, a.Dc_bar);
+    SEZM_LAUNCH("gie_dc_backward");
+  }
+}
+
+}  // namespace sezm::cuda

@@ -1,0 +1,50 @@
+#pragma once
+// The initial node embedding on the device (CPU twin: engine/embeddings.h): degree
+// normalisation, environment-seed FiLM of the type features (row 0 of X0) and the GIE (rows
+// l >= 1 of X0), forward and backward.
+#include "model_dev.cuh"
+
+namespace sezm::cuda {
+
+// isd[n] = 1 / sqrt(1 + sum_e env^2) over the centre's in-edges, and its backward.
+struct DegreeArgs {
+  int N;
+  const int* off;
+  const float* env;
+  float* isd;            // forward: written
+  const float* isd_bar;  // backward
+  float* env_bar;        // backward: added into
+};
+void launch_degree_forward(const DegreeArgs& a, cudaStream_t s);
+void launch_degree_backward(const DegreeArgs& a, cudaStream_t s);
+
+// Forward writes the per-edge seed (gemb, seed), the per-node A and f and X0's row 0; the
+// backward reads them with X0_bar and adds into isd_bar, rbf_bar and vec_bar (A_bar: scratch).
+struct EnvSeedArgs {
+  GraphDev g;
+  EdgeGeomDev geo;  // read: vecf, r, env, denv, rbf
+  const float* isd;
+  float *gemb, *seed, *A, *f;  // (E, emb), (E, 4), (N, 4 emb), (N, 2C)
+  float* X0;                   // forward: (N, D, C), row 0 written
+  const float* X0_bar;         // backward
+  float *A_bar, *isd_bar, *rbf_bar, *vec_bar;
+};
+void launch_env_seed_forward(const Dims& d, const ModelWDev& w, const EnvSeedArgs& a, cudaStream_t s);
+void launch_env_seed_backward(const Dims& d, const ModelWDev& w, const EnvSeedArgs& a, cudaStream_t s);
+
+// GIE: X0 rows l >= 1 = isd sum_e rho_l D^T. The backward's isd and Wigner-row shares run over
+// all edges (launch_gie_backward); its share of rho_bar goes per chunk of E edges (dst, Dc and
+// rho_bar at the chunk's first edge) into the chunk's rho_bar table (launch_gie_rho_backward).
+struct GieArgs {
+  int N, E;
+  const int *dst, *off;
+  const float *Dc, *isd, *rho;
+  float* X0;             // forward: rows l >= 1 written
+  const float* X0_bar;   // backward
+  float *isd_bar, *Dc_bar, *rho_bar;
+};
+void launch_gie_forward(const Dims& d, const GieArgs& a, cudaStream_t s);
+void launch_gie_backward(const Dims& d, const GieArgs& a, cudaStream_t s);
+void launch_gie_rho_backward(const Dims& d, const GieArgs& a, cudaStream_t s);
+
+}  // namespace sezm::cuda

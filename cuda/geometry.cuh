@@ -1,0 +1,28 @@
+#pragma once
+// Per-edge geometry on the device (CPU twins: engine/edge_geometry.h, envelope.h,
+// radial_basis.h, wigner_d.{h,cpp}): safe length, envelopes, Bessel basis, edge quaternion and
+// compact Wigner rows, and their backward into dE/dv_e (double).
+#include "model_dev.cuh"
+
+namespace sezm::cuda {
+
+struct GeometryForwardArgs {
+  int E;
+  const double* vec;  // (E, 3) edge vectors
+  const float* freqs;
+  WignerTablesDev wt;
+  EdgeGeomDev geo;  // written
+};
+void launch_geometry_forward(const Dims& d, const GeometryForwardArgs& a, cudaStream_t s);
+
+struct GeometryBackwardArgs {
+  int E;
+  EdgeGeomDev geo;  // read: vecf, r, denv
+  const float* freqs;
+  WignerTablesDev wt;
+  EdgeGeomBarDev bar;  // read
+  double* edge_grad;   // (E, 3) written
+};
+void launch_geometry_backward(const Dims& d, const GeometryBackwardArgs& a, cudaStream_t s);
+
+}  // namespace sezm::cuda

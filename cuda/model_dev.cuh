@@ -1,0 +1,92 @@
+#pragma once
+// What the kernels read besides their step's own buffers: the model's weights on the device
+// (float, uploaded once by device_weights.cu straight into these structs), the Wigner tables,
+// the block input radial features, and grouped views of the graph and the per-edge geometry.
+// All pointers are device pointers.
+#include "cuda_common.cuh"
+
+namespace sezm::cuda {
+
+// ---- device-side Wigner tables (built from the CPU engine's tables, engine/wigner_d.cpp) ----
+struct CkTermF { float coef; int a, b; };
+struct RealTermF { int idx; float cre, cim; };
+struct GenNzF { int i, k; float val; };
+struct WignerTablesDev {
+  int ck_begin_off[4], ck_off[4], rt_off[4], jnz_off[4][2], jnz_n[4][2];
+  const int* ck_begin;
+  const CkTermF* ck;
+  const RealTermF* rt;
+  const GenNzF* jnz;
+};
+
+// Block input radial features R(e, l, a) = rho(e, l, a) + T[type(src)](a) + T[type(dst)](a),
+// formed where they are read instead of stored: saves (L+1)*C floats per edge for the call.
+// Its adjoint is rho_bar itself (the type table is not differentiated).
+struct EdgeRadialIn {
+  const float* rho;
+  const float* T;  // type embedding (ntypes, C)
+  const int *src, *dst, *types;
+  __device__ __forceinline__ float operator()(const Dims& d, int e, int l, int a) const {
+    return __ldg(rho + ((size_t)e * (d.L + 1) + l) * d.C + a) + __ldg(T + (size_t)types[src[e]] * d.C + a) +
+           __ldg(T + (size_t)types[dst[e]] * d.C + a);
+  }
+};
+
+// ---- model weights on the device (float) ----
+struct BlockWDev {
+  const float *pre, *post;            // (L+1, C, Cw), (L+1, Cw, C)
+  const float *rh, *rhT;              // (C, Cw), (Cw, C) or null
+  const float *mix, *mixT, *cb;       // ((L+1)Cw, K), mixp's transpose (Kp, (L+1)C), (Cw)
+  const float *mixp;                  // ((L+1)C, Kp): blockdiag(W_rh) mix, K padded to Kp = K rounded up to 4
+  const float *A, *AT, *W1, *W1T;     // (nL, F, M0, M0), (nL, F, 2M1, 2M1) and transposes
+  const float *G, *GT;                // (ngated, F, Cf, L*Cf) and per-(layer, focus) transposes
+  const float *fc_w, *fc_norm;        // (Cf, F), (F, Cf) or null
+  const float *qk_norm, *gate_norm;   // (F, Cf)
+  const float *Wq, *Wk;               // (F, Cf, Cf)
+  const float *logit_u;               // (F, C): R0 . u_f is the radial logit bias
+  const float *log_zeta, *gate_w;     // (F), (Cf, F)
+  const float *post_scale, *post_bias, *pre_scale, *pre_bias;  // (L+1, C), (C)
+  float post_eps, pre_eps;
+  const float *ffn_w1, *ffn_sg, *ffn_w2;  // (L+1, C, 2H), (2H, H), (L+1, H, C)
+};
+struct ModelWDev {
+  const float *freqs, *type_emb, *rad_w0, *rad_norm, *rad_w1;
+  const float *es_p1, *es_p2, *es_tau, *es_g1, *es_g2, *es_out, *film_s, *film_h;
+  float film_as, film_ah;
+  const float *ro_w1, *ro_w2;
+  const float *gridT, *gridP;  // (G, D), (D, G)
+  int G;
+};
+
+// The read-out's fitting net: gated layers (weights and biases concatenated over the layers,
+// dims[k] the k-th layer's width), its output vector and the per-type energy bias (double).
+struct FittingDev {
+  const float *w, *b;
+  const int* dims;
+  int n;
+  const float* out;
+  const double* atom_bias;
+};
+
+// Padded size of the degree mixer's kernel values (K rounded up to 4, for 16-byte loads).
+__host__ __device__ inline int padded_kernel_size(const Dims& d) { return (d.K + 3) / 4 * 4; }
+
+// The graph on the device (GraphView's contract): N centres, NT >= N nodes, E edges grouped by
+// destination (off: N + 1 CSR offsets).
+struct GraphDev {
+  int N, NT, E;
+  const int *src, *dst, *off, *types;
+};
+
+// Per-edge geometry written by the geometry forward and read by every later edge step:
+// float vector (3), safe length, envelope and its derivative, Bessel basis (nr), compact Wigner
+// rows (dc_size).
+struct EdgeGeomDev {
+  float *vecf, *r, *env, *denv, *rbf, *Dc;
+};
+// Adjoints of that geometry, summed over the call and consumed by the geometry backward.
+struct EdgeGeomBarDev {
+  float *env_bar, *rbf_bar, *Dc_bar, *vec_bar;
+};
+
+}  // namespace sezm::cuda

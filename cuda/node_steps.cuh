@@ -1,0 +1,30 @@
+#pragma once
+// Node-level steps on the device (O(N) work; CPU twins: engine/norms.h, ffn.h, readout.h,
+// fitting.h): per-degree linears, equivariant RMS norms, the S2-grid FFN, read-out and fitting,
+// forward and backward, on any range of nodes (pointers at its first node; the fused last block
+// calls them per chunk of destinations).
+#include "model_dev.cuh"
+
+namespace sezm::cuda {
+
+// Per-degree linear: Y[n, p, :] (+)= X[n, p, :] W[l(p)] (W: (L+1, Cin, Cout), or its transpose).
+void launch_per_degree_linear(int N, int L, int Cin, int Cout, const float* X, const float* W, float* Y,
+                              bool transpose, bool accumulate, cudaStream_t s);
+// Y = EqRMSNorm(X) (+ residual), rho (N) kept for the backward; X_bar += its transpose of Y_bar.
+void launch_eq_norm_forward(int N, int L, int C, const float* X, const float* scale, const float* bias, float eps,
+                            float* Y, float* rho, const float* residual, cudaStream_t s);
+void launch_eq_norm_backward(int N, int L, int C, const float* X, const float* scale, const float* rho,
+                             const float* Y_bar, float* X_bar, cudaStream_t s);
+// S2-grid FFN: out = W2 grid-act(W1 Xt); hbuf (N, D, 2H) kept for the backward, ybuf scratch.
+void launch_ffn_forward(const Dims& d, const ModelWDev& mw, const BlockWDev& w, int N, const float* Xt, float* hbuf,
+                        float* ybuf, float* out, cudaStream_t s);
+void launch_ffn_backward(const Dims& d, const ModelWDev& mw, const BlockWDev& w, int N, const float* hbuf,
+                         const float* out_bar, float* ybar_buf, float* hbar_buf, float* Xt_bar, cudaStream_t s);
+// Read-out MLP and fitting net per node: atom_energy (double, N) from X's row 0; the backward
+// writes dE/dX's row 0 into X_bar (other rows untouched).
+void launch_readout_fitting_forward(const Dims& d, const ModelWDev& w, const FittingDev& fit, int N, const float* X,
+                                    const int* types, double* atom_energy, cudaStream_t s);
+void launch_readout_fitting_backward(const Dims& d, const ModelWDev& w, const FittingDev& fit, int N, const float* X,
+                                     float* X_bar, cudaStream_t s);
+
+}  // namespace sezm::cuda

@@ -1,0 +1,21 @@
+#pragma once
+// The gated SO(2) mixing stack on the device (CPU twin: the mixing stack in
+// engine/so2_convolution.h): one fused kernel per layer, forward, replay (fast mode) and
+// backward, on a chunk of Ec edges, activations focus-major (F, Ec, ROW).
+#include "model_dev.cuh"
+
+namespace sezm::cuda {
+
+// Shared memory one stack CTA needs (the engine checks it against the device at construction).
+size_t stack_smem_bytes(const Dims& d);
+// Zsave: the gated layer's pre-activations are written there (fast mode, lean recompute, the
+// fused block); null: not kept.
+void launch_stack_layer_forward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* Uin, float* Uout,
+                                float* Zsave, cudaStream_t s);
+// Fast mode's backward: a gated layer re-applied from its kept pre-activations Z (no GEMM).
+void launch_stack_layer_replay(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* Uin, float* Uout,
+                               const float* Z, cudaStream_t s);
+void launch_stack_layer_backward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* Gin, float* Gout,
+                                 const float* Z, cudaStream_t s);
+
+}  // namespace sezm::cuda

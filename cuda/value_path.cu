@@ -1,0 +1,438 @@
+// The SO(2) value path around the mixing stack, forward and backward side by side (CPU twin:
+// engine/so2_convolution.h; docs/sezm/02 §3, §5, §9): gather + rotate + radial conditioning (one
+// CTA per edge, channels over threads), rotate-back + destination sum, and the source-side
+// sums. Edges arrive in chunks of whole destination segments, so every destination-side sum is
+// a plain loop over its CSR segment; source-side sums use a per-chunk source grouping (no
+// atomics, deterministic). Per-edge sums over channels (Wigner-row and kernel adjoints) are warp
+// reduce-scatters (cta_reduce.cuh).
+#include "cta_reduce.cuh"
+#include "radial_tables.cuh"
+#include "value_path.cuh"
+
+namespace sezm::cuda {
+namespace {
+
+constexpr int kMaxDm = 10, kMaxD = 16;
+
+template <int LT>
+__host__ __device__ constexpr int kernel_size() { return (LT + 1) * (LT + 1) + LT * LT; }
+
+__device__ inline int kernel_index(int L, int li, int lo, int m) {
+  return m == 0 ? li * (L + 1) + lo : (L + 1) * (L + 1) + (li - 1) * L + (lo - 1);
+}
+
+// Gather H[src] rows into the edge frame for one channel: xl[j] (mmax = 1 rows).
+template <int LT>
+__device__ void rotate_in(const Dims& d, const float* Dce, const float* Hs, int c, float* xl) {
+  constexpr int kDm = 3 * LT + 1, kD = (LT + 1) * (LT + 1), kDcs = 1 + 3 * (kD - 1);
+  (void)kDm; (void)kD; (void)kDcs;
+  #pragma unroll
+  for (int j = 0; j < kDm; ++j) {
+    const int l = red_l(j, LT), m = red_m(j, LT);
+    if (l == 0) {
+      xl[j] = Hs[c];
+      continue;
+    }
+    const float* row = Dce + dc_off(l) + (m + 1) * (2 * l + 1);
+    float v = 0.0f;
+    #pragma unroll
+    for (int mp = -l; mp <= l; ++mp) v += row[mp + l] * Hs[(size_t)packed(l, mp) * d.Cw + c];
+    xl[j] = v;
+  }
+}
+
+// One CTA (Cw threads) per edge: rotate + radial conditioning -> U0 focus-major, S_src. The wide
+// radial features and the degree kernel of the chunk's edges come precomputed (launch_radial_prep),
+// so the kernel needs no shared memory and no barrier.
+template <int LT>
+__global__ void rotate_condition_k(Dims d, BlockWDev w, int e0, int Ec, const int* __restrict__ src,
+                                   const float* __restrict__ Dc, const float* __restrict__ H,
+                                   const float* __restrict__ Rh_c, const float* __restrict__ kern_c,
+                                   float* __restrict__ U0, float* __restrict__ Ssrc) {
+  constexpr int kDm = 3 * LT + 1, kD = (LT + 1) * (LT + 1), kDcs = 1 + 3 * (kD - 1);
+  (void)kDm; (void)kD; (void)kDcs;
+  const int i = blockIdx.x, e = e0 + i, c = threadIdx.x;
+  const float* Rh = Rh_c + (size_t)i * (LT + 1) * d.Cw;
+  const float* kern = kern_c + (size_t)i * padded_kernel_size(d);
+  float xl[kMaxDm];
+  rotate_in<LT>(d, Dc + (size_t)e * kDcs, H + (size_t)src[e] * kD * d.Cw, c, xl);
+  const int f = c / d.Cf, cf = c % d.Cf;
+  float* U = U0 + ((size_t)f * Ec + i) * d.ROW;
+  #pragma unroll
+  for (int o = 0; o < kDm; ++o) {
+    const int lo = red_l(o, LT), mo = red_m(o, LT);
+    float v;
+    if (!d.degree_mixer) {
+      v = xl[o] * Rh[lo * d.Cw + c];
+    } else {
+      v = 0.0f;
+      #pragma unroll
+      for (int in = 0; in < kDm; ++in) {
+        if (red_m(in, LT) != mo) continue;
+        v += kern[kernel_index(LT, red_l(in, LT), lo, mo)] * xl[in];
+      }
+      v *= w.cb[c];
+    }
+    U[o * d.Cf + cf] = v;
+    if (o == 0 && d.F > 1) Ssrc[((size_t)f * Ec + i) * d.Cf + cf] = v;
+  }
+}
+
+// One CTA per (centre, focus), Cf x kAggRows threads: P[n, p, c] = sum_e alpha rho_l D^T
+// (alpha_fc U). A chunk holds only ~100 centres, so the focus and the in-edges are spread over
+// CTAs and R thread rows to keep the GPU busy; partial sums are added in a fixed order
+// (deterministic).
+// 8 rows: 16 rows for focus width 32 was measured slower on the H200 (6.3 vs 5.9 ms per 4096-atom
+// call); double partials of at most 57 KiB (sm_89 allows 99 KiB).
+constexpr int kAggRows = 8;
+
+template <int LT>
+__global__ void rotate_back_aggregate_k(Dims d, int n0, int e0, int Ec, const int* __restrict__ off,
+                                        const float* __restrict__ Dc, const float* __restrict__ U,
+                                        const float* __restrict__ alpha_fc, const float* __restrict__ alpha,
+                                        float* __restrict__ P) {
+  constexpr int kDm = 3 * LT + 1, kD = (LT + 1) * (LT + 1), kDcs = 1 + 3 * (kD - 1);
+  (void)kDm; (void)kD; (void)kDcs;
+  extern __shared__ double part[];  // (R - 1) x kD x Cf
+  const int n = n0 + blockIdx.x, f = blockIdx.y, cf = threadIdx.x, c = f * d.Cf + cf, y = threadIdx.y;
+  double acc[kMaxD];  // the destination sum feeds every later step: keep it in double
+  #pragma unroll
+  for (int p = 0; p < kD; ++p) acc[p] = 0.0;
+  const int R = blockDim.y;
+  for (int e = off[n] + y; e < off[n + 1]; e += R) {
+    const int i = e - e0;
+    const float a = alpha[(size_t)e * d.F + f] * (d.F > 1 ? alpha_fc[(size_t)i * d.F + f] : 1.0f);
+    const float* u = U + ((size_t)f * Ec + i) * d.ROW + cf;
+    const float* Dce = Dc + (size_t)e * kDcs;
+    #pragma unroll
+    for (int j = 0; j < kDm; ++j) {
+      const int l = red_l(j, LT), m = red_m(j, LT);
+      const float v = a * rotate_back_scalef(l) * u[j * d.Cf];
+      if (l == 0) {
+        acc[0] += v;
+        continue;
+      }
+      const float* row = Dce + dc_off(l) + (m + 1) * (2 * l + 1);
+      #pragma unroll
+      for (int mp = -l; mp <= l; ++mp) acc[packed(l, mp)] += row[mp + l] * v;
+    }
+  }
+  if (y > 0) {
+    #pragma unroll
+    for (int p = 0; p < kD; ++p) part[((size_t)(y - 1) * kD + p) * d.Cf + cf] = acc[p];
+  }
+  __syncthreads();
+  if (y == 0) {
+    #pragma unroll
+    for (int p = 0; p < kD; ++p) {
+      for (int yy = 1; yy < R; ++yy) acc[p] += part[((size_t)(yy - 1) * kD + p) * d.Cf + cf];
+      P[((size_t)n * kD + p) * d.Cw + c] = (float)acc[p];
+    }
+  }
+}
+
+// One CTA (Cw threads) per edge: Q = rho D P_bar[dst]; G = alpha alpha_fc Q (gradient wrt the
+// pre-scale stack output); alpha_bar; Dc_bar from the rotate-back.
+template <int LT>
+__global__ void aggregate_backward_k(Dims d, int e0, int Ec, const int* __restrict__ dst, const float* __restrict__ Dc,
+                                     const float* __restrict__ U, const float* __restrict__ alpha_fc,
+                                     const float* __restrict__ alpha, const float* __restrict__ P_bar,
+                                     float* __restrict__ Gbuf, float* __restrict__ alpha_bar,
+                                     float* __restrict__ Dc_bar) {
+  constexpr int kDm = 3 * LT + 1, kD = (LT + 1) * (LT + 1), kDcs = 1 + 3 * (kD - 1);
+  (void)kDm; (void)kD; (void)kDcs;
+  extern __shared__ float sh[];
+  float* red = sh;                       // (dc_size + F) * Cw
+  float* out = red + (kDcs + d.F) * d.Cw;  // dc_size + F
+  float* redf = out + kDcs + d.F;          // Cw
+  const int i = blockIdx.x, e = e0 + i, c = threadIdx.x, f = c / d.Cf, cf = c % d.Cf;
+  const float* Pb = P_bar + (size_t)dst[e] * kD * d.Cw + c;
+  const float* Dce = Dc + (size_t)e * kDcs;
+  const float afc = d.F > 1 ? alpha_fc[(size_t)i * d.F + f] : 1.0f;
+  const float a = alpha[(size_t)e * d.F + f] * afc;
+  const float* u = U + ((size_t)f * Ec + i) * d.ROW + cf;
+  float* G = Gbuf + ((size_t)f * Ec + i) * d.ROW + cf;
+  float v[kDcs];
+  #pragma unroll
+  for (int k = 0; k < kDcs; ++k) v[k] = 0.0f;
+  float ab = 0.0f;
+  #pragma unroll
+  for (int j = 0; j < kDm; ++j) {
+    const int l = red_l(j, LT), m = red_m(j, LT);
+    const float sc = rotate_back_scalef(l), uj = u[j * d.Cf];
+    float Q;
+    if (l == 0) {
+      Q = Pb[0];
+      v[0] += a * uj * Pb[0];
+    } else {
+      const float* row = Dce + dc_off(l) + (m + 1) * (2 * l + 1);
+      Q = 0.0f;
+      #pragma unroll
+      for (int mp = -l; mp <= l; ++mp) {
+        const float pb = Pb[(size_t)packed(l, mp) * d.Cw];
+        Q += row[mp + l] * pb;
+        v[dc_off(l) + (m + 1) * (2 * l + 1) + mp + l] += sc * a * uj * pb;
+      }
+    }
+    Q *= sc;
+    G[j * d.Cf] = a * Q;
+    ab += Q * uj;
+  }
+  cta_sum<kDcs>(v, red, out);
+  for (int k = c; k < kDcs; k += d.Cw) Dc_bar[(size_t)e * kDcs + k] += out[k];
+  // alpha_bar[f]: sum of ab over the Cf channels of focus f (segments of min(Cf, 32) lanes).
+  {
+    const int seg = d.Cf < 32 ? d.Cf : 32;
+    const unsigned mask = d.Cw >= 32 ? 0xffffffffu : ((1u << d.Cw) - 1u);
+    float t = ab * afc;
+    for (int o = seg / 2; o > 0; o >>= 1) t += __shfl_xor_sync(mask, t, o, seg);
+    if (c % seg == 0) redf[c / seg] = t;
+    __syncthreads();
+    if (c < d.F) {
+      float sum = 0.0f;
+      for (int q = c * d.Cf / seg; q < (c + 1) * d.Cf / seg; ++q) sum += redf[q];
+      alpha_bar[(size_t)i * d.F + c] = sum;
+    }
+  }
+}
+
+// One CTA (Cw threads) per edge: radial conditioning and rotation backward -> Xloc_bar (for the
+// source-side sum), Dc_bar, the attention logit bias's share of R_bar, and the radial adjoint
+// the chunk products of launch_condition_rotate_backward turn into R_bar: with the degree mixer
+// the kernel adjoint kb (written over the edge's kern row), without it Rh_bar (written over the
+// edge's Rh rows, or added to R_bar when there is no hidden projection). Keeping the two
+// weight products (kb W_mix^T, Rh_bar W_rh^T) out of this kernel turns ~360 weight loads per
+// thread and edge into register-tiled products.
+template <int LT>
+__global__ void condition_rotate_backward_k(Dims d, BlockWDev w, int e0, int Ec, const int* __restrict__ src,
+                                            const float* __restrict__ Dc, const float* __restrict__ H,
+                                            float* __restrict__ Rh_c, float* __restrict__ kern_c,
+                                            const float* __restrict__ Gbuf, const float* __restrict__ Ssrc_bar,
+                                            const float* __restrict__ lbar, float* __restrict__ Xloc_bar,
+                                            float* __restrict__ R_bar, float* __restrict__ Dc_bar) {
+  constexpr int kDm = 3 * LT + 1, kD = (LT + 1) * (LT + 1), kDcs = 1 + 3 * (kD - 1);
+  (void)kDm; (void)kD; (void)kDcs;
+  extern __shared__ float sh[];
+  const int redn = d.K > kDcs ? d.K : kDcs;
+  float* red = sh;                // redn Cw
+  float* kb = red + redn * d.Cw;  // redn
+  float* vo = kb + redn;          // redn
+  const int i = blockIdx.x, e = e0 + i, c = threadIdx.x, f = c / d.Cf, cf = c % d.Cf;
+  float* Rh = Rh_c + (size_t)i * (LT + 1) * d.Cw;  // precomputed by launch_radial_prep
+  float* kern = kern_c + (size_t)i * padded_kernel_size(d);
+  const float* Hs = H + (size_t)src[e] * kD * d.Cw;
+  const float* Dce = Dc + (size_t)e * kDcs;
+  float xl[kMaxDm], ub[kMaxDm], xb[kMaxDm];
+  rotate_in<LT>(d, Dce, Hs, c, xl);
+  const float* g = Gbuf + ((size_t)f * Ec + i) * d.ROW + cf;
+  #pragma unroll
+  for (int o = 0; o < kDm; ++o) ub[o] = g[o * d.Cf];
+  if (d.F > 1) ub[0] += Ssrc_bar[((size_t)f * Ec + i) * d.Cf + cf];
+  if (!d.degree_mixer) {
+    float rhb[LT + 1];
+    #pragma unroll
+    for (int l = 0; l <= LT; ++l) rhb[l] = 0.0f;
+    #pragma unroll
+    for (int o = 0; o < kDm; ++o) {
+      const int lo = red_l(o, LT);
+      xb[o] = ub[o] * Rh[lo * d.Cw + c];
+      rhb[lo] += ub[o] * xl[o];
+    }
+    // Each thread reads and writes only its own column of the edge's rows: in place is safe.
+    float* Rb = R_bar + (size_t)i * (LT + 1) * d.C;
+    #pragma unroll
+    for (int l = 0; l <= LT; ++l) {
+      if (d.has_rh) Rh[l * d.Cw + c] = rhb[l];
+      else Rb[l * d.C + c] += rhb[l];
+    }
+  } else {
+    constexpr int K = kernel_size<LT>();
+    float kpart[K];
+    #pragma unroll
+    for (int q = 0; q < K; ++q) kpart[q] = 0.0f;
+    const float b = w.cb[c];
+    #pragma unroll
+    for (int in = 0; in < kDm; ++in) xb[in] = 0.0f;
+    #pragma unroll
+    for (int o = 0; o < kDm; ++o) {
+      const int lo = red_l(o, LT), mo = red_m(o, LT);
+      const float bub = b * ub[o];
+      #pragma unroll
+      for (int in = 0; in < kDm; ++in) {
+        if (red_m(in, LT) != mo) continue;
+        const int q = kernel_index(LT, red_l(in, LT), lo, mo);
+        xb[in] += kern[q] * bub;
+        kpart[q] += bub * xl[in];
+      }
+    }
+    cta_sum<K>(kpart, red, kb);  // its barriers also order every read of kern before the writes
+    for (int q = c; q < padded_kernel_size(d); q += d.Cw) kern[q] = q < K ? kb[q] : 0.0f;
+  }
+  #pragma unroll
+  for (int j = 0; j < kDm; ++j) Xloc_bar[((size_t)i * kDm + j) * d.Cw + c] = xb[j];
+  // Dc_bar from the rotation: sum_c xb[j] H[src, p(l_j, m'), c].
+  float v[kDcs];
+  #pragma unroll
+  for (int k = 0; k < kDcs; ++k) v[k] = 0.0f;
+  #pragma unroll
+  for (int j = 0; j < kDm; ++j) {
+    const int l = red_l(j, LT), m = red_m(j, LT);
+    if (l == 0) continue;
+    #pragma unroll
+    for (int mp = -l; mp <= l; ++mp)
+      v[dc_off(l) + (m + 1) * (2 * l + 1) + mp + l] += xb[j] * Hs[(size_t)packed(l, mp) * d.Cw + c];
+  }
+  cta_sum<kDcs>(v, red, vo);
+  for (int k = c; k < kDcs; k += d.Cw) Dc_bar[(size_t)e * kDcs + k] += vo[k];
+  // The attention logit bias reads R[e, 0, :]: its adjoint lands on R_bar directly.
+  float* Rb = R_bar + (size_t)i * (LT + 1) * d.C;
+  for (int a = c; a < d.C; a += d.Cw) {
+    float s = 0.0f;
+    for (int ff = 0; ff < d.F; ++ff) s += lbar[(size_t)i * d.F + ff] * w.logit_u[(size_t)ff * d.C + a];
+    Rb[a] += s;
+  }
+}
+
+// One CTA of Cw x R threads per source segment of the chunk: H_bar[s] += sum_e D^T Xloc_bar,
+// k_bar[s] += scale sum_e lbar q[dst]. A source near the chunk's centres has tens of edges in it
+// (49 at most for the 4096-atom diamond): thread row y takes every R-th of them, so no thread
+// walks a whole segment's chain of dependent loads alone; the rows' partial sums are added in a
+// fixed order.
+template <int LT>
+__global__ void __launch_bounds__(1024) src_scatter_k(Dims d, const int* __restrict__ seg_node, const int* __restrict__ seg_off,
+                              const int* __restrict__ perm, int e0, const int* __restrict__ dst,
+                              const float* __restrict__ Dc, const float* __restrict__ Xloc_bar,
+                              const float* __restrict__ lbar, const float* __restrict__ q, float* __restrict__ H_bar,
+                              float* __restrict__ k_bar) {
+  constexpr int kDm = 3 * LT + 1, kD = (LT + 1) * (LT + 1), kDcs = 1 + 3 * (kD - 1);
+  (void)kDm; (void)kD; (void)kDcs;
+  extern __shared__ float spart[];  // (R - 1) x (kD + 1) x Cw
+  const int sgi = blockIdx.x, c = threadIdx.x, y = threadIdx.y, R = blockDim.y, f = c / d.Cf;
+  const int s = seg_node[sgi];
+  const float scale = rsqrtf((float)d.Cf);
+  float acc[kD + 1];  // acc[kD]: the k_bar sum
+  #pragma unroll
+  for (int p = 0; p <= kD; ++p) acc[p] = 0.0f;
+  for (int t = seg_off[sgi] + y; t < seg_off[sgi + 1]; t += R) {
+    const int e = perm[t], i = e - e0;
+    const float* Dce = Dc + (size_t)e * kDcs;
+    const float* xb = Xloc_bar + (size_t)i * kDm * d.Cw + c;
+    #pragma unroll
+    for (int j = 0; j < kDm; ++j) {
+      const int l = red_l(j, LT), m = red_m(j, LT);
+      const float x = xb[j * d.Cw];
+      if (l == 0) {
+        acc[0] += x;
+        continue;
+      }
+      const float* row = Dce + dc_off(l) + (m + 1) * (2 * l + 1);
+      #pragma unroll
+      for (int mp = -l; mp <= l; ++mp) acc[packed(l, mp)] += row[mp + l] * x;
+    }
+    acc[kD] += scale * lbar[(size_t)i * d.F + f] * q[(size_t)dst[e] * d.Cw + c];
+  }
+  if (y > 0) {
+    #pragma unroll
+    for (int p = 0; p <= kD; ++p) spart[((size_t)(y - 1) * (kD + 1) + p) * d.Cw + c] = acc[p];
+  }
+  __syncthreads();
+  if (y > 0) return;
+  #pragma unroll
+  for (int p = 0; p <= kD; ++p)
+    for (int yy = 1; yy < R; ++yy) acc[p] += spart[((size_t)(yy - 1) * (kD + 1) + p) * d.Cw + c];
+  float* hb = H_bar + (size_t)s * kD * d.Cw + c;
+  #pragma unroll
+  for (int p = 0; p < kD; ++p) hb[(size_t)p * d.Cw] += acc[p];
+  k_bar[(size_t)s * d.Cw + c] += acc[kD];
+}
+
+}  // namespace
+
+void launch_rotate_condition(const Dims& d, const BlockWDev& w, const RotateConditionArgs& a, cudaStream_t s) {
+  const int Ec = a.Ec;
+  if (Ec == 0) return;
+  if (d.L == 1)
+    rotate_condition_k<1><<<Ec, d.Cw, 0, s>>>(d, w, a.e0, Ec, a.src, a.Dc, a.H, a.Rh, a.kern, a.U0, a.Ssrc);
+  else if (d.L == 2)
+    rotate_condition_k<2><<<Ec, d.Cw, 0, s>>>(d, w, a.e0, Ec, a.src, a.Dc, a.H, a.Rh, a.kern, a.U0, a.Ssrc);
+  else
+    rotate_condition_k<3><<<Ec, d.Cw, 0, s>>>(d, w, a.e0, Ec, a.src, a.Dc, a.H, a.Rh, a.kern, a.U0, a.Ssrc);
+  SEZM_LAUNCH("rotate_condition");
+}
+void launch_rotate_back_aggregate(const Dims& d, const AggregateArgs& a, cudaStream_t s) {
+  if (a.n1 <= a.n0) return;
+  const int rows = kAggRows;
+  const dim3 block(d.Cf, rows), grid(a.n1 - a.n0, d.F);
+  const size_t bytes = (size_t)(rows - 1) * d.D * d.Cf * sizeof(double);
+  if (bytes > 48 * 1024) {  // focus width 64: 57 KiB of partial sums
+    const void* fn = d.L == 1 ? (const void*)rotate_back_aggregate_k<1>
+                   : d.L == 2 ? (const void*)rotate_back_aggregate_k<2> : (const void*)rotate_back_aggregate_k<3>;
+    SEZM_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+  }
+  if (d.L == 1)
+    rotate_back_aggregate_k<1><<<grid, block, bytes, s>>>(d, a.n0, a.e0, a.Ec, a.off, a.Dc, a.U, a.alpha_fc, a.alpha,
+                                                          a.P);
+  else if (d.L == 2)
+    rotate_back_aggregate_k<2><<<grid, block, bytes, s>>>(d, a.n0, a.e0, a.Ec, a.off, a.Dc, a.U, a.alpha_fc, a.alpha,
+                                                          a.P);
+  else
+    rotate_back_aggregate_k<3><<<grid, block, bytes, s>>>(d, a.n0, a.e0, a.Ec, a.off, a.Dc, a.U, a.alpha_fc, a.alpha,
+                                                          a.P);
+  SEZM_LAUNCH("rotate_back_aggregate");
+}
+void launch_aggregate_backward(const Dims& d, const AggregateBackwardArgs& a, cudaStream_t s) {
+  const int Ec = a.Ec;
+  if (Ec == 0) return;
+  const size_t bytes = ((size_t)(d.dc_size + d.F + 1) * d.Cw + d.dc_size + d.F) * sizeof(float);
+  if (d.L == 1)
+    aggregate_backward_k<1><<<Ec, d.Cw, bytes, s>>>(d, a.e0, Ec, a.dst, a.Dc, a.U, a.alpha_fc, a.alpha, a.P_bar,
+                                                    a.Gbuf, a.alpha_bar, a.Dc_bar);
+  else if (d.L == 2)
+    aggregate_backward_k<2><<<Ec, d.Cw, bytes, s>>>(d, a.e0, Ec, a.dst, a.Dc, a.U, a.alpha_fc, a.alpha, a.P_bar,
+                                                    a.Gbuf, a.alpha_bar, a.Dc_bar);
+  else
+    aggregate_backward_k<3><<<Ec, d.Cw, bytes, s>>>(d, a.e0, Ec, a.dst, a.Dc, a.U, a.alpha_fc, a.alpha, a.P_bar,
+                                                    a.Gbuf, a.alpha_bar, a.Dc_bar);
+  SEZM_LAUNCH("aggregate_backward");
+}
+void launch_condition_rotate_backward(const Dims& d, const BlockWDev& w, const ConditionRotateBackwardArgs& a,
+                                      cudaStream_t s) {
+  const int Ec = a.Ec;
+  if (Ec == 0) return;
+  const int redn = d.K > d.dc_size ? d.K : d.dc_size;
+  const size_t bytes = ((size_t)redn * d.Cw + 2 * (size_t)redn) * sizeof(float);
+  if (d.L == 1)
+    condition_rotate_backward_k<1><<<Ec, d.Cw, bytes, s>>>(d, w, a.e0, Ec, a.src, a.Dc, a.H, a.Rh, a.kern, a.Gbuf,
+                                                           a.Ssrc_bar, a.lbar, a.Xloc_bar, a.R_bar, a.Dc_bar);
+  else if (d.L == 2)
+    condition_rotate_backward_k<2><<<Ec, d.Cw, bytes, s>>>(d, w, a.e0, Ec, a.src, a.Dc, a.H, a.Rh, a.kern, a.Gbuf,
+                                                           a.Ssrc_bar, a.lbar, a.Xloc_bar, a.R_bar, a.Dc_bar);
+  else
+    condition_rotate_backward_k<3><<<Ec, d.Cw, bytes, s>>>(d, w, a.e0, Ec, a.src, a.Dc, a.H, a.Rh, a.kern, a.Gbuf,
+                                                           a.Ssrc_bar, a.lbar, a.Xloc_bar, a.R_bar, a.Dc_bar);
+  SEZM_LAUNCH("condition_rotate_backward");
+  launch_radial_adjoint(d, w, RadialTablesArgs{a.e0, Ec, EdgeRadialIn{}, a.Rh, a.kern, a.R_bar}, s);
+}
+void launch_src_scatter(const Dims& d, const SourceSumArgs& a, cudaStream_t s) {
+  if (a.nseg == 0) return;
+  const int rows = edge_rows(d);
+  const dim3 block(d.Cw, rows);
+  const size_t bytes = (size_t)(rows - 1) * (d.D + 1) * d.Cw * sizeof(float);
+  if (bytes > 48 * 1024) {  // Cw >= 128, L = 3: up to 61 KiB of partial sums
+    const void* fn = d.L == 1 ? (const void*)src_scatter_k<1>
+                   : d.L == 2 ? (const void*)src_scatter_k<2> : (const void*)src_scatter_k<3>;
+    SEZM_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+  }
+  if (d.L == 1)
+    src_scatter_k<1><<<a.nseg, block, bytes, s>>>(d, a.seg_node, a.seg_off, a.perm, a.e0, a.dst, a.Dc, a.Xloc_bar,
+                                                  a.lbar, a.q, a.H_bar, a.k_bar);
+  else if (d.L == 2)
+    src_scatter_k<2><<<a.nseg, block, bytes, s>>>(d, a.seg_node, a.seg_off, a.perm, a.e0, a.dst, a.Dc, a.Xloc_bar,
+                                                  a.lbar, a.q, a.H_bar, a.k_bar);
+  else
+    src_scatter_k<3><<<a.nseg, block, bytes, s>>>(d, a.seg_node, a.seg_off, a.perm, a.e0, a.dst, a.Dc, a.Xloc_bar,
+                                                  a.lbar, a.q, a.H_bar, a.k_bar);
+  SEZM_LAUNCH("src_scatter");
+}
+
+}  // namespace sezm::cuda
