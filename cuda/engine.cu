@@ -412,7 +412,7 @@ struct CudaEngine::Impl {
   }
 
   // Chunks of whole destination segments (cheap: O(nodes)).
-  void plan_chunks(const GraphView& gv) {
+  void plan_chunks(const Graph& gv) {
     chunks.clear();
     const int limit = effective_chunk_edges();
     int n0 = 0;
@@ -430,10 +430,10 @@ struct CudaEngine::Impl {
   std::vector<int> src_count, src_pos, touched;  // per node / per chunk, reused across calls
   std::vector<int> perm_h, seg_node_h, seg_off_h;
   bool grouped = false;
-  void group_sources(const GraphView& gv) {
+  void group_sources(const Graph& gv) {
     if (grouped) return;
     grouped = true;
-    perm_h.resize(gv.E);
+    perm_h.resize(gv.n_edges());
     seg_node_h.clear();
     seg_off_h.assign(1, 0);
     src_count.assign(gv.n_total, 0);
@@ -672,11 +672,11 @@ struct CudaEngine::Impl {
     std::swap(Xb, Xb_prev);
   }
 
-  EngineResult compute(const GraphView& gv, bool gradients, FeatureExchange<double>* ex) {
+  EngineResult compute(const Graph& gv, bool gradients, FeatureExchange<double>* ex) {
     using clock = std::chrono::steady_clock;
     const auto t0 = clock::now();
     SEZM_CUDA(cudaSetDevice(device));
-    const int N = gv.n_nodes, NT = gv.n_total, E = gv.E;
+    const int N = gv.n_nodes, NT = gv.n_total, E = gv.n_edges();
     if (NT > N && !ex) throw Error("CudaEngine: a graph with ghost nodes needs a feature exchange");
     for (int i = 0; i < NT; ++i)
       if (gv.types[i] < 0 || gv.types[i] >= d.ntypes)
@@ -685,11 +685,11 @@ struct CudaEngine::Impl {
     grouped = false;
     // graph upload (the source grouping follows in group_sources)
     track(src); track(dst); track(off); track(types); track(perm); track(seg_node); track(seg_off); track(vec);
-    src.upload(gv.src, E, s);
-    dst.upload(gv.dst, E, s);
-    off.upload(gv.dst_offsets, N + 1, s);
-    types.upload(gv.types, NT, s);
-    vec.upload(gv.vec, 3 * static_cast<size_t>(E), s);
+    src.upload(gv.src.data(), E, s);
+    dst.upload(gv.dst.data(), E, s);
+    off.upload(gv.dst_offsets.data(), N + 1, s);
+    types.upload(gv.types.data(), NT, s);
+    vec.upload(gv.vec.data(), 3 * static_cast<size_t>(E), s);
 
     const size_t Er = static_cast<size_t>(E), W = static_cast<size_t>(d.L + 1) * d.C;
     const size_t nodeW = static_cast<size_t>(d.D) * d.C, nodeWw = static_cast<size_t>(d.D) * d.Cw;
@@ -872,8 +872,12 @@ struct CudaEngine::Impl {
 
 CudaEngine::CudaEngine(const ModelW<double>& w, int device, CudaMode mode) : impl_(new Impl(w, device, mode)) {}
 CudaEngine::~CudaEngine() = default;
+std::string CudaEngine::description() const {
+  return "CUDA device " + std::to_string(impl_->device) + " (" + impl_->name + "), mode " +
+         cuda_mode_name(impl_->mode) + ", " + std::to_string(impl_->effective_chunk_edges()) + " edges per chunk";
+}
 const ModelConfig& CudaEngine::config() const { return impl_->cfg; }
-EngineResult CudaEngine::compute(const GraphView& g, bool gradients, FeatureExchange<double>* ex) {
+EngineResult CudaEngine::compute(const Graph& g, bool gradients, FeatureExchange<double>* ex) {
   return impl_->compute(g, gradients, ex);
 }
 void CudaEngine::set_chunk_edges(int n) { impl_->chunk_edges = n > 0 ? n : 0; }
