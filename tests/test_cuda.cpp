@@ -325,9 +325,11 @@ TEST(EngineFactory, CpuEngineIsTheReference) {
   const sezm::Evaluation a = sezm::make_evaluation(g, engine->compute(g, true), true, false);
   const sezm::Evaluation b = sezm::Potential::load(path).evaluate(c.coords.data(), c.types.data(), c.natoms,
                                                                   c.cell.data(), true);
-  EXPECT_EQ(a.energy, b.energy);
-  EXPECT_EQ(a.forces, b.forces);
-  EXPECT_EQ(a.virial, b.virial);
+  // Not bit for bit: with several OpenMP threads the CPU backward's per-thread sums are not in a
+  // fixed order from call to call (nor were they before the factory).
+  EXPECT_NEAR(a.energy, b.energy, 1e-12 * std::fabs(a.energy));
+  EXPECT_LE(max_diff(a.forces, b.forces), 1e-12 * max_abs(a.forces));
+  EXPECT_LE(max_diff(a.virial, b.virial), 1e-12 * max_abs(a.virial));
 }
 
 }  // namespace
