@@ -14,8 +14,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <functional>
-#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -24,12 +22,9 @@
 #include <omp.h>
 #endif
 
+#include "api/potential.h"
 #include "common/error.h"
-#include "model/potential.h"
 #include "neighbor/neighbor_list.h"
-#ifdef SEZM_HAVE_CUDA
-#include "sezm_cuda.h"
-#endif
 
 namespace {
 
@@ -76,7 +71,13 @@ int main(int argc, char** argv) {
   threads = 1;
 #endif
   try {
-    const sezm::Potential pot = sezm::Potential::load(model);
+    if (device != "cpu" && device != "cuda") throw sezm::Error("unknown device '" + device + "' (cpu or cuda)");
+    sezm::EngineOptions opt;
+    opt.device = device == "cuda" ? sezm::Device::kCuda : sezm::Device::kCpu;
+    opt.gpu = gpu;
+    opt.mode = mode == "fast" ? sezm::CudaMode::kFast : sezm::CudaMode::kLean;
+    opt.chunk_edges = chunk;
+    const sezm::Potential pot = sezm::Potential::load(model, opt);
     std::vector<std::array<double, 3>> basis;
     if (lattice == "diamond") {
       basis = {{0, 0, 0}, {0, .5, .5}, {.5, 0, .5}, {.5, .5, 0}, {.25, .25, .25}, {.25, .75, .75}, {.75, .25, .75}, {.75, .75, .25}};
@@ -107,35 +108,15 @@ int main(int argc, char** argv) {
     std::vector<int> types(n, type);
 
     auto t0 = std::chrono::steady_clock::now();
-    const sezm::EdgeList el = sezm::build_edge_list(pos.data(), n, cell, pot.config().rcut);
+    const sezm::Graph g = sezm::build_graph(pos.data(), types.data(), n, cell, pot.config().rcut);
     const double t_nl = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const sezm::GraphView g = sezm::graph_view(el, types.data());
-    std::function<sezm::EngineResult()> call;
-    std::string dev_desc = "cpu, " + std::to_string(threads) + " threads";
-#ifdef SEZM_HAVE_CUDA
-    std::unique_ptr<sezm::CudaEngine> cuda;
-#endif
-    if (device == "cpu") {
-      call = [&] { return pot.engine().compute(g, true); };
-    } else if (device == "cuda") {
-#ifdef SEZM_HAVE_CUDA
-      cuda = std::make_unique<sezm::CudaEngine>(pot.engine().weights(), gpu,
-                                                mode == "fast" ? sezm::CudaMode::kFast : sezm::CudaMode::kLean);
-      if (chunk > 0) cuda->set_chunk_edges(chunk);
-      call = [&] { return cuda->compute(g, true); };
-      dev_desc = "cuda " + cuda->device_name() + ", mode " + mode + ", chunk " + std::to_string(cuda->chunk_edges());
-#else
-      throw sezm::Error("--device cuda: this build has no CUDA engine");
-#endif
-    } else {
-      throw sezm::Error("unknown device '" + device + "' (cpu or cuda)");
-    }
+    sezm::Engine& engine = pot.engine();
 
     std::vector<double> times, tf, tb;
     double energy = 0;
     for (int r = 0; r < warmup + repeat; ++r) {
       t0 = std::chrono::steady_clock::now();
-      const sezm::EngineResult res = call();
+      const sezm::EngineResult res = engine.compute(g, true);
       std::vector<double> f(3 * static_cast<size_t>(n), 0.0), w(9, 0.0);
       sezm::assemble_forces_virial(g, res.edge_grad.data(), f.data(), w.data(), nullptr);
       const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -152,22 +133,22 @@ int main(int argc, char** argv) {
     };
     const double tm = median(times);
     // Model FLOPs of the SO(2) mixing stacks (forward + input-gradient backward), the figure the
-    // project's targets use (~2.8 MFLOP per edge for the shipped potentials).
+    // project's targets use (2.65 MFLOP per edge for the shipped potentials).
     const sezm::ModelConfig& c = pot.config();
     const double M0 = (c.lmax + 1.0) * c.focus_width(), M1 = 2.0 * c.lmax * c.focus_width();
     const double stack = c.n_focus * (c.mixing_layers * 2.0 * (M0 * M0 + M1 * M1) +
                                       (c.mixing_layers - 1) * 2.0 * c.focus_width() * c.lmax * c.focus_width());
-    const double flops = 2.0 * stack * c.n_blocks * g.E;
+    const int E = g.n_edges();
+    const double flops = 2.0 * stack * c.n_blocks * E;
     std::printf("model %s | %s %d^3 cells, %d atoms, %d edges (%.1f per atom) | device %s\n", model.c_str(),
-                lattice.c_str(), cells, n, g.E, double(g.E) / n, dev_desc.c_str());
+                lattice.c_str(), cells, n, E, double(E) / n, engine.description().c_str());
     std::printf("neighbour search %.3f s | energy+forces+virial: median %.4f s of %d (forward %.4f s, backward %.4f s)"
                 " | %.3g edges/s | %.2f TFLOP/s (stack model flops %.2f MFLOP/edge) | E/atom %.6f eV\n",
-                t_nl, tm, repeat, median(tf), median(tb), g.E / tm, flops / tm * 1e-12, flops / g.E * 1e-6,
+                t_nl, tm, repeat, median(tf), median(tb), E / tm, flops / tm * 1e-12, flops / E * 1e-6,
                 energy / n);
     std::printf("peak host RSS %.2f GiB", peak_rss_gib());
-#ifdef SEZM_HAVE_CUDA
-    if (cuda) std::printf(" | peak device memory (engine buffers) %.3f GiB", cuda->peak_device_bytes() / 1073741824.0);
-#endif
+    if (opt.device != sezm::Device::kCpu)
+      std::printf(" | peak device memory (engine buffers) %.3f GiB", engine.peak_device_bytes() / 1073741824.0);
     std::printf("\n");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sezm-bench: %s\n", e.what());

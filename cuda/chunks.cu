@@ -6,7 +6,7 @@
 
 namespace sezm::cuda {
 
-void ChunkPlan::plan(const HostGraph& g, int limit) {
+void ChunkPlan::plan(const Graph& g, int limit) {
   grouped_ = false;
   chunks.clear();
   int n0 = 0;
@@ -24,10 +24,10 @@ int ChunkPlan::max_edges() const {
   return m;
 }
 
-void ChunkPlan::group_sources(const HostGraph& g, MemCounter* mem, cudaStream_t s, bool report) {
+void ChunkPlan::group_sources(const Graph& g, MemCounter* mem, cudaStream_t s, bool report) {
   if (grouped_) return;
   grouped_ = true;
-  perm_h_.resize(g.E);
+  perm_h_.resize(g.n_edges());
   seg_node_h_.clear();
   seg_off_h_.assign(1, 0);
   src_count_.assign(g.n_total, 0);

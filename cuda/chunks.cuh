@@ -5,16 +5,9 @@
 #include <vector>
 
 #include "cuda_common.cuh"
+#include "graph/graph.h"
 
 namespace sezm::cuda {
-
-// The caller's graph as the engine reads it on the host (GraphView's contract,
-// src/engine/sezm_model.h; CudaEngine::compute fills it).
-struct HostGraph {
-  int n_nodes = 0, n_total = 0, E = 0;
-  const int *src = nullptr, *dst = nullptr, *dst_offsets = nullptr, *types = nullptr;
-  const double* vec = nullptr;
-};
 
 // Centres [n0, n1), their edges [e0, e1), their source segments [s0, s1) (after grouping).
 struct Chunk { int n0, n1, e0, e1, s0, s1; };
@@ -25,14 +18,14 @@ class ChunkPlan {
 
   // Chunks of whole destination segments of at most `limit` edges (a centre with more edges is a
   // chunk alone). Cheap: O(nodes). Forgets the previous call's source grouping.
-  void plan(const HostGraph& g, int limit);
+  void plan(const Graph& g, int limit);
   int max_edges() const;
 
   // Per chunk, its edges grouped by source (a counting sort: stable, so the order within a
   // source segment is the edge order), uploaded on `s`. Only calls with gradients need it; the
   // engine calls it once the first blocks' forward is queued, so it runs while the GPU works.
   // Idempotent within a call. `report`: print the segment counts (SEZM_CUDA_TIMING).
-  void group_sources(const HostGraph& g, MemCounter* mem, cudaStream_t s, bool report);
+  void group_sources(const Graph& g, MemCounter* mem, cudaStream_t s, bool report);
   const int* perm() const { return perm_.data(); }
   const int* seg_node() const { return seg_node_.data(); }
   const int* seg_off() const { return seg_off_.data(); }

@@ -347,17 +347,17 @@ struct CudaEngine::Impl : GraphBuffers, EdgeBuffers, NodeBuffers, NodeScratch, C
 
   // Uploads the graph and sizes every buffer the call needs before the first launch (the
   // per-block node state grows inside the block loop).
-  void prepare_call(const HostGraph& gv, bool gradients) {
-    N = gv.n_nodes; NT = gv.n_total; E = gv.E;
+  void prepare_call(const Graph& gv, bool gradients) {
+    N = gv.n_nodes; NT = gv.n_total; E = gv.n_edges();
     plan.plan(gv, effective_chunk_edges());
     // graph upload (the source grouping follows in group_sources)
     for (DBuf<int>* b : {&src, &dst, &off, &types}) b->set_counter(&mem);
     vec.set_counter(&mem);
-    src.upload(gv.src, E, s);
-    dst.upload(gv.dst, E, s);
-    off.upload(gv.dst_offsets, N + 1, s);
-    types.upload(gv.types, NT, s);
-    vec.upload(gv.vec, 3 * static_cast<size_t>(E), s);
+    src.upload(gv.src.data(), E, s);
+    dst.upload(gv.dst.data(), E, s);
+    off.upload(gv.dst_offsets.data(), N + 1, s);
+    types.upload(gv.types.data(), NT, s);
+    vec.upload(gv.vec.data(), 3 * static_cast<size_t>(E), s);
 
     const size_t Er = static_cast<size_t>(E), W = static_cast<size_t>(d.L + 1) * d.C;
     const size_t nodeW = static_cast<size_t>(d.D) * d.C, nodeWw = static_cast<size_t>(d.D) * d.Cw;
@@ -426,7 +426,7 @@ struct CudaEngine::Impl : GraphBuffers, EdgeBuffers, NodeBuffers, NodeScratch, C
     grow(ybuf, static_cast<size_t>(N) * d.D * d.H);
   }
 
-  EngineResult compute(const HostGraph& gv, bool gradients, FeatureExchange<double>* ex) {
+  EngineResult compute(const Graph& gv, bool gradients, FeatureExchange<double>* ex) {
     using clock = std::chrono::steady_clock;
     const auto t0 = clock::now();
     SEZM_CUDA(cudaSetDevice(device));
@@ -568,15 +568,16 @@ struct CudaEngine::Impl : GraphBuffers, EdgeBuffers, NodeBuffers, NodeScratch, C
   }
 };
 
-// ---- public wrappers: the only lines that know GraphView ----
+// ---- public wrappers ----
 CudaEngine::CudaEngine(const ModelW<double>& w, int device, CudaMode mode) : impl_(new Impl(w, device, mode)) {}
 CudaEngine::~CudaEngine() = default;
 const ModelConfig& CudaEngine::config() const { return impl_->cfg; }
-EngineResult CudaEngine::compute(const GraphView& g, bool gradients, FeatureExchange<double>* ex) {
-  HostGraph h;
-  h.n_nodes = g.n_nodes; h.n_total = g.n_total; h.E = g.E;
-  h.src = g.src; h.dst = g.dst; h.dst_offsets = g.dst_offsets; h.types = g.types; h.vec = g.vec;
-  return impl_->compute(h, gradients, ex);
+std::string CudaEngine::description() const {
+  return "CUDA device " + std::to_string(impl_->device) + " (" + impl_->name + "), mode " +
+         cuda_mode_name(impl_->mode) + ", " + std::to_string(impl_->effective_chunk_edges()) + " edges per chunk";
+}
+EngineResult CudaEngine::compute(const Graph& g, bool gradients, FeatureExchange<double>* ex) {
+  return impl_->compute(g, gradients, ex);
 }
 void CudaEngine::set_chunk_edges(int n) { impl_->chunk_edges = n > 0 ? n : 0; }
 int CudaEngine::chunk_edges() const { return impl_->effective_chunk_edges(); }

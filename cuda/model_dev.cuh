@@ -71,7 +71,7 @@ struct FittingDev {
 // Padded size of the degree mixer's kernel values (K rounded up to 4, for 16-byte loads).
 __host__ __device__ inline int padded_kernel_size(const Dims& d) { return (d.K + 3) / 4 * 4; }
 
-// The graph on the device (GraphView's contract): N centres, NT >= N nodes, E edges grouped by
+// The graph on the device (sezm::Graph's contract, src/graph/graph.h): N centres, NT >= N nodes, E edges grouped by
 // destination (off: N + 1 CSR offsets).
 struct GraphDev {
   int N, NT, E;

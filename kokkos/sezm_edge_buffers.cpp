@@ -13,25 +13,32 @@ void ensure_initialized() {
 }
 
 namespace {
-// Grow-only reallocation; contents are rewritten by every build.
-template <class V>
-bool reserve(V& v, size_t n, const char* label) {
-  if (v.extent(0) >= n) return false;
-  const size_t cap = n + n / 8 + 16;
-  v = V(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), cap);
-  return true;
+// Sizes v to n; capacity only grows (with headroom). Contents are rewritten by every build, so a
+// growth copies nothing. Returns whether it reallocated.
+template <class T>
+bool resize(std::vector<T>& v, size_t n) {
+  const bool grow = v.capacity() < n;
+  if (grow) {
+    v.clear();
+    v.reserve(n + n / 8 + 16);
+  }
+  v.resize(n);
+  return grow;
 }
+IntView view_of(std::vector<int>& v) { return IntView(v.data(), v.size()); }
 }  // namespace
 
 EdgeBuffers::EdgeBuffers() { ensure_initialized(); }
 
-int EdgeBuffers::build(const ListInput& in) {
+const sezm::Graph& EdgeBuffers::build(const ListInput& in) {
   const int nlocal = in.nlocal, nall = in.nall, inum = in.inum;
-  n_nodes_ = nlocal;
-  n_total_ = nall;
-  reallocations_ += reserve(count_, nlocal, "sezm::edge_count");
-  reallocations_ += reserve(offsets_, static_cast<size_t>(nlocal) + 1, "sezm::edge_offsets");
-  reallocations_ += reserve(types_, nall, "sezm::node_types");
+  const int* owner = in.ghost_owner;
+  const int n_total = owner ? nlocal : nall;
+  g_.n_nodes = nlocal;
+  g_.n_total = n_total;
+  reallocations_ += resize(count_, nlocal);
+  reallocations_ += resize(g_.dst_offsets, static_cast<size_t>(nlocal) + 1);
+  reallocations_ += resize(g_.types, n_total);
 
   const double rc2 = in.rcut * in.rcut;
   const double* x = in.x;
@@ -41,10 +48,10 @@ int EdgeBuffers::build(const ListInput& in) {
   const int mask = in.neighmask;
   const int* type = in.type;
   const int* tmap = in.type_map;
-  IntView count = count_, offsets = offsets_, types = types_;
+  IntView count = view_of(count_), offsets = view_of(g_.dst_offsets), types = view_of(g_.types);
 
   // Owned atoms missing from ilist (none for a plain full list) keep zero edges.
-  Kokkos::deep_copy(Kokkos::subview(count, Kokkos::make_pair(0, nlocal)), 0);
+  Kokkos::deep_copy(count, 0);
   // The Debian Kokkos has only the Serial backend: the two passes over the neighbour list (the
   // bulk of the work, ~2.4 M pairs at 4096 diamond atoms) are OpenMP loops over the Views' host
   // data instead. Each centre writes only its own count and edge range, so the result does not
@@ -74,13 +81,13 @@ int EdgeBuffers::build(const ListInput& in) {
         if (i < nlocal) partial += count(i);
       },
       total);
-  n_edges_ = total;
-  reallocations_ += reserve(src_, total, "sezm::edge_src");
-  reallocations_ += reserve(dst_, total, "sezm::edge_dst");
-  reallocations_ += reserve(vec_, total, "sezm::edge_vec");
+  reallocations_ += resize(g_.src, total);
+  reallocations_ += resize(g_.dst, total);
+  reallocations_ += resize(g_.vec, 3 * static_cast<size_t>(total));
 
-  IntView src = src_, dst = dst_;
-  VecView vec = vec_;
+  int* src = g_.src.data();
+  int* dst = g_.dst.data();
+  double* vec = g_.vec.data();
 #pragma omp parallel for schedule(static)
   for (int ii = 0; ii < inum; ++ii) {
     const int i = ilist[ii];
@@ -90,26 +97,28 @@ int EdgeBuffers::build(const ListInput& in) {
     for (int jj = 0; jj < numneigh[i]; ++jj) {
       const int j = jl[jj] & mask;
       if (!within(i, j, dx, dy, dz)) continue;
-      src(e) = j;
-      dst(e) = i;
-      vec(e, 0) = dx;
-      vec(e, 1) = dy;
-      vec(e, 2) = dz;
+      src[e] = owner && j >= nlocal ? owner[j - nlocal] : j;
+      dst[e] = i;
+      vec[3 * static_cast<size_t>(e)] = dx;
+      vec[3 * static_cast<size_t>(e) + 1] = dy;
+      vec[3 * static_cast<size_t>(e) + 2] = dz;
       ++e;
     }
   }
-  // Ghost slots are the LAMMPS indices themselves: a ghost no edge touches still relays its
-  // owner's features to later swaps of the forward communication, so every ghost keeps a row.
+  // With ghosts, ghost slots are the LAMMPS indices themselves: a ghost no edge touches still
+  // relays its owner's features to later swaps of the forward communication, so every ghost
+  // keeps a row.
   Kokkos::parallel_for(
-      "sezm::node_types", Kokkos::RangePolicy<ExecSpace>(0, nall),
+      "sezm::node_types", Kokkos::RangePolicy<ExecSpace>(0, n_total),
       KOKKOS_LAMBDA(const int k) { types(k) = tmap[type[k]]; });
   Kokkos::fence();
-  return total;
+  return g_;
 }
 
 double EdgeBuffers::bytes() const {
-  return sizeof(int) * (count_.extent(0) + offsets_.extent(0) + src_.extent(0) + dst_.extent(0) + types_.extent(0)) +
-         sizeof(double) * 3 * vec_.extent(0);
+  return sizeof(int) * (count_.capacity() + g_.dst_offsets.capacity() + g_.src.capacity() + g_.dst.capacity() +
+                        g_.types.capacity()) +
+         sizeof(double) * g_.vec.capacity();
 }
 
 }  // namespace sezm_kk

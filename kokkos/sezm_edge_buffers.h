@@ -1,19 +1,22 @@
 #pragma once
-// Kokkos host layer: LAMMPS full neighbour list -> the engines' edge buffers (edge contract of
-// src/neighbor/neighbor_list.h: dst = owned centre, src = owned or ghost neighbour, vec = x[src]
-// - x[dst], CSR by dst). Knows nothing of LAMMPS types: it reads raw list arrays, so the same
-// code can later read NeighListKokkos views on a device by changing the space aliases.
+// Kokkos host layer: LAMMPS full neighbour list -> the engines' sezm::Graph (contract of
+// src/graph/graph.h: dst = owned centre, src = owned or ghost neighbour, vec = x[src] - x[dst],
+// CSR by dst). Knows nothing of LAMMPS types: it reads raw list arrays, so the same code can
+// later read NeighListKokkos views on a device by changing the space aliases.
 //
 // Written against Kokkos 3.4 (Debian, Serial) and Kokkos 4: no deprecated 3.x calls, explicit
 // execution/memory spaces, allocation through view_alloc.
 #include <Kokkos_Core.hpp>
+#include <vector>
+
+#include "graph/graph.h"
 
 namespace sezm_kk {
 
 using ExecSpace = Kokkos::DefaultHostExecutionSpace;
 using MemSpace = Kokkos::HostSpace;
-using IntView = Kokkos::View<int*, Kokkos::LayoutRight, MemSpace>;
-using VecView = Kokkos::View<double* [3], Kokkos::LayoutRight, MemSpace>;
+// The graph owns its arrays (std::vector); the Kokkos loops see them through unmanaged views.
+using IntView = Kokkos::View<int*, Kokkos::LayoutRight, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 
 // Starts Kokkos once per process when nobody else (e.g. a KOKKOS-enabled LAMMPS) did.
 void ensure_initialized();
@@ -29,30 +32,28 @@ struct ListInput {
   const int* type_map = nullptr;  // LAMMPS type -> model type index (-1: unmapped)
   int nlocal = 0, nall = 0;
   double rcut = 0.0;
+  // One rank: ghost_owner[g] is the owned atom that ghost nlocal + g is a periodic image of
+  // (nall - nlocal entries, found by the caller with its own communication). Given, every edge
+  // source is written as its owned atom and the graph has no ghosts (n_total = nlocal): the
+  // standalone periodic graph, with no feature exchange and no node work on ghosts. nullptr:
+  // sources stay LAMMPS indices and ghosts are nodes (several ranks).
+  const int* ghost_owner = nullptr;
 };
 
 class EdgeBuffers {
  public:
   EdgeBuffers();
-  // Counts, scans and fills the CSR for this step. Capacity only grows (by 1/8 headroom), so
-  // steady-state steps allocate nothing. Returns the number of edges.
-  int build(const ListInput& in);
+  // Counts, scans and fills the graph for this step. Capacity only grows (by 1/8 headroom), so
+  // steady-state steps allocate nothing. The graph stays valid until the next build.
+  const sezm::Graph& build(const ListInput& in);
 
-  int n_edges() const { return n_edges_; }
-  int n_nodes() const { return n_nodes_; }  // centres = owned atoms, rows [0, nlocal)
-  int n_total() const { return n_total_; }  // owned + ghosts; ghost slot = LAMMPS index
-  const int* src() const { return src_.data(); }
-  const int* dst() const { return dst_.data(); }
-  const int* offsets() const { return offsets_.data(); }
-  const double* vec() const { return vec_.data(); }
-  const int* types() const { return types_.data(); }
+  const sezm::Graph& graph() const { return g_; }
   long reallocations() const { return reallocations_; }
   double bytes() const;
 
  private:
-  IntView count_, offsets_, src_, dst_, types_;
-  VecView vec_;
-  int n_edges_ = 0, n_nodes_ = 0, n_total_ = 0;
+  std::vector<int> count_;  // edges per owned centre
+  sezm::Graph g_;
   long reallocations_ = 0;
 };
 

@@ -7,30 +7,18 @@
 #include <tuple>
 #include <vector>
 
-#include "engine/sezm_model.h"
-#include "neighbor/neighbor_list.h"
+#include "engine/engine.h"
+#include "graph/graph.h"
 
 namespace sezm_test {
 
-struct GhostGraph {
-  int n_nodes = 0, n_total = 0;
-  std::vector<int> src, dst, dst_offsets, types, owner;  // owner[g - n_nodes] for ghosts
-  std::vector<double> vec;
-  sezm::GraphView view() const {
-    sezm::GraphView g;
-    g.n_nodes = n_nodes;
-    g.n_total = n_total;
-    g.E = static_cast<int>(src.size());
-    g.src = src.data();
-    g.dst = dst.data();
-    g.dst_offsets = dst_offsets.data();
-    g.vec = vec.data();
-    g.types = types.data();
-    return g;
-  }
+struct GhostGraph : sezm::Graph {
+  std::vector<int> owner;  // owner[g - n_nodes] for ghosts
+  const sezm::Graph& view() const { return *this; }
 };
 
-inline GhostGraph make_ghost_graph(const sezm::EdgeList& el, const double* pos, const int* types) {
+// el: a standalone graph (no ghosts) of the atoms at pos, with their types.
+inline GhostGraph make_ghost_graph(const sezm::Graph& el, const double* pos, const int* types) {
   GhostGraph gg;
   gg.n_nodes = el.n_nodes;
   gg.src = el.src;
@@ -39,7 +27,7 @@ inline GhostGraph make_ghost_graph(const sezm::EdgeList& el, const double* pos, 
   gg.vec = el.vec;
   gg.types.assign(types, types + el.n_nodes);
   std::map<std::tuple<int, long, long, long>, int> ghosts;
-  for (size_t e = 0; e < el.size(); ++e) {
+  for (size_t e = 0; e < el.src.size(); ++e) {
     const int i = el.dst[e], j = el.src[e];
     double sh[3];
     bool image = false;

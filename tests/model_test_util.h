@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "model/potential.h"
+#include "api/potential.h"
 #include "ref_data.h"
 #include "test_util.h"
 

@@ -29,6 +29,7 @@
 #include "engine/radial_mlp.h"
 #include "engine/readout.h"
 #include "engine/so2_convolution.h"
+#include "graph/graph.h"
 #include "io/checkpoint.h"
 #include "model/config.h"
 #include "model/weights.h"
@@ -107,11 +108,11 @@ void check_grad(const std::string& what, double* x, size_t n, const std::functio
 }
 
 // A small random graph: 3 centres, 1 ghost (a possible source only), edges CSR by destination.
-struct Graph {
+struct RandomGraph {
   int N = 3, NT = 4, E = 22;
   std::vector<int> src, dst, off, types;
   V vec;
-  EdgeTopology t;
+  sezm::Graph t;
   EdgeGeometry<double> geo;
   void build(const ModelW<double>& w, unsigned seed) {
     std::mt19937 g(seed);
@@ -136,7 +137,13 @@ struct Graph {
       const double n = std::sqrt(dot(u.data(), u.data(), 3)), r = len(g);
       for (double c : u) vec.push_back(c / n * r);
     }
-    t = EdgeTopology{N, NT, E, src.data(), dst.data(), off.data(), types.data()};
+    t.n_nodes = N;
+    t.n_total = NT;
+    t.src = src;
+    t.dst = dst;
+    t.dst_offsets = off;
+    t.vec = vec;
+    t.types = types;
     edge_geometry_forward(w, vec.data(), E, geo);
   }
 };
@@ -151,7 +158,7 @@ class ComponentBackward : public testing::TestWithParam<std::string> {
   const ModelConfig& cfg() const { return w_->cfg; }
   std::string tag(const std::string& s) const { return GetParam().substr(0, 8) + " " + s; }
   const ModelW<double>* w_ = nullptr;
-  Graph gr_;
+  RandomGraph gr_;
   std::mt19937 rng_{42};
 };
 

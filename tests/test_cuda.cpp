@@ -14,7 +14,10 @@
 #include "ghost_graph.h"
 #include "io/checkpoint.h"
 #include "model/weights.h"
-#include "model/potential.h"
+#include "api/engine_factory.h"
+#include "api/potential.h"
+#include "engine/sezm_model.h"
+#include "neighbor/neighbor_list.h"
 #include "ref_data.h"
 #include "test_util.h"
 #ifdef SEZM_HAVE_CUDA
@@ -84,9 +87,8 @@ TEST_P(CudaReference, MatchesCpuFloat64AndDeepmd) {
   sezm::CudaEngine gpu(w32, 0, cuda_mode(mode));
   for (const auto& c : ref.configs) {
     SCOPED_TRACE(c.name);
-    const sezm::EdgeList el =
-        sezm::build_edge_list(c.coords.data(), c.natoms, c.periodic ? c.cell.data() : nullptr, cfg.rcut);
-    const sezm::GraphView g = sezm::graph_view(el, c.types.data());
+    const sezm::Graph g =
+        sezm::build_graph(c.coords.data(), c.types.data(), c.natoms, c.periodic ? c.cell.data() : nullptr, cfg.rcut);
     const sezm::Evaluation ref32 = sezm::make_evaluation(g, cpu.compute(g, true), true, false);
     const double e_round = std::fabs(ref32.energy - cpu_exact.compute(g, false).energy) / std::fabs(c.energy);
     const sezm::Evaluation dev = sezm::make_evaluation(g, gpu.compute(g, true), true, false);
@@ -128,16 +130,16 @@ INSTANTIATE_TEST_SUITE_P(
 #ifdef SEZM_HAVE_CUDA
 // A small periodic reference configuration with its edge list (rcut 6 A).
 struct Small {
-  sezm::Potential pot;
   sezm::test::RefConfig c;
-  sezm::EdgeList el;
-  sezm::GraphView view() const { return sezm::graph_view(el, c.types.data()); }
-  const sezm::ModelW<double>& weights() const { return pot.engine().weights(); }
+  sezm::ModelW<double> w;
+  sezm::Graph el;
+  const sezm::Graph& view() const { return el; }
+  const sezm::ModelW<double>& weights() const { return w; }
 };
 Small small_system() {
-  Small s{sezm::Potential::load(sezm_test::data_path("c32_l3_f2_float64.pt")),
-          sezm::test::read_ref(sezm_test::data_path("ref_c32_l3_f2_float64.json")).configs[3], {}};
-  s.el = sezm::build_edge_list(s.c.coords.data(), s.c.natoms, s.c.cell.data(), 6.0);
+  Small s{sezm::test::read_ref(sezm_test::data_path("ref_c32_l3_f2_float64.json")).configs[3], {}, {}};
+  s.w = sezm::load_model_weights(sezm_test::data_path("c32_l3_f2_float64.pt"));
+  s.el = sezm::build_graph(s.c.coords.data(), s.c.types.data(), s.c.natoms, s.c.cell.data(), 6.0);
   return s;
 }
 #endif
@@ -147,7 +149,7 @@ TEST(Cuda, RepeatedRunsAreBitIdentical) {
 #ifdef SEZM_HAVE_CUDA
   const Small s = small_system();
   sezm::CudaEngine gpu(s.weights(), 0, sezm::CudaMode::kLean);
-  const sezm::GraphView g = s.view();
+  const sezm::Graph& g = s.view();
   const sezm::EngineResult a = gpu.compute(g, true), b = gpu.compute(g, true);
   EXPECT_EQ(a.energy, b.energy);
   EXPECT_EQ(a.atom_energy, b.atom_energy);
@@ -165,7 +167,7 @@ TEST(Cuda, FastModeIsBitIdenticalToLean) {
   sezm::CudaEngine fast(s.weights(), 0, sezm::CudaMode::kFast);
   fast.set_chunk_edges(900);  // several chunks: the kept pre-activations are addressed per chunk
   lean.set_chunk_edges(900);
-  const sezm::GraphView g = s.view();
+  const sezm::Graph& g = s.view();
   const sezm::EngineResult a = lean.compute(g, true), b = fast.compute(g, true);
   EXPECT_EQ(a.energy, b.energy);
   EXPECT_EQ(a.edge_grad, b.edge_grad);
@@ -183,7 +185,7 @@ TEST_P(CudaModes, SmallChunksAgreeWithOneChunk) {
   sezm::CudaEngine one(s.weights(), 0, cuda_mode(GetParam()));
   sezm::CudaEngine many(s.weights(), 0, cuda_mode(GetParam()));
   many.set_chunk_edges(700);
-  const sezm::GraphView g = s.view();
+  const sezm::Graph& g = s.view();
   const sezm::Evaluation a = sezm::make_evaluation(g, one.compute(g, true), true, false);
   const sezm::Evaluation b = sezm::make_evaluation(g, many.compute(g, true), true, false);
   EXPECT_NEAR(a.energy, b.energy, 1e-6 * std::fabs(a.energy));
@@ -200,7 +202,7 @@ TEST_P(CudaModes, EnergyOnlyCallMatchesTheFusedGradientCall) {
   const Small s = small_system();
   sezm::CudaEngine gpu(s.weights(), 0, cuda_mode(GetParam()));
   gpu.set_chunk_edges(700);  // several chunks
-  const sezm::GraphView g = s.view();
+  const sezm::Graph& g = s.view();
   const sezm::EngineResult a = gpu.compute(g, false), b = gpu.compute(g, true);
   EXPECT_EQ(a.energy, b.energy);
   EXPECT_EQ(a.atom_energy, b.atom_energy);
@@ -212,12 +214,12 @@ TEST(Cuda, GhostExchangeReproducesImagesAsEdges) {
 #ifdef SEZM_HAVE_CUDA
   const Small s = small_system();
   sezm::CudaEngine gpu(s.weights(), 0, sezm::CudaMode::kLean);
-  const sezm::EdgeList& el = s.el;
-  const sezm::GraphView plain = s.view();
+  const sezm::Graph& el = s.el;
+  const sezm::Graph& plain = s.view();
   const sezm::Evaluation a = sezm::make_evaluation(plain, gpu.compute(plain, true), true, false);
   const sezm_test::GhostGraph gg = sezm_test::make_ghost_graph(el, s.c.coords.data(), s.c.types.data());
   sezm_test::OwnerExchange<double> ex(gg);
-  const sezm::GraphView gv = gg.view();
+  const sezm::Graph& gv = gg.view();
   const sezm::Evaluation b = sezm::make_evaluation(gv, gpu.compute(gv, true, &ex), true, false);
   EXPECT_NEAR(a.energy, b.energy, 1e-6 * std::fabs(a.energy));
   EXPECT_LE(max_diff(a.forces, sezm_test::fold_forces(gg, b.forces)), 1e-5 * max_abs(a.forces));
@@ -236,7 +238,7 @@ TEST_P(CudaModes, RadialModeNoneWithHiddenProjectionMatchesCpu) {
   const sezm::SezmEngine<double> cpu(w);
   sezm::CudaEngine gpu(w, 0, cuda_mode(GetParam()));
   const Small s = small_system();
-  const sezm::GraphView g = s.view();
+  const sezm::Graph& g = s.view();
   const sezm::Evaluation a = sezm::make_evaluation(g, cpu.compute(g, true), true, false);
   const sezm::Evaluation b = sezm::make_evaluation(g, gpu.compute(g, true), true, false);
   EXPECT_NEAR(b.energy, a.energy, 1e-6 * std::fabs(a.energy));
@@ -254,10 +256,9 @@ TEST_P(CudaModes, ForcesMatchFiniteDifferencesOfGpuEnergy) {
   std::vector<double> x = {0.0, 0.0, 0.0, 1.9, 0.3, -0.2, -0.4, 2.1, 0.5, 1.1, 1.2, 1.9, -1.7, -0.6, 0.9, 2.6, 2.2, 1.0};
   const std::vector<int> t = {0, 1, 0, 1, 0, 0};
   const int n = 6;
-  sezm::CudaEngine gpu(pot.engine().weights(), 0, cuda_mode(GetParam()));
+  sezm::CudaEngine gpu(sezm::load_model_weights(pot.path()), 0, cuda_mode(GetParam()));
   auto eval = [&](const std::vector<double>& p, bool f) {
-    const sezm::EdgeList el = sezm::build_edge_list(p.data(), n, nullptr, pot.config().rcut);
-    const sezm::GraphView g = sezm::graph_view(el, t.data());
+    const sezm::Graph g = sezm::build_graph(p.data(), t.data(), n, nullptr, pot.config().rcut);
     return sezm::make_evaluation(g, gpu.compute(g, f), f, false);
   };
   const sezm::Evaluation ev = eval(x, true);
@@ -282,11 +283,11 @@ TEST(Cuda, NoDeviceIsAnErrorNotAFallback) {
   if (sezm::cuda_device_available(&why)) {
     // With a GPU present, asking for a device that does not exist must fail loudly.
     const sezm::Potential pot = sezm::Potential::load(sezm_test::data_path("c32_l3_f2_float64.pt"));
-    EXPECT_THROW(sezm::CudaEngine(pot.engine().weights(), 999, sezm::CudaMode::kLean), sezm::Error);
+    EXPECT_THROW(sezm::CudaEngine(sezm::load_model_weights(pot.path()), 999, sezm::CudaMode::kLean), sezm::Error);
   } else {
     const sezm::Potential pot = sezm::Potential::load(sezm_test::data_path("c32_l3_f2_float64.pt"));
     try {
-      sezm::CudaEngine e(pot.engine().weights(), 0, sezm::CudaMode::kLean);
+      sezm::CudaEngine e(sezm::load_model_weights(pot.path()), 0, sezm::CudaMode::kLean);
       FAIL() << "constructed a CUDA engine without a usable GPU";
     } catch (const sezm::Error& e) {
       EXPECT_NE(std::string(e.what()).find("device cuda"), std::string::npos) << e.what();
@@ -295,6 +296,40 @@ TEST(Cuda, NoDeviceIsAnErrorNotAFallback) {
 #else
   GTEST_SKIP() << "built without the CUDA engine";
 #endif
+}
+
+// The factory, which every front end uses: device cuda without a usable device (or without the
+// CUDA engine in this build) is an Error naming the device, never a CPU fallback.
+TEST(EngineFactory, CudaWithoutAUsableDeviceIsAnError) {
+  std::string why;
+  if (sezm::cuda_available(&why)) GTEST_SKIP() << "a CUDA device is usable here";
+  sezm::EngineOptions opt;
+  opt.device = sezm::Device::kCuda;
+  try {
+    sezm::make_engine(sezm::load_model_weights(sezm_test::data_path("c32_l3_f2_float64.pt")), opt);
+    FAIL() << "made a CUDA engine without a usable GPU";
+  } catch (const sezm::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("device cuda"), std::string::npos) << e.what();
+  }
+}
+
+TEST(EngineFactory, CpuEngineIsTheReference) {
+  const std::string path = sezm_test::data_path("c32_l3_f2_float64.pt");
+  const auto engine = sezm::make_engine(sezm::load_model_weights(path), sezm::EngineOptions{});
+  EXPECT_EQ(engine->description().rfind("cpu, float64", 0), 0u) << engine->description();
+  EXPECT_EQ(engine->peak_device_bytes(), 0u);
+  EXPECT_EQ(engine->chunk_edges(), 0);
+  // Same numbers as the Potential (which holds a factory engine too) on a reference cell.
+  const auto c = sezm::test::read_ref(sezm_test::data_path("ref_c32_l3_f2_float64.json")).configs[3];
+  const sezm::Graph g = sezm::build_graph(c.coords.data(), c.types.data(), c.natoms, c.cell.data(), engine->config().rcut);
+  const sezm::Evaluation a = sezm::make_evaluation(g, engine->compute(g, true), true, false);
+  const sezm::Evaluation b = sezm::Potential::load(path).evaluate(c.coords.data(), c.types.data(), c.natoms,
+                                                                  c.cell.data(), true);
+  // Not bit for bit: with several OpenMP threads the CPU backward's per-thread sums are not in a
+  // fixed order from call to call (nor were they before the factory).
+  EXPECT_NEAR(a.energy, b.energy, 1e-12 * std::fabs(a.energy));
+  EXPECT_LE(max_diff(a.forces, b.forces), 1e-12 * max_abs(a.forces));
+  EXPECT_LE(max_diff(a.virial, b.virial), 1e-12 * max_abs(a.virial));
 }
 
 }  // namespace

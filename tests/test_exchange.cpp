@@ -7,7 +7,8 @@
 #include <cmath>
 
 #include "ghost_graph.h"
-#include "model/potential.h"
+#include "api/potential.h"
+#include "neighbor/neighbor_list.h"
 #include "ref_data.h"
 #include "test_util.h"
 
@@ -18,14 +19,14 @@ TEST(FeatureExchange, GhostRowsReproduceImagesAsEdges) {
   const auto ref = sezm::test::read_ref(sezm_test::data_path("ref_c32_l3_f2_float64.json"));
   const auto& c = ref.configs[3];  // mixed C/Cu periodic cell
   ASSERT_TRUE(c.periodic);
-  const sezm::EdgeList el = sezm::build_edge_list(c.coords.data(), c.natoms, c.cell.data(), pot.config().rcut);
-  const sezm::GraphView plain = sezm::graph_view(el, c.types.data());
+  const sezm::Graph el = sezm::build_graph(c.coords.data(), c.types.data(), c.natoms, c.cell.data(), pot.config().rcut);
+  const sezm::Graph& plain = el;
   const sezm::Evaluation a = sezm::make_evaluation(plain, pot.engine().compute(plain, true), true, false);
 
   const sezm_test::GhostGraph gg = sezm_test::make_ghost_graph(el, c.coords.data(), c.types.data());
   ASSERT_GT(gg.n_total, gg.n_nodes);  // the cell is periodic: images exist
   sezm_test::OwnerExchange<double> ex(gg);
-  const sezm::GraphView gv = gg.view();
+  const sezm::Graph& gv = gg.view();
   const sezm::Evaluation b = sezm::make_evaluation(gv, pot.engine().compute(gv, true, &ex), true, false);
   const int nb = pot.config().n_blocks;
   EXPECT_EQ(ex.forwards, nb);

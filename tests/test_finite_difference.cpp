@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "model_test_util.h"
+#include "engine/sezm_model.h"
 #include "neighbor/neighbor_list.h"
 
 namespace {
@@ -113,8 +114,7 @@ TEST(FiniteDifferenceVariant, RadialModeNoneWithHiddenProjection) {
   ASSERT_TRUE(w.blocks.at(0).has_radial_hidden_proj);
   const sezm::SezmEngine<double> engine(w);
   auto eval = [&](const System& s, bool forces) {
-    const sezm::EdgeList el = sezm::build_edge_list(s.pos.data(), s.n(), s.cell_ptr(), w.cfg.rcut);
-    const sezm::GraphView g = sezm::graph_view(el, s.types.data());
+    const sezm::Graph g = sezm::build_graph(s.pos.data(), s.types.data(), s.n(), s.cell_ptr(), w.cfg.rcut);
     return sezm::make_evaluation(g, engine.compute(g, forces), forces, false);
   };
   const System s0 = make_system("open5_mixed");

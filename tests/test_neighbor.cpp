@@ -16,11 +16,17 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
-#include "model/potential.h"
+#include "engine/engine.h"
 #include "neighbor/neighbor_list.h"
 
 namespace sezm {
 namespace {
+
+// The search itself is type-blind: these tests give every atom type 0.
+Graph search(const double* pos, int n, const double* cell, double rcut) {
+  const std::vector<int> types(static_cast<size_t>(n), 0);
+  return build_graph(pos, types.data(), n, cell, rcut);
+}
 
 struct Edge {
   int dst, src;
@@ -83,10 +89,10 @@ std::vector<Edge> brute_force(const std::vector<double>& pos, const double* cell
 }
 
 // CSR invariants and the documented within-centre order (src non-decreasing).
-void check_invariants(const EdgeList& el, int n) {
+void check_invariants(const Graph& el, int n) {
   ASSERT_EQ(el.n_nodes, n);
   ASSERT_EQ(el.n_total, n);
-  const size_t e = el.size();
+  const size_t e = el.src.size();
   ASSERT_EQ(el.dst.size(), e);
   ASSERT_EQ(el.vec.size(), 3 * e);
   ASSERT_EQ(el.dst_offsets.size(), static_cast<size_t>(n) + 1);
@@ -105,9 +111,9 @@ void check_invariants(const EdgeList& el, int n) {
   }
 }
 
-std::vector<Edge> edges_of(const EdgeList& el) {
-  std::vector<Edge> out(el.size());
-  for (size_t q = 0; q < el.size(); ++q) {
+std::vector<Edge> edges_of(const Graph& el) {
+  std::vector<Edge> out(el.src.size());
+  for (size_t q = 0; q < el.src.size(); ++q) {
     out[q] = {el.dst[q], el.src[q], {el.vec[3 * q], el.vec[3 * q + 1], el.vec[3 * q + 2]}};
   }
   std::sort(out.begin(), out.end());
@@ -124,9 +130,9 @@ void expect_same_edges(const std::vector<Edge>& got, const std::vector<Edge>& wa
 }
 
 // Build, check invariants, compare with brute force; returns the list for further checks.
-EdgeList check_against_brute_force(const std::vector<double>& pos, const double* cell, double rcut) {
+Graph check_against_brute_force(const std::vector<double>& pos, const double* cell, double rcut) {
   const int n = static_cast<int>(pos.size() / 3);
-  EdgeList el = build_edge_list(pos.data(), n, cell, rcut);
+  Graph el = search(pos.data(), n, cell, rcut);
   check_invariants(el, n);
   expect_same_edges(edges_of(el), brute_force(pos, cell, rcut));
   return el;
@@ -184,10 +190,10 @@ TEST(NeighborList, CellSmallerThanRcutHasManySelfImages) {
   // 2.5 Å slightly sheared cell, rcut 6: several images per axis, ~120 edges per atom.
   const std::array<double, 9> cell{2.5, 0, 0, 0.3, 2.5, 0, -0.2, 0.1, 2.5};
   const std::vector<double> pos = to_cartesian({0.1, 0.2, 0.3, 0.6, 0.55, 0.8}, cell);
-  const EdgeList el = check_against_brute_force(pos, cell.data(), 6.0);
+  const Graph el = check_against_brute_force(pos, cell.data(), 6.0);
   int self_images = 0;
-  for (size_t q = 0; q < el.size(); ++q) self_images += el.src[q] == el.dst[q];
-  EXPECT_GT(el.size(), 200u);
+  for (size_t q = 0; q < el.src.size(); ++q) self_images += el.src[q] == el.dst[q];
+  EXPECT_GT(el.src.size(), 200u);
   EXPECT_GT(self_images, 100);
 }
 
@@ -205,10 +211,10 @@ TEST(NeighborList, OpenClusterWithIsolatedAtom) {
   for (double& x : pos) x = u(rng);
   pos.insert(pos.end(), {60.0, -40.0, 100.0});  // isolated, and stretches the bounding box
   const int isolated = 20;
-  const EdgeList el = check_against_brute_force(pos, nullptr, 5.0);
+  const Graph el = check_against_brute_force(pos, nullptr, 5.0);
   EXPECT_EQ(el.dst_offsets[isolated], el.dst_offsets[isolated + 1]);
   EXPECT_EQ(std::count(el.src.begin(), el.src.end(), isolated), 0);
-  EXPECT_GT(el.size(), 0u);
+  EXPECT_GT(el.src.size(), 0u);
 }
 
 TEST(NeighborList, DenseOpenClusterMatchesBruteForce) {
@@ -223,20 +229,20 @@ TEST(NeighborList, DenseOpenClusterMatchesBruteForce) {
 TEST(NeighborList, EmptyAndSingleAtom) {
   const std::array<double, 9> cell{3, 0, 0, 0, 3, 0, 0, 0, 3};
   for (const double* c : {static_cast<const double*>(nullptr), cell.data()}) {
-    const EdgeList el = build_edge_list(nullptr, 0, c, 6.0);
+    const Graph el = search(nullptr, 0, c, 6.0);
     EXPECT_EQ(el.n_nodes, 0);
-    EXPECT_EQ(el.size(), 0u);
+    EXPECT_EQ(el.src.size(), 0u);
     EXPECT_EQ(el.dst_offsets, std::vector<int>{0});
   }
   const double one[3] = {1.0, 2.0, 3.0};
-  EXPECT_EQ(build_edge_list(one, 1, nullptr, 6.0).size(), 0u);
+  EXPECT_EQ(search(one, 1, nullptr, 6.0).src.size(), 0u);
   check_against_brute_force({1.0, 2.0, 3.0}, cell.data(), 6.0);  // only self-images
 }
 
 TEST(NeighborList, DiamondNeighbourCounts) {
   std::array<double, 9> cell;
   const std::vector<double> pos = diamond(3.567, 1, &cell);
-  const EdgeList el = check_against_brute_force(pos, cell.data(), 6.0);
+  const Graph el = check_against_brute_force(pos, cell.data(), 6.0);
   const std::vector<Edge> ref = brute_force(pos, cell.data(), 6.0);
   for (int i = 0; i < 8; ++i) {
     const auto want = std::count_if(ref.begin(), ref.end(), [i](const Edge& e) { return e.dst == i; });
@@ -249,14 +255,14 @@ TEST(NeighborList, LargeDiamondSupercellIsFastAndConsistent) {
   // cell (the supercell is wider than 2·rcut), and the build must be quick.
   std::array<double, 9> small_cell, cell;
   const std::vector<double> small = diamond(3.567, 1, &small_cell);
-  const EdgeList ref = build_edge_list(small.data(), 8, small_cell.data(), 6.0);
+  const Graph ref = search(small.data(), 8, small_cell.data(), 6.0);
   const std::vector<double> pos = diamond(3.567, 8, &cell);
   const auto t0 = std::chrono::steady_clock::now();
-  const EdgeList el = build_edge_list(pos.data(), 4096, cell.data(), 6.0);
+  const Graph el = search(pos.data(), 4096, cell.data(), 6.0);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  std::cout << "[ timing   ] 4096-atom diamond, rcut 6: " << el.size() << " edges in " << ms << " ms\n";
+  std::cout << "[ timing   ] 4096-atom diamond, rcut 6: " << el.src.size() << " edges in " << ms << " ms\n";
   check_invariants(el, 4096);
-  ASSERT_EQ(el.size(), 512 * ref.size());
+  ASSERT_EQ(el.src.size(), 512 * ref.src.size());
   for (int i = 0; i < 4096; ++i) {
     EXPECT_EQ(el.dst_offsets[i + 1] - el.dst_offsets[i], ref.dst_offsets[i % 8 + 1] - ref.dst_offsets[i % 8]);
   }
@@ -269,16 +275,15 @@ TEST(ForceAssembly, LargeGraphMatchesPlainSums) {
   std::array<double, 9> cell;
   const std::vector<double> pos = diamond(3.567, 4, &cell);
   const int n = static_cast<int>(pos.size() / 3);
-  const EdgeList el = build_edge_list(pos.data(), n, cell.data(), 6.0);
-  ASSERT_GE(el.size(), 65536u);
-  const std::vector<int> types(n, 0);
-  const GraphView g = graph_view(el, types.data());
+  const Graph el = search(pos.data(), n, cell.data(), 6.0);
+  ASSERT_GE(el.src.size(), 65536u);
+  const Graph& g = el;
   std::mt19937_64 rng(7);
   std::uniform_real_distribution<double> u(-1.0, 1.0);
-  std::vector<double> ge(3 * static_cast<size_t>(g.E));
+  std::vector<double> ge(3 * static_cast<size_t>(g.n_edges()));
   for (double& x : ge) x = u(rng);
   std::vector<double> f_ref(3 * static_cast<size_t>(n), 0.0), w_ref(9, 0.0);
-  for (int e = 0; e < g.E; ++e)
+  for (int e = 0; e < g.n_edges(); ++e)
     for (int k = 0; k < 3; ++k) {
       f_ref[3 * g.dst[e] + k] += ge[3 * e + k];
       f_ref[3 * g.src[e] + k] -= ge[3 * e + k];
@@ -309,14 +314,14 @@ TEST(NeighborList, TranslationAndPermutationInvariance) {
   std::vector<double> frac(3 * 12);
   for (double& f : frac) f = u(rng);
   const std::vector<double> pos = to_cartesian(frac, cell);
-  const EdgeList base = build_edge_list(pos.data(), 12, cell.data(), 5.0);
+  const Graph base = search(pos.data(), 12, cell.data(), 5.0);
 
   // Translating every atom by a lattice vector keeps each pair's shift, hence order and vec.
   std::vector<double> moved = pos;
   for (size_t i = 0; i < 12; ++i) {
     for (int k = 0; k < 3; ++k) moved[3 * i + k] += cell[k] - 2 * cell[3 + k] + cell[6 + k];
   }
-  const EdgeList t = build_edge_list(moved.data(), 12, cell.data(), 5.0);
+  const Graph t = search(moved.data(), 12, cell.data(), 5.0);
   ASSERT_EQ(t.src, base.src);
   ASSERT_EQ(t.dst, base.dst);
   for (size_t q = 0; q < base.vec.size(); ++q) ASSERT_NEAR(t.vec[q], base.vec[q], 1e-12);
@@ -332,7 +337,7 @@ TEST(NeighborList, TranslationAndPermutationInvariance) {
   std::vector<Edge> relabelled = edges_of(base);
   for (Edge& e : relabelled) e = {perm[e.dst], perm[e.src], e.vec};
   std::sort(relabelled.begin(), relabelled.end());
-  const EdgeList p = build_edge_list(permuted.data(), 12, cell.data(), 5.0);
+  const Graph p = search(permuted.data(), 12, cell.data(), 5.0);
   check_invariants(p, 12);
   expect_same_edges(edges_of(p), relabelled);
 }
@@ -343,18 +348,18 @@ TEST(NeighborList, RejectsBadInput) {
   const double zero[9] = {};
   const double cell[9] = {3, 0, 0, 0, 3, 0, 0, 0, 3};
   const double nan_pos[6] = {0, 0, 0, 1, std::nan(""), 1};
-  EXPECT_THROW(build_edge_list(pos, 2, flat, 6.0), Error);
-  EXPECT_THROW(build_edge_list(pos, 2, zero, 6.0), Error);
-  EXPECT_THROW(build_edge_list(nan_pos, 2, cell, 6.0), Error);
-  EXPECT_THROW(build_edge_list(nan_pos, 2, nullptr, 6.0), Error);
-  EXPECT_THROW(build_edge_list(pos, 2, cell, 0.0), Error);
-  EXPECT_THROW(build_edge_list(pos, 2, cell, INFINITY), Error);
+  EXPECT_THROW(search(pos, 2, flat, 6.0), Error);
+  EXPECT_THROW(search(pos, 2, zero, 6.0), Error);
+  EXPECT_THROW(search(nan_pos, 2, cell, 6.0), Error);
+  EXPECT_THROW(search(nan_pos, 2, nullptr, 6.0), Error);
+  EXPECT_THROW(search(pos, 2, cell, 0.0), Error);
+  EXPECT_THROW(search(pos, 2, cell, INFINITY), Error);
   const double needle[9] = {0.01, 0, 0, 0, 0.01, 0, 0, 0, 0.01};  // ~10^9 images within rcut
-  EXPECT_THROW(build_edge_list(pos, 2, needle, 6.0), Error);
+  EXPECT_THROW(search(pos, 2, needle, 6.0), Error);
   const double far[6] = {0, 0, 0, 3e7, 0, 0};  // 10^7 cell lengths away
-  EXPECT_THROW(build_edge_list(far, 2, cell, 6.0), Error);
+  EXPECT_THROW(search(far, 2, cell, 6.0), Error);
   try {
-    build_edge_list(pos, 2, flat, 6.0);
+    search(pos, 2, flat, 6.0);
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("singular"), std::string::npos) << e.what();
   }

@@ -25,7 +25,7 @@ struct AttentionState {
 
 // q, k for every node (sources may be ghosts) and the output gate for the centres.
 template <class T>
-void attention_node_forward(const ModelW<T>& w, const BlockW<T>& bw, const EdgeTopology& t, const T* H,
+void attention_node_forward(const ModelW<T>& w, const BlockW<T>& bw, const Graph& t, const T* H,
                             AttentionState<T>& a) {
   const int F = w.cfg.n_focus, Cf = w.cfg.focus_width(), Cw = w.cfg.wide(), D = w.cfg.n_coeff();
   a.q.resize(t.n_total, F * Cf);
@@ -53,11 +53,11 @@ void attention_node_forward(const ModelW<T>& w, const BlockW<T>& bw, const EdgeT
 // Logits and the envelope-gated softmax (02 §4.1–4.2), in the reference's shifted form.
 // Rhat0 (E, Cw): the hidden-projected l = 0 radial features.
 template <class T>
-void attention_softmax_forward(const ModelW<T>& w, const BlockW<T>& bw, const EdgeTopology& t, const T* env,
+void attention_softmax_forward(const ModelW<T>& w, const BlockW<T>& bw, const Graph& t, const T* env,
                                const Mat<T>& Rhat0, AttentionState<T>& a) {
   const int F = w.cfg.n_focus, Cf = w.cfg.focus_width();
   const T scale = T(1) / std::sqrt(T(Cf));
-  a.alpha.resize(t.E, F);
+  a.alpha.resize(t.n_edges(), F);
   std::vector<T> eff;
   for (int n = 0; n < t.n_nodes; ++n) {
     const int e0 = t.dst_offsets[n], e1 = t.dst_offsets[n + 1];
@@ -89,7 +89,7 @@ void attention_softmax_forward(const ModelW<T>& w, const BlockW<T>& bw, const Ed
 // alpha_bar (rows relative to e0). Accumulates q_bar (centres), k_bar (sources), the l = 0
 // radial-feature adjoint Rhat0_bar (rows relative to e0) and env_bar.
 template <class T>
-void attention_softmax_backward(const ModelW<T>& w, const BlockW<T>& bw, const EdgeTopology& t, const T* env,
+void attention_softmax_backward(const ModelW<T>& w, const BlockW<T>& bw, const Graph& t, const T* env,
                                 const AttentionState<T>& a, int e0, int e1, const Mat<T>& alpha_bar,
                                 Mat<T>& q_bar, Mat<T>& k_bar, Mat<T>& Rhat0_bar, T* env_bar) {
   const int F = w.cfg.n_focus, Cf = w.cfg.focus_width();
@@ -116,7 +116,7 @@ void attention_softmax_backward(const ModelW<T>& w, const BlockW<T>& bw, const E
 
 // q_bar, k_bar (n_total) and gamma_bar (n_nodes) -> H_bar[n, (0,0), :].
 template <class T>
-void attention_node_backward(const ModelW<T>& w, const BlockW<T>& bw, const EdgeTopology& t, const T* H,
+void attention_node_backward(const ModelW<T>& w, const BlockW<T>& bw, const Graph& t, const T* H,
                              const AttentionState<T>& a, const Mat<T>& q_bar, const Mat<T>& k_bar,
                              const Mat<T>& gamma_bar, T* H_bar) {
   const int F = w.cfg.n_focus, Cf = w.cfg.focus_width(), Cw = w.cfg.wide(), D = w.cfg.n_coeff();

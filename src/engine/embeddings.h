@@ -11,22 +11,15 @@
 #include "engine/edge_geometry.h"
 #include "engine/linalg.h"
 #include "engine/norms.h"
+#include "graph/graph.h"
 #include "model/weights.h"
 
 namespace sezm {
 
-struct EdgeTopology {
-  int n_nodes = 0, n_total = 0, E = 0;
-  const int* src = nullptr;
-  const int* dst = nullptr;
-  const int* dst_offsets = nullptr;  // n_nodes + 1
-  const int* types = nullptr;        // n_total
-};
-
 constexpr double kDegreeFloor = 0.25;  // version_tensor 1.1
 
 template <class T>
-void degree_forward(const EdgeTopology& t, const EdgeGeometry<T>& g, std::vector<T>& isd) {
+void degree_forward(const Graph& t, const EdgeGeometry<T>& g, std::vector<T>& isd) {
   isd.assign(t.n_nodes, T(0));
   for (int n = 0; n < t.n_nodes; ++n) {
     T deg = 0;
@@ -37,7 +30,7 @@ void degree_forward(const EdgeTopology& t, const EdgeGeometry<T>& g, std::vector
 
 // env_bar_e += 2 env_e d(deg)/... from isd_bar.
 template <class T>
-void degree_backward(const EdgeTopology& t, const EdgeGeometry<T>& g, const std::vector<T>& isd,
+void degree_backward(const Graph& t, const EdgeGeometry<T>& g, const std::vector<T>& isd,
                      const std::vector<T>& isd_bar, std::vector<T>& env_bar) {
   for (int n = 0; n < t.n_nodes; ++n) {
     const T deg_bar = T(-0.5) * isd[n] * isd[n] * isd[n] * isd_bar[n];
@@ -47,10 +40,10 @@ void degree_backward(const EdgeTopology& t, const EdgeGeometry<T>& g, const std:
 
 // tf (E, C) = T[t_src] + T[t_dst]; no geometry, so no backward.
 template <class T>
-void edge_type_features(const ModelW<T>& w, const EdgeTopology& t, Mat<T>& tf) {
+void edge_type_features(const ModelW<T>& w, const Graph& t, Mat<T>& tf) {
   const int C = w.cfg.channels;
-  tf.resize(t.E, C);
-  for (int e = 0; e < t.E; ++e)
+  tf.resize(t.n_edges(), C);
+  for (int e = 0; e < t.n_edges(); ++e)
     tf.row(e) = w.type_embedding.row(t.types[t.src[e]]) + w.type_embedding.row(t.types[t.dst[e]]);
 }
 
@@ -68,10 +61,10 @@ struct EnvSeedCache {
 };
 
 template <class T>
-void env_seed_forward(const ModelW<T>& w, const EdgeTopology& t, const EdgeGeometry<T>& geo,
+void env_seed_forward(const ModelW<T>& w, const Graph& t, const EdgeGeometry<T>& geo,
                       const std::vector<T>& isd, T* x0, EnvSeedCache<T>& c) {
   const ModelConfig& cfg = w.cfg;
-  const int E = t.E, N = t.n_nodes, C = cfg.channels;
+  const int E = t.n_edges(), N = t.n_nodes, C = cfg.channels;
   const int ro = cfg.es_rbf_out(), td = cfg.es_type_dim(), emb = cfg.es_embed(), ax = cfg.es_axis();
   c.p1.noalias() = view(geo.rbf.data(), E, geo.nr) * w.es_proj1;
   Mat<T> gin(E, cfg.es_g_in());
@@ -116,11 +109,11 @@ void env_seed_forward(const ModelW<T>& w, const EdgeTopology& t, const EdgeGeome
 
 // From x0_bar (N, C): accumulates isd_bar, rbf_bar and the direct edge-vector adjoint.
 template <class T>
-void env_seed_backward(const ModelW<T>& w, const EdgeTopology& t, const EdgeGeometry<T>& geo,
+void env_seed_backward(const ModelW<T>& w, const Graph& t, const EdgeGeometry<T>& geo,
                        const std::vector<T>& isd, const EnvSeedCache<T>& c, const T* x0_bar,
                        std::vector<T>& isd_bar, EdgeGeometryGrad<T>& gb) {
   const ModelConfig& cfg = w.cfg;
-  const int E = t.E, N = t.n_nodes, C = cfg.channels;
+  const int E = t.n_edges(), N = t.n_nodes, C = cfg.channels;
   const int ro = cfg.es_rbf_out(), emb = cfg.es_embed(), ax = cfg.es_axis();
   Mat<T> g_bar = Mat<T>::Zero(E, emb), seed_bar(E, 4);
   std::vector<T> sn(C), hn(C), sn_bar(C), hn_bar(C);
@@ -180,7 +173,7 @@ void env_seed_backward(const ModelW<T>& w, const EdgeTopology& t, const EdgeGeom
 // ---------------------------------------------------------------------------------------------
 // GIE: rows l >= 1 of X0 (N, D, C) from the enveloped radial features rho (E, L+1, C).
 template <class T>
-void gie_forward(const EdgeTopology& t, const EdgeGeometry<T>& geo, const std::vector<T>& isd, const T* rho,
+void gie_forward(const Graph& t, const EdgeGeometry<T>& geo, const std::vector<T>& isd, const T* rho,
                  int C, T* X0) {
   const int L = geo.L, D = (L + 1) * (L + 1);
   for (int n = 0; n < t.n_nodes; ++n) {
@@ -199,7 +192,7 @@ void gie_forward(const EdgeTopology& t, const EdgeGeometry<T>& geo, const std::v
 }
 
 template <class T>
-void gie_backward(const EdgeTopology& t, const EdgeGeometry<T>& geo, const std::vector<T>& isd, const T* rho,
+void gie_backward(const Graph& t, const EdgeGeometry<T>& geo, const std::vector<T>& isd, const T* rho,
                   int C, const T* X0, const T* X0_bar, std::vector<T>& isd_bar, T* rho_bar, EdgeGeometryGrad<T>& gb) {
   const int L = geo.L, D = (L + 1) * (L + 1);
   for (int n = 0; n < t.n_nodes; ++n) {

@@ -10,9 +10,7 @@
 // backward recomputes each tile's value path on the fly.
 #include <vector>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "engine/threads.h"
 
 #include "engine/attention.h"
 #include "engine/ffn.h"
@@ -21,29 +19,14 @@
 
 namespace sezm {
 
-inline int engine_threads() {
-#ifdef _OPENMP
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
-}
-inline int engine_thread_id() {
-#ifdef _OPENMP
-  return omp_get_thread_num();
-#else
-  return 0;
-#endif
-}
-
 // Tiles of whole destination segments with about `target` edges each.
-inline std::vector<int> make_edge_tiles(const EdgeTopology& t, int target = 256) {
+inline std::vector<int> make_edge_tiles(const Graph& t, int target = 256) {
   std::vector<int> b{0};
   for (int n = 0; n < t.n_nodes; ++n) {
     const int end = t.dst_offsets[n + 1];
     if (end - b.back() >= target || n + 1 == t.n_nodes) b.push_back(end);
   }
-  if (b.back() != t.E) b.push_back(t.E);
+  if (b.back() != t.n_edges()) b.push_back(t.n_edges());
   return b;
 }
 
@@ -70,7 +53,7 @@ Mat<T> radial_l0_hidden(const ModelW<T>& w, const BlockW<T>& bw, const T* R, int
 }
 
 template <class T>
-void block_forward(const ModelW<T>& w, const BlockW<T>& bw, const FFNGrid<T>& grid, const EdgeTopology& t,
+void block_forward(const ModelW<T>& w, const BlockW<T>& bw, const FFNGrid<T>& grid, const Graph& t,
                    const EdgeGeometry<T>& geo, const std::vector<int>& tiles, const T* X, const T* R, T* Y,
                    BlockCache<T>& bc) {
   const ModelConfig& cfg = w.cfg;
@@ -79,7 +62,7 @@ void block_forward(const ModelW<T>& w, const BlockW<T>& bw, const FFNGrid<T>& gr
   bc.H.resize(static_cast<size_t>(t.n_total) * D * Cw);
   per_degree_linear(X, t.n_total, L, C, bw.pre_focus_mix, bc.H.data(), Cw);
   attention_node_forward(w, bw, t, bc.H.data(), bc.att);
-  attention_softmax_forward(w, bw, t, geo.env.data(), radial_l0_hidden(w, bw, R, t.E), bc.att);
+  attention_softmax_forward(w, bw, t, geo.env.data(), radial_l0_hidden(w, bw, R, t.n_edges()), bc.att);
 
   bc.P.assign(static_cast<size_t>(N) * D * Cw, T(0));
   const int ntiles = static_cast<int>(tiles.size()) - 1;
@@ -128,7 +111,7 @@ void block_forward(const ModelW<T>& w, const BlockW<T>& bw, const FFNGrid<T>& gr
 // Y_bar (n_nodes rows) -> X_bar (n_total rows, overwritten); accumulates R_bar (E, L+1, C)
 // and the geometry adjoints (env, D).
 template <class T>
-void block_backward(const ModelW<T>& w, const BlockW<T>& bw, const FFNGrid<T>& grid, const EdgeTopology& t,
+void block_backward(const ModelW<T>& w, const BlockW<T>& bw, const FFNGrid<T>& grid, const Graph& t,
                     const EdgeGeometry<T>& geo, const std::vector<int>& tiles, const T* R, const BlockCache<T>& bc,
                     const T* Y_bar, T* X_bar, T* R_bar, EdgeGeometryGrad<T>& gb) {
   const ModelConfig& cfg = w.cfg;

@@ -6,14 +6,9 @@
 
 #include <Eigen/Core>
 
-namespace sezm {
+#include "common/matrix.h"
 
-template <class T>
-using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-template <class T>
-using Vec = Eigen::Matrix<T, Eigen::Dynamic, 1>;
-template <class T>
-using RowVec = Eigen::Matrix<T, 1, Eigen::Dynamic>;
+namespace sezm {
 
 // Views over raw row-major buffers with an explicit row stride (for column slices of a tile).
 template <class T>

@@ -8,21 +8,21 @@
 namespace sezm {
 
 template <class T>
-EngineResult SezmEngine<T>::compute(const GraphView& g, bool gradients, FeatureExchange<T>* ex) const {
+EngineResult SezmEngine<T>::compute(const Graph& g, bool gradients, FeatureExchange<T>* ex) const {
   const ModelConfig& cfg = w_.cfg;
-  const int L = cfg.lmax, C = cfg.channels, D = cfg.n_coeff(), N = g.n_nodes, NT = g.n_total, E = g.E;
+  const int L = cfg.lmax, C = cfg.channels, D = cfg.n_coeff(), N = g.n_nodes, NT = g.n_total, E = g.n_edges();
   if (NT > N && ex == nullptr) throw Error("SezmEngine: a graph with ghost nodes needs a feature exchange");
   for (int i = 0; i < NT; ++i)
     if (g.types[i] < 0 || g.types[i] >= w_.ntypes)
       throw Error("SezmEngine: atom type index " + std::to_string(g.types[i]) + " outside the model's type_map");
   using clock = std::chrono::steady_clock;
   const auto t_start = clock::now();
-  const EdgeTopology t{N, NT, E, g.src, g.dst, g.dst_offsets, g.types};
+  const Graph& t = g;
   const std::vector<int> tiles = make_edge_tiles(t);
 
   // ---- geometry and initial embedding ----
   EdgeGeometry<T> geo;
-  edge_geometry_forward(w_, g.vec, E, geo);
+  edge_geometry_forward(w_, g.vec.data(), E, geo);
   std::vector<T> isd;
   degree_forward(t, geo, isd);
   Mat<T> tf;
@@ -63,7 +63,7 @@ EngineResult SezmEngine<T>::compute(const GraphView& g, bool gradients, FeatureE
   EngineResult res;
   res.atom_energy.resize(N);
   FittingCache<T> fc;
-  fitting_forward(w_, desc, g.types, res.atom_energy.data(), fc);
+  fitting_forward(w_, desc, g.types.data(), res.atom_energy.data(), fc);
   for (double e : res.atom_energy) res.energy += e;
   const auto t_forward = clock::now();
   res.seconds_forward = std::chrono::duration<double>(t_forward - t_start).count();
@@ -108,76 +108,8 @@ EngineResult SezmEngine<T>::compute(const GraphView& g, bool gradients, FeatureE
   return res;
 }
 
-namespace {
-void add_edge_virial(const double* ge, const double* v, double* w) {
-  for (int k = 0; k < 3; ++k)
-    for (int j = 0; j < 3; ++j) w[3 * k + j] -= ge[k] * v[j];
-}
-}  // namespace
-
-void assemble_forces_virial(const GraphView& g, const double* edge_grad, double* forces, double* virial,
-                            double* atom_virial) {
-  if (atom_virial) {  // per-atom virials (an optional LAMMPS compute): one plain pass
-    for (int e = 0; e < g.E; ++e) {
-      const double* ge = edge_grad + 3 * static_cast<size_t>(e);
-      double w[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
-      add_edge_virial(ge, g.vec + 3 * static_cast<size_t>(e), w);
-      for (int a = 0; a < 3; ++a) {
-        forces[3 * static_cast<size_t>(g.dst[e]) + a] += ge[a];
-        forces[3 * static_cast<size_t>(g.src[e]) + a] -= ge[a];
-      }
-      for (int k = 0; k < 9; ++k) {
-        if (virial) virial[k] += w[k];
-        atom_virial[9 * static_cast<size_t>(g.dst[e]) + k] += 0.5 * w[k];
-        atom_virial[9 * static_cast<size_t>(g.src[e]) + k] += 0.5 * w[k];
-      }
-    }
-    return;
-  }
-  // In a fixed order for a given thread count (repeated runs are bit-identical): each thread
-  // takes a range of destinations (CSR: a contiguous edge range of about E / threads), sums their
-  // forces itself and puts its source-side terms and virial in its own buffer; the buffers are
-  // then added in thread order. Small graphs use one thread.
-  const int nthreads = g.E < 65536 ? 1 : std::min(engine_threads(), 8);
-  const size_t n3 = 3 * static_cast<size_t>(g.n_total);
-  std::vector<double> part(static_cast<size_t>(nthreads) * n3, 0.0), wpart(9 * static_cast<size_t>(nthreads), 0.0);
-#pragma omp parallel num_threads(nthreads)
-  {
-#ifdef _OPENMP
-    const int t = omp_get_thread_num();
-#else
-    const int t = 0;
-#endif
-    const int* off = g.dst_offsets;
-    const auto first_node = [&](int r) {  // first destination whose edges start at or after E r / T
-      const long long e = static_cast<long long>(g.E) * r / nthreads;
-      return static_cast<int>(std::lower_bound(off, off + g.n_nodes, e) - off);
-    };
-    const int i0 = first_node(t), i1 = t + 1 == nthreads ? g.n_nodes : first_node(t + 1);
-    double* fs = part.data() + t * n3;
-    double w[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
-    for (int i = i0; i < i1; ++i) {
-      double f[3] = {0, 0, 0};
-      for (int e = off[i]; e < off[i + 1]; ++e) {
-        const double* ge = edge_grad + 3 * static_cast<size_t>(e);
-        for (int a = 0; a < 3; ++a) {
-          f[a] += ge[a];
-          fs[3 * static_cast<size_t>(g.src[e]) + a] -= ge[a];
-        }
-        add_edge_virial(ge, g.vec + 3 * static_cast<size_t>(e), w);
-      }
-      for (int a = 0; a < 3; ++a) forces[3 * static_cast<size_t>(i) + a] += f[a];
-    }
-    for (int k = 0; k < 9; ++k) wpart[9 * t + k] = w[k];
-#pragma omp barrier
-#pragma omp for schedule(static)
-    for (int i = 0; i < g.n_total; ++i)
-      for (int r = 0; r < nthreads; ++r)
-        for (int a = 0; a < 3; ++a) forces[3 * static_cast<size_t>(i) + a] += part[r * n3 + 3 * static_cast<size_t>(i) + a];
-  }
-  if (virial)
-    for (int r = 0; r < nthreads; ++r)
-      for (int k = 0; k < 9; ++k) virial[k] += wpart[9 * r + k];
+std::string CpuEngine::description() const {
+  return "cpu, float64, " + std::to_string(engine_threads()) + " threads";
 }
 
 template class SezmEngine<double>;

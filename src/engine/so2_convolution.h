@@ -58,7 +58,7 @@ struct SO2Tile {
 
 // ---- forward ------------------------------------------------------------------------------
 template <class T>
-void so2_tile_forward(const ModelW<T>& w, const BlockW<T>& bw, const EdgeTopology& t, const EdgeGeometry<T>& geo,
+void so2_tile_forward(const ModelW<T>& w, const BlockW<T>& bw, const Graph& t, const EdgeGeometry<T>& geo,
                       const T* H, const T* R /* (E, L+1, C) block radial features */, int e0, int Ec,
                       SO2Tile<T>& s) {
   const ModelConfig& cfg = w.cfg;
@@ -206,7 +206,7 @@ void so2_tile_forward(const ModelW<T>& w, const BlockW<T>& bw, const EdgeTopolog
 // Given M_bar (Ec, D*Cw) for a tile whose forward state is in `s`: accumulates H_bar (n_total
 // rows), R_bar (block radial features, (E, L+1, C)) and D_bar (per edge, packed).
 template <class T>
-void so2_tile_backward(const ModelW<T>& w, const BlockW<T>& bw, const EdgeTopology& t, const EdgeGeometry<T>& geo,
+void so2_tile_backward(const ModelW<T>& w, const BlockW<T>& bw, const Graph& t, const EdgeGeometry<T>& geo,
                        const T* H, const SO2Tile<T>& s, const Mat<T>& M_bar, T* H_bar, T* R_bar,
                        Mat<T>* Rhat_bar_extra /* (Ec, (L+1)Cw) attention-logit part, may be null */,
                        EdgeGeometryGrad<T>& gb) {

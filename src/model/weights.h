@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/linalg.h"
+#include "common/matrix.h"
 #include "model/config.h"
 
 namespace sezm {

@@ -165,7 +165,7 @@ struct Candidate {
 
 }  // namespace
 
-EdgeList build_edge_list(const double* positions, int n, const double* cell, double rcut) {
+Graph build_graph(const double* positions, const int* types, int n, const double* cell, double rcut) {
   if (n < 0) throw Error("neighbour list: negative atom count " + std::to_string(n));
   if (!std::isfinite(rcut) || !(rcut > 0)) {
     throw Error("neighbour list: rcut must be positive and finite, got " + fmt(rcut));
@@ -190,9 +190,10 @@ EdgeList build_edge_list(const double* positions, int n, const double* cell, dou
     for (int i = 0; i < n; ++i) bin_atoms[fill[bin_id(g.bin[i][0], g.bin[i][1], g.bin[i][2])]++] = i;
   }
 
-  EdgeList out;
+  Graph out;
   out.n_nodes = n;
   out.n_total = n;
+  out.types.assign(types, types + n);
   out.dst_offsets.reserve(n + 1);
   out.dst_offsets.push_back(0);
   const double rcut2 = rcut * rcut;

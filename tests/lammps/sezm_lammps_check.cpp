@@ -39,7 +39,7 @@
 #include "pair.h"
 #include "pair_sezm.h"
 
-#include "model/potential.h"
+#include "api/potential.h"
 
 using namespace LAMMPS_NS;
 

@@ -21,7 +21,7 @@ PairStyle(sezm,LAMMPS_NS::PairSezm)
 #include "pair.h"
 
 namespace sezm {
-class Potential;
+class Engine;
 }
 namespace sezm_kk {
 class EdgeBuffers;
@@ -53,8 +53,7 @@ class PairSezm : public Pair {
 
  private:
   std::string model_path_;
-  std::unique_ptr<sezm::Potential> potential_;
-  std::shared_ptr<void> gpu_engine_;  // a sezm::CudaEngine with `device cuda` (CUDA builds only)
+  std::unique_ptr<sezm::Engine> engine_;  // from sezm::make_engine: CPU, or CUDA with `device cuda`
   std::unique_ptr<sezm_kk::EdgeBuffers> edges_;
   std::vector<int> type_map_;  // LAMMPS type -> model type index
   int comm_width_ = 0;         // per-atom doubles of one exchange (set before comm->init)
@@ -67,8 +66,8 @@ class PairSezm : public Pair {
   // Current exchange payload, read by the pack/unpack callbacks.
   double *cur_rows_ = nullptr;
   // One rank: the owned atom each ghost is an image of (found each step with a one-column forward
-  // comm) and the edge sources mapped onto owned atoms (see find_ghost_owners).
-  std::vector<int> ghost_owner_, src_owned_;
+  // comm; the edge layer maps edge sources onto them, see find_ghost_owners).
+  std::vector<int> ghost_owner_;
   std::vector<double> owner_probe_;
   bool owners_valid_ = false, warned_owners_ = false;
   int cur_width_ = 0;

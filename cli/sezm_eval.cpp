@@ -16,13 +16,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/potential.h"
 #include "common/error.h"
 #include "io/structure.h"
-#include "model/potential.h"
-#include "neighbor/neighbor_list.h"
-#ifdef SEZM_HAVE_CUDA
-#include "sezm_cuda.h"
-#endif
 
 namespace {
 
@@ -95,26 +91,17 @@ int main(int argc, char** argv) {
   }
   try {
     const auto t0 = std::chrono::steady_clock::now();
-    const sezm::Potential pot = sezm::Potential::load(positional[0]);
+    sezm::EngineOptions opt;
+    opt.device = device == "cuda" ? sezm::Device::kCuda : sezm::Device::kCpu;
+    opt.gpu = gpu;
+    opt.mode = mode == "fast" ? sezm::CudaMode::kFast : sezm::CudaMode::kLean;
+    const sezm::Potential pot = sezm::Potential::load(positional[0], opt);
     const sezm::Structure s = sezm::read_structure(positional[1], elements);
     std::vector<int> types(s.size());
     for (size_t i = 0; i < s.size(); ++i) types[i] = pot.type_index(s.species[i]);
     const auto t1 = std::chrono::steady_clock::now();
-    sezm::Evaluation ev;
-    if (device == "cpu") {
-      ev = pot.evaluate(s.positions.data(), types.data(), static_cast<int>(s.size()),
-                        s.periodic ? s.cell.data() : nullptr, forces, atom_virial);
-    } else {
-#ifdef SEZM_HAVE_CUDA
-      sezm::CudaEngine eng(pot.engine().weights(), gpu, mode == "fast" ? sezm::CudaMode::kFast : sezm::CudaMode::kLean);
-      const sezm::EdgeList el = sezm::build_edge_list(s.positions.data(), static_cast<int>(s.size()),
-                                                      s.periodic ? s.cell.data() : nullptr, pot.config().rcut);
-      const sezm::GraphView g = sezm::graph_view(el, types.data());
-      ev = sezm::make_evaluation(g, eng.compute(g, forces), forces, atom_virial);
-#else
-      throw sezm::Error("--device cuda: this build has no CUDA engine (no CUDA compiler was found at configure time)");
-#endif
-    }
+    const sezm::Evaluation ev = pot.evaluate(s.positions.data(), types.data(), static_cast<int>(s.size()),
+                                             s.periodic ? s.cell.data() : nullptr, forces, atom_virial);
     const auto t2 = std::chrono::steady_clock::now();
     if (json) {
       nlohmann::json j;

@@ -1,48 +1,41 @@
-#include "model/potential.h"
+#include "api/potential.h"
 
+#include "api/engine_factory.h"
 #include "common/error.h"
 #include "io/checkpoint.h"
-#include "model/weights.h"
 #include "neighbor/neighbor_list.h"
 
 namespace sezm {
 
-Potential Potential::load(const std::string& path) {
+ModelW<double> load_model_weights(const std::string& path) {
   const Checkpoint ckpt = read_checkpoint(path);
   const ModelConfig cfg = parse_model_config(ckpt.model_params, path);
-  Potential p;
-  p.path_ = path;
-  // float32 checkpoints run in double: the reference engine, within 1e-5 of deepmd-kit's fp32.
-  p.engine_ = std::make_shared<const SezmEngine<double>>(load_weights<double>(ckpt, cfg));
-  return p;
+  // float32 checkpoints run in double on the CPU: the reference engine, within 1e-5 of
+  // deepmd-kit's fp32.
+  return load_weights<double>(ckpt, cfg);
 }
 
-int Potential::type_index(const std::string& element) const {
-  const auto& tm = config().type_map;
+int model_type_index(const ModelConfig& cfg, const std::string& element, const std::string& path) {
+  const auto& tm = cfg.type_map;
   for (size_t i = 0; i < tm.size(); ++i)
     if (tm[i] == element) return static_cast<int>(i);
   std::string known;
   for (const auto& s : tm) known += (known.empty() ? "" : " ") + s;
-  throw Error(path_ + ": element '" + element + "' is not in the model's type_map (" + known + ")");
+  throw Error(path + ": element '" + element + "' is not in the model's type_map (" + known + ")");
 }
 
-GraphView graph_view(const EdgeList& el, const int* types) {
-  GraphView g;
-  g.n_nodes = g.n_total = el.n_nodes;
-  g.E = static_cast<int>(el.size());
-  g.src = el.src.data();
-  g.dst = el.dst.data();
-  g.dst_offsets = el.dst_offsets.data();
-  g.vec = el.vec.data();
-  g.types = types;
-  return g;
+Potential Potential::load(const std::string& path, const EngineOptions& options) {
+  Potential p;
+  p.path_ = path;
+  p.engine_ = make_engine(load_model_weights(path), options);
+  return p;
 }
 
-Evaluation make_evaluation(const GraphView& g, const EngineResult& r, bool forces, bool atom_virial) {
+Evaluation make_evaluation(const Graph& g, const EngineResult& r, bool forces, bool atom_virial) {
   Evaluation ev;
   ev.energy = r.energy;
   ev.atom_energy = r.atom_energy;
-  ev.n_edges = static_cast<size_t>(g.E);
+  ev.n_edges = static_cast<size_t>(g.n_edges());
   if (forces) {
     ev.forces.assign(3 * static_cast<size_t>(g.n_total), 0.0);
     ev.virial.assign(9, 0.0);
@@ -55,8 +48,7 @@ Evaluation make_evaluation(const GraphView& g, const EngineResult& r, bool force
 
 Evaluation Potential::evaluate(const double* positions, const int* types, int n, const double* cell, bool forces,
                                bool atom_virial) const {
-  const EdgeList el = build_edge_list(positions, n, cell, config().rcut);
-  const GraphView g = graph_view(el, types);
+  const Graph g = build_graph(positions, types, n, cell, config().rcut);
   return make_evaluation(g, engine_->compute(g, forces), forces, atom_virial);
 }
 

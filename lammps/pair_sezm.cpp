@@ -23,13 +23,11 @@
 #include "neigh_request.h"
 #endif
 
+#include "api/engine_factory.h"
+#include "api/potential.h"
 #include "common/error.h"
-#include "engine/sezm_model.h"
-#include "model/potential.h"
+#include "engine/engine.h"
 #include "sezm_edge_buffers.h"
-#ifdef SEZM_HAVE_CUDA
-#include "sezm_cuda.h"
-#endif
 
 using namespace LAMMPS_NS;
 
@@ -120,9 +118,6 @@ void PairSezm::settings(int narg, char **arg) {
     if (key == "device") {
       if (val != "cpu" && val != "cuda") fail("unknown device '" + val + "' (expected cpu or cuda)");
       use_cuda_ = val == "cuda";
-#ifndef SEZM_HAVE_CUDA
-      if (use_cuda_) fail("device cuda: this build has no CUDA engine (no CUDA compiler at configure time; use device cpu)");
-#endif
     } else if (key == "gpu") {
       gpu_ = utils::inumeric(FLERR, val.c_str(), false, lmp);
       if (gpu_ < 0) fail("gpu needs a non-negative device index");
@@ -140,46 +135,45 @@ void PairSezm::settings(int narg, char **arg) {
     }
   }
   if (!use_cuda_ && (gpu_ >= 0 || mode_ != "lean" || chunk_ > 0)) fail("gpu, mode and chunk apply to device cuda only");
+  sezm::ModelW<double> weights;
   try {
-    potential_ = std::make_unique<sezm::Potential>(sezm::Potential::load(model_path_));
+    weights = sezm::load_model_weights(model_path_);
   } catch (std::exception &e) {
     fail(std::string("cannot use model: ") + e.what());
   }
-  gpu_engine_.reset();
-#ifdef SEZM_HAVE_CUDA
-  if (use_cuda_) {
+  sezm::EngineOptions opt;
+  opt.device = use_cuda_ ? sezm::Device::kCuda : sezm::Device::kCpu;
+  opt.mode = mode_ == "fast" ? sezm::CudaMode::kFast : sezm::CudaMode::kLean;
+  opt.chunk_edges = chunk_;
+  opt.gpu = gpu_;
+  if (use_cuda_ && opt.gpu < 0) {
     // Default: one GPU per rank by the rank's index on its node.
-    int gpu = gpu_;
-    if (gpu < 0) {
-      MPI_Comm node;
-      MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, comm->me, MPI_INFO_NULL, &node);
-      int local = 0;
-      MPI_Comm_rank(node, &local);
-      MPI_Comm_free(&node);
-      const int n = sezm::cuda_device_count();
-      gpu = n > 0 ? local % n : 0;  // with none, the engine reports why
-    }
-    std::string why;
-    try {
-      gpu_engine_ = std::make_shared<sezm::CudaEngine>(potential_->engine().weights(), gpu,
-                                                       mode_ == "fast" ? sezm::CudaMode::kFast : sezm::CudaMode::kLean);
-    } catch (std::exception &e) {
-      why = e.what();
-    }
-    // Every rank learns whether all could start their engine, so nobody is left waiting.
-    int ok = why.empty() ? 1 : 0, all_ok = 0;
-    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, world);
-    if (!all_ok) {
-      if (ok) error->all(FLERR, "pair_style sezm: device cuda could not start on another rank");
-      error->all(FLERR, "pair_style sezm: " + why);
-    }
-    auto *eng = static_cast<sezm::CudaEngine *>(gpu_engine_.get());
-    if (chunk_ > 0) eng->set_chunk_edges(chunk_);
-    utils::logmesg(lmp, "pair sezm: rank {} uses CUDA device {} ({}), mode {}, {} edges per chunk\n", comm->me, gpu,
-                   eng->device_name(), mode_, eng->chunk_edges());
+    MPI_Comm node;
+    MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, comm->me, MPI_INFO_NULL, &node);
+    int local = 0;
+    MPI_Comm_rank(node, &local);
+    MPI_Comm_free(&node);
+    const int n = sezm::cuda_device_count();
+    opt.gpu = n > 0 ? local % n : 0;  // with none, the engine reports why
   }
-#endif
-  const auto &cfg = potential_->config();
+  engine_.reset();
+  std::string why;
+  try {
+    engine_ = sezm::make_engine(std::move(weights), opt);
+  } catch (std::exception &e) {
+    why = e.what();
+  }
+  // Every rank learns whether all could start their engine (a device may fail on one rank only),
+  // so nobody is left waiting.
+  int ok = why.empty() ? 1 : 0, all_ok = 0;
+  MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, world);
+  if (!all_ok) {
+    if (ok) error->all(FLERR, "pair_style sezm: device " + std::string(sezm::device_name(opt.device)) +
+                                  " could not start on another rank");
+    error->all(FLERR, "pair_style sezm: " + why);
+  }
+  if (use_cuda_) utils::logmesg(lmp, "pair sezm: rank {} uses {}\n", comm->me, engine_->description());
+  const auto &cfg = engine_->config();
   // Every exchange moves one row of D*C doubles per atom; LAMMPS sizes its comm buffers from
   // these maxima in comm->init(), which runs after this.
   comm_width_ = cfg.n_coeff() * cfg.channels;
@@ -198,7 +192,7 @@ void PairSezm::settings(int narg, char **arg) {
 
 // pair_coeff * * E1 E2 ... (one element per LAMMPS atom type)
 void PairSezm::coeff(int narg, char **arg) {
-  if (!potential_) fail("pair_coeff before a model was loaded");
+  if (!engine_) fail("pair_coeff before a model was loaded");
   if (!allocated) allocate();
   const int ntypes = atom->ntypes;
   if (narg < 2 || strcmp(arg[0], "*") != 0 || strcmp(arg[1], "*") != 0)
@@ -209,7 +203,7 @@ void PairSezm::coeff(int narg, char **arg) {
   type_map_.assign(ntypes + 1, -1);
   for (int t = 1; t <= ntypes; t++) {
     try {
-      type_map_[t] = potential_->type_index(arg[1 + t]);
+      type_map_[t] = sezm::model_type_index(engine_->config(), arg[1 + t], model_path_);
     } catch (std::exception &e) {
       fail(std::string("atom type ") + std::to_string(t) + ": " + e.what());
     }
@@ -219,7 +213,7 @@ void PairSezm::coeff(int narg, char **arg) {
 }
 
 void PairSezm::init_style() {
-  if (!potential_) fail("no model loaded");
+  if (!engine_) fail("no model loaded");
   if (force->newton_pair == 0)
     fail("requires newton pair on (ghost forces and feature gradients are reverse-communicated)");
   if (strcmp(update->unit_style, "metal") != 0)
@@ -236,7 +230,7 @@ void PairSezm::init_style() {
   reset_timing();
 }
 
-double PairSezm::init_one(int, int) { return potential_->config().rcut; }
+double PairSezm::init_one(int, int) { return engine_->config().rcut; }
 
 void PairSezm::reset_timing() {
   t_edges_ = t_forward_ = t_backward_ = t_comm_fwd_ = t_comm_rev_ = t_total_ = 0;
@@ -286,8 +280,8 @@ void PairSezm::exchange_reverse(double *rows, int width, int nlocal, int nall) {
 
 // On one rank every ghost is a periodic image of an owned atom, and a forward comm of each owned
 // atom's own index tells which (corner images included: LAMMPS forwards them through the
-// intermediate images). compute() then hands the engine the graph with every edge source mapped
-// to its owned atom: the standalone periodic graph (images as edges onto owned atoms, what
+// intermediate images). compute() then has the edge layer map every edge source to its owned
+// atom: the standalone periodic graph (images as edges onto owned atoms, what
 // test_exchange proves equal to the ghost route), with no ghost rows, no feature exchanges and
 // no node work on ghosts. With more ranks some ghosts live elsewhere: the exchanges do it.
 void PairSezm::find_ghost_owners(int nlocal, int nall) {
@@ -346,6 +340,9 @@ void PairSezm::compute(int eflag, int vflag) {
   const int nlocal = atom->nlocal;
   const int nall = nlocal + atom->nghost;
 
+  find_ghost_owners(nlocal, nall);  // its comm time counts as comm forward, not edge or engine time
+  const auto t_edges = Clock::now();
+
   // A rank without atoms still runs the engine (on an empty graph), so it makes the same
   // sequence of comm calls as every other rank.
   sezm_kk::ListInput in;
@@ -359,42 +356,22 @@ void PairSezm::compute(int eflag, int vflag) {
   in.type_map = type_map_.data();
   in.nlocal = nlocal;
   in.nall = nall;
-  in.rcut = potential_->config().rcut;
+  in.rcut = engine_->config().rcut;
+  in.ghost_owner = owners_valid_ ? ghost_owner_.data() : nullptr;
   try {
     edges_->build(in);
   } catch (std::exception &e) {
     error->one(FLERR, std::string("pair_style sezm: edge building failed: ") + e.what());
   }
-  t_edges_ += seconds_since(t_start);
+  const sezm::Graph &g = edges_->graph();
+  t_edges_ += seconds_since(t_edges);
 
-  sezm::GraphView g;
-  g.n_nodes = edges_->n_nodes();
-  g.n_total = edges_->n_total();
-  g.E = edges_->n_edges();
-  g.src = edges_->src();
-  g.dst = edges_->dst();
-  g.dst_offsets = edges_->offsets();
-  g.vec = edges_->vec();
-  g.types = edges_->types();
-
-  find_ghost_owners(nlocal, nall);  // its comm time counts as comm forward, not engine time
-  if (owners_valid_) {
-    src_owned_.resize(g.E);
-    for (int e = 0; e < g.E; e++) src_owned_[e] = g.src[e] < nlocal ? g.src[e] : ghost_owner_[g.src[e] - nlocal];
-    g.src = src_owned_.data();
-    g.n_total = g.n_nodes;
-  }
   const double comm_before = t_comm_fwd_ + t_comm_rev_, fwd_before = t_comm_fwd_;
   LammpsExchange lex(this, nlocal, nall);
   LammpsExchange *ex = owners_valid_ ? nullptr : &lex;  // a ghost-free graph has nothing to exchange
   sezm::EngineResult r;
   try {
-#ifdef SEZM_HAVE_CUDA
-    if (use_cuda_)
-      r = static_cast<sezm::CudaEngine *>(gpu_engine_.get())->compute(g, true, ex);
-    else
-#endif
-      r = potential_->engine().compute(g, true, ex);
+    r = engine_->compute(g, true, ex);
   } catch (std::exception &e) {
     error->one(FLERR, std::string("pair_style sezm: ") + e.what());
   }
@@ -435,7 +412,7 @@ void PairSezm::compute(int eflag, int vflag) {
 
   t_total_ += seconds_since(t_start);
   n_calls_++;
-  n_edges_sum_ += g.E;
+  n_edges_sum_ += g.n_edges();
   const bool last_of_run = update->ntimestep == update->laststep;
   if (last_of_run || (timing_every_ > 0 && n_calls_ % timing_every_ == 0)) {
     log_timing(last_of_run ? "end of run" : "running");

@@ -1,0 +1,18 @@
+#include "api/engine_factory.h"
+
+#include "common/error.h"
+#include "engine/sezm_model.h"
+
+namespace sezm {
+
+std::unique_ptr<Engine> make_engine(ModelW<double> weights, const EngineOptions& options) {
+  switch (options.device) {
+    case Device::kCpu:
+      return std::make_unique<CpuEngine>(std::move(weights));
+    case Device::kCuda:
+      return make_cuda_engine(weights, options);
+  }
+  throw Error("make_engine: unknown device");
+}
+
+}  // namespace sezm
