@@ -6,7 +6,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$here/scripts/setup-deps.sh"
 build="$(bash "$here/scripts/build.sh" | tail -n 1)"
-lmp="$build/src/lammps/lmp_sezm"
+lmp="$build/lammps/lmp_sezm"
 [ -x "$lmp" ] || { echo "run-example: $lmp was not built (see the configure summary)" >&2; exit 1; }
 root=(); [ "$(id -u)" -eq 0 ] && root=(--allow-run-as-root)
 cd "$here/examples/diamond"

@@ -4,14 +4,14 @@
 # runtime (mpirun, MCA components, PMIx, help texts) into ONE archive for a GPU machine that has
 # no LAMMPS and no MPI:
 #
-#   bash scripts/make-lammps-bundle.sh [--no-verify] [--no-build]
+#   bash tools/gpu-machine/make-lammps-bundle.sh [--no-verify] [--no-build]
 #
 # Output: .devdeps/lammps-gpu.tar.xz (git-ignored; carry .devdeps to the GPU machine), unpacking
 # to sezm-lammps/ (bin/ lib/ share/ etc/ env.sh MANIFEST.txt). On the GPU machine:
 #   tar xJf .devdeps/lammps-gpu.tar.xz -C /tmp && source /tmp/sezm-lammps/env.sh
-#   mpirun -np 2 lmp_sezm -in ...            (scripts/gpu-lammps.sh does all of this)
+#   mpirun -np 2 lmp_sezm -in ...            (gpu-lammps.sh does all of this)
 #
-# Run scripts/make-devdeps.sh (if at all) BEFORE this script: it deletes .devdeps/.
+# Run make-devdeps.sh (if at all) BEFORE this script: it deletes .devdeps/.
 #
 # What stays with the host: glibc (libc, libm, libpthread, libdl, librt, libresolv, ld-linux),
 # libstdc++, libgcc_s and the NVIDIA driver (libcuda). Everything else is copied from this
@@ -27,7 +27,7 @@
 # (default .devdeps/lammps-gpu.tar.xz), SEZM_BUNDLE_JOBS (default 2), SEZM_BUNDLE_MAX_BYTES
 # (default 8 MiB), SEZM_BUNDLE_STUBS (sonames to stub).
 set -euo pipefail
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${SEZM_BUNDLE_BUILD_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sezm/bundle-build}"
 out="${SEZM_BUNDLE_OUT:-$here/.devdeps/lammps-gpu.tar.xz}"
 jobs="${SEZM_BUNDLE_JOBS:-2}"
@@ -183,7 +183,7 @@ if [ "$do_build" = 1 ]; then
   cmake --build "$build" -j "$jobs" --target lmp_sezm > "$build/build.log" 2>&1 \
     || { grep -E "error|Error" "$build/build.log" | head -40 >&2; die "build failed (log: $build/build.log)"; }
 fi
-lmp="$build/src/lammps/lmp_sezm"
+lmp="$build/lammps/lmp_sezm"
 [ -x "$lmp" ] || die "$lmp does not exist (build first, without --no-build)"
 grep -q '^SEZM_NATIVE:BOOL=OFF' "$build/CMakeCache.txt" || die "$build was configured with SEZM_NATIVE=ON"
 

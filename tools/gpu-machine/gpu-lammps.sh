@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # LAMMPS with pair_style sezm `device cuda` on a GPU machine that has no LAMMPS and no MPI, using
-# the bundle of scripts/make-lammps-bundle.sh (.devdeps/lammps-gpu.tar.xz: lmp_sezm, its
-# libraries and a relocatable Open MPI). Run from anywhere:
+# the bundle of make-lammps-bundle.sh (.devdeps/lammps-gpu.tar.xz: lmp_sezm, its libraries and a
+# relocatable Open MPI). Run from anywhere:
 #
-#   bash scripts/gpu-lammps.sh [check] [drift] [bench4096] [all]     (default: all)
+#   bash tools/gpu-machine/gpu-lammps.sh [check] [drift] [bench4096] [all]     (default: all)
 #
 #   check      rattled diamond (64 atoms, C.pt) and fcc Cu (108 atoms, Cu.pt), run 0:
 #              cuda vs cpu on 1 rank, cuda on 2 ranks (one GPU shared) vs both; energy,
@@ -37,7 +37,7 @@
 #   SEZM_OMP_THREADS             OpenMP threads per rank (default: cores / ranks)
 #   SEZM_MPI_FALLBACK=0          do not retry a failing 2-rank launch with other Open MPI settings
 set -uo pipefail
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 parts=("$@"); [ "${#parts[@]}" -eq 0 ] && parts=(all)
 want() { local p; for p in "${parts[@]}"; do [ "$p" = "$1" ] || [ "$p" = all ] && return 0; done; return 1; }
 for p in "${parts[@]}"; do
@@ -95,7 +95,8 @@ section "preflight"
   echo "repo: $(git -C "$here" describe --always --dirty 2>/dev/null || echo '?')"
 } >> "$envlog"
 if [ ! -f "$bundle_tar" ]; then
-  result FAIL bundle "no $bundle_tar: run scripts/make-lammps-bundle.sh on the build machine and carry .devdeps"
+  result FAIL bundle "no $bundle_tar: run tools/gpu-machine/make-lammps-bundle.sh on the build machine" \
+    "and carry .devdeps"
   finish
 fi
 unpack() {  # tar -J needs the xz program; Python's lzma module is the fallback

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # The GPU check, in one call on a machine with an NVIDIA GPU: build (CUDA for that GPU only),
-# run the CUDA tests, the benchmark, and -- when the LAMMPS bundle of scripts/make-lammps-bundle.sh
-# is in .devdeps -- the LAMMPS check (device cuda vs cpu on 1 and 2 ranks, scripts/gpu-lammps.sh
-# check). Results go to stdout and, when set, to $OUT (the LAMMPS logs to $OUT/lammps).
-#   bash scripts/gpu-check.sh [quick|full|dev]     (dev: tests + a short benchmark, no LAMMPS)
-# Dependencies come from the system, or from .devdeps/ (scripts/make-devdeps.sh) when present.
+# run the CUDA tests, sezm-stack-probe, the benchmark, and -- when the LAMMPS bundle of
+# make-lammps-bundle.sh is in .devdeps -- the LAMMPS check (device cuda vs cpu on 1 and 2
+# ranks, gpu-lammps.sh check). Results go to stdout and, when set, to $OUT (the LAMMPS logs to
+# $OUT/lammps).
+#   bash tools/gpu-machine/gpu-check.sh [quick|full|dev]
+#     quick: tests, 512 and 4096 atoms in both modes, LAMMPS; full (default): also 32768 to
+#     438,976 atoms; dev: tests and a short benchmark, no LAMMPS.
+# Dependencies come from the system, or from .devdeps/ (make-devdeps.sh) when present.
 set -euo pipefail
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 what="${1:-full}"
 out="${OUT:-/tmp/sezm-gpu-out}"
 mkdir -p "$out"
@@ -60,8 +63,9 @@ fi
 if [ -f "$here/.devdeps/lammps-gpu.tar.xz" ] && [ "${SEZM_GPU_CHECK_LAMMPS:-1}" != 0 ]; then
   echo "== LAMMPS (device cuda vs cpu, 1 and 2 ranks)"
   mkdir -p "$out/lammps"
-  OUT="$out/lammps" bash "$here/scripts/gpu-lammps.sh" check || status=1
+  OUT="$out/lammps" bash "$here/tools/gpu-machine/gpu-lammps.sh" check || status=1
 else
-  echo "== LAMMPS check skipped (SEZM_GPU_CHECK_LAMMPS=0, or no .devdeps/lammps-gpu.tar.xz: run scripts/make-lammps-bundle.sh)"
+  echo "== LAMMPS check skipped (SEZM_GPU_CHECK_LAMMPS=0, or no .devdeps/lammps-gpu.tar.xz:" \
+       "run tools/gpu-machine/make-lammps-bundle.sh)"
 fi
 exit $status

@@ -4,7 +4,7 @@
 # by git), copied from this Debian machine's packages. Optional ../shared material the GPU tests
 # can use (water_pretrained.pt, never committed) goes to .devdeps/shared.
 set -euo pipefail
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 out="$here/.devdeps"
 rm -rf "$out"
 mkdir -p "$out/include" "$out/lib"
