@@ -1,5 +1,5 @@
 // Attention on the device, forward and backward side by side (CPU twin: engine/attention.h;
-// docs/sezm/02 §4, §9): q/k projections and gate per (node, focus), the envelope softmax (one
+// docs/model.md §5.7, backward §7.8): q/k projections and gate per (node, focus), the envelope softmax (one
 // warp per centre and focus forward, one CTA per centre backward), the output gate.
 #include "attention.cuh"
 #include "cta_reduce.cuh"
@@ -51,7 +51,7 @@ __global__ void attention_node_forward_k(Dims d, BlockWDev w, int N, int NT, con
 }
 
 // One warp per (centre, focus), lanes over the centre's edges: logits, max, denominator, alpha
-// (02 §4.2 shifted form). Warp reductions in a fixed tree: deterministic.
+// (docs/model.md §5.7.2, shifted form). Warp reductions in a fixed tree: deterministic.
 __global__ void softmax_forward_k(Dims d, BlockWDev w, int N, const int* __restrict__ src, const int* __restrict__ off,
                                   const float* __restrict__ env, EdgeRadialIn R,
                                   const float* __restrict__ q, const float* __restrict__ k, float* alpha) {

@@ -246,7 +246,7 @@ __global__ void env_seed_edge_backward_k(Dims d, ModelWDev w, int E, const int* 
     for (int i = 0; i < d.es_ro; ++i) a += p1[i] * w.es_p1[m * d.es_ro + i];
     rbf_bar[(size_t)e * d.nr + m] += a;
   }
-  // Seed Jacobian (01 §13(c)).
+  // Seed Jacobian (docs/model.md §7.3).
   const float r = r_i[e], s = env[e] / r, sp = denv[e] / r - env[e] / (r * r);
   const float u[3] = {vecf[3 * (size_t)e] / r, vecf[3 * (size_t)e + 1] / r, vecf[3 * (size_t)e + 2] / r};
   const float ub = u[0] * sb[1] + u[1] * sb[2] + u[2] * sb[3];

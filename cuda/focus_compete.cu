@@ -7,7 +7,7 @@ namespace {
 
 constexpr int kMaxCf = 64;
 
-// Cross-focus competition weights (02 §3.5), one warp per edge of the chunk: lanes over the
+// Cross-focus competition weights (docs/model.md §5.5), one warp per edge of the chunk: lanes over the
 // focus channels, so the S_src rows are read coalesced; sums are xor butterflies (every lane
 // gets the same bits, deterministic).
 constexpr int kMaxF = 8, kFcWarps = 4;

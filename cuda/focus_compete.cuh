@@ -1,6 +1,6 @@
 #pragma once
 // Cross-focus competition on the device (CPU twin: the focus competition in
-// engine/so2_convolution.h; docs/sezm/02 §3.5), forward and backward, per edge of a chunk.
+// engine/so2_convolution.h; docs/model.md §5.5), forward and backward, per edge of a chunk.
 #include "model_dev.cuh"
 
 namespace sezm::cuda {

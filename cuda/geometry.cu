@@ -40,7 +40,7 @@ __device__ void quat_nrm(const float* in, float eps, float* out) {
   for (int i = 0; i < 4; ++i) out[i] = in[i] * s;
 }
 
-// 01 §7.3, as engine/wigner_d.h edge_quaternion.
+// docs/model.md §3.3, as engine/wigner_d.h edge_quaternion.
 __device__ void edge_quaternion_d(const float* v, float eps, float* q) {
   const float lam = sqrtf(v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + 2.0f * eps * eps);
   const float ux = v[0] / lam, uy = v[1] / lam, uz = v[2] / lam;
@@ -161,7 +161,7 @@ __global__ void geometry_backward_k(Dims d, int E, const float* __restrict__ vec
   }
   float vb[3];
   for (int a = 0; a < 3; ++a) vb[a] = vec_bar[3 * (size_t)e + a] + rb * v[a] / r;
-  // Tilt formula (01 §13(e)) with the full D recomputed from v; Dbar lives on rows |m| <= 1.
+  // Tilt formula (docs/model.md §7.5) with the full D recomputed from v; Dbar lives on rows |m| <= 1.
   float q[4], D[kMaxW];
   edge_quaternion_d(v, d.eps, q);
   wigner_full_d(q, d.L, d.eps, wt, D);

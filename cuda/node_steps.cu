@@ -49,7 +49,7 @@ __device__ double cta_total(double v, double* red) {
 // where a thread per node would leave the GPU nearly idle for a few hundred nodes.
 constexpr int kNodeThreads = 128;
 
-// y = EqRMSNorm(x) (+ residual) (02 §2.1).
+// y = EqRMSNorm(x) (+ residual) (docs/model.md §5.2.1).
 __global__ void __launch_bounds__(kNodeThreads) eq_norm_forward_k(int L, int C, const float* __restrict__ X,
                                                                    const float* __restrict__ scale,
                                                                    const float* __restrict__ bias, float eps, float* Y,
@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(kNodeThreads) eq_norm_forward_k(int L, int C, 
   }
 }
 
-// X_bar += dEqRMSNorm^T Y_bar (02 §9.2).
+// X_bar += dEqRMSNorm^T Y_bar (docs/model.md §7.6).
 __global__ void __launch_bounds__(kNodeThreads) eq_norm_backward_k(int L, int C, const float* __restrict__ X,
                                                                     const float* __restrict__ scale,
                                                                     const float* __restrict__ rho_i,

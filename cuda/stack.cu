@@ -1,4 +1,4 @@
-// The gated SO(2) mixing stack (docs/sezm/02 §3.4, backward §9.9), one fused kernel per layer.
+// The gated SO(2) mixing stack (docs/model.md §5.4, backward §7.10), one fused kernel per layer.
 //
 // Layout: activations focus-major (F, Ec, ROW), ROW = Dm*Cf; the m = 0 group is the first
 // M0 = (L+1)Cf columns, the |m| = 1 group the last 2*M1 = 2*L*Cf columns, whose weight is the

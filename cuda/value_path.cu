@@ -1,10 +1,10 @@
 // The SO(2) value path around the mixing stack, forward and backward side by side (CPU twin:
-// engine/so2_convolution.h; docs/sezm/02 §3, §5, §9): gather + rotate + radial conditioning (one
-// CTA per edge, channels over threads), rotate-back + destination sum, and the source-side
-// sums. Edges arrive in chunks of whole destination segments, so every destination-side sum is
-// a plain loop over its CSR segment; source-side sums use a per-chunk source grouping (no
-// atomics, deterministic). Per-edge sums over channels (Wigner-row and kernel adjoints) are warp
-// reduce-scatters (cta_reduce.cuh).
+// engine/so2_convolution.h; docs/model.md §5.3, §5.6, §5.8; backward §7.9, §7.11): gather +
+// rotate + radial conditioning (one CTA per edge, channels over threads), rotate-back +
+// destination sum, and the source-side sums. Edges arrive in chunks of whole destination
+// segments, so every destination-side sum is a plain loop over its CSR segment; source-side sums
+// use a per-chunk source grouping (no atomics, deterministic). Per-edge sums over channels
+// (Wigner-row and kernel adjoints) are warp reduce-scatters (cta_reduce.cuh).
 #include "cta_reduce.cuh"
 #include "radial_tables.cuh"
 #include "value_path.cuh"

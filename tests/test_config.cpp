@@ -84,7 +84,7 @@ TEST(Config, C32Float64) {
   EXPECT_TRUE(m.edge_norm);
   EXPECT_EQ(m.precision, "float64");
   EXPECT_EQ(m.fitting_neuron, (std::vector<int>{0}));
-  // Derived sizes: docs/sezm/01 §0.1.
+  // Derived sizes: docs/model.md §1.2.
   EXPECT_EQ(m.wide(), 64);
   EXPECT_EQ(m.n_coeff(), 16);
   EXPECT_EQ(m.n_reduced(), 10);

@@ -1,5 +1,5 @@
-// C3 cutoff envelope (spec 01 §3): printed test values, boundary behaviour, closed-form
-// derivative vs central finite differences, incomplete-beta identity.
+// C3 cutoff envelope (docs/model.md §2.2): printed test values (§8), boundary behaviour,
+// closed-form derivative vs central finite differences, incomplete-beta identity.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// Lebedev rules and the FFN S2 grid matrices (spec 02 §6.3, Appendix A).
+// Lebedev rules and the FFN S2 grid matrices (docs/model.md §5.9.1).
 //
 // Identities tested (derived here):
 // - e3nn "norm" SH satisfy sum_m Y_lm(p)^2 = 1, i.e. Y_lm = sqrt(4 pi/(2l+1)) y_lm with y_lm

@@ -1,4 +1,4 @@
-// Bessel radial basis (spec 01 §4): forward vs an independent closed form, w = 0, backward vs
+// Bessel radial basis (docs/model.md §2.3): forward vs an independent closed form, w = 0, backward vs
 // central finite differences.
 #include <gtest/gtest.h>
 

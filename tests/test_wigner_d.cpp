@@ -1,6 +1,6 @@
-// Edge frames and real Wigner-D blocks (spec 01 §7, §13(e)). Expected values come from the spec's
-// printed test vectors, from identities (orthogonality, homomorphism, equivariance against an
-// independently written C_lm), or from central finite differences.
+// Edge frames and real Wigner-D blocks (docs/model.md §3, §7.5). Expected values come from
+// docs/model.md §8's printed test vectors, from identities (orthogonality, homomorphism,
+// equivariance against an independently written C_lm), or from central finite differences.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -51,7 +51,7 @@ std::vector<double> wigner(const Quat& q, int L = kL, double eps = 0.0) {
   return D;
 }
 
-// ---- independent C_lm of §7.1: Rodrigues' formula, explicit factorials, atan2 ----
+// ---- independent C_lm of docs/model.md §3.1: Rodrigues' formula, explicit factorials, atan2 ----
 
 double factorial(int n) { return n <= 1 ? 1.0 : n * factorial(n - 1); }
 
@@ -78,7 +78,7 @@ double racah_C(int l, int m, const Vec3& u) {
                : -n * assoc_legendre(l, am, u[2], st) * std::sin(am * phi);
 }
 
-// Closed forms of §7.1 for l <= 3, m = -l..l.
+// Closed forms (docs/model.md §3.1) for l <= 3, m = -l..l.
 std::vector<double> racah_closed(int l, const Vec3& u) {
   const double x = u[0], y = u[1], z = u[2];
   const double s3 = std::sqrt(3.0), s6 = std::sqrt(6.0), s10 = std::sqrt(10.0), s15 = std::sqrt(15.0);

@@ -1,5 +1,5 @@
 #pragma once
-// Attention aggregation of one block, one head per focus (docs/sezm/02 §4; backward §9.6–9.7):
+// Attention aggregation of one block, one head per focus (docs/model.md §5.7; backward §7.8):
 // q/k from the RMS-normed pre-focus-mixed scalars of the destination/source node, a radial
 // logit bias, an envelope-gated softmax over the in-edges of each destination with a learned
 // null mass zeta, the weighted sum of rotated-back messages, and a sigmoid output gate.
@@ -50,7 +50,7 @@ void attention_node_forward(const ModelW<T>& w, const BlockW<T>& bw, const Graph
   }
 }
 
-// Logits and the envelope-gated softmax (02 §4.1–4.2), in the reference's shifted form.
+// Logits and the envelope-gated softmax (docs/model.md §5.7.1–§5.7.2), in the reference's shifted form.
 // Rhat0 (E, Cw): the hidden-projected l = 0 radial features.
 template <class T>
 void attention_softmax_forward(const ModelW<T>& w, const BlockW<T>& bw, const Graph& t, const T* env,

@@ -1,6 +1,6 @@
 #pragma once
-// Per-edge geometry, computed once per force call (docs/sezm/01 §2.5, §3, §4, §7; backward
-// §13(a),(e)): safe length r_e = sqrt(|v|^2 + eps^2), edge envelope E_5(r_e), its r-derivative,
+// Per-edge geometry, computed once per force call (docs/model.md §2.1–§2.3, §3;
+// backward §7.1, §7.5): safe length r_e = sqrt(|v|^2 + eps^2), edge envelope E_5(r_e), its r-derivative,
 // radial basis (E_7 inside), edge quaternion and packed Wigner-D blocks. Everything downstream
 // reads only these arrays, so the backward collects dE/dr, dE/d(rbf), dE/d(env) and dE/dD per
 // edge and turns them into dE/dv here.

@@ -1,5 +1,5 @@
 #pragma once
-// Initial node state (docs/sezm/01 §6, §8; backward §13(c),(d)):
+// Initial node state (docs/model.md §2.5, §4; backward §7.3, §7.4):
 //  - degree: deg_n = sum_{e->n} env_e^2, isd_n = (deg_n + 0.25)^(-1/2);
 //  - type embedding T[t] and per-edge type features tf_e = T[t_src] + T[t_dst];
 //  - environment-seed FiLM: x0_n = T_n (1 + a_s tanh s_n) + a_h tanh h_n, where (s, h) come
@@ -156,7 +156,7 @@ void env_seed_backward(const ModelW<T>& w, const Graph& t, const EdgeGeometry<T>
   Mat<T> a_bar = g1_bar * w.es_g1.topRows(ro).transpose();
   Mat<T> p1_bar = (a_bar * w.es_proj2.transpose()).cwiseProduct(c.p1.unaryExpr([](T x) { return silu_grad(x); }));
   view(gb.rbf.data(), E, geo.nr).noalias() += p1_bar * w.es_proj1.transpose();
-  // Seed Jacobian (01 §13(c)): s = E5/r, d s/dv = s' u, d(s u)/dv = u (s' u)^T + (s/r)(I - u u^T).
+  // Seed Jacobian (docs/model.md §7.3): s = E5/r, d s/dv = s' u, d(s u)/dv = u (s' u)^T + (s/r)(I - u u^T).
   for (int e = 0; e < E; ++e) {
     const T r = geo.r[e];
     const T s = geo.env[e] / r, sp = geo.denv[e] / r - geo.env[e] / (r * r);

@@ -1,5 +1,5 @@
 #pragma once
-// C3 cutoff envelope of SeZM (spec 01 §3), forward and derivative.
+// C3 cutoff envelope of SeZM (docs/model.md §2.2), forward and derivative.
 //
 //   x = r / rcut, evaluated as deepmd does: u = clamp((rcut - r)/rcut, 0, 1), x = 1 - u,
 //   E_p(x) = u^4 * sum_{k<p} C(k+3,3) x^k   (Horner in x)  -> 1 for r <= 0, 0 for r >= rcut.

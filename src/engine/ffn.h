@@ -1,5 +1,5 @@
 #pragma once
-// Block FFN on the S2 grid (docs/sezm/02 §6; backward §9.4), per node:
+// Block FFN on the S2 grid (docs/model.md §5.9; backward §7.7), per node:
 //   h = Xt W1[l] -> (a, b) halves;  a_hat = T a, b_hat = T b on the Lebedev grid;
 //   q = P (a_hat * b_hat);  kappa = sigmoid([a0, b0] W_sg);
 //   y = kappa * q;  y[l=0] += silu(a0) * b0;  out = y W2[l].

@@ -1,5 +1,5 @@
 #pragma once
-// dpa4_ener fitting net (docs/sezm/01 §11): GLU hidden layers with bias,
+// dpa4_ener fitting net (docs/model.md §6.2): GLU hidden layers with bias,
 //   y = z W_k + b_k,  z' = y[:H_k] * silu(y[H_k:]),  o = z_last W_out (no bias),
 // and AE_n = o_n + bias_atom_e[t_n] + out_bias[t_n] (the bias kept in double).
 #include <vector>

@@ -1,5 +1,5 @@
 #pragma once
-// One SeZM interaction block (docs/sezm/02 §1, §7; backward §9):
+// One SeZM interaction block (docs/model.md §5.1; backward §7.6–§7.11):
 //   H  = pre_focus_mix(X)                      (all nodes: sources may be ghosts)
 //   P  = sum_{e->n} alpha_e M_e                (SO(2) value path per edge tile, attention)
 //   X1 = X + EqRMSNorm_post(post_focus_mix(gamma * P))

@@ -1,5 +1,6 @@
 // Packaged Lebedev rules (deepmd-kit deepmd/dpmodel/utils/lebedev_rules.npz, values as printed
-// with Python repr in spec 02 Appendix A, same order) and the FFN S2 grid matrices (02 §6.3).
+// with Python repr in the rules' published tables, same order) and the FFN S2 grid matrices
+// (docs/model.md §5.9.1).
 
 #include "engine/lebedev.h"
 

@@ -1,12 +1,12 @@
 #pragma once
-// S2 grid matrices of the block FFN (spec 02 §6.3, Appendix A).
+// S2 grid matrices of the block FFN (docs/model.md §5.9.1; the rules' values in lebedev.cpp).
 //
 // - Lebedev rules of precision 3 (6 points), 7 (26) and 9 (38): deepmd's packaged float64 values
 //   (lebedev_rules.npz), points (x, y, z) and weights (normalised to sum ~1) in the packaged order.
 // - Real SH Y_d in e3nn's convention: y is the polar axis, order m = -l..l, normalisation "norm"
 //   (sum_m Y_lm(p)^2 = 1 for unit p, so the sphere mean of Y_d Y_d' is delta_dd'/(2l+1)),
 //   normalize=True (the point is scaled to unit length first), no Condon–Shortley phase.
-//   Packed index d = l^2 + l + m, closed forms for l <= 3 (02 §6.3 table).
+//   Packed index d = l^2 + l + m, closed forms for l <= 3 (e3nn convention, docs/model.md §5.9.1).
 // - make_s2_grid(L): rule = smallest packaged precision >= 3L (L=0,1 -> 3, 2 -> 7, 3 -> 9), and
 //     T[g,d] = Y_d(p_g) / sqrt(L+1)                     (G x D, row-major: grid <- coefficients)
 //     P[d,g] = w_g sqrt(L+1) (2 l(d)+1) Y_d(p_g)         (D x G, row-major: coefficients <- grid)

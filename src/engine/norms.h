@@ -1,5 +1,5 @@
 #pragma once
-// RMS norms of SeZM (docs/sezm/02 §2, backward §9.2–9.3; radial RMSNorm 01 §5).
+// RMS norms of SeZM (docs/model.md §5.2, backward §7.6; radial RMSNorm §2.4, backward §7.2).
 //  - EquivariantRMSNorm on one node's packed (D, C) features: centre the l = 0 row over
 //    channels, one RMS per node mixing all degrees with weights 1/((2l+1)(L+1)C), scale per
 //    (degree, channel), bias on l = 0.

@@ -1,10 +1,10 @@
 #pragma once
-// Bessel radial basis of SeZM (spec 01 §4), forward and backward.
+// Bessel radial basis of SeZM (docs/model.md §2.3), forward and backward.
 //
 //   phi_n(r) = sin(w_n r) / r * E_{p_rbf}(r / rcut),   n = 0..n-1,
 // with the frequencies w_n read from the checkpoint (`radial_basis.adam_freqs`, used as is:
 // any real value, w_n = 0 gives phi_n = 0). No sqrt(2/rcut) or other normalisation.
-// r is the safe norm r_e = sqrt(|v|^2 + eps^2) > 0 (01 §2.5); p_rbf = env_exp[0] = 7.
+// r is the safe norm r_e = sqrt(|v|^2 + eps^2) > 0 (docs/model.md §2.1); p_rbf = env_exp[0] = 7.
 // Backward: *r_bar += sum_n phi_bar[n] dphi_n/dr with
 //   dphi_n/dr = (w_n cos(w_n r)/r - sin(w_n r)/r^2) E + sin(w_n r)/r dE/dr.
 

@@ -1,5 +1,5 @@
 #pragma once
-// Radial embedding MLP (docs/sezm/01 §5, backward §13(b)): per edge
+// Radial embedding MLP (docs/model.md §2.4, backward §7.2): per edge
 //   h = rbf W0;  y = RMSNorm(h) (edge_norm) or h;  M = silu(y) W1,   M laid out [l*C + c].
 // The model multiplies M by the edge envelope E_5 (version 1.1). Bias-free throughout.
 #include <vector>

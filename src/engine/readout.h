@@ -1,5 +1,5 @@
 #pragma once
-// Final read-out, so3_readout = "none" (docs/sezm/01 §10.1): only the l = 0 row is used,
+// Final read-out, so3_readout = "none" (docs/model.md §6.1): only the l = 0 row is used,
 //   z = y W1,  a = z[:H] * silu(z[H:]),  desc = y + a W2.
 #include "engine/linalg.h"
 #include "model/weights.h"

@@ -1,6 +1,6 @@
 #pragma once
-// SO(2) convolution value path of one block, per tile of edges (docs/sezm/02 §3; backward
-// §9.8–9.10): gather H[src] and rotate into the edge frame keeping |m| <= 1, radial
+// SO(2) convolution value path of one block, per tile of edges (docs/model.md §5.3–§5.6;
+// backward §7.9–§7.11): gather H[src] and rotate into the edge frame keeping |m| <= 1, radial
 // conditioning, the residual gated mixing stack (per focus), focus competition, rotate back.
 //
 // Layouts inside a tile of Ec edges (all row-major):
@@ -35,7 +35,7 @@ struct ReducedRows {
   }
 };
 
-// Inverse-rotation rescale of the rotate-back (02 §3.6): sqrt((2l+1)/3) for l > mmax = 1.
+// Inverse-rotation rescale of the rotate-back (docs/model.md §5.6): sqrt((2l+1)/3) for l > mmax = 1.
 template <class T>
 inline T rotate_back_scale(int l) {
   return l <= 1 ? T(1) : std::sqrt(T(2 * l + 1) / T(3));
@@ -152,7 +152,7 @@ void so2_tile_forward(const ModelW<T>& w, const BlockW<T>& bw, const Graph& t, c
     }
   }
 
-  // Cross-focus competition from the pre-stack scalars (02 §3.5).
+  // Cross-focus competition from the pre-stack scalars (docs/model.md §5.5).
   if (F > 1) {
     s.fc_rho.resize(Ec, F);
     s.fc_p.resize(Ec, F);
@@ -179,7 +179,7 @@ void so2_tile_forward(const ModelW<T>& w, const BlockW<T>& bw, const Graph& t, c
     }
   }
 
-  // Rotate back to the global frame (02 §3.6), with the focus-competition scale.
+  // Rotate back to the global frame (docs/model.md §5.6), with the focus-competition scale.
   s.M.setZero(Ec, D * Cw);
   for (int i = 0; i < Ec; ++i) {
     const int e = e0 + i;

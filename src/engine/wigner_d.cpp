@@ -1,5 +1,5 @@
 // Constant tables behind engine/wigner_d.h: Cayley–Klein coefficient lists, the complex -> real
-// transform U^l and the real generators J^l_a, for l = 0..kWignerMaxL (spec 01 §7.5, §13(e)).
+// transform U^l and the real generators J^l_a, for l = 0..kWignerMaxL (docs/model.md §3.5, §7.5).
 // Complex matrices use row m' (index m'+l), column m (index m+l).
 
 #include "engine/wigner_d.h"
@@ -25,7 +25,7 @@ double binomial(int n, int k) {
   return factorial(n) / (factorial(k) * factorial(n - k));
 }
 
-// U^l of §7.5 (complex -> real SH), dense (2l+1)^2 row-major.
+// U^l of §3.5 (complex -> real SH), dense (2l+1)^2 row-major.
 std::vector<cd> complex_to_real(int l) {
   const int n = 2 * l + 1;
   const double h = 1.0 / std::sqrt(2.0);
@@ -87,7 +87,7 @@ struct BlockStore {
         for (; k < 4; ++k) rt.push_back(RealTerm{0, 0.0, 0.0});
       }
     }
-    // Generators in the complex basis (§13(e)), then J_real = Re(U J U^dagger).
+    // Generators in the complex basis (§7.5), then J_real = Re(U J U^dagger).
     std::array<std::vector<cd>, 3> Jc;
     for (auto& m : Jc) m.assign(n * n, 0.0);
     for (int mp = -l; mp <= l; ++mp) {

@@ -1,9 +1,9 @@
 #pragma once
-// Edge frames and real Wigner-D blocks of SeZM (spec 01 §7, backward §13(e)).
+// Edge frames and real Wigner-D blocks of SeZM (docs/model.md §3, backward §7.5).
 //
 // Conventions
 // - Quaternions are q = (w, x, y, z), scalar first, Hamilton product. R(q) is the ACTIVE
-//   rotation matrix of §7.2, stored row-major (R[3*i + j]).
+//   rotation matrix of §3.2, stored row-major (R[3*i + j]).
 // - The edge quaternion q_e is global -> local: R(q_e) v/|v| = +z. Rows 0, 1, 2 of R(q_e) are
 //   the local x axis a_e, local y axis b_e and the edge direction, in global coordinates.
 // - Real SH basis inside a degree: m = -l..l, SeZM's convention (Condon–Shortley phase kept):
@@ -12,14 +12,14 @@
 //   offset wigner_offset(l) = sum_{l'<l} (2l'+1)^2. Row index = local m (edge frame, m+l),
 //   column index = global m' (m'+l). Total wigner_size(L) = sum_{l<=L} (2l+1)^2 (L=3: 84).
 //   Defining property: D^l(q) C_l(u) = C_l(R(q) u); D^l orthogonal; D(q1 q2) = D(q1) D(q2).
-// - D^0 = 1; D^1_ij = s_i s_j R_{pi_i pi_j} with pi = (1,2,0), s = (-1,-1,+1) (§7.5);
-//   D^l, l >= 2, from the Cayley–Klein formula of §7.5 (R_a = w - i z, R_b = y - i x) and the
+// - D^0 = 1; D^1_ij = s_i s_j R_{pi_i pi_j} with pi = (1,2,0), s = (-1,-1,+1) (§3.5);
+//   D^l, l >= 2, from the Cayley–Klein formula of §3.5 (R_a = w - i z, R_b = y - i x) and the
 //   complex -> real transform D^l = Re(U^l D_c U^l†); tables are built once in wigner_d.cpp.
-// - Backward (§13(e), "tilt" formula): with real generators J^l_a = d/dt D^l(q_a(t))|_0,
+// - Backward (§7.5, "tilt" formula): with real generators J^l_a = d/dt D^l(q_a(t))|_0,
 //   q_a(t) = (cos t/2, sin t/2 e_a), G_a = sum_l sum_ij Dbar^l_ij (J^l_a D^l)_ij and
 //   v_bar += (G_x b - G_y a) / Lambda,  Lambda = sqrt(|v|^2 + 2 eps^2).
 //   The roll component G_z is dropped, so it is exact only for roll-invariant consumers
-//   (which the whole SeZM model is, §7.4). a and b are read from the D^1 block passed in,
+//   (which the whole SeZM model is, §3.4). a and b are read from the D^1 block passed in,
 //   so forward and backward use the very same frame.
 // Numerics: the coefficient tables are double; T = double is the reference, T = float compiles.
 // Per-edge functions allocate nothing.
@@ -94,7 +94,7 @@ inline void quat_nrm(const T in[4], T eps, T out[4]) {
 // real and antisymmetric; J^l_a = d/dt D^l(q_a(t)) at t = 0.
 inline const double* wigner_generator(int l, int a) { return detail::wigner_block_tables(l).J[a]; }
 
-// §7.3: two charts, C-infinity smooth-step blend, shortest-arc sign, nlerp, eps floors.
+// §3.3: two charts, C-infinity smooth-step blend, shortest-arc sign, nlerp, eps floors.
 template <class T>
 inline void edge_quaternion(const T v[3], T eps, T q[4]) {
   const T lam = std::sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + T(2) * eps * eps);
@@ -123,7 +123,7 @@ inline void edge_quaternion(const T v[3], T eps, T q[4]) {
   detail::quat_nrm(blend, eps, q);
 }
 
-// §7.2 active rotation matrix, row-major.
+// §3.2 active rotation matrix, row-major.
 template <class T>
 inline void quaternion_to_rotation(const T q[4], T R[9]) {
   const T w = q[0], x = q[1], y = q[2], z = q[3];
@@ -197,7 +197,7 @@ inline void wigner_d(const T q_in[4], int L, T* D, T eps = T(1e-7)) {
   }
 }
 
-// dE/dv from Dbar = dE/dD (packed like D) by the tilt formula of §13(e); accumulates into v_bar.
+// dE/dv from Dbar = dE/dD (packed like D) by the tilt formula of §7.5; accumulates into v_bar.
 // D must be the forward output for q_e(v) (its D^1 block provides the local axes a, b): the
 // forward stores D (needed by the blocks anyway) and the backward recomputes nothing from v but
 // Lambda. Cost at L = 3, double: ~0.1 us per edge.
@@ -232,7 +232,7 @@ inline void wigner_d_backward(const T v[3], T eps, const T* D, int L, const T* D
   for (int i = 0; i < 3; ++i) v_bar[i] += (G[0] * bx[i] - G[1] * ax[i]) * inv_lam;
 }
 
-// Racah-normalised real SH C_lm(u) of §7.1 for a unit vector u, packed p(l,m) = l^2+l+m,
+// Racah-normalised real SH C_lm(u) of §3.1 for a unit vector u, packed p(l,m) = l^2+l+m,
 // l = 0..L (L <= kWignerMaxL). Uses C_lm = N_lm (-1)^m Q_l^m(z) Re/Im((x+iy)^m), where
 // P_l^m(z) = (-1)^m (1-z^2)^{m/2} Q_l^m(z) (Condon–Shortley) and Q by the standard recurrence.
 template <class T>

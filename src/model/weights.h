@@ -1,7 +1,7 @@
 #pragma once
 // Typed SeZM weights, re-laid out once at load time for the engines: per-degree linears split
 // into one (in, out) matrix per degree, per-focus blocks cut out of the stacked focus weights,
-// the |m|=1 SO(2) block assembled as [[Wu, Wv], [-Wv, Wu]]. Names follow docs/sezm.
+// the |m|=1 SO(2) block assembled as [[Wu, Wv], [-Wv, Wu]]. Names follow docs/model.md.
 #include <string>
 #include <vector>
 
