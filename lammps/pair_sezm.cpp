@@ -178,13 +178,14 @@ void PairSezm::settings(int narg, char **arg) {
   // these maxima in comm->init(), which runs after this.
   comm_width_ = cfg.n_coeff() * cfg.channels;
   comm_forward = comm_reverse = comm_reverse_off = comm_width_;
-  if (comm->me == 0)
-    utils::logmesg(lmp, "pair sezm: model {} (type_map", model_path_);
   if (comm->me == 0) {
     std::string tm;
     for (const auto &s : cfg.type_map) tm += " " + s;
-    utils::logmesg(lmp, "{}, descriptor version {}), rcut {} A, {} blocks, lmax {}, {} channels, {} doubles per exchanged row\n",
-                   tm, cfg.descriptor_version, cfg.rcut, cfg.n_blocks, cfg.lmax, cfg.channels, comm_width_);
+    utils::logmesg(lmp,
+                   "pair sezm: model {} (type_map{}, descriptor version {}), rcut {} A, {} blocks, lmax {}, "
+                   "{} channels, {} doubles per exchanged row\n",
+                   model_path_, tm, cfg.descriptor_version, cfg.rcut, cfg.n_blocks, cfg.lmax, cfg.channels,
+                   comm_width_);
     if (comm->nprocs == 1)
       utils::logmesg(lmp, "pair sezm: one rank: periodic images are edges onto owned atoms (no feature exchange)\n");
   }
