@@ -1,6 +1,6 @@
 // CUDA engine: the orchestration of forward and backward (same order and names as the CPU
 // engine, src/engine/sezm_model.cpp), store-or-recompute per mode, and CudaEngine's public
-// wrappers. Weights: device_weights.cu; buffers and their sizing: buffers.cu; device queries:
+// wrappers. Weights: device_weights.cpp; buffers and their sizing: buffers.cu; device queries:
 // device.cu; chunks and source grouping: chunks.cu; timing and ghost staging: host_support.cuh;
 // kernels: one file per component.
 //
