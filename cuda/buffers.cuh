@@ -1,10 +1,11 @@
 #pragma once
-// The CUDA engine's device buffers, grouped by lifetime. All grow only (amortised across MD
-// steps) and are counted in the engine's MemCounter; the orchestration (engine.cu) sizes them
-// per call. Layouts: cuda_common.cuh.
+// The CUDA engine's device buffers, grouped by lifetime, and their sizing per call (buffers.cu).
+// All grow only (amortised across MD steps) and are counted in the engine's MemCounter.
+// Layouts: cuda_common.cuh.
 #include <vector>
 
-#include "cuda_common.cuh"
+#include "graph/graph.h"
+#include "model_dev.cuh"
 
 namespace sezm::cuda {
 
@@ -51,6 +52,33 @@ struct ChunkScratch {
   DBuf<float> Ssrc_bar, Xloc_bar, alpha_bar, lbar, rho_bar_c;  // backward
   std::vector<DBuf<float>> Zc;                 // the chunk's gated pre-activations (lean recompute, fused block)
   std::vector<std::vector<DBuf<float>>> Zall;  // fast: [block before the fused one][gated layer], every edge
+};
+
+// Every buffer of the engine, the byte counter they share, and the current call's graph sizes.
+struct EngineBuffers : GraphBuffers, EdgeBuffers, NodeBuffers, NodeScratch, ChunkScratch {
+  MemCounter mem;
+  int N = 0, NT = 0, E = 0;  // the current call's graph sizes
+
+  template <class T>
+  T* grow(DBuf<T>& b, size_t n) {
+    b.set_counter(&mem);
+    return b.resize(n);
+  }
+  template <class T>
+  T* grow_zero(DBuf<T>& b, size_t n, cudaStream_t s) {
+    T* p = grow(b, n);
+    b.zero(s);
+    return p;
+  }
+
+  // Uploads the graph on `s` and sizes every buffer the call needs before the first launch (the
+  // per-block node state grows inside the block loop, grow_block). max_ec: the largest chunk's
+  // edge count; keep_z: the forward keeps the gated pre-activations of every edge of the blocks
+  // before the last (fast mode with gradients).
+  void size_for_call(const Graph& g, const Dims& d, int n_blocks, int max_ec, bool gradients, bool keep_z,
+                     cudaStream_t s);
+  // Per-block node buffers of block b (grown as the forward reaches it).
+  void grow_block(int b, const Dims& d);
 };
 
 }  // namespace sezm::cuda

@@ -1,7 +1,8 @@
 #pragma once
 // The model on the device: dimensions (with the CUDA engine's limits checked) and every weight
 // uploaded once, in one pass, straight into the structs the kernels read (model_dev.cuh). Host
-// side only (engine.cu includes it; kernels see model_dev.cuh).
+// side only (engine.cu includes it; kernels see model_dev.cuh); compiled by the C++ compiler
+// (device_weights.cpp), like every host file of the CUDA engine that uses Eigen.
 #include <vector>
 
 #include "model/weights.h"

@@ -1,7 +1,8 @@
 // CUDA engine: the orchestration of forward and backward (same order and names as the CPU
 // engine, src/engine/sezm_model.cpp), store-or-recompute per mode, and CudaEngine's public
-// wrappers. Weights: device_weights.cu; buffers: buffers.cuh; chunks and source grouping:
-// chunks.cu; timing and ghost staging: host_support.cuh; kernels: one file per component.
+// wrappers. Weights: device_weights.cpp; buffers and their sizing: buffers.cu; device queries:
+// device.cu; chunks and source grouping: chunks.cu; timing and ghost staging: host_support.cuh;
+// kernels: one file per component.
 //
 // Edges are processed in chunks of whole destination segments (at most `chunk_edges` edges):
 // every per-edge activation of the SO(2) value path lives only in chunk-sized scratch, so device
@@ -17,6 +18,7 @@
 #include "attention.cuh"
 #include "buffers.cuh"
 #include "chunks.cuh"
+#include "device.cuh"
 #include "device_weights.cuh"
 #include "embeddings.cuh"
 #include "focus_compete.cuh"
@@ -41,38 +43,13 @@ __global__ void add_k(long n, const float* __restrict__ a, float* b) {
 
 }  // namespace
 
-bool cuda_device_available(std::string* why) {
-  int n = 0;
-  const cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess) {
-    if (why) *why = std::string("no usable CUDA device: ") + cudaGetErrorString(e);
-    cudaGetLastError();
-    return false;
-  }
-  if (n == 0) {
-    if (why) *why = "no CUDA device found";
-    return false;
-  }
-  return true;
-}
-
-int cuda_device_count() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return n;
-}
-
-struct CudaEngine::Impl : GraphBuffers, EdgeBuffers, NodeBuffers, NodeScratch, ChunkScratch {
+struct CudaEngine::Impl : EngineBuffers {
   ModelConfig cfg;
   Dims d{};
   CudaMode mode;
   int device = 0;
   std::string name;
   cudaStream_t s = nullptr;
-  MemCounter mem;
   int chunk_edges = 0;  // 0: the mode's default (default_chunk_edges)
   int effective_chunk_edges() const { return chunk_edges > 0 ? chunk_edges : default_chunk_edges(mode); }
 
@@ -83,24 +60,10 @@ struct CudaEngine::Impl : GraphBuffers, EdgeBuffers, NodeBuffers, NodeScratch, C
   void mark(const char* what) { timer.mark(what, s); }
 
   Impl(const ModelW<double>& w, int dev, CudaMode m) : cfg(w.cfg), mode(m), device(dev) {
-    std::string why;
-    if (!cuda_device_available(&why)) throw Error("device cuda: " + why);
-    int n = 0;
-    SEZM_CUDA(cudaGetDeviceCount(&n));
-    if (dev < 0 || dev >= n)
-      throw Error("device cuda: gpu " + std::to_string(dev) + " does not exist (" + std::to_string(n) + " visible)");
-    SEZM_CUDA(cudaSetDevice(dev));
-    cudaDeviceProp prop{};
-    SEZM_CUDA(cudaGetDeviceProperties(&prop, dev));
+    const cudaDeviceProp prop = open_device(dev);
     name = prop.name;
     d = model_dims(w);
-    // The fused stack keeps a tile of edges and its gate sigmoids on chip; refuse models whose
-    // tile does not fit this device rather than fail at the first launch.
-    const size_t need_smem = stack_smem_bytes(d);
-    if (need_smem > prop.sharedMemPerBlockOptin)
-      throw Error("device cuda: the model's SO(2) stack tile needs " + std::to_string(need_smem / 1024) +
-                  " KiB of shared memory per block, " + name + " offers " +
-                  std::to_string(prop.sharedMemPerBlockOptin / 1024) + " KiB (focus width too large for this GPU)");
+    check_stack_fits(d, prop);
     SEZM_CUDA(cudaStreamCreate(&s));
     const char* tv = std::getenv("SEZM_CUDA_TIMING");
     timer.enabled = tv && *tv && *tv != '0';
@@ -110,20 +73,7 @@ struct CudaEngine::Impl : GraphBuffers, EdgeBuffers, NodeBuffers, NodeScratch, C
     if (s) cudaStreamDestroy(s);
   }
 
-  template <class T>
-  T* grow(DBuf<T>& b, size_t n) {
-    b.set_counter(&mem);
-    return b.resize(n);
-  }
-  template <class T>
-  T* grow_zero(DBuf<T>& b, size_t n) {
-    T* p = grow(b, n);
-    b.zero(s);
-    return p;
-  }
-
   // ---- views of the buffers the launchers take ----
-  int N = 0, NT = 0, E = 0;  // the current call's graph sizes
   GraphDev graph() const { return GraphDev{N, NT, E, src.data(), dst.data(), off.data(), types.data()}; }
   EdgeGeomDev geom() const { return EdgeGeomDev{vecf.data(), r.data(), env.data(), denv.data(), rbf.data(), Dc.data()}; }
   EdgeGeomBarDev geom_bar() const {
@@ -320,9 +270,9 @@ struct CudaEngine::Impl : GraphBuffers, EdgeBuffers, NodeBuffers, NodeScratch, C
   }
 
   void begin_block_backward() {
-    grow_zero(q_bar, static_cast<size_t>(N) * d.Cw);
-    grow_zero(k_bar, static_cast<size_t>(NT) * d.Cw);
-    grow_zero(H_bar, static_cast<size_t>(NT) * d.D * d.Cw);
+    grow_zero(q_bar, static_cast<size_t>(N) * d.Cw, s);
+    grow_zero(k_bar, static_cast<size_t>(NT) * d.Cw, s);
+    grow_zero(H_bar, static_cast<size_t>(NT) * d.D * d.Cw, s);
   }
 
   // After every chunk of block b's backward: the attention node steps, X_bar = X1_bar (centres) +
@@ -345,85 +295,15 @@ struct CudaEngine::Impl : GraphBuffers, EdgeBuffers, NodeBuffers, NodeScratch, C
     std::swap(Xb, Xb_prev);
   }
 
-  // Uploads the graph and sizes every buffer the call needs before the first launch (the
-  // per-block node state grows inside the block loop).
+  // Plans the call's chunks and sizes its buffers (size_for_call). With gradients the last block
+  // runs its backward chunk by chunk right behind its forward (everything after its aggregation
+  // is per node): it keeps its gated pre-activations in chunk scratch, is never recomputed, and
+  // fast mode keeps z only for the blocks before it.
   void prepare_call(const Graph& gv, bool gradients) {
-    N = gv.n_nodes; NT = gv.n_total; E = gv.n_edges();
     plan.plan(gv, effective_chunk_edges());
-    // graph upload (the source grouping follows in group_sources)
-    for (DBuf<int>* b : {&src, &dst, &off, &types}) b->set_counter(&mem);
-    vec.set_counter(&mem);
-    src.upload(gv.src.data(), E, s);
-    dst.upload(gv.dst.data(), E, s);
-    off.upload(gv.dst_offsets.data(), N + 1, s);
-    types.upload(gv.types.data(), NT, s);
-    vec.upload(gv.vec.data(), 3 * static_cast<size_t>(E), s);
-
-    const size_t Er = static_cast<size_t>(E), W = static_cast<size_t>(d.L + 1) * d.C;
-    const size_t nodeW = static_cast<size_t>(d.D) * d.C, nodeWw = static_cast<size_t>(d.D) * d.Cw;
-    grow(vecf, 3 * Er); grow(r, Er); grow(env, Er); grow(denv, Er); grow(rbf, Er * d.nr);
-    grow(Dc, Er * d.dc_size); grow(rho, Er * W);
-    grow(g, Er * d.es_emb); grow(seed, Er * 4);
-    grow(isd, N); grow(A, static_cast<size_t>(N) * 4 * d.es_emb); grow(f, static_cast<size_t>(N) * 2 * d.C);
-    const int nb = cfg.n_blocks;
-    X.resize(nb + 1); H.resize(nb); q.resize(nb); k.resize(nb); qk_rho.resize(nb); gate_rho.resize(nb);
-    gamma.resize(nb); P.resize(nb); O.resize(nb); post_rho.resize(nb); X1.resize(nb); pre_rho.resize(nb);
-    Xt.resize(nb); ffn_h.resize(nb); alpha.resize(nb);
-    for (int b = 0; b <= nb; ++b) grow_zero(X[b], static_cast<size_t>(NT) * nodeW);
-    const int max_ec = plan.max_edges();
-    const size_t chunkU = static_cast<size_t>(d.F) * max_ec * d.ROW;
-    grow(U0, chunkU); grow(Ua, chunkU); grow(Ub, chunkU);
-    grow(Ssrc, static_cast<size_t>(d.F) * max_ec * d.Cf);
-    grow(fc_p, static_cast<size_t>(max_ec) * d.F); grow(alpha_fc, static_cast<size_t>(max_ec) * d.F);
-    grow(nodeA, static_cast<size_t>(N) * nodeWw);
-    grow(Rh_c, d.degree_mixer ? 1 : static_cast<size_t>(max_ec) * (d.L + 1) * d.Cw);  // the mixer needs only kern
-    grow(kern_c, static_cast<size_t>(max_ec) * padded_kernel_size(d));
-    // With gradients the last block runs its backward chunk by chunk right behind its forward
-    // (everything after its aggregation is per node): it keeps its gated pre-activations in chunk
-    // scratch, is never recomputed, and fast mode keeps z only for the blocks before it.
-    fused_block = gradients ? nb - 1 : -1;
+    fused_block = gradients ? cfg.n_blocks - 1 : -1;
     keep_z = mode == CudaMode::kFast && gradients;
-    if (keep_z) {  // energy-only calls keep nothing
-      Zall.resize(std::max(nb - 1, 0));
-      for (auto& zb : Zall) {
-        zb.resize(std::max(d.ngated, 0));
-        for (auto& z : zb) grow(z, static_cast<size_t>(d.F) * Er * d.ROW);
-      }
-    }
-    atom_energy.set_counter(&mem);
-    atom_energy.resize(N);
-    if (gradients) {
-      grow_zero(Xb, static_cast<size_t>(NT) * nodeW);
-      grow(Xb_prev, static_cast<size_t>(NT) * nodeW);
-      grow(rho_bar_c, static_cast<size_t>(max_ec) * W);
-      grow_zero(Dc_bar, Er * d.dc_size); grow_zero(rbf_bar, Er * d.nr);
-      grow_zero(env_bar, Er); grow_zero(vec_bar, 3 * Er);
-      grow(Ssrc_bar, static_cast<size_t>(d.F) * max_ec * d.Cf);
-      grow(Xloc_bar, static_cast<size_t>(max_ec) * d.Dm * d.Cw);
-      grow(alpha_bar, static_cast<size_t>(max_ec) * d.F); grow(lbar, static_cast<size_t>(max_ec) * d.F);
-      Zc.resize(std::max(d.ngated, 0));
-      for (auto& z : Zc) grow(z, chunkU);
-      grow(nodeA_bar, static_cast<size_t>(N) * nodeWw); grow(Pb, static_cast<size_t>(N) * nodeWw);
-      grow(gamma_bar, static_cast<size_t>(N) * d.F);
-      grow(hbar, static_cast<size_t>(N) * d.D * 2 * d.H);
-      grow(tmpN, static_cast<size_t>(N) * nodeW);
-    }
-  }
-
-  // Per-block node buffers of block b (grown as the forward reaches it).
-  void grow_block(int b) {
-    const size_t Er = static_cast<size_t>(E);
-    const size_t nodeW = static_cast<size_t>(d.D) * d.C, nodeWw = static_cast<size_t>(d.D) * d.Cw;
-    grow(q[b], static_cast<size_t>(NT) * d.Cw); grow(k[b], static_cast<size_t>(NT) * d.Cw);
-    grow(qk_rho[b], static_cast<size_t>(NT) * d.F); grow(gate_rho[b], static_cast<size_t>(N) * d.F);
-    grow(gamma[b], static_cast<size_t>(N) * d.F);
-    grow(alpha[b], Er * d.F);
-    grow(P[b], static_cast<size_t>(N) * nodeWw);
-    grow(O[b], static_cast<size_t>(N) * nodeW);
-    grow(X1[b], static_cast<size_t>(N) * nodeW); grow(post_rho[b], N); grow(pre_rho[b], N);
-    grow(Xt[b], static_cast<size_t>(N) * nodeW);
-    grow(ffn_h[b], static_cast<size_t>(N) * d.D * 2 * d.H);
-    grow(ybuf, static_cast<size_t>(N) * d.D * d.H);
+    size_for_call(gv, d, cfg.n_blocks, plan.max_edges(), gradients, keep_z, s);
   }
 
   EngineResult compute(const Graph& gv, bool gradients, FeatureExchange<double>* ex) {
@@ -466,7 +346,7 @@ struct CudaEngine::Impl : GraphBuffers, EdgeBuffers, NodeBuffers, NodeScratch, C
       mark("fwd: node (attention, mix)");
       grow(H[b], static_cast<size_t>(NT) * nodeWw);
       launch_per_degree_linear(NT, d.L, d.C, d.Cw, X[b].data(), w.pre, H[b].data(), false, false, s);
-      grow_block(b);
+      grow_block(b, d);
       launch_attention_node_forward(d, w, attention_node_args(b), s);
       launch_attention_softmax_forward(
           d, w, SoftmaxArgs{N, src.data(), off.data(), env.data(), radial_in(), q[b].data(), k[b].data(), alpha[b].data()},
@@ -532,7 +412,7 @@ struct CudaEngine::Impl : GraphBuffers, EdgeBuffers, NodeBuffers, NodeScratch, C
       end_block_backward(b, ex);
     }
     mark("bwd: env-seed");
-    grow_zero(isd_bar, N);
+    grow_zero(isd_bar, N, s);
     grow(A_bar, static_cast<size_t>(N) * 4 * d.es_emb);
     es.X0_bar = Xb.data(); es.A_bar = A_bar.data(); es.isd_bar = isd_bar.data();
     es.rbf_bar = rbf_bar.data(); es.vec_bar = vec_bar.data();

@@ -1,8 +1,9 @@
 #pragma once
 // What the kernels read besides their step's own buffers: the model's weights on the device
-// (float, uploaded once by device_weights.cu straight into these structs), the Wigner tables,
+// (float, uploaded once by device_weights.cpp straight into these structs), the Wigner tables,
 // the block input radial features, and grouped views of the graph and the per-edge geometry.
-// All pointers are device pointers.
+// All pointers are device pointers. The host C++ compiler sees the data structs too
+// (device_weights.cpp fills them); what only device code can compile is kept from it.
 #include "cuda_common.cuh"
 
 namespace sezm::cuda {
@@ -19,6 +20,7 @@ struct WignerTablesDev {
   const GenNzF* jnz;
 };
 
+#ifdef __CUDACC__  // device code: absent from the C++ compiler's translation units (device_weights.cpp)
 // Block input radial features R(e, l, a) = rho(e, l, a) + T[type(src)](a) + T[type(dst)](a),
 // formed where they are read instead of stored: saves (L+1)*C floats per edge for the call.
 // Its adjoint is rho_bar itself (the type table is not differentiated).
@@ -31,6 +33,7 @@ struct EdgeRadialIn {
            __ldg(T + (size_t)types[dst[e]] * d.C + a);
   }
 };
+#endif  // __CUDACC__
 
 // ---- model weights on the device (float) ----
 struct BlockWDev {

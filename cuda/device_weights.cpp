@@ -1,7 +1,8 @@
 // The model on the device: dimensions and limits, and the one-pass weight upload into the
 // structs the kernels read (model_dev.cuh). Weights are converted to float once; the block's
 // derived tables (the degree mixer with W_rh folded in, transposes, the radial logit bias) are
-// formed here in double and converted once.
+// formed here in double and converted once. A C++ file, not .cu: its Eigen code must be the same
+// as sezm_core's (cuda/CMakeLists.txt).
 #include "device_weights.cuh"
 
 #include <algorithm>

@@ -1,0 +1,62 @@
+// Device queries of the CUDA engine (host side): a usable device, its properties, and the
+// shared-memory check of the fused stack's tile.
+#include "device.cuh"
+
+#include <string>
+
+#include "sezm_cuda.h"
+#include "stack.cuh"
+
+namespace sezm {
+
+bool cuda_device_available(std::string* why) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    if (why) *why = std::string("no usable CUDA device: ") + cudaGetErrorString(e);
+    cudaGetLastError();
+    return false;
+  }
+  if (n == 0) {
+    if (why) *why = "no CUDA device found";
+    return false;
+  }
+  return true;
+}
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+namespace cuda {
+
+cudaDeviceProp open_device(int dev) {
+  std::string why;
+  if (!cuda_device_available(&why)) throw Error("device cuda: " + why);
+  int n = 0;
+  SEZM_CUDA(cudaGetDeviceCount(&n));
+  if (dev < 0 || dev >= n)
+    throw Error("device cuda: gpu " + std::to_string(dev) + " does not exist (" + std::to_string(n) + " visible)");
+  SEZM_CUDA(cudaSetDevice(dev));
+  cudaDeviceProp prop{};
+  SEZM_CUDA(cudaGetDeviceProperties(&prop, dev));
+  return prop;
+}
+
+void check_stack_fits(const Dims& d, const cudaDeviceProp& prop) {
+  // The fused stack keeps a tile of edges and its gate sigmoids on chip; refuse models whose
+  // tile does not fit this device rather than fail at the first launch.
+  const size_t need_smem = stack_smem_bytes(d);
+  if (need_smem > prop.sharedMemPerBlockOptin)
+    throw Error("device cuda: the model's SO(2) stack tile needs " + std::to_string(need_smem / 1024) +
+                " KiB of shared memory per block, " + std::string(prop.name) + " offers " +
+                std::to_string(prop.sharedMemPerBlockOptin / 1024) + " KiB (focus width too large for this GPU)");
+}
+
+}  // namespace cuda
+}  // namespace sezm

@@ -1,0 +1,17 @@
+#pragma once
+// Device queries of the CUDA engine (host side): which device, and whether the model's stack
+// tile fits its shared memory. cuda_device_available and cuda_device_count (sezm_cuda.h) are
+// defined with them, in device.cu.
+#include "cuda_common.cuh"
+
+namespace sezm::cuda {
+
+// Makes device `dev` current for the calling thread and returns its properties; throws
+// sezm::Error when no device is usable or `dev` does not exist.
+cudaDeviceProp open_device(int dev);
+
+// Throws sezm::Error when one stack CTA of a model of dimensions `d` needs more shared memory per
+// block than the device offers.
+void check_stack_fits(const Dims& d, const cudaDeviceProp& prop);
+
+}  // namespace sezm::cuda
