@@ -13,6 +13,8 @@ struct RefConfig {
   int natoms = 0;
   bool periodic = false;
   std::vector<double> cell, coords, forces, virial, atom_energy;
+  // Optional: deepmd-kit's per-atom virials [9N] (tests/data/recipes/ref3_*.json); empty when absent.
+  std::vector<double> atom_virial;
   std::vector<int> types;
   double energy = 0;
 };
@@ -42,6 +44,7 @@ inline RefFile read_ref(const std::string& path) {
     rc.forces = c.at("forces").get<std::vector<double>>();
     rc.virial = c.at("virial").get<std::vector<double>>();
     rc.atom_energy = c.at("atom_energy").get<std::vector<double>>();
+    if (c.contains("atom_virial")) rc.atom_virial = c.at("atom_virial").get<std::vector<double>>();
     r.configs.push_back(std::move(rc));
   }
   return r;

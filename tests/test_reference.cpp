@@ -4,6 +4,11 @@
 // |value| of that quantity in the config (reference/README.md): <= 1e-9 for float64 models,
 // <= 1e-5 for float32 ones (deepmd-kit computed those in float32; we run them in double).
 // The max errors are printed ("[ref] ...") and recorded as test properties.
+// tests/data/recipes/ref3_*.json (deepmd-kit 3.2.0, tests/data/recipes/make_existing.py) add
+// triclinic cells with three non-zero tilts, lone atoms, and deepmd-kit's per-atom virials,
+// checked here at the same tolerances (same convention as ours: half of each edge's
+// -g_k v_j on each endpoint, row k = force component; tests/data/recipes/README.md). A quantity
+// whose reference is identically zero (a lone atom's forces) is checked in absolute terms.
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -56,6 +61,11 @@ std::vector<RefCase> all_cases() {
   // Saved by deepmd-kit 3.2.0 (descriptor version 1.2), against 3.2.0's own numbers
   // (tests/data/dp320/make_dp320.py).
   add(data_path("dp320/ref_c32_l3_f2_float64_dp320.json"), "dp320/c32_l3_f2_float64_dp320.pt", "dp320_c32_f64", 1e-9);
+  // deepmd-kit 3.2.0 on the same checkpoints, new cells and per-atom virials
+  // (tests/data/recipes/make_existing.py).
+  add(data_path("recipes/ref3_c32_l3_f2_float64.json"), "c32_l3_f2_float64.pt", "v3_c32_f64", 1e-9);
+  add(data_path("recipes/ref3_c32_l3_f2_float32.json"), "c32_l3_f2_float32.pt", "v3_c32_f32", 1e-5);
+  add(data_path("recipes/ref3_defaults_float64.json"), "defaults_float64.pt", "v3_defaults_f64", 1e-9);
   const std::string water_ref = shared_path("reference/forces/ref_water_pretrained.json");
   if (sezm::test::file_exists(water_ref) && sezm::test::file_exists(shared_path("reference/models/water_pretrained.pt")))
     add(water_ref, kWaterModel, "water_f32", 1e-5);
@@ -91,22 +101,34 @@ TEST_P(Reference, MatchesDeepmdKit) {
   ASSERT_EQ(ev.virial.size(), 9u);
   ASSERT_EQ(ev.atom_virial.size(), 9 * static_cast<size_t>(c.natoms));
 
-  // Relative errors, each against the largest |reference value| of its quantity.
-  const double e_err = std::abs(ev.energy - c.energy) / std::abs(c.energy);
-  const double ae_err = max_abs_diff(ev.atom_energy, c.atom_energy) / max_abs(c.atom_energy);
-  const double f_err = max_abs_diff(ev.forces, c.forces) / max_abs(c.forces);
-  const double v_err = max_abs_diff(ev.virial, c.virial) / max_abs(c.virial);
+  // Relative errors, each against the largest |reference value| of its quantity (absolute
+  // where that quantity is identically zero: a lone atom's forces and virials).
+  const auto scale = [](double m) { return m > 0 ? m : 1.0; };
+  const double e_err = std::abs(ev.energy - c.energy) / scale(std::abs(c.energy));
+  const double ae_err = max_abs_diff(ev.atom_energy, c.atom_energy) / scale(max_abs(c.atom_energy));
+  const double f_err = max_abs_diff(ev.forces, c.forces) / scale(max_abs(c.forces));
+  const double v_err = max_abs_diff(ev.virial, c.virial) / scale(max_abs(c.virial));
+  const bool has_av = !c.atom_virial.empty();
+  if (has_av) ASSERT_EQ(c.atom_virial.size(), 9 * static_cast<size_t>(c.natoms));
+  const double av_err = has_av ? max_abs_diff(ev.atom_virial, c.atom_virial) / scale(max_abs(c.atom_virial)) : 0.0;
   EXPECT_LE(e_err, rc.tol) << "energy " << ev.energy << " vs " << c.energy;
   EXPECT_LE(ae_err, rc.tol);
   EXPECT_LE(f_err, rc.tol);
   EXPECT_LE(v_err, rc.tol);
+  EXPECT_LE(av_err, rc.tol);
   // Element by element too, so a failure names the first offending index.
   for (int i = 0; i < c.natoms; ++i) {
-    ASSERT_NEAR(ev.atom_energy[i], c.atom_energy[i], rc.tol * max_abs(c.atom_energy)) << "atom " << i;
+    ASSERT_NEAR(ev.atom_energy[i], c.atom_energy[i], rc.tol * scale(max_abs(c.atom_energy))) << "atom " << i;
     for (int a = 0; a < 3; ++a)
-      ASSERT_NEAR(ev.forces[3 * i + a], c.forces[3 * i + a], rc.tol * max_abs(c.forces)) << "atom " << i << " dim " << a;
+      ASSERT_NEAR(ev.forces[3 * i + a], c.forces[3 * i + a], rc.tol * scale(max_abs(c.forces)))
+          << "atom " << i << " dim " << a;
+    if (has_av)
+      for (int k = 0; k < 9; ++k)
+        ASSERT_NEAR(ev.atom_virial[9 * i + k], c.atom_virial[9 * i + k], rc.tol * scale(max_abs(c.atom_virial)))
+            << "atom " << i << " virial " << k;
   }
-  for (int k = 0; k < 9; ++k) ASSERT_NEAR(ev.virial[k], c.virial[k], rc.tol * max_abs(c.virial)) << "virial " << k;
+  for (int k = 0; k < 9; ++k)
+    ASSERT_NEAR(ev.virial[k], c.virial[k], rc.tol * scale(max_abs(c.virial))) << "virial " << k;
 
   // Identities of our own outputs: E = sum AE, W = sum of per-atom virials (summation rounding only).
   double sum_ae = 0, abs_ae = 0;
@@ -122,8 +144,11 @@ TEST_P(Reference, MatchesDeepmdKit) {
   RecordProperty("max_rel_atom_energy", std::to_string(ae_err));
   RecordProperty("max_rel_force", std::to_string(f_err));
   RecordProperty("max_rel_virial", std::to_string(v_err));
-  std::printf("[ref] %-34s N=%3d edges=%6zu  energy %.2e  atom_energy %.2e  force %.2e  virial %.2e\n",
-              rc.label.c_str(), c.natoms, ev.n_edges, e_err, ae_err, f_err, v_err);
+  if (has_av) RecordProperty("max_rel_atom_virial", std::to_string(av_err));
+  char av_text[32] = "";
+  if (has_av) std::snprintf(av_text, sizeof av_text, "  atom_virial %.2e", av_err);
+  std::printf("[ref] %-34s N=%3d edges=%6zu  energy %.2e  atom_energy %.2e  force %.2e  virial %.2e%s\n",
+              rc.label.c_str(), c.natoms, ev.n_edges, e_err, ae_err, f_err, v_err, av_text);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllConfigs, Reference, testing::ValuesIn(all_cases()),

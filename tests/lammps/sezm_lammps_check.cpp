@@ -4,7 +4,8 @@
 //                        [--expect-empty-rank] [--tol-engine T] [--tol-ref T] [--model PT]
 //       `run 0` on a reference configuration: energy, forces, per-atom energies, global and
 //       per-atom virial against the CPU engine (sezm::Potential on the same coordinates) and,
-//       for the unmodified configuration, against deepmd-kit's reference values.
+//       for the unmodified configuration, against deepmd-kit's reference values (per-atom
+//       virials too where the JSON has "atom_virial", tests/data/recipes).
 //       --triclinic shears the cell (lower-triangular tilts, fractional coordinates kept), so
 //       only the engine comparison applies; `press` is checked against the engine virial.
 //   sezm_lammps_check compare FILE_A FILE_B TOL
@@ -305,6 +306,15 @@ int run_ref(int argc, char **argv) {
       ok &= report("forces vs deepmd-kit", rf, tol_ref);
       ok &= report("per-atom energy vs deepmd-kit", rea, tol_ref);
       ok &= report("virial vs deepmd-kit", rv, tol_ref);
+      if (cfg.contains("atom_virial")) {  // tests/data/recipes: the engine's layout, W[3k+j]
+        Dev rva;
+        const auto rav = cfg["atom_virial"].get<std::vector<double>>();
+        for (const auto &kv : atoms) {
+          const int i = static_cast<int>(kv.first) - 1;
+          for (int k = 0; k < 6; k++) rva.add(kv.second.v[k], rav[9 * i + vmap[k]]);
+        }
+        ok &= report("per-atom virial vs deepmd-kit", rva, tol_ref);
+      }
     }
     if (!out.empty()) {
       FILE *fp = std::fopen(out.c_str(), "w");
