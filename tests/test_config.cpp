@@ -196,7 +196,12 @@ TEST(Config, RefusesUnsupportedOptions) {
       {"/fitting_net/neuron", json({64, -1}), {"fitting_net.neuron = [64,-1]"}},
       {"/fitting_net/type", "ener", {"fitting_net.type = \"ener\""}},
       {"/bridging_method", "ZBL", {"unsupported option bridging_method = \"ZBL\"", "ZBL"}},
-      {"/lora", json({{"rank", 8}}), {"unsupported option lora = {\"rank\":8}", "LoRA"}},
+      {"/lora", json({{"rank", 0}}), {"unsupported option lora.rank = 0", "integer >= 1"}},
+      {"/lora", json({{"alpha", 8.0}}), {"missing option lora.rank"}},
+      {"/lora", json({{"rank", 4}, {"alpha", "8"}}), {"unsupported option lora.alpha = \"8\""}},
+      {"/lora", json({{"rank", 4}, {"target_modules", json({"q"})}}),
+       {"unknown option lora.target_modules = [\"q\"]"}},
+      {"/lora", 4, {"unsupported option lora = 4"}},
       {"/spin", json({{"use_spin", json({true, false})}}), {"option spin", "spin models"}},
       {"/pair_exclude_types", json({json({0, 1})}), {"pair_exclude_types = [[0,1]]"}},
       {"/use_srtab", "table.txt", {"use_srtab", "tabulated"}},
@@ -228,6 +233,19 @@ TEST(Config, AcceptsIgnoredAndAbsentOptionalKeys) {
   j["descriptor"].erase("radial_so2_rank");  // only used by degree_channel
   const ModelConfig m = parse_model_config(j, "model.pt");
   EXPECT_EQ(m.radial_so2_mode, "none");
+}
+
+TEST(Config, AcceptsLora) {
+  // deepmd-kit 3.2.0's lora: {rank, alpha}; alpha null or absent means alpha = rank.
+  const ModelConfig plain = parse_model_config(edited("/lora", nullptr), "model.pt");
+  EXPECT_EQ(plain.lora_rank, 0);
+  const ModelConfig a = parse_model_config(edited("/lora", json({{"rank", 4}, {"alpha", 8.0}})), "model.pt");
+  EXPECT_EQ(a.lora_rank, 4);
+  EXPECT_EQ(a.lora_alpha, 8.0);
+  const ModelConfig b = parse_model_config(edited("/lora", json({{"rank", 4}, {"alpha", nullptr}})), "model.pt");
+  EXPECT_EQ(b.lora_alpha, 4.0);
+  const ModelConfig c = parse_model_config(edited("/lora", json({{"rank", 2}})), "model.pt");
+  EXPECT_EQ(c.lora_alpha, 2.0);
 }
 
 TEST(Config, RefusesMissingRequiredKeys) {

@@ -66,6 +66,9 @@ std::vector<RefCase> all_cases() {
   add(data_path("recipes/ref3_c32_l3_f2_float64.json"), "c32_l3_f2_float64.pt", "v3_c32_f64", 1e-9);
   add(data_path("recipes/ref3_c32_l3_f2_float32.json"), "c32_l3_f2_float32.pt", "v3_c32_f32", 1e-5);
   add(data_path("recipes/ref3_defaults_float64.json"), "defaults_float64.pt", "v3_defaults_f64", 1e-9);
+  // A deepmd-kit 3.2.0 LoRA fine-tuning checkpoint (adapters separate, folded at load; random
+  // non-zero adapters), against 3.2.0's own numbers (tests/data/recipes/make_lora.py).
+  add(data_path("recipes/ref_c32_lora.json"), "recipes/c32_lora.pt", "lora_c32_f64", 1e-9);
   const std::string water_ref = shared_path("reference/forces/ref_water_pretrained.json");
   if (sezm::test::file_exists(water_ref) && sezm::test::file_exists(shared_path("reference/models/water_pretrained.pt")))
     add(water_ref, kWaterModel, "water_f32", 1e-5);

@@ -3,13 +3,15 @@
 #include "api/engine_factory.h"
 #include "common/error.h"
 #include "io/checkpoint.h"
+#include "model/lora.h"
 #include "neighbor/neighbor_list.h"
 
 namespace sezm {
 
 ModelW<double> load_model_weights(const std::string& path) {
-  const Checkpoint ckpt = read_checkpoint(path);
+  Checkpoint ckpt = read_checkpoint(path);
   const ModelConfig cfg = parse_model_config(ckpt.model_params, path);
+  fold_lora(ckpt, cfg);  // LoRA adapters into their base weights (no-op without `lora`)
   // float32 checkpoints run in double on the CPU: the reference engine, within 1e-5 of
   // deepmd-kit's fp32.
   return load_weights<double>(ckpt, cfg);

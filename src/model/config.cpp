@@ -1,6 +1,7 @@
 #include "model/config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "common/error.h"
@@ -232,7 +233,18 @@ ModelConfig parse_model_config(const nlohmann::json& model_params, const std::st
   m.fixed("pair_exclude_types", json::array(), true);
   m.fixed("atom_exclude_types", json::array(), true);
   m.fixed("bridging_method", "None", true, "ZBL bridging is not supported");
-  m.fixed("lora", nullptr, true, "LoRA adapters are not supported");
+  // LoRA fine-tuning (deepmd-kit 3.2.0): the adapters are folded into the base weights at load
+  // (model/lora.h); rank and alpha only check the stored adapters and scaling.
+  if (const json* v = m.optional("lora"); v && !v->is_null()) {
+    if (!v->is_object()) m.refuse("lora", *v, "null or {\"rank\": int >= 1, \"alpha\": number or null}");
+    Section lora(*v, "lora.", source);
+    c.lora_rank = lora.integer("rank", 1);
+    const json* alpha = lora.optional("alpha");
+    if (alpha && !alpha->is_null() && !(alpha->is_number() && std::isfinite(alpha->get<double>())))
+      lora.refuse("alpha", *alpha, "a number, or null for alpha = rank");
+    c.lora_alpha = alpha && !alpha->is_null() ? alpha->get<double>() : static_cast<double>(c.lora_rank);
+    lora.finish();
+  }
   m.fixed("preset_out_bias", nullptr, true);
   m.ignore({"data_stat_nbatch", "data_stat_protect", "data_bias_nsample", "srtab_add_bias",
             "use_compile", "enable_tf32", "model_branch_alias", "info", "bridging_r_inner",

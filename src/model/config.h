@@ -34,6 +34,9 @@ struct ModelConfig {
   int ffn_neurons = 0;          // 0 -> auto
   // ---- fitting ----
   std::vector<int> fitting_neuron;  // as written in the config (0 = auto width)
+  // ---- LoRA fine-tuning (model.lora; folded into the weights at load, model/lora.h) ----
+  int lora_rank = 0;        // 0: no `lora` in the config
+  double lora_alpha = 0.0;  // alpha, or rank where alpha is null/absent (scaling alpha / rank)
 
   // ---- derived sizes (filled by parse_model_config) ----
   int focus_width() const { return focus_dim > 0 ? focus_dim : channels; }  // C_f

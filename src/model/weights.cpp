@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "io/checkpoint.h"
+#include "model/lora.h"
 
 namespace sezm {
 namespace {
@@ -102,6 +103,7 @@ void check_descriptor_version(const std::string& path, double version) {
 
 template <class T>
 ModelW<T> load_weights(const Checkpoint& ckpt, const ModelConfig& cfg) {
+  require_no_lora_adapters(ckpt);  // fold_lora() runs first (load_model_weights)
   Loader ld(ckpt);
   ModelW<T> w;
   w.cfg = cfg;
