@@ -225,4 +225,10 @@ Checkpoint read_checkpoint(const std::string& path) {
   return ckpt;
 }
 
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string o = "(";
+  for (size_t i = 0; i < shape.size(); ++i) o += (i ? ", " : "") + std::to_string(shape[i]);
+  return o + ")";
+}
+
 }  // namespace sezm

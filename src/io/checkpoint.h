@@ -22,6 +22,9 @@ struct TensorData {
   size_t numel() const;
 };
 
+// "(2, 3, 4)": a shape as error messages print it.
+std::string shape_string(const std::vector<int64_t>& shape);
+
 struct Checkpoint {
   std::string path;
   nlohmann::json model_params;  // model/_extra_state/model_params converted to JSON

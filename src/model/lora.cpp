@@ -52,14 +52,6 @@ Name classify(const std::string& key) {
   return {};
 }
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::ostringstream o;
-  o << "(";
-  for (size_t i = 0; i < s.size(); ++i) o << (i ? ", " : "") << s[i];
-  o << ")";
-  return o.str();
-}
-
 class Folder {
  public:
   Folder(Checkpoint& c, const ModelConfig& cfg) : ckpt_(c), cfg_(cfg) {}
@@ -73,8 +65,8 @@ class Folder {
     const int64_t r = cfg_.lora_rank;
     if (w.shape.size() != 3) bad_shape(p + "weight", w, "(L+1, in, out)");
     const int64_t n = w.shape[0], in = w.shape[1], out = w.shape[2];
-    if (a.shape != std::vector<int64_t>{n, r, in}) bad_shape(p + "A_by_l", a, shape_str({n, r, in}));
-    if (b.shape != std::vector<int64_t>{n, out, r}) bad_shape(p + "B_by_l", b, shape_str({n, out, r}));
+    if (a.shape != std::vector<int64_t>{n, r, in}) bad_shape(p + "A_by_l", a, shape_string({n, r, in}));
+    if (b.shape != std::vector<int64_t>{n, out, r}) bad_shape(p + "B_by_l", b, shape_string({n, out, r}));
     for (int64_t l = 0; l < n; ++l)
       for (int64_t i = 0; i < in; ++i)
         for (int64_t o = 0; o < out; ++o) {
@@ -95,8 +87,8 @@ class Folder {
     const int64_t r = cfg_.lora_rank;
     if (w.shape.size() != 2) bad_shape(w_key, w, "(in, out)");
     const int64_t in = w.shape[0], out = w.shape[1];
-    if (a.shape != std::vector<int64_t>{r, in}) bad_shape(a_key, a, shape_str({r, in}));
-    if (b.shape != std::vector<int64_t>{out, r}) bad_shape(b_key, b, shape_str({out, r}));
+    if (a.shape != std::vector<int64_t>{r, in}) bad_shape(a_key, a, shape_string({r, in}));
+    if (b.shape != std::vector<int64_t>{out, r}) bad_shape(b_key, b, shape_string({out, r}));
     for (int64_t i = 0; i < in; ++i)
       for (int64_t o = 0; o < out; ++o) {
         double d = 0;
@@ -119,7 +111,7 @@ class Folder {
     return it->second;
   }
   [[noreturn]] void bad_shape(const std::string& key, const TensorData& t, const std::string& expected) const {
-    throw Error(ckpt_.path + ": LoRA tensor '" + key + "' has shape " + shape_str(t.shape) + ", expected " +
+    throw Error(ckpt_.path + ": LoRA tensor '" + key + "' has shape " + shape_string(t.shape) + ", expected " +
                 expected + " (lora.rank = " + std::to_string(cfg_.lora_rank) + ")");
   }
   // The module's stored scaling, which deepmd-kit multiplies into the delta; it must be the
@@ -128,7 +120,7 @@ class Folder {
     const std::string key = p + "lora_scaling";
     const TensorData& t = need(key, adapter);
     if (t.numel() != 1 || !t.shape.empty())
-      throw Error(ckpt_.path + ": LoRA tensor '" + key + "' has shape " + shape_str(t.shape) +
+      throw Error(ckpt_.path + ": LoRA tensor '" + key + "' has shape " + shape_string(t.shape) +
                   ", expected a 0-d scalar");
     const double s = t.data[0];
     const double expected = cfg_.lora_alpha / cfg_.lora_rank;

@@ -10,14 +10,6 @@
 namespace sezm {
 namespace {
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::ostringstream o;
-  o << "(";
-  for (size_t i = 0; i < s.size(); ++i) o << (i ? ", " : "") << s[i];
-  o << ")";
-  return o.str();
-}
-
 // Fetches a tensor and checks its shape, so a checkpoint that disagrees with its own config
 // fails at load with the tensor named instead of reading out of bounds later.
 class Loader {
@@ -28,11 +20,11 @@ class Loader {
     const std::string key = "atomic_model." + name;
     if (!ckpt_.has(key))
       throw Error(ckpt_.path + ": tensor '" + key + "' is missing (expected shape " +
-                  shape_str(shape) + ")");
+                  shape_string(shape) + ")");
     const TensorData& t = ckpt_.get(key);
     if (t.shape != shape)
-      throw Error(ckpt_.path + ": tensor '" + key + "' has shape " + shape_str(t.shape) +
-                  ", the model config implies " + shape_str(shape));
+      throw Error(ckpt_.path + ": tensor '" + key + "' has shape " + shape_string(t.shape) +
+                  ", the model config implies " + shape_string(shape));
     return t;
   }
   bool has(const std::string& name) const { return ckpt_.has("atomic_model." + name); }
