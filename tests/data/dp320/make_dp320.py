@@ -31,8 +31,10 @@ import subprocess
 import sys
 import tempfile
 
-import numpy as np
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "recipes"))
+from dp_common import write_refs, write_system  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.dirname(HERE)
@@ -77,41 +79,6 @@ def check_saved(path, old_sd, params):
     moved = [k for k, v in old_sd.items() if k != "_extra_state" and not torch.equal(v, sd[k])]
     print(f"  tensors differing from the 1.1 file: {len(moved)} of {len(old_sd) - 1}",
           moved if len(moved) < 4 else "")
-
-
-def write_refs(model_path, ref, out_path):
-    import deepmd
-    from deepmd.infer import DeepPot
-
-    dp = DeepPot(model_path)
-    out = {"model": os.path.basename(model_path), "deepmd_kit": deepmd.__version__,
-           "type_map": dp.get_type_map(), "precision": "float64", "configs": []}
-    for c in ref["configs"]:
-        coords = np.array(c["coords"]).reshape(1, -1)
-        cell = np.array(c["cell"]).reshape(1, 9) if c["periodic"] else None
-        e, f, v, ae, _ = dp.eval(coords, cell, np.array(c["types"]), atomic=True)
-        out["configs"].append({
-            "name": c["name"], "natoms": c["natoms"], "periodic": c["periodic"],
-            "cell": c["cell"], "coords": c["coords"], "types": c["types"],
-            "energy": float(e.ravel()[0]), "forces": f.ravel().tolist(),
-            "virial": v.ravel().tolist(), "atom_energy": ae.ravel().tolist()})
-        print(f"  {c['name']}: E = {out['configs'][-1]['energy']:.12f} (1.1 file: {c['energy']:.12f})")
-    with open(out_path, "w") as f:
-        json.dump(out, f)
-
-
-def write_system(path, cfg, type_map, shift=(0.0, 0.0)):
-    """One labelled frame in deepmd-kit's npy layout; energy + shift[t] per atom of type t."""
-    os.makedirs(os.path.join(path, "set.000"))
-    with open(os.path.join(path, "type.raw"), "w") as f:
-        f.write("\n".join(str(t) for t in cfg["types"]) + "\n")
-    with open(os.path.join(path, "type_map.raw"), "w") as f:
-        f.write("\n".join(type_map) + "\n")
-    s = os.path.join(path, "set.000")
-    np.save(os.path.join(s, "coord.npy"), np.array(cfg["coords"]).reshape(1, -1))
-    np.save(os.path.join(s, "box.npy"), np.array(cfg["cell"]).reshape(1, 9))
-    np.save(os.path.join(s, "energy.npy"), np.array([cfg["energy"] + sum(shift[t] for t in cfg["types"])]))
-    np.save(os.path.join(s, "force.npy"), np.array(cfg["forces"]).reshape(1, -1))
 
 
 def train(old, params, ref, out_dir):

@@ -33,8 +33,9 @@ import sys
 import tempfile
 import shutil
 
-import numpy as np
 import torch
+
+from dp_common import write_refs, write_system
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.dirname(HERE)
@@ -52,19 +53,6 @@ ADAPTER_LEAVES = ("A_by_l", "B_by_l", "A_m0", "B_m0")
 def is_adapter(key):
     leaf = key.split(".")
     return leaf[-1] in ADAPTER_LEAVES or (len(leaf) > 1 and leaf[-2] in ("A_m", "B_m"))
-
-
-def write_system(path, cfg, type_map):
-    os.makedirs(os.path.join(path, "set.000"))
-    with open(os.path.join(path, "type.raw"), "w") as f:
-        f.write("\n".join(str(t) for t in cfg["types"]) + "\n")
-    with open(os.path.join(path, "type_map.raw"), "w") as f:
-        f.write("\n".join(type_map) + "\n")
-    s = os.path.join(path, "set.000")
-    np.save(os.path.join(s, "coord.npy"), np.array(cfg["coords"]).reshape(1, -1))
-    np.save(os.path.join(s, "box.npy"), np.array(cfg["cell"]).reshape(1, 9))
-    np.save(os.path.join(s, "energy.npy"), np.array([cfg["energy"]]))
-    np.save(os.path.join(s, "force.npy"), np.array(cfg["forces"]).reshape(1, -1))
 
 
 def finetune(old, params, ref, work):
@@ -120,28 +108,6 @@ def check_saved(path, base_sd):
     print("  other keys not in the base file:", extra)
 
 
-def write_refs(model_path, ref, out_path):
-    import deepmd
-    from deepmd.infer import DeepPot
-
-    dp = DeepPot(model_path)
-    out = {"model": os.path.basename(model_path), "deepmd_kit": deepmd.__version__,
-           "lora": LORA, "type_map": dp.get_type_map(), "precision": "float64", "configs": []}
-    for c in ref["configs"]:
-        coords = np.array(c["coords"]).reshape(1, -1)
-        cell = np.array(c["cell"]).reshape(1, 9) if c["periodic"] else None
-        e, f, v, ae, _ = dp.eval(coords, cell, np.array(c["types"]), atomic=True)
-        out["configs"].append({
-            "name": c["name"], "natoms": c["natoms"], "periodic": c["periodic"],
-            "cell": c["cell"], "coords": c["coords"], "types": c["types"],
-            "energy": float(e.ravel()[0]), "forces": f.ravel().tolist(),
-            "virial": v.ravel().tolist(), "atom_energy": ae.ravel().tolist()})
-        print(f"  {c['name']}: E = {out['configs'][-1]['energy']:.12f} (base: {c['energy']:.12f})")
-    with open(out_path, "w") as f:
-        json.dump(out, f)
-    return out
-
-
 def check_live_lora(path, ref0, energy):
     """The LoRA-injected model (adapters not folded) gives DeepPot's energy."""
     from deepmd.pt.model.descriptor.sezm_nn import apply_lora_to_sezm
@@ -181,7 +147,7 @@ def main():
     model = os.path.join(HERE, NAME + ".pt")
     torch.save({"model": sd}, model)
     check_saved(model, old["model"])
-    out = write_refs(model, ref, os.path.join(HERE, "ref_" + NAME + ".json"))
+    out = write_refs(model, ref, os.path.join(HERE, "ref_" + NAME + ".json"), {"lora": LORA}, "base")
     check_live_lora(model, ref["configs"][0], out["configs"][0]["energy"])
 
 
