@@ -1,5 +1,5 @@
 #pragma once
-// Reader for deepmd-kit reference files (format: ../shared/reference/README.md).
+// Reader for deepmd-kit reference files (format: tests/data/recipes/README.md, "Schema").
 #include <fstream>
 #include <string>
 #include <vector>

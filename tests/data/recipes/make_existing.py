@@ -15,7 +15,7 @@ on
      smaller than 2 rcut, so periodic self-images are neighbours, one larger), mixed C/Cu,
      rattled; one Cu atom alone in a large periodic box and one alone with no cell;
 and writes tests/data/recipes/ref3_<model>.json in the schema of the other references
-(../shared/reference/README.md) plus "atom_virial": [9N], deepmd-kit's per-atom virials.
+(schema in tests/data/recipes/README.md) plus "atom_virial": [9N], deepmd-kit's per-atom virials.
 
 Conventions (checked here on every frame, the script stops otherwise):
  - virial: W_ab = sum_i r_i,a F_i,b (the LAMMPS sign), 9 values row-major, = sum of atom_virial;
