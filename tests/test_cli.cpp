@@ -95,10 +95,12 @@ TEST(Cli, SezmEvalJsonMatchesDeepmdKit320) {
 TEST(Cli, SezmEvalRefusesUnsupportedModel) {
   const sezm::test::RefFile ref = sezm::test::read_ref(data_path(kRef));
   const std::string xyz = write_xyz(ref.configs.front(), ref.type_map);
-  const Exec r = run(quote(SEZM_EVAL_EXE) + " " + quote(data_path("mini_float64.pt")) + " " + quote(xyz));
+  // A Mini config with so3_readout "glu", which the engines refuse (tests/data/synthetic).
+  const Exec r = run(quote(SEZM_EVAL_EXE) + " " + quote(data_path("synthetic/synthetic_unsupported.pt")) + " " + quote(xyz));
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_NE(r.out.find("sezm-eval: "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("mini_float64.pt: unsupported option descriptor.so3_readout"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("synthetic_unsupported.pt: unsupported option descriptor.so3_readout = \"glu\""),
+            std::string::npos) << r.out;
   std::remove(xyz.c_str());
 }
 
@@ -112,8 +114,8 @@ TEST(Cli, SezmBenchRunsDeepmdKit320Checkpoint) {
 }
 
 TEST(Cli, SezmBenchRefusesUnsupportedModel) {
-  const Exec r = run(quote(SEZM_BENCH_EXE) + " " + quote(data_path("mini_float64.pt")) + " --cells 1");
+  const Exec r = run(quote(SEZM_BENCH_EXE) + " " + quote(data_path("synthetic/synthetic_unsupported.pt")) + " --cells 1");
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_NE(r.out.find("sezm-bench: "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("unsupported option descriptor.so3_readout"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("unsupported option descriptor.so3_readout = \"glu\""), std::string::npos) << r.out;
 }

@@ -117,6 +117,12 @@ INSTANTIATE_TEST_SUITE_P(
         ::testing::Values(Case{"c32_l3_f2_float64.pt", "ref_c32_l3_f2_float64.json", false},
                           Case{"c32_l3_f2_float32.pt", "ref_c32_l3_f2_float32.json", false},
                           Case{"defaults_float64.pt", "ref_defaults_float64.json", false},
+                          // DPA4-Mini: the SO(3) grid nets (cuda/grid_net.cu)
+                          Case{"mini_float64.pt", "ref_mini_float64.json", false},
+                          Case{"mini_variants/mini_v_mlp_k2.pt", "mini_variants/ref_mini_v_mlp_k2.json", false},
+                          Case{"mini_variants/mini_v_branch_l3.pt", "mini_variants/ref_mini_v_branch_l3.json", false},
+                          Case{"mini_variants/mini_v_ffnmlp_k0.pt", "mini_variants/ref_mini_v_ffnmlp_k0.json", false},
+                          Case{"mini_variants/mini_v_ffn_only.pt", "mini_variants/ref_mini_v_ffn_only.json", false},
                           Case{"reference/models/water_pretrained.pt", "reference/forces/ref_water_pretrained.json",
                                true}),
         ::testing::Values(0, 1)),
@@ -274,6 +280,40 @@ TEST_P(CudaModes, ForcesMatchFiniteDifferencesOfGpuEnergy) {
   std::printf("[cuda %s] FD of GPU energy vs GPU forces: max |diff| %.2e eV/A (max |F| %.2f)\n",
               mode_name(GetParam()), worst, max_abs(ev.forces));
   EXPECT_LE(worst, 2e-3 * max_abs(ev.forces));
+#endif
+}
+
+// DPA4-Mini (SO(3) grid nets, cuda/grid_net.cu) on the 192-atom water cell with chunks of 2000
+// edges: the fused last block runs the message-node net, the grid FFN and the grid read-out on
+// node ranges that start mid-cell; the energy-only call runs them on all nodes at once (same
+// arithmetic per node: bit-identical energies); and both match the float64 CPU engine on the
+// same fp32-rounded weights.
+TEST_P(CudaModes, MiniChunkedAndEnergyOnlyMatchCpu) {
+  SEZM_REQUIRE_GPU();
+#ifdef SEZM_HAVE_CUDA
+  const std::string mp = sezm_test::data_path("mini_float64.pt");
+  sezm::Checkpoint ck = sezm::read_checkpoint(mp);
+  const sezm::ModelConfig cfg = sezm::parse_model_config(ck.model_params, mp);
+  for (auto& kv : ck.tensors)
+    for (double& x : kv.second.data) x = static_cast<double>(static_cast<float>(x));
+  const sezm::ModelW<double> w32 = sezm::load_weights<double>(ck, cfg);
+  const sezm::SezmEngine<double> cpu(w32);
+  sezm::CudaEngine gpu(w32, 0, cuda_mode(GetParam()));
+  gpu.set_chunk_edges(2000);
+  const auto ref = sezm::test::read_ref(sezm_test::data_path("ref_mini_float64.json"));
+  for (const auto& c : ref.configs) {
+    if (c.name != "water192_lmp") continue;
+    const sezm::Graph g =
+        sezm::build_graph(c.coords.data(), c.types.data(), c.natoms, c.periodic ? c.cell.data() : nullptr, cfg.rcut);
+    const sezm::EngineResult e_only = gpu.compute(g, false), full = gpu.compute(g, true);
+    EXPECT_EQ(e_only.energy, full.energy);
+    EXPECT_EQ(e_only.atom_energy, full.atom_energy);
+    const sezm::Evaluation a = sezm::make_evaluation(g, cpu.compute(g, true), true, false);
+    const sezm::Evaluation b = sezm::make_evaluation(g, full, true, false);
+    EXPECT_NEAR(b.energy, a.energy, 1e-6 * std::fabs(a.energy));
+    EXPECT_LE(max_diff(b.forces, a.forces), 1e-5 * max_abs(a.forces));
+    EXPECT_LE(max_diff(b.virial, a.virial), 1e-5 * max_abs(a.virial));
+  }
 #endif
 }
 

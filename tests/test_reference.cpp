@@ -58,6 +58,14 @@ std::vector<RefCase> all_cases() {
   add(data_path("ref_c32_l3_f2_float64.json"), "c32_l3_f2_float64.pt", "c32_f64", 1e-9);
   add(data_path("ref_c32_l3_f2_float32.json"), "c32_l3_f2_float32.pt", "c32_f32", 1e-5);
   add(data_path("ref_defaults_float64.json"), "defaults_float64.pt", "defaults_f64", 1e-9);
+  // The DPA4-Mini family (SO(3) grid nets: message-node product, branch FFN, MLP read-out;
+  // docs/model.md §5.10-§5.13), same deepmd-kit source as the files above.
+  add(data_path("ref_mini_float64.json"), "mini_float64.pt", "mini_f64", 1e-9);
+  // Mini variants written by deepmd-kit 3.2.0 (tests/data/mini_variants/make_mini_variants.py):
+  // message-node MLP and branch nets, 2 and 3 router branches, FFN glu / MLP nets, kmax 0 and 2,
+  // lmax 1 and 3, focus width below the channels, Mini with some grid nets off.
+  for (const char* v : {"mini_v_mlp_k2", "mini_v_branch_l3", "mini_v_ffnmlp_k0", "mini_v_ffn_only"})
+    add(data_path(std::string("mini_variants/ref_") + v + ".json"), std::string("mini_variants/") + v + ".pt", v, 1e-9);
   // Saved by deepmd-kit 3.2.0 (descriptor version 1.2), against 3.2.0's own numbers
   // (tests/data/dp320/make_dp320.py).
   add(data_path("dp320/ref_c32_l3_f2_float64_dp320.json"), "dp320/c32_l3_f2_float64_dp320.pt", "dp320_c32_f64", 1e-9);
@@ -82,7 +90,7 @@ class Reference : public testing::TestWithParam<RefCase> {
   // Loads every model once for the whole suite (each test process loads its own otherwise).
   static void SetUpTestSuite() {
     for (const char* m : {"c32_l3_f2_float64.pt", "c32_l3_f2_float32.pt", "defaults_float64.pt",
-                          "dp320/c32_l3_f2_float64_dp320.pt"})
+                          "mini_float64.pt", "dp320/c32_l3_f2_float64_dp320.pt"})
       model(m);
     model(kWaterModel);
   }

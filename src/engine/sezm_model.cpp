@@ -59,7 +59,7 @@ EngineResult SezmEngine<T>::compute(const Graph& g, bool gradients, FeatureExcha
 
   // ---- read-out and fitting ----
   Mat<T> desc;
-  readout_forward(w_, X[cfg.n_blocks].data(), N, desc);
+  readout_forward(w_, grid_, X[cfg.n_blocks].data(), N, desc);
   EngineResult res;
   res.atom_energy.resize(N);
   FittingCache<T> fc;
@@ -73,7 +73,7 @@ EngineResult SezmEngine<T>::compute(const Graph& g, bool gradients, FeatureExcha
   Mat<T> desc_bar;
   fitting_backward(w_, fc, desc_bar);
   std::vector<T> Xb(static_cast<size_t>(NT) * width, T(0)), Xb_prev(Xb.size());
-  readout_backward(w_, X[cfg.n_blocks].data(), N, desc_bar, Xb.data());
+  readout_backward(w_, grid_, X[cfg.n_blocks].data(), N, desc_bar, Xb.data());
   EdgeGeometryGrad<T> gb;
   gb.reset(geo);
   std::vector<T> rho_bar(rho.size(), T(0));

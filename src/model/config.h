@@ -32,6 +32,17 @@ struct ModelConfig {
   std::string precision;        // "float32" | "float64" (descriptor; fitting must match)
   double descriptor_version = 0;  // the checkpoint's version_tensor, set by load_weights (1.1, 1.2)
   int ffn_neurons = 0;          // 0 -> auto
+  // ---- SO(3) Wigner-D grid nets (the DPA4-Mini family, docs/model.md §5.10-§5.13) ----
+  int kmax = 1;                      // frame set (0, -1, +1, ..., -kmax, +kmax); 0 <= kmax <= lmax
+  bool message_node_so3 = false;     // cross grid net after the aggregation (§5.11)
+  std::string message_node_op = "glu";  // "glu" | "mlp" | "branch" (grid_branch[1] > 0 wins)
+  int message_node_branches = 1;
+  bool ffn_so3_grid = false;         // block FFN on the SO(3) grid (§5.12)
+  std::string ffn_op = "glu";        // "glu" | "mlp" | "branch"
+  int ffn_branches = 1;
+  std::string so3_readout = "none";  // "none" | "mlp" (§5.13)
+  bool any_so3_grid() const { return message_node_so3 || ffn_so3_grid || so3_readout != "none"; }
+  int n_frames() const { return 2 * kmax + 1; }  // K
   // ---- fitting ----
   std::vector<int> fitting_neuron;  // as written in the config (0 = auto width)
   // ---- LoRA fine-tuning (model.lora; folded into the weights at load, model/lora.h) ----
