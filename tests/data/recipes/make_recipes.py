@@ -509,10 +509,11 @@ def family(name):
                     recipe="input.json + descriptor.add_chg_spin_ebd", runs=runs,
                     train_charge_spin=None if plain else [0, 1])
     if name == "multitask_plain_f64":
-        branches = [("cu_bulk", ["CuBulk", "bulk"]), ("carbon", ["C_branch"]), ("mixed", [])]
-        return dict(model=multitask_model(plain_descriptor(f64), f64, branches, 3), precision=f64,
+        # two branches (each branch stores its own copy of the shared tensors), no "Default"
+        branches = [("cu_bulk", ["CuBulk", "bulk"]), ("carbon", [])]
+        return dict(model=multitask_model(plain_descriptor(f64), f64, branches, 2), precision=f64,
                     recipe="input_multitask.json", configs=base, branches=branches,
-                    head_requests=["cu_bulk", "CUBULK", "bulk", "c_branch", "Mixed", 0, 2, None,
+                    head_requests=["cu_bulk", "carbon", "CUBULK", "bulk", "Carbon", 0, 1, None,
                                    "Default", "nope"])
     if name == "multitask_mini_f64":
         branches = [("water_1", ["Default", "Water"]), ("water_2", ["Water2"])]
