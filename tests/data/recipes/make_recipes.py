@@ -177,8 +177,8 @@ def zbl_configs():
     """Pairs inside r_inner (0.5 A), between r_inner and r_outer (0.8 A), and normal ones."""
     rng = np.random.default_rng(SEED + 2)
     out = []
-    # Open: H-H 0.32 (inside), C-O 0.45 (inside), O-H 0.62 and C-Cu 0.74 (transition), the
-    # rest >= 1.4 A apart.
+    # Open: H-H 0.33 (inside), C-O 0.45 (inside), O-H 0.61 and C-Cu 0.74 (transition), every
+    # other pair >= 2 A apart.
     x = np.array([[0.0, 0.0, 0.0], [0.32, 0.0, 0.0],            # H-H 0.32
                   [3.0, 0.0, 0.0], [3.0, 0.45, 0.0],            # C-O 0.45
                   [0.0, 3.2, 0.0], [0.62 * 0.6, 3.2 + 0.62 * 0.8, 0.0],  # O-H 0.62
@@ -186,10 +186,10 @@ def zbl_configs():
                   [-1.5, 1.2, 1.0], [3.2, 2.8, -1.4]])
     t = [H, H, C, O, O, H, C, CU, CU, O]
     out.append(_cfg("zbl_open10", x + rng.normal(scale=0.004, size=x.shape), t))
-    # Periodic triclinic, < 2 rcut: a Cu-Cu pair at 0.48 A ACROSS the periodic boundary
-    # (x = 0.1 and x = lx - 0.38), an O-H pair at 0.70 A, a C with two neighbours inside
-    # r_inner (C-H 0.42, C-H 0.46: the frozen source gate sees several frozen edges) and
-    # normal atoms.
+    # Periodic triclinic, < 2 rcut: a Cu-Cu pair at 0.48 A ACROSS the periodic boundary (one
+    # atom near the a = 0 face, its partner moved by -0.48 A and wrapped by +a), an O-H pair
+    # at 0.70 A, a C with two H inside r_inner (0.42, 0.46 A: several frozen edges on one
+    # source; the two H are 0.62 A apart) and normal atoms (>= 1.98 A).
     cell = np.array([[5.8, 0, 0], [0.9, 5.6, 0], [-0.7, 0.6, 6.0]])
     frac = np.array([[0.02, 0.3, 0.3], [0.55, 0.55, 0.55], [0.3, 0.8, 0.2],
                      [0.75, 0.2, 0.7], [0.2, 0.25, 0.8]])
@@ -207,7 +207,6 @@ def zbl_configs():
     # A larger periodic frame with one pair in the transition zone among normal neighbours.
     cell = [8.4, 0, 0, -1.1, 8.2, 0, 0.8, -0.9, 8.6]
     rng2 = np.random.default_rng(SEED + 3)
-    x, t = [], []
     g = np.array([(i, j, k) for i in range(3) for j in range(3) for k in range(3)], float)
     x = (g + 0.5) / 3 @ np.asarray(cell).reshape(3, 3) + rng2.normal(scale=0.1, size=g.shape)
     t = list(rng2.integers(0, 4, size=len(g)))
