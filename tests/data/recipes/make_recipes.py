@@ -423,7 +423,8 @@ Z_OF = {"H": 1, "C": 6, "O": 8, "Cu": 29}
 
 def zbl_numpy(c, type_map, rcut=6.0):
     """The ZBL term written out independently (README: ZBL): every pair closer than rcut,
-    half of its energy on each atom. Returns energy, atom energies, forces, virial."""
+    half of its energy on each atom. Returns energy, atom energies, forces, virial, atom
+    virials (each directed edge's -g_k d_j, half on each endpoint, as in the README)."""
     x = np.asarray(c["coords"], float).reshape(-1, 3)
     z = np.array([Z_OF[type_map[t]] for t in c["types"]], float)
     n = len(x)
@@ -433,7 +434,7 @@ def zbl_numpy(c, type_map, rcut=6.0):
         shifts = [np.array([i, j, k]) @ cell for i in range(-2, 3) for j in range(-2, 3)
                   for k in range(-2, 3)]
     S = np.array(shifts)
-    ae, f, w = np.zeros(n), np.zeros((n, 3)), np.zeros((3, 3))
+    ae, f, w, av = np.zeros(n), np.zeros((n, 3)), np.zeros((3, 3)), np.zeros((n, 3, 3))
     for i in range(n):  # receiver i, senders j (all images)
         d = (x[None, :, :] + S[:, None, :] - x[i]).reshape(-1, 3)
         zj = np.tile(z, len(S))
@@ -451,7 +452,10 @@ def zbl_numpy(c, type_map, rcut=6.0):
         np.add.at(f, src, -g)
         f[i] += g.sum(0)
         w -= d.T @ g                         # W_ab = -sum_e edge_a g_b (symmetric here)
-    return ae.sum(), ae, f.reshape(-1), w.reshape(-1)
+        we = -g[:, :, None] * d[:, None, :]  # per edge [k, j] = -g_k d_j
+        av[i] += 0.5 * we.sum(0)
+        np.add.at(av, src, 0.5 * we)
+    return ae.sum(), ae, f.reshape(-1), w.reshape(-1), av.reshape(-1)
 
 
 def zbl_split(dp, c, r, tol):
@@ -465,11 +469,12 @@ def zbl_split(dp, c, r, tol):
     finally:
         model.inter_potential = pot
     diff = {k: np.asarray(r[k]) - np.asarray(learned[k]) for k in
-            ("energy", "atom_energy", "forces", "virial")}
-    e, ae, f, w = zbl_numpy(c, dp.get_type_map())
+            ("energy", "atom_energy", "forces", "virial", "atom_virial")}
+    e, ae, f, w, av = zbl_numpy(c, dp.get_type_map())
     err = {"energy": rel(diff["energy"], e) if e else abs(diff["energy"]),
            "atom_energy": rel(diff["atom_energy"], ae), "forces": rel(diff["forces"], f) if np.any(f) else float(np.abs(diff["forces"]).max()),
-           "virial": rel(diff["virial"], w) if np.any(w) else float(np.abs(diff["virial"]).max())}
+           "virial": rel(diff["virial"], w) if np.any(w) else float(np.abs(diff["virial"]).max()),
+           "atom_virial": rel(diff["atom_virial"], av) if np.any(av) else float(np.abs(diff["atom_virial"]).max())}
     print(f"    ZBL part: E_zbl = {e:.10g} eV of E = {r['energy']:.10g}; 3.2.0 vs written-out ZBL: "
           + " ".join(f"{k} {v:.1e}" for k, v in err.items()))
     assert max(err.values()) < 1e-9, err
