@@ -1,6 +1,7 @@
 // sezm-eval: single-point energy, forces and virial of a structure with a SeZM checkpoint.
 //
 //   sezm-eval MODEL STRUCTURE [--elements E1 E2 ...] [--json] [--no-forces] [--atom-virial]
+//             [--head NAME]
 //
 // STRUCTURE is a LAMMPS data file (atom_style atomic; LAMMPS types map to --elements) or an
 // (extended) XYZ file; --json prints deepmd-kit's reference schema.
@@ -25,7 +26,7 @@ namespace {
 void usage(std::FILE* out) {
   std::fprintf(out,
                "usage: sezm-eval MODEL STRUCTURE [--elements E1 E2 ...] [--json] [--no-forces] [--atom-virial]\n"
-               "                 [--device cpu|cuda] [--gpu N] [--mode lean|fast]\n"
+               "                 [--device cpu|cuda] [--gpu N] [--mode lean|fast] [--head NAME]\n"
                "  MODEL      deepmd-kit SeZM/DPA4 training checkpoint (*.pt)\n"
                "  STRUCTURE  LAMMPS data file (atom_style atomic) or (extended) XYZ\n"
                "  --elements element of each LAMMPS atom type, in type order (data files)\n"
@@ -33,7 +34,9 @@ void usage(std::FILE* out) {
                "  --no-forces      energy only\n"
                "  --atom-virial    also per-atom virials (9 per atom, LAMMPS sign)\n"
                "  --device   cpu (float64 reference engine, default) or cuda (fp32 CUDA engine)\n"
-               "  --gpu N    CUDA device ordinal (default 0); --mode: what the CUDA forward keeps\n");
+               "  --gpu N    CUDA device ordinal (default 0); --mode: what the CUDA forward keeps\n"
+               "  --head NAME  branch (or alias, any case) of a multi-task model; default: the one\n"
+               "             aliased \"Default\"\n");
 }
 
 }  // namespace
@@ -41,7 +44,7 @@ void usage(std::FILE* out) {
 int main(int argc, char** argv) {
   std::vector<std::string> positional, elements;
   bool json = false, forces = true, atom_virial = false;
-  std::string device = "cpu", mode = "lean";
+  std::string device = "cpu", mode = "lean", head;
   int gpu = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -67,6 +70,12 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "sezm-eval: bad value '%s' for %s\n", v.c_str(), a.c_str());
         return 2;
       }
+    } else if (a == "--head") {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "sezm-eval: --head needs a value\n");
+        return 2;
+      }
+      head = argv[++i];
     } else if (a == "--elements") {
       while (i + 1 < argc && argv[i + 1][0] != '-') elements.push_back(argv[++i]);
       if (elements.empty()) {
@@ -95,7 +104,7 @@ int main(int argc, char** argv) {
     opt.device = device == "cuda" ? sezm::Device::kCuda : sezm::Device::kCpu;
     opt.gpu = gpu;
     opt.mode = mode == "fast" ? sezm::CudaMode::kFast : sezm::CudaMode::kLean;
-    const sezm::Potential pot = sezm::Potential::load(positional[0], opt);
+    const sezm::Potential pot = sezm::Potential::load(positional[0], opt, head);
     const sezm::Structure s = sezm::read_structure(positional[1], elements);
     std::vector<int> types(s.size());
     for (size_t i = 0; i < s.size(); ++i) types[i] = pot.type_index(s.species[i]);
@@ -112,6 +121,10 @@ int main(int argc, char** argv) {
         j["virial"] = ev.virial;
       }
       if (atom_virial) j["atom_virial"] = ev.atom_virial;
+      if (!pot.config().head.empty()) {
+        j["head"] = pot.config().head;
+        j["head_reason"] = pot.config().head_reason;
+      }
       std::cout << j.dump() << "\n";
       return 0;
     }
@@ -119,6 +132,7 @@ int main(int argc, char** argv) {
     std::printf("model     : %s (descriptor version %g, %s, channels %d, lmax %d, %d blocks, rcut %g)\n",
                 positional[0].c_str(), cfg.descriptor_version, cfg.precision.c_str(), cfg.channels, cfg.lmax,
                 cfg.n_blocks, cfg.rcut);
+    if (!cfg.head.empty()) std::printf("head      : %s\n", cfg.head_reason.c_str());
     std::printf("structure : %s (%zu atoms, %s, %zu edges)\n", positional[1].c_str(), s.size(),
                 s.periodic ? "periodic" : "open", ev.n_edges);
     std::printf("energy    : %.10f eV (%.10f eV/atom)\n", ev.energy, s.size() ? ev.energy / s.size() : 0.0);

@@ -100,17 +100,18 @@ void PairSezm::allocate() {
   memory->create(cutsq, n + 1, n + 1, "pair:cutsq");
 }
 
-// pair_style sezm MODEL [device cpu|cuda] [gpu N] [mode lean|fast] [chunk N] [timing N]
+// pair_style sezm MODEL [device cpu|cuda] [gpu N] [mode lean|fast] [chunk N] [timing N] [head NAME]
 void PairSezm::settings(int narg, char **arg) {
   if (narg < 1)
     fail("missing model file (usage: pair_style sezm MODEL [device cpu|cuda] [gpu N] [mode lean|fast] [chunk N] "
-         "[timing N])");
+         "[timing N] [head NAME])");
   model_path_ = arg[0];
   timing_every_ = 0;
   use_cuda_ = false;
   gpu_ = -1;
   mode_ = "lean";
   chunk_ = 0;
+  std::string head;  // multi-task branch (or alias); empty: the one aliased "Default"
   for (int i = 1; i < narg; i += 2) {
     const std::string key = arg[i];
     if (i + 1 >= narg) fail("keyword '" + key + "' needs a value");
@@ -130,14 +131,16 @@ void PairSezm::settings(int narg, char **arg) {
     } else if (key == "timing") {
       timing_every_ = utils::inumeric(FLERR, val.c_str(), false, lmp);
       if (timing_every_ < 0) fail("timing needs a non-negative step count");
+    } else if (key == "head") {
+      head = val;
     } else {
-      fail("unknown keyword '" + key + "' (known: device, gpu, mode, chunk, timing)");
+      fail("unknown keyword '" + key + "' (known: device, gpu, mode, chunk, timing, head)");
     }
   }
   if (!use_cuda_ && (gpu_ >= 0 || mode_ != "lean" || chunk_ > 0)) fail("gpu, mode and chunk apply to device cuda only");
   sezm::ModelW<double> weights;
   try {
-    weights = sezm::load_model_weights(model_path_);
+    weights = sezm::load_model_weights(model_path_, head);
   } catch (std::exception &e) {
     fail(std::string("cannot use model: ") + e.what());
   }
@@ -186,6 +189,7 @@ void PairSezm::settings(int narg, char **arg) {
                    "{} channels, {} doubles per exchanged row\n",
                    model_path_, tm, cfg.descriptor_version, cfg.rcut, cfg.n_blocks, cfg.lmax, cfg.channels,
                    comm_width_);
+    if (!cfg.head.empty()) utils::logmesg(lmp, "pair sezm: {}\n", cfg.head_reason);
     if (comm->nprocs == 1)
       utils::logmesg(lmp, "pair sezm: one rank: periodic images are edges onto owned atoms (no feature exchange)\n");
   }

@@ -17,6 +17,8 @@ struct RefConfig {
   std::vector<double> atom_virial;
   std::vector<int> types;
   double energy = 0;
+  // Optional: the multi-task head deepmd-kit evaluated (tests/data/recipes/ref_multitask_*.json).
+  std::string head;
 };
 
 struct RefFile {
@@ -45,6 +47,7 @@ inline RefFile read_ref(const std::string& path) {
     rc.virial = c.at("virial").get<std::vector<double>>();
     rc.atom_energy = c.at("atom_energy").get<std::vector<double>>();
     if (c.contains("atom_virial")) rc.atom_virial = c.at("atom_virial").get<std::vector<double>>();
+    if (c.contains("head") && c.at("head").is_string()) rc.head = c.at("head");
     r.configs.push_back(std::move(rc));
   }
   return r;

@@ -149,8 +149,17 @@ TEST(Config, AutoWidths) {
   m.ffn_neurons = 40;
   EXPECT_EQ(m.ffn_hidden(), 40);
   m.channels = 32;
-  m.fitting_neuron = {0, 0, 50, 0};  // each 0 takes (8/3) x the previous width
-  EXPECT_EQ(m.fitting_hidden(), (std::vector<int>{96, 256, 50, 160}));
+  // Every 0 takes (8/3) x the net's input width (deepmd-kit 3.2.0's SeZMEnergyFittingNet(2, 32,
+  // neuron=[0, 0, 50, 0]).neuron is [96, 96, 50, 96]; with dim_case_embd=5 and neuron=[0]: [128]).
+  m.fitting_neuron = {0, 0, 50, 0};
+  EXPECT_EQ(m.fitting_hidden(), (std::vector<int>{96, 96, 50, 96}));
+  m.fitting_neuron = {0};
+  m.dim_case_embd = 5;  // concatenated: the input is C + K = 37 wide
+  EXPECT_EQ(m.fitting_hidden(), (std::vector<int>{128}));
+  m.case_film_embd = true;  // FiLM: the input stays C wide
+  EXPECT_EQ(m.fitting_hidden(), (std::vector<int>{96}));
+  m.dim_case_embd = 0;
+  m.case_film_embd = false;
   m.fitting_neuron = {};
   EXPECT_TRUE(m.fitting_hidden().empty());
 }

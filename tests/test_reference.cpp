@@ -52,8 +52,11 @@ std::vector<RefCase> all_cases() {
   std::vector<RefCase> out;
   auto add = [&](const std::string& ref, const std::string& model, const std::string& tag, double tol) {
     const RefFile& r = ref_file(ref);
-    for (size_t i = 0; i < r.configs.size(); ++i)
-      out.push_back({ref, model, static_cast<int>(i), tag + "_" + sanitize(r.configs[i].name), tol});
+    for (size_t i = 0; i < r.configs.size(); ++i) {
+      const std::string& head = r.configs[i].head;  // multi-task: the head deepmd-kit evaluated
+      out.push_back({ref, head.empty() ? model : model + "#" + head, static_cast<int>(i),
+                     tag + "_" + sanitize(r.configs[i].name), tol});  // a head's names end in @head
+    }
   };
   add(data_path("ref_c32_l3_f2_float64.json"), "c32_l3_f2_float64.pt", "c32_f64", 1e-9);
   add(data_path("ref_c32_l3_f2_float32.json"), "c32_l3_f2_float32.pt", "c32_f32", 1e-5);
@@ -77,6 +80,15 @@ std::vector<RefCase> all_cases() {
   // A deepmd-kit 3.2.0 LoRA fine-tuning checkpoint (adapters separate, folded at load; random
   // non-zero adapters), against 3.2.0's own numbers (tests/data/recipes/make_lora.py).
   add(data_path("recipes/ref_c32_lora.json"), "recipes/c32_lora.pt", "lora_c32_f64", 1e-9);
+  // A deepmd-kit 3.2.0 multi-task checkpoint (shared descriptor, shared FiLM case-conditioned
+  // fitting net), every head against DeepPot(model, head=...) (tests/data/recipes/make_recipes.py).
+  add(data_path("recipes/ref_multitask_plain_f64.json"), "recipes/multitask_plain_f64.pt", "multitask_plain_f64", 1e-9);
+  add(data_path("recipes/ref_multitask_mini_f64.json"), "recipes/multitask_mini_f64.pt", "multitask_mini_f64", 1e-9);
+  // Small perturbed checkpoints of deepmd-kit's DPA4 recipes (make_recipes.py): the tutorial's
+  // Mini descriptor in float64 and float32, and LoRA on a float32 model.
+  add(data_path("recipes/ref_mini_f64.json"), "recipes/mini_f64.pt", "recipe_mini_f64", 1e-9);
+  add(data_path("recipes/ref_mini_f32.json"), "recipes/mini_f32.pt", "recipe_mini_f32", 1e-5);
+  add(data_path("recipes/ref_lora_f32.json"), "recipes/lora_f32.pt", "lora_f32", 1e-5);
   const std::string water_ref = shared_path("reference/forces/ref_water_pretrained.json");
   if (sezm::test::file_exists(water_ref) && sezm::test::file_exists(shared_path("reference/models/water_pretrained.pt")))
     add(water_ref, kWaterModel, "water_f32", 1e-5);
@@ -103,6 +115,7 @@ TEST_P(Reference, MatchesDeepmdKit) {
   ASSERT_NE(pot, nullptr) << rc.model;
   const RefConfig& c = ref_file(rc.ref).configs[rc.index];
   ASSERT_EQ(pot->config().type_map, ref_file(rc.ref).type_map);
+  ASSERT_EQ(pot->config().head, c.head);  // the branch deepmd-kit evaluated (empty: single-task)
   ASSERT_EQ(c.periodic, !c.cell.empty());
 
   const sezm::Evaluation ev =

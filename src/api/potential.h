@@ -28,7 +28,10 @@ Evaluation make_evaluation(const Graph& g, const EngineResult& r, bool forces, b
 
 // Reads a deepmd-kit training checkpoint into double weights (float32 checkpoints too: every
 // engine is built from double weights); throws sezm::Error naming the file and the cause.
-ModelW<double> load_model_weights(const std::string& path);
+// `head` picks the branch of a multi-task checkpoint (model/multitask.h: name or alias, exact
+// or ignoring case; empty: the branch aliased "Default"); the choice and its reason are in
+// cfg.head / cfg.head_reason. A head for a single-task checkpoint is an error.
+ModelW<double> load_model_weights(const std::string& path, const std::string& head = "");
 // Index of an element in the model's type_map; Error naming the element, the type_map and `path`.
 int model_type_index(const ModelConfig& cfg, const std::string& element, const std::string& path);
 
@@ -36,7 +39,8 @@ class Potential {
  public:
   // Reads a checkpoint and builds the engine `options` ask for; throws sezm::Error naming the
   // file (or the device) and the cause.
-  static Potential load(const std::string& path, const EngineOptions& options = {});
+  // `head`: the branch of a multi-task checkpoint (load_model_weights).
+  static Potential load(const std::string& path, const EngineOptions& options = {}, const std::string& head = "");
 
   const ModelConfig& config() const { return engine_->config(); }
   const std::string& path() const { return path_; }

@@ -233,12 +233,17 @@ void parse_fitting(Section& f, ModelConfig& c) {
   }
   f.fixed("activation_function", "silu");
   f.fixed("resnet_dt", false);
-  f.fixed("case_film_embd", false);
   // Standard deepmd-kit fitting options whose documented defaults are "off".
   f.fixed("numb_fparam", 0, true);
   f.fixed("numb_aparam", 0, true);
   f.fixed("default_fparam", nullptr, true);
-  f.fixed("dim_case_embd", 0, true);
+  // Case (head) embedding of multi-task models (docs/model.md §6.2): a constant one-hot per
+  // head, concatenated to the fitting input or, with case_film_embd, a FiLM of every layer.
+  if (f.optional("dim_case_embd")) c.dim_case_embd = f.integer("dim_case_embd", 0);
+  if (const json* v = f.optional("case_film_embd")) {
+    if (!v->is_boolean()) f.refuse("case_film_embd", *v, "true or false");
+    c.case_film_embd = v->get<bool>() && c.dim_case_embd > 0;  // deepmd-kit: FiLM needs K > 0
+  }
   f.fixed("atom_ener", json::array(), true);
   f.fixed("use_aparam_as_mask", false, true);
   {
@@ -315,13 +320,13 @@ int ModelConfig::ffn_hidden() const {
   return ffn_neurons > 0 ? ffn_neurons : auto_glu_width(channels);
 }
 
+int ModelConfig::fitting_input() const { return channels + (case_film_embd ? 0 : dim_case_embd); }
+
+// deepmd-kit 3.2.0 (sezm_ener.py, _resolve_auto_neuron) gives every 0 entry the same width,
+// that of the net's input (descriptor + a concatenated case embedding), not of the layer before.
 std::vector<int> ModelConfig::fitting_hidden() const {
   std::vector<int> widths;
-  int d_in = channels;
-  for (const int n : fitting_neuron) {
-    d_in = n > 0 ? n : auto_glu_width(d_in);
-    widths.push_back(d_in);
-  }
+  for (const int n : fitting_neuron) widths.push_back(n > 0 ? n : auto_glu_width(fitting_input()));
   return widths;
 }
 

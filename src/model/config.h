@@ -45,6 +45,11 @@ struct ModelConfig {
   int n_frames() const { return 2 * kmax + 1; }  // K
   // ---- fitting ----
   std::vector<int> fitting_neuron;  // as written in the config (0 = auto width)
+  int dim_case_embd = 0;            // K: width of the case (head) one-hot; 0 = none
+  bool case_film_embd = false;      // with K > 0: FiLM of the fitting layers, else concatenated
+  // ---- multi-task (model_dict): the chosen head, set by load_model_weights ----
+  std::string head;         // the model_dict branch; empty for a single-task model
+  std::string head_reason;  // one log line: which head and why (model/multitask.h)
   // ---- LoRA fine-tuning (model.lora; folded into the weights at load, model/lora.h) ----
   int lora_rank = 0;        // 0: no `lora` in the config
   double lora_alpha = 0.0;  // alpha, or rank where alpha is null/absent (scaling alpha / rank)
@@ -56,6 +61,7 @@ struct ModelConfig {
   int n_reduced() const { return 3 * lmax + 1; }                            // D_m (mmax = 1)
   int ffn_hidden() const;           // H of the block FFNs and the read-out FFN
   std::vector<int> fitting_hidden() const;  // resolved hidden widths of the fitting net
+  int fitting_input() const;                // width of the fitting net's first layer input
   // env-seed sizes
   int es_embed() const;
   int es_type_dim() const;

@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "io/checkpoint.h"
+#include "model/fitting_weights.h"
 #include "model/lora.h"
 
 namespace sezm {
@@ -253,19 +254,14 @@ ModelW<T> load_weights(const Checkpoint& ckpt, const ModelConfig& cfg) {
     w.readout_w2 = Loader::to_mat<T>(ld.get(d + "output_ffn.so3_linear_2.weight", {1, H, C}).data.data(), H, C);
   }
 
-  const std::string ft = "fitting_net.filter_layers.networks.0.";
-  int din = C;
-  const std::vector<int> hidden = cfg.fitting_hidden();
-  for (size_t k = 0; k < hidden.size(); ++k) {
-    const std::string lk = ft + "hidden_layers." + std::to_string(k) + ".linear.";
-    w.fit_w.push_back(ld.mat<T>(lk + "matrix", din, 2 * hidden[k]));
-    w.fit_b.push_back(ld.vec<T>(lk + "bias", {2 * hidden[k]}));
-    din = hidden[k];
+  // The fitting net in double, with a multi-task head's case embedding folded in.
+  const FittingWeights fw = load_fitting_weights(ckpt, cfg);
+  for (size_t k = 0; k < fw.w.size(); ++k) {
+    w.fit_w.push_back(fw.w[k].cast<T>());
+    w.fit_b.push_back(fw.b[k].cast<T>());
   }
-  w.fit_out = ld.vec<T>(ft + "output_layer.matrix", {din, 1});
-  const TensorData& bae = ld.get("fitting_net.bias_atom_e", {nt, 1});
-  const TensorData& ob = ld.get("out_bias", {1, nt, 1});
-  for (int t = 0; t < nt; ++t) w.atom_bias.push_back(bae.data[t] + ob.data[t]);
+  w.fit_out = fw.out.cast<T>();
+  w.atom_bias = fw.atom_bias;
   return w;
 }
 
