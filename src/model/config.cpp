@@ -210,7 +210,7 @@ void parse_descriptor(Section& d, ModelConfig& c) {
   d.fixed("node_wise_s2", false);
   d.fixed("node_wise_so3", false);
   d.fixed("message_node_s2", false);
-  d.fixed("readout_layers", 1);
+  d.fixed("readout_layers", 1, false, "stacked equivariant read-out FFNs are not implemented");
   d.fixed("lebedev_quadrature", true);
   d.fixed("activation_function", "silu");
   d.fixed("glu_activation", true);  // the auto widths below assume GLU
