@@ -66,10 +66,6 @@ std::vector<RefCase> all_cases() {
   // lmax 1 and 3, focus width below the channels, Mini with some grid nets off.
   for (const char* v : {"mini_v_mlp_k2", "mini_v_branch_l3", "mini_v_ffnmlp_k0", "mini_v_ffn_only"})
     add(data_path(std::string("mini_variants/ref_") + v + ".json"), std::string("mini_variants/") + v + ".pt", v, 1e-9);
-  // deepmd-kit 3.2.0's own Mini recipe (its trainer's file, 8 channels), float64 and float32
-  // (tests/data/recipes/README.md): triclinic cells, lone atoms, water frames, per-atom virials.
-  add(data_path("recipes/ref_mini_f64.json"), "recipes/mini_f64.pt", "recipe_mini_f64", 1e-9);
-  add(data_path("recipes/ref_mini_f32.json"), "recipes/mini_f32.pt", "recipe_mini_f32", 1e-5);
   // Saved by deepmd-kit 3.2.0 (descriptor version 1.2), against 3.2.0's own numbers
   // (tests/data/dp320/make_dp320.py).
   add(data_path("dp320/ref_c32_l3_f2_float64_dp320.json"), "dp320/c32_l3_f2_float64_dp320.pt", "dp320_c32_f64", 1e-9);
