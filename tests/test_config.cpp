@@ -211,7 +211,8 @@ TEST(Config, MiniGridSettings) {
                   {"unsupported option descriptor.so3_readout = \"glu\"", "\"none\" or \"mlp\"",
                    "grid-product read-out is not implemented"});
   expect_contains(refusal(mini("/descriptor/readout_layers", 2)),
-                  {"unsupported option descriptor.readout_layers = 2 (supported: 1)"});
+                  {"unsupported option descriptor.readout_layers = 2 (supported: 1;",
+                   "stacked equivariant read-out FFNs are not implemented"});
   expect_contains(refusal(mini("/descriptor/kmax", 3)),
                   {"unsupported option descriptor.kmax = 3 (supported: an integer 0..lmax = 2)"});
   expect_contains(refusal(mini("/descriptor/grid_branch", json::array({0, 1}))),
@@ -250,7 +251,7 @@ TEST(Config, RefusesUnsupportedOptions) {
       {"/descriptor/radial_so2_rank", 2, {"descriptor.radial_so2_rank = 2"}},
       // c32 has n_focus 2: the per-focus message-node grid net is not implemented.
       {"/descriptor/message_node_so3", true, {"descriptor.n_focus = 2", "with message_node_so3"}},
-      {"/descriptor/readout_layers", 2, {"descriptor.readout_layers = 2 (supported: 1)"}},
+      {"/descriptor/readout_layers", 2, {"descriptor.readout_layers = 2 (supported: 1;"}},
       {"/descriptor/grid_branch", json({0, 0, 1}), {"descriptor.grid_branch = [0,0,1]"}},
       {"/descriptor/sandwich_norm", json({true, true, true, true}), {"descriptor.sandwich_norm"}},
       {"/descriptor/env_exp", json({7}), {"descriptor.env_exp = [7]"}},

@@ -128,8 +128,8 @@ void parse_so3_grids(Section& d, ModelConfig& c) {
     c.ffn_op = op_of(2);
     c.ffn_branches = std::max(1, branch[2].get<int>());
   } else if (op_of(2) != "glu") {
-    d.refuse(op_of(2) == "mlp" ? "grid_mlp" : "grid_branch", op_of(2) == "mlp" ? json(mlp) : json(branch),
-             "ffn entry false / 0 when ffn_so3_grid is false",
+    const std::string key = op_of(2) == "mlp" ? "grid_mlp" : "grid_branch";
+    d.refuse(key, d.required(key), "ffn entry false / 0 when ffn_so3_grid is false",
              "an S2-grid FFN with a grid MLP or branches is not implemented");
   }
   if (c.any_so3_grid()) {
@@ -210,7 +210,7 @@ void parse_descriptor(Section& d, ModelConfig& c) {
   d.fixed("node_wise_s2", false);
   d.fixed("node_wise_so3", false);
   d.fixed("message_node_s2", false);
-  d.fixed("readout_layers", 1);
+  d.fixed("readout_layers", 1, false, "stacked equivariant read-out FFNs are not implemented");
   d.fixed("lebedev_quadrature", true);
   d.fixed("activation_function", "silu");
   d.fixed("glu_activation", true);  // the auto widths below assume GLU
