@@ -1,24 +1,55 @@
 #!/usr/bin/env python3
-"""Writes water.data (LAMMPS atomic data file) from a configuration of ../shared's deepmd-kit
-water reference (reference/forces/ref_water_pretrained.json). The structure and the model are
-deepmd-kit's files: they are read from ../shared at run time and never copied into this tree."""
-import json
+"""Writes water.data: liquid-density water (LAMMPS atomic data file, types 1 = O, 2 = H).
+
+    python3 make_data.py [N_PER_SIDE]     (default 4: 4^3 = 64 molecules, 192 atoms)
+
+Molecules sit on a simple cubic grid with the TIP3P geometry (O-H 0.9572 A, H-O-H 104.52 deg),
+each turned by a random rotation (fixed seed), in a cube sized for 1.0 g/cm^3. The structure is
+made here from those numbers alone; nothing is read from elsewhere."""
+import math
+import random
 import sys
 
-src = sys.argv[1] if len(sys.argv) > 1 else "../../../shared/reference/forces/ref_water_pretrained.json"
-name = sys.argv[2] if len(sys.argv) > 2 else "water192_lmp"
-ref = json.load(open(src))
-cfg = next(c for c in ref["configs"] if c["name"] == name)
-cell, xyz, types = cfg["cell"], cfg["coords"], cfg["types"]
-assert cell[1] == cell[2] == cell[5] == 0.0, "cell must be lower-triangular"
-masses = {"O": 15.9994, "H": 1.00794}
+n = int(sys.argv[1]) if len(sys.argv) > 1 else 4
+molecules = n ** 3
+mass_o, mass_h = 15.9994, 1.00794
+grams = molecules * (mass_o + 2 * mass_h) / 6.02214076e23
+side = (grams / 1.0) ** (1.0 / 3.0) * 1e8          # cm -> A at 1.0 g/cm^3
+spacing = side / n
+r_oh, angle = 0.9572, math.radians(104.52)
+local = [(r_oh * math.sin(angle / 2), 0.0, r_oh * math.cos(angle / 2)),
+         (-r_oh * math.sin(angle / 2), 0.0, r_oh * math.cos(angle / 2))]
+rng = random.Random(20261201)
+
+
+def random_rotation():
+    """A uniformly random rotation matrix (from a random unit quaternion)."""
+    u1, u2, u3 = rng.random(), rng.random(), rng.random()
+    w = math.sqrt(1 - u1) * math.sin(2 * math.pi * u2)
+    x = math.sqrt(1 - u1) * math.cos(2 * math.pi * u2)
+    y = math.sqrt(u1) * math.sin(2 * math.pi * u3)
+    z = math.sqrt(u1) * math.cos(2 * math.pi * u3)
+    return [[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]]
+
+
+atoms = []
+for i in range(n):
+    for j in range(n):
+        for k in range(n):
+            o = [(i + 0.5) * spacing, (j + 0.5) * spacing, (k + 0.5) * spacing]
+            rot = random_rotation()
+            atoms.append((1, o))
+            for h in local:
+                atoms.append((2, [o[a] + sum(rot[a][b] * h[b] for b in range(3)) for a in range(3)]))
+
 with open("water.data", "w") as f:
-    f.write(f"water {name} from {src}\n\n{cfg['natoms']} atoms\n{len(ref['type_map'])} atom types\n\n")
-    f.write(f"0 {cell[0]!r} xlo xhi\n0 {cell[4]!r} ylo yhi\n0 {cell[8]!r} zlo zhi\n")
-    f.write(f"{cell[3]!r} {cell[6]!r} {cell[7]!r} xy xz yz\n\nMasses\n\n")
-    for t, e in enumerate(ref["type_map"]):
-        f.write(f"{t + 1} {masses[e]}\n")
-    f.write("\nAtoms # atomic\n\n")
-    for i in range(cfg["natoms"]):
-        f.write(f"{i + 1} {types[i] + 1} {xyz[3 * i]!r} {xyz[3 * i + 1]!r} {xyz[3 * i + 2]!r}\n")
-print("wrote water.data:", cfg["natoms"], "atoms, type_map", ref["type_map"])
+    f.write(f"water: {molecules} molecules at 1.0 g/cm^3 (examples/water/make_data.py)\n\n")
+    f.write(f"{len(atoms)} atoms\n2 atom types\n\n")
+    for axis in ("x", "y", "z"):
+        f.write(f"0.0 {side:.10f} {axis}lo {axis}hi\n")
+    f.write(f"\nMasses\n\n1 {mass_o}\n2 {mass_h}\n\nAtoms # atomic\n\n")
+    for idx, (t, r) in enumerate(atoms, 1):
+        f.write(f"{idx} {t} {r[0] % side:.10f} {r[1] % side:.10f} {r[2] % side:.10f}\n")
+print(f"wrote water.data: {len(atoms)} atoms ({molecules} molecules), cube {side:.4f} A")

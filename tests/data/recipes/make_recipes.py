@@ -73,10 +73,10 @@ def mini_descriptor(precision, channels=8, n_radial=6):
     }
 
 
-def plain_descriptor(precision, channels=8, n_radial=6, focus_dim=12):
+def plain_descriptor(precision, channels=8, n_radial=6, focus_dim=16):
     """The option set of tests/data/c32_l3_f2_float64.pt (lmax 3, mmax 1, n_focus 2, edge_norm,
     so3_readout none, ...: none of the Mini options), sizes shrunk; focus_dim != channels so that
-    a swapped dimension shows."""
+    a swapped dimension shows, and n_focus * focus_dim = 32, a width the CUDA engine takes."""
     return {
         "rcut": 6.0, "channels": channels, "n_radial": n_radial, "lmax": 3, "mmax": 1,
         "n_blocks": 2, "mixing_layers": 3, "radial_so2_mode": "degree_channel",
