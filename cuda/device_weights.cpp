@@ -6,6 +6,8 @@
 #include "device_weights.cuh"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <string>
 
 #include "engine/lebedev.h"
@@ -40,9 +42,19 @@ class Arena {
     }
     align();
   }
+  // Integer tables in the same arena: their bits are copied as they are (never converted).
+  void put_int(const int*& slot, const std::vector<int>& v) {
+    static_assert(sizeof(int) == sizeof(float), "int tables share the float arena");
+    islots_.emplace_back(&slot, h_.size());
+    const size_t o = h_.size();
+    h_.resize(o + v.size());
+    if (!v.empty()) std::memcpy(h_.data() + o, v.data(), v.size() * sizeof(int));
+    align();
+  }
   const std::vector<float>& host() const { return h_; }
   void bind(const float* base) const {
     for (const auto& s : slots_) *s.first = base + s.second;
+    for (const auto& s : islots_) *s.first = reinterpret_cast<const int*>(base + s.second);
   }
 
  private:
@@ -56,7 +68,68 @@ class Arena {
   }
   std::vector<float> h_;
   std::vector<std::pair<const float**, size_t>> slots_;
+  std::vector<std::pair<const int**, size_t>> islots_;
 };
+
+// The grid product's sparse coupling tensor T[k, i, j] = sum_g B[k, g] A[g, i] A[g, j]
+// (model_dev.cuh, SO3GridDev), in double from the grid's double A and B. Both quadratures are
+// exact (docs/model.md §5.10.2), so T holds the coupling coefficients and most entries are zero
+// up to round-off (L = 2, kmax = 1: 803 of 27^3); entries below 1e-11 of the largest are dropped,
+// far below float resolution. T is formed for i <= j and mirrored, so it is exactly symmetric.
+void put_grid_coupling(Arena& a, const SO3Grid& g, SO3GridDev& x) {
+  const int J = g.J, G = g.G;
+  if (J >= (1 << 15)) throw Error("device cuda: SO(3) grid with " + std::to_string(J) + " framed rows (at most 32767)");
+  std::vector<double> T(static_cast<size_t>(J) * J * J, 0.0);
+  auto at = [&](int k, int i, int j) -> double& { return T[(static_cast<size_t>(k) * J + i) * J + j]; };
+  for (int gi = 0; gi < G; ++gi)
+    for (int i = 0; i < J; ++i) {
+      const double ai = g.A[static_cast<size_t>(gi) * J + i];
+      if (ai == 0.0) continue;
+      for (int j = i; j < J; ++j) {
+        const double aij = ai * g.A[static_cast<size_t>(gi) * J + j];
+        if (aij == 0.0) continue;
+        for (int k = 0; k < J; ++k) at(k, i, j) += g.B[static_cast<size_t>(k) * G + gi] * aij;
+      }
+    }
+  double tmax = 0.0;
+  for (int k = 0; k < J; ++k)
+    for (int i = 0; i < J; ++i)
+      for (int j = i; j < J; ++j) {
+        at(k, j, i) = at(k, i, j);
+        tmax = std::max(tmax, std::abs(at(k, i, j)));
+      }
+  const double cut = 1e-11 * tmax;
+  auto bits = [](double v) {
+    const float f = static_cast<float>(v);
+    int b;
+    std::memcpy(&b, &f, sizeof b);
+    return b;
+  };
+  std::vector<int> foff{0}, fwd, boff{0}, bwd;
+  for (int k = 0; k < J; ++k) {  // grouped by the output row k: entries (i | j << 16, T[k, i, j])
+    for (int i = 0; i < J; ++i)
+      for (int j = 0; j < J; ++j)
+        if (std::abs(at(k, i, j)) > cut) {
+          fwd.push_back(i | (j << 16));
+          fwd.push_back(bits(at(k, i, j)));
+        }
+    foff.push_back(static_cast<int>(fwd.size() / 2));
+  }
+  for (int ia = 0; ia < J; ++ia) {  // grouped by the first operand a: entries (k | b << 16, T[k, a, b])
+    for (int k = 0; k < J; ++k)
+      for (int b = 0; b < J; ++b)
+        if (std::abs(at(k, ia, b)) > cut) {
+          bwd.push_back(k | (b << 16));
+          bwd.push_back(bits(at(k, ia, b)));
+        }
+    boff.push_back(static_cast<int>(bwd.size() / 2));
+  }
+  x.nnz = foff.back();
+  a.put_int(x.t_fwd_off, foff);
+  a.put_int(x.t_fwd, fwd);
+  a.put_int(x.t_bwd_off, boff);
+  a.put_int(x.t_bwd, bwd);
+}
 
 // A grid net's sizes (the pointers are filled by upload_grid_net).
 GridNetDev grid_net_shape(const GridNetW<double>& g) {
@@ -176,6 +249,7 @@ void DeviceWeights::upload(const ModelW<double>& w, const Dims& d, MemCounter* m
     mw.so3.G = g3.G;
     a.put(mw.so3.A, so3A.data(), so3A.size());
     a.put(mw.so3.B, so3B.data(), so3B.size());
+    put_grid_coupling(a, g3, mw.so3);
   }
   mw.ro_so3 = w.readout_so3 ? 1 : 0;
   if (w.readout_so3) {

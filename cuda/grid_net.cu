@@ -1,15 +1,12 @@
 // SO(3) grid nets on the device (CPU twin: engine/grid_net.h; docs/model.md §5.10-§5.13,
-// backward §7.12). Channel maps at coefficient resolution are the node steps' tiled linear
-// (launch_per_degree_linear with one degree for the per-row maps W_L, W_R, W_O, W_g, W_r); the
-// grid transforms are one thread per output element: the grid product O[n, g, c] (the to-grid
-// sums over the J framed rows, the branch mix), the analysis Pc[n, j, c] = sum_g B[j, g] O[n, g, c]
-// and their transposes, accumulated in double. Per-node scratch is carved by Scratch below
-// (its size: grid_net_scratch_per_node, model_dev.cuh).
+// backward §7.12). Channel maps at coefficient resolution (the per-row W_L, W_R, W_O, W_g, W_r
+// and the per-degree E, Q, the read-out's W1) through grid_linear, an fp32 tiled GEMM; the grid
+// product never forms the grid field: B(A u (.) A v) is contracted through the sparse coupling
+// tensor T (grid_net_kernels.cu). Per-node scratch is carved by Scratch below (its size:
+// grid_net_scratch_per_node, model_dev.cuh).
 #include "grid_net.cuh"
 
 #include <algorithm>
-
-#include "node_steps.cuh"
 
 namespace sezm::cuda {
 namespace {
@@ -19,17 +16,17 @@ inline int blocks_for(long n) { return div_up(n, kThreads); }
 
 // One batch's scratch (nb nodes), in the order grid_net_scratch_per_node counts it.
 struct Scratch {
-  float *in, *U, *V, *O, *Pc, *P, *s, *kz, *pil, *pi, *Y, *Zc;                      // forward
-  float *Ybar, *Zs, *Pbar, *zbar, *sbar, *Pcbar, *Obar, *Fub, *Fvb, *prod, *Ubar, *Vbar, *Xbar, *pibar, *rbar;
+  float *in, *U, *V, *Pc, *P, *s, *kz, *pil, *pi, *Y, *Zc;  // forward
+  float *Ybar, *Zs, *Pbar, *zbar, *sbar, *Pcbar, *Ubar, *Vbar, *Xbar, *pibar, *rbar, *pipart;
   Scratch(const GridNetDev& g, const SO3GridDev& so3, int D, int nb, float* p) {
-    const long J = so3.J, G = so3.G, C = g.C, Wm = grid_mid_width(g), Cp = grid_prod_width(g), n = nb;
+    const long J = so3.J, C = g.C, Wm = grid_mid_width(g), Cp = grid_prod_width(g), n = nb;
     auto take = [&](long k) { float* r = p; p += n * k; return r; };
-    in = take(J * 2 * C); U = take(J * Wm); V = take(J * Wm); O = take(G * Cp); Pc = take(J * Cp);
+    in = take(J * 2 * C); U = take(J * Wm); V = take(J * Wm); Pc = take(J * Cp);
     P = take(J * C); s = take(2 * C); kz = take(C); pil = take(g.n_br); pi = take(g.n_br); Y = take(J * C);
     Zc = take(D * C);
     Ybar = take(J * C); Zs = take(D * C); Pbar = take(J * C); zbar = take(C); sbar = take(2 * C);
-    Pcbar = take(J * Cp); Obar = take(G * Cp); Fub = take(G * Wm); Fvb = take(G * Wm); prod = take(G * Wm);
-    Ubar = take(J * Wm); Vbar = take(J * Wm); Xbar = take(J * 2 * C); pibar = take(g.n_br); rbar = take(g.n_br);
+    Pcbar = take(J * Cp); Ubar = take(J * Wm); Vbar = take(J * Wm); Xbar = take(J * 2 * C);
+    pibar = take(g.n_br); rbar = take(g.n_br); pipart = take(g.n_br * Cp);
   }
   // The two operands: one (nb, J, 2C) array for the self-mode MLP, else X_L then X_R (nb, J, C).
   float* XL(const GridNetDev& g, int nb, int J) const { (void)g; (void)nb; (void)J; return in; }
@@ -82,44 +79,6 @@ __global__ void softmax_rows_k(int nb, int nbr, const float* __restrict__ logit,
   for (int h = 0; h < nbr; ++h) pi[(size_t)n * nbr + h] = (float)(exp((double)(l[h] - mx)) / den);
 }
 
-// O[n, g, c] = sum_h pi_h (A U_h)(g, c) (A V_h)(g, c)  (one branch without a router: pi = 1).
-__global__ void grid_product_k(int nb, int J, int G, int Wm, int Cp, int nbr, const float* __restrict__ A,
-                               const float* __restrict__ U, const float* __restrict__ V,
-                               const float* __restrict__ pi, float* O) {
-  const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
-  if (idx >= (long)nb * G * Cp) return;
-  const int c = idx % Cp, g = (idx / Cp) % G, n = idx / ((long)Cp * G);
-  const float* a = A + (size_t)g * J;
-  double o = 0.0;
-  for (int h = 0; h < nbr; ++h) {
-    const float* u = U + (size_t)n * J * Wm + h * Cp + c;
-    const float* v = V + (size_t)n * J * Wm + h * Cp + c;
-    double fu = 0.0, fv = 0.0;
-    for (int j = 0; j < J; ++j) {
-      fu += (double)a[j] * u[(size_t)j * Wm];
-      fv += (double)a[j] * v[(size_t)j * Wm];
-    }
-    o += (pi ? (double)pi[(size_t)n * nbr + h] : 1.0) * fu * fv;
-  }
-  O[idx] = (float)o;
-}
-
-// Out[n, j, c] = sum_g M[j, g] In[n, g, c]: the analysis B (M = B, (J, G)) or, transposed, the
-// synthesis adjoint A^T (M = A read as (G, J): pass transpose = 1).
-__global__ void grid_contract_k(int nb, int Jo, int Gi, int W, const float* __restrict__ M, int transpose,
-                                const float* __restrict__ In, float* Out) {
-  const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
-  if (idx >= (long)nb * Jo * W) return;
-  const int c = idx % W, j = (idx / W) % Jo, n = idx / ((long)W * Jo);
-  const float* x = In + (size_t)n * Gi * W + c;
-  double acc = 0.0;
-  if (transpose)
-    for (int g = 0; g < Gi; ++g) acc += (double)M[(size_t)g * Jo + j] * x[(size_t)g * W];
-  else
-    for (int g = 0; g < Gi; ++g) acc += (double)M[(size_t)j * Gi + g] * x[(size_t)g * W];
-  Out[idx] = (float)acc;
-}
-
 // Y = P sigmoid(kz) + [row 0] silu(s_L) s_R.
 __global__ void scalar_path_k(int nb, int J, int C, const float* __restrict__ P, const float* __restrict__ s,
                               const float* __restrict__ kz, float* Y) {
@@ -163,47 +122,13 @@ __global__ void scalar_path_backward_k(int nb, int J, int C, const float* __rest
   sbar[(size_t)n * 2 * C + C + c] = y0 * siluf_(sl);
 }
 
-// Grid product backward per (node, grid point, mid channel cm): F_u_bar = H_bar F_v,
-// F_v_bar = H_bar F_u with H_bar = pi_h O_bar (branch) or O_bar; prod = O_bar F_u F_v for the
-// router's adjoint.
-__global__ void grid_product_backward_k(int nb, int J, int G, int Wm, int Cp, int branch,
-                                        const float* __restrict__ A, const float* __restrict__ U,
-                                        const float* __restrict__ V, const float* __restrict__ pi, int nbr,
-                                        const float* __restrict__ Obar, float* Fub, float* Fvb, float* prod) {
-  const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
-  if (idx >= (long)nb * G * Wm) return;
-  const int cm = idx % Wm, g = (idx / Wm) % G, n = idx / ((long)Wm * G);
-  const int h = branch ? cm / Cp : 0, c = branch ? cm % Cp : cm;
-  const float* a = A + (size_t)g * J;
-  const float* u = U + (size_t)n * J * Wm + cm;
-  const float* v = V + (size_t)n * J * Wm + cm;
-  double fu = 0.0, fv = 0.0;
-  for (int j = 0; j < J; ++j) {
-    fu += (double)a[j] * u[(size_t)j * Wm];
-    fv += (double)a[j] * v[(size_t)j * Wm];
-  }
-  const double ob = Obar[((size_t)n * G + g) * Cp + c];
-  const double hb = branch ? pi[(size_t)n * nbr + h] * ob : ob;
-  Fub[idx] = (float)(hb * fv);
-  Fvb[idx] = (float)(hb * fu);
-  if (branch) prod[idx] = (float)(ob * fu * fv);
-}
-
-// pi_bar[n, h] = sum_{g, c} prod[n, g, h Cp + c]: one CTA per (node, branch), fixed order.
-__global__ void branch_sum_k(int G, int Wm, int Cp, int nbr, const float* __restrict__ prod, float* pibar) {
-  __shared__ double red[kThreads / 32];
-  const int n = blockIdx.x / nbr, h = blockIdx.x % nbr;
+// pi_bar[n, h] = sum_c pipart[n, h, c] (coupling_backward_k's partials), fixed order, double.
+__global__ void branch_sum_k(int nb, int nbr, int Cp, const float* __restrict__ pipart, float* pibar) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= nb * nbr) return;
   double v = 0.0;
-  for (int i = threadIdx.x; i < G * Cp; i += blockDim.x)
-    v += prod[((size_t)n * G + i / Cp) * Wm + h * Cp + i % Cp];
-  v = warp_sum(v);
-  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    double t = 0.0;
-    for (int w = 0; w < (int)blockDim.x / 32; ++w) t += red[w];
-    pibar[blockIdx.x] = (float)t;
-  }
+  for (int c = 0; c < Cp; ++c) v += pipart[(size_t)i * Cp + c];
+  pibar[i] = (float)v;
 }
 
 // Router softmax backward: r_bar = pi (pi_bar - pi . pi_bar).
@@ -253,36 +178,30 @@ __global__ void cross_scalar_bar_k(int nb, int D, int C, const float* __restrict
 // ---- the core on one batch (docs/model.md §5.10.3) ----
 // Operands already in sc.in (and sc.s); leaves P, kz, pi (and U, V) for the backward, Y the output.
 void core_forward(const SO3GridDev& so3, const GridNetDev& g, int nb, Scratch& sc, float* Y, cudaStream_t s) {
-  const int J = so3.J, G = so3.G, C = g.C, Wm = grid_mid_width(g), Cp = grid_prod_width(g);
+  const int J = so3.J, C = g.C, Wm = grid_mid_width(g), Cp = grid_prod_width(g);
   const long rows = (long)nb * J;
   const float* U = sc.XL(g, nb, J);
   const float* V = sc.XR(g, nb, J);
   if (mlp_self(g)) {
-    launch_per_degree_linear((int)rows, 0, 2 * C, Wm, sc.in, g.left, sc.U, false, false, s);
-    launch_per_degree_linear((int)rows, 0, 2 * C, Wm, sc.in, g.right, sc.V, false, false, s);
+    grid_linear((int)rows, 0, 2 * C, Wm, sc.in, g.left, sc.U, false, false, s);
+    grid_linear((int)rows, 0, 2 * C, Wm, sc.in, g.right, sc.V, false, false, s);
     U = sc.U; V = sc.V;
   } else if (g.op != 0) {
-    launch_per_degree_linear((int)rows, 0, C, Wm, sc.XL(g, nb, J), g.left, sc.U, false, false, s);
-    launch_per_degree_linear((int)rows, 0, C, Wm, sc.XR(g, nb, J), g.right, sc.V, false, false, s);
+    grid_linear((int)rows, 0, C, Wm, sc.XL(g, nb, J), g.left, sc.U, false, false, s);
+    grid_linear((int)rows, 0, C, Wm, sc.XR(g, nb, J), g.right, sc.V, false, false, s);
     U = sc.U; V = sc.V;
   }
   const float* pi = nullptr;
   if (g.op == 2) {
-    launch_per_degree_linear(nb, 0, 2 * C, g.n_br, sc.s, g.router, sc.pil, false, false, s);
+    grid_linear(nb, 0, 2 * C, g.n_br, sc.s, g.router, sc.pil, false, false, s);
     softmax_rows_k<<<blocks_for(nb), kThreads, 0, s>>>(nb, g.n_br, sc.pil, sc.pi);
     SEZM_LAUNCH("grid router softmax");
     pi = sc.pi;
   }
-  grid_product_k<<<blocks_for((long)nb * G * Cp), kThreads, 0, s>>>(nb, J, G, Wm, Cp, g.op == 2 ? g.n_br : 1,
-                                                                    so3.A, U, V, pi, sc.O);
-  SEZM_LAUNCH("grid product");
-  grid_contract_k<<<blocks_for(rows * Cp), kThreads, 0, s>>>(nb, J, G, Cp, so3.B, 0, sc.O, sc.Pc);
-  SEZM_LAUNCH("grid analysis");
-  if (g.op == 0)
-    SEZM_CUDA(cudaMemcpyAsync(sc.P, sc.Pc, rows * C * sizeof(float), cudaMemcpyDeviceToDevice, s));
-  else
-    launch_per_degree_linear((int)rows, 0, Cp, C, sc.Pc, g.out, sc.P, false, false, s);
-  launch_per_degree_linear(nb, 0, 2 * C, C, sc.s, g.sg, sc.kz, false, false, s);
+  // glu: the product is P itself (Cp = C); otherwise Pc, mapped by W_O.
+  launch_coupling_forward(so3, nb, Wm, Cp, g.op == 2 ? g.n_br : 1, U, V, pi, g.op == 0 ? sc.P : sc.Pc, s);
+  if (g.op != 0) grid_linear((int)rows, 0, Cp, C, sc.Pc, g.out, sc.P, false, false, s);
+  grid_linear(nb, 0, 2 * C, C, sc.s, g.sg, sc.kz, false, false, s);
   scalar_path_k<<<blocks_for(rows * C), kThreads, 0, s>>>(nb, J, C, sc.P, sc.s, sc.kz, Y);
   SEZM_LAUNCH("grid scalar path");
 }
@@ -291,47 +210,39 @@ void core_forward(const SO3GridDev& so3, const GridNetDev& g, int nb, Scratch& s
 // core_forward on the same operands.
 void core_backward(const SO3GridDev& so3, const GridNetDev& g, int nb, Scratch& sc, const float* Ybar,
                    cudaStream_t s) {
-  const int J = so3.J, G = so3.G, C = g.C, Wm = grid_mid_width(g), Cp = grid_prod_width(g);
+  const int J = so3.J, C = g.C, Wm = grid_mid_width(g), Cp = grid_prod_width(g);
   const long rows = (long)nb * J;
   scalar_path_backward_k<<<blocks_for((long)nb * C), kThreads, 0, s>>>(nb, J, C, Ybar, sc.P, sc.s, sc.kz, sc.Pbar,
                                                                        sc.zbar, sc.sbar);
   SEZM_LAUNCH("grid scalar path backward");
-  launch_per_degree_linear(nb, 0, C, 2 * C, sc.zbar, g.sg, sc.sbar, true, true, s);
+  grid_linear(nb, 0, C, 2 * C, sc.zbar, g.sg, sc.sbar, true, true, s);
   const float* Pcbar = sc.Pbar;
   if (g.op != 0) {
-    launch_per_degree_linear((int)rows, 0, C, Cp, sc.Pbar, g.out, sc.Pcbar, true, false, s);
+    grid_linear((int)rows, 0, C, Cp, sc.Pbar, g.out, sc.Pcbar, true, false, s);
     Pcbar = sc.Pcbar;
   }
-  // O_bar = B^T Pc_bar: B read as (J, G), contracted over j.
-  grid_contract_k<<<blocks_for((long)nb * G * Cp), kThreads, 0, s>>>(nb, G, J, Cp, so3.B, 1, Pcbar, sc.Obar);
-  SEZM_LAUNCH("grid analysis backward");
   const bool branch = g.op == 2;
+  const int nbr = branch ? g.n_br : 1;
   const float* U = g.op == 0 ? sc.XL(g, nb, J) : sc.U;
   const float* V = g.op == 0 ? sc.XR(g, nb, J) : sc.V;
-  grid_product_backward_k<<<blocks_for((long)nb * G * Wm), kThreads, 0, s>>>(
-      nb, J, G, Wm, Cp, branch ? 1 : 0, so3.A, U, V, branch ? sc.pi : nullptr, g.n_br, sc.Obar, sc.Fub, sc.Fvb,
-      sc.prod);
-  SEZM_LAUNCH("grid product backward");
+  // glu: the operand adjoints are the input adjoints (X_L then X_R in sc.Xbar, Wm = C).
+  float* Ub = g.op == 0 ? sc.Xbar : sc.Ubar;
+  float* Vb = g.op == 0 ? sc.Xbar + rows * C : sc.Vbar;
+  launch_coupling_backward(so3, nb, Wm, Cp, nbr, U, V, branch ? sc.pi : nullptr, Pcbar, Ub, Vb,
+                           branch ? sc.pipart : nullptr, s);
   if (branch) {
-    branch_sum_k<<<nb * g.n_br, kThreads, 0, s>>>(G, Wm, Cp, g.n_br, sc.prod, sc.pibar);
+    branch_sum_k<<<blocks_for((long)nb * g.n_br), kThreads, 0, s>>>(nb, g.n_br, Cp, sc.pipart, sc.pibar);
     SEZM_LAUNCH("grid router sums");
     softmax_backward_k<<<blocks_for(nb), kThreads, 0, s>>>(nb, g.n_br, sc.pi, sc.pibar, sc.rbar);
     SEZM_LAUNCH("grid router backward");
-    launch_per_degree_linear(nb, 0, g.n_br, 2 * C, sc.rbar, g.router, sc.sbar, true, true, s);
+    grid_linear(nb, 0, g.n_br, 2 * C, sc.rbar, g.router, sc.sbar, true, true, s);
   }
-  // U_bar = A^T F_u_bar: A read as (G, J), contracted over g.
-  grid_contract_k<<<blocks_for(rows * Wm), kThreads, 0, s>>>(nb, J, G, Wm, so3.A, 1, sc.Fub, sc.Ubar);
-  grid_contract_k<<<blocks_for(rows * Wm), kThreads, 0, s>>>(nb, J, G, Wm, so3.A, 1, sc.Fvb, sc.Vbar);
-  SEZM_LAUNCH("grid synthesis backward");
-  if (g.op == 0) {
-    SEZM_CUDA(cudaMemcpyAsync(sc.Xbar, sc.Ubar, rows * C * sizeof(float), cudaMemcpyDeviceToDevice, s));
-    SEZM_CUDA(cudaMemcpyAsync(sc.Xbar + rows * C, sc.Vbar, rows * C * sizeof(float), cudaMemcpyDeviceToDevice, s));
-  } else if (mlp_self(g)) {
-    launch_per_degree_linear((int)rows, 0, Wm, 2 * C, sc.Ubar, g.left, sc.Xbar, true, false, s);
-    launch_per_degree_linear((int)rows, 0, Wm, 2 * C, sc.Vbar, g.right, sc.Xbar, true, true, s);
-  } else {
-    launch_per_degree_linear((int)rows, 0, Wm, C, sc.Ubar, g.left, sc.Xbar, true, false, s);
-    launch_per_degree_linear((int)rows, 0, Wm, C, sc.Vbar, g.right, sc.Xbar + rows * C, true, false, s);
+  if (mlp_self(g)) {
+    grid_linear((int)rows, 0, Wm, 2 * C, sc.Ubar, g.left, sc.Xbar, true, false, s);
+    grid_linear((int)rows, 0, Wm, 2 * C, sc.Vbar, g.right, sc.Xbar, true, true, s);
+  } else if (g.op != 0) {
+    grid_linear((int)rows, 0, Wm, C, sc.Ubar, g.left, sc.Xbar, true, false, s);
+    grid_linear((int)rows, 0, Wm, C, sc.Vbar, g.right, sc.Xbar + rows * C, true, false, s);
   }
 }
 
@@ -361,8 +272,8 @@ void self_backward_batch(const SO3GridDev& so3, const GridNetDev& g, int D, int 
 void cross_gather(const Dims& d, const SO3GridDev& so3, const GridNetDev& g, int nb, const float* q, const float* x,
                   Scratch& sc, cudaStream_t s) {
   const int KC = so3.K * g.C;
-  launch_per_degree_linear(nb, d.L, g.C, KC, q, g.expand, sc.XL(g, nb, so3.J), false, false, s);
-  launch_per_degree_linear(nb, d.L, g.C, KC, x, g.expand, sc.XR(g, nb, so3.J), false, false, s);
+  grid_linear(nb, d.L, g.C, KC, q, g.expand, sc.XL(g, nb, so3.J), false, false, s);
+  grid_linear(nb, d.L, g.C, KC, x, g.expand, sc.XR(g, nb, so3.J), false, false, s);
   cross_scalars_k<<<blocks_for((long)nb * g.C), kThreads, 0, s>>>(nb, d.D, g.C, q, x, sc.s);
   SEZM_LAUNCH("grid cross scalars");
 }
@@ -395,7 +306,7 @@ void launch_grid_cross_forward(const Dims& d, const SO3GridDev& so3, const GridN
     Scratch sc(g, so3, d.D, nb, scratch);
     cross_gather(d, so3, g, nb, An, x + n0 * W, sc, s);
     core_forward(so3, g, nb, sc, sc.Y, s);
-    launch_per_degree_linear(nb, d.L, KC, g.C, sc.Y, g.contract, sc.Zc, false, false, s);
+    grid_linear(nb, d.L, KC, g.C, sc.Y, g.contract, sc.Zc, false, false, s);
     const long total = (long)nb * W;
     residual_scale_add_k<<<blocks_for(total), kThreads, 0, s>>>(total, g.C, sc.Zc, g.rscale, An);
     SEZM_LAUNCH("grid message-node residual");
@@ -415,13 +326,13 @@ void launch_grid_cross_backward(const Dims& d, const SO3GridDev& so3, const Grid
     const long total = (long)nb * W;
     scale_k<<<blocks_for(total), kThreads, 0, s>>>(total, g.C, Ab, g.rscale, sc.Zs);
     SEZM_LAUNCH("grid message-node scale backward");
-    launch_per_degree_linear(nb, d.L, g.C, KC, sc.Zs, g.contract, sc.Ybar, true, false, s);
+    grid_linear(nb, d.L, g.C, KC, sc.Zs, g.contract, sc.Ybar, true, false, s);
     cross_gather(d, so3, g, nb, A + n0 * W, x + n0 * W, sc, s);
     core_forward(so3, g, nb, sc, sc.Y, s);
     core_backward(so3, g, nb, sc, sc.Ybar, s);
     const long rows = (long)nb * so3.J;
-    launch_per_degree_linear(nb, d.L, KC, g.C, sc.Xbar, g.expand, Ab, true, true, s);
-    launch_per_degree_linear(nb, d.L, KC, g.C, sc.Xbar + rows * g.C, g.expand, xb, true, false, s);
+    grid_linear(nb, d.L, KC, g.C, sc.Xbar, g.expand, Ab, true, true, s);
+    grid_linear(nb, d.L, KC, g.C, sc.Xbar + rows * g.C, g.expand, xb, true, false, s);
     cross_scalar_bar_k<<<blocks_for((long)nb * g.C), kThreads, 0, s>>>(nb, d.D, g.C, sc.sbar, Ab, xb);
     SEZM_LAUNCH("grid cross scalar backward");
   }
@@ -472,7 +383,7 @@ void launch_grid_readout_forward(const Dims& d, const ModelWDev& mw, int n, cons
     float* Y = h + (size_t)kGridBatch * d.D * 2 * KH;
     float* net = scratch + (size_t)kGridBatch * 6 * d.D * KH;
     const float* Xn = X + (size_t)n0 * d.D * d.C;
-    launch_per_degree_linear(nb, d.L, d.C, 2 * KH, Xn, mw.ro3_w1, h, false, false, s);
+    grid_linear(nb, d.L, d.C, 2 * KH, Xn, mw.ro3_w1, h, false, false, s);
     self_forward_batch(so3, g, d.D, nb, h, Y, net, s);
     readout_row0_k<<<blocks_for((long)nb * d.C), kThreads, 0, s>>>(nb, d.D, d.C, KH, Xn, Y, mw.ro3_w2,
                                                                    desc + (size_t)n0 * d.C);
@@ -494,12 +405,12 @@ void launch_grid_readout_backward(const Dims& d, const ModelWDev& mw, int n, con
     const float* Xn = X + (size_t)n0 * d.D * d.C;
     const float* db = desc_bar + (size_t)n0 * d.C;
     float* Xb = X_bar + (size_t)n0 * d.D * d.C;
-    launch_per_degree_linear(nb, d.L, d.C, 2 * KH, Xn, mw.ro3_w1, h, false, false, s);
+    grid_linear(nb, d.L, d.C, 2 * KH, Xn, mw.ro3_w1, h, false, false, s);
     readout_row0_backward_k<<<blocks_for((long)nb * d.D * KH), kThreads, 0, s>>>(nb, d.D, d.C, KH, db, mw.ro3_w2,
                                                                                  Ybar);
     SEZM_LAUNCH("grid read-out backward");
     self_backward_batch(so3, g, d.D, nb, h, Ybar, hbar, net, s);
-    launch_per_degree_linear(nb, d.L, 2 * KH, d.C, hbar, mw.ro3_w1, Xb, true, false, s);
+    grid_linear(nb, d.L, 2 * KH, d.C, hbar, mw.ro3_w1, Xb, true, false, s);
     add_row0_k<<<blocks_for((long)nb * d.C), kThreads, 0, s>>>(nb, d.D, d.C, db, Xb);
     SEZM_LAUNCH("grid read-out residual backward");
   }

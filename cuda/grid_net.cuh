@@ -10,7 +10,7 @@
 
 namespace sezm::cuda {
 
-constexpr int kGridBatch = 256;
+constexpr int kGridBatch = 1024;
 
 // Self mode: h (n, D, 2 K C) (the caller's first linear: left half, right half, frame-major)
 // -> Y (n, D, K C).
@@ -33,5 +33,22 @@ void launch_grid_readout_forward(const Dims& d, const ModelWDev& mw, int n, cons
                                  float* scratch, cudaStream_t s);
 void launch_grid_readout_backward(const Dims& d, const ModelWDev& mw, int n, const float* X, const float* desc_bar,
                                   float* X_bar, float* scratch, cudaStream_t s);
+
+
+// ---- building blocks (grid_net_kernels.cu) ----
+// Per-degree linear in fp32: Y[n, p, :] (+)= X[n, p, :] W[l(p)] over N nodes of (L + 1)^2
+// packed rows, W (L + 1, Cin, Cout) or, transposed, (L + 1, Cout, Cin) (launch_per_degree_linear's
+// contract); L = 0 maps N plain rows.
+void grid_linear(int N, int L, int Cin, int Cout, const float* X, const float* W, float* Y, bool transpose,
+                 bool accumulate, cudaStream_t s);
+// Pc (nb, J, Cp) = sum_h pi_h B(A U_h (.) A V_h) with U, V (nb, J, Wm), branch h in columns
+// [h Cp, (h + 1) Cp); nbr = 1 and pi null without a router.
+void launch_coupling_forward(const SO3GridDev& so3, int nb, int Wm, int Cp, int nbr, const float* U, const float* V,
+                             const float* pi, float* Pc, cudaStream_t s);
+// Its adjoints from Pc_bar (nb, J, Cp): U_bar, V_bar (nb, J, Wm), overwritten; with a router,
+// pipart (nb, nbr, Cp): summed over the last index, the adjoint of pi.
+void launch_coupling_backward(const SO3GridDev& so3, int nb, int Wm, int Cp, int nbr, const float* U, const float* V,
+                              const float* pi, const float* Pcbar, float* Ubar, float* Vbar, float* pipart,
+                              cudaStream_t s);
 
 }  // namespace sezm::cuda

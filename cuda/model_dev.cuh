@@ -39,6 +39,14 @@ struct EdgeRadialIn {
 struct SO3GridDev {
   int K, J, G;           // frames, framed rows D K, grid points
   const float *A, *B;    // (G, J), (J, G)
+  // The grid product as a sparse coupling tensor (built once per model from A and B in double,
+  // device_weights.cpp): T[k, i, j] = sum_g B[k, g] A[g, i] A[g, j], so that
+  // B(A u (.) A v)[k] = sum_{i, j} T[k, i, j] u[i] v[j] (docs/model.md §5.10.2; T is symmetric in
+  // i, j). Entries are int2 {packed index, float bits}; t_fwd is grouped by k (CSR t_fwd_off,
+  // J + 1) with index i | j << 16; t_bwd by the first operand a with index k | b << 16 and the
+  // value T[k, a, b] (the adjoints of u and v both read it, by the symmetry). nnz entries each.
+  int nnz;
+  const int *t_fwd_off, *t_fwd, *t_bwd_off, *t_bwd;
 };
 struct GridNetDev {
   int op;                // 0 glu (grid product), 1 mlp, 2 branch
@@ -55,11 +63,11 @@ struct GridNetDev {
 inline int grid_mid_width(const GridNetDev& g) { return g.op == 0 ? g.C : g.op == 1 ? 2 * g.C : g.n_br * g.C; }
 inline int grid_prod_width(const GridNetDev& g) { return g.op == 1 ? 2 * g.C : g.C; }
 // Scratch floats per node of one pass (forward, or recomputed forward plus backward) of a net;
-// the launchers carve it (grid_net.cu).
+// the launchers carve it (grid_net.cu, struct Scratch: the same list in the same order).
 inline long grid_net_scratch_per_node(const GridNetDev& g, const SO3GridDev& s, int D) {
-  const long J = s.J, G = s.G, C = g.C, Wm = grid_mid_width(g), Cp = grid_prod_width(g), nb = g.n_br;
-  const long fwd = J * 2 * C + 2 * J * Wm + G * Cp + J * Cp + J * C + 2 * C + C + 2 * nb + J * C + D * C;
-  const long bwd = J * C + D * C + J * C + C + 2 * C + J * Cp + G * Cp + 3 * G * Wm + 2 * J * Wm + J * 2 * C + 2 * nb;
+  const long J = s.J, C = g.C, Wm = grid_mid_width(g), Cp = grid_prod_width(g), nb = g.n_br;
+  const long fwd = J * 2 * C + 2 * J * Wm + J * Cp + J * C + 2 * C + C + 2 * nb + J * C + D * C;
+  const long bwd = J * C + D * C + J * C + C + 2 * C + J * Cp + 2 * J * Wm + J * 2 * C + 2 * nb + nb * Cp;
   return fwd + bwd;
 }
 
