@@ -316,7 +316,7 @@ TEST_P(ComponentBackward, Attention) {
   AttentionState<double> a;
   auto J = [&] {
     attention_node_forward(w(), bw, gr_.t, H.data(), a);
-    attention_softmax_forward(w(), bw, gr_.t, env.data(), Rhat0, a);
+    attention_softmax_forward(w(), bw, gr_.t, env.data(), static_cast<const double*>(nullptr), Rhat0, a);
     return dot(Wa.data(), a.alpha.data(), Wa.size()) + dot(Wg.data(), a.gamma.data(), Wg.size());
   };
   J();
@@ -325,7 +325,8 @@ TEST_P(ComponentBackward, Attention) {
   Mat<double> q_bar = Mat<double>::Zero(NT, a.q.cols()), k_bar = Mat<double>::Zero(NT, a.k.cols());
   Mat<double> R0b = Mat<double>::Zero(E, Cw);
   V env_bar(E, 0.0), Hb(H.size(), 0.0);
-  attention_softmax_backward(w(), bw, gr_.t, env.data(), a, 0, E, alpha_bar, q_bar, k_bar, R0b, env_bar.data());
+  attention_softmax_backward(w(), bw, gr_.t, env.data(), static_cast<const double*>(nullptr), a, 0, E, alpha_bar, q_bar, k_bar, R0b,
+                             env_bar.data(), static_cast<double*>(nullptr));
   attention_node_backward(w(), bw, gr_.t, H.data(), a, q_bar, k_bar, gamma_bar, Hb.data());
   check_grad(tag("attention d/d H"), H.data(), H.size(), J, Hb.data());
   check_grad(tag("attention d/d env"), env.data(), env.size(), J, env_bar.data());

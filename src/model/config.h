@@ -34,6 +34,14 @@ struct ModelConfig {
   int ffn_neurons = 0;          // 0 -> auto
   // ---- fitting ----
   std::vector<int> fitting_neuron;  // as written in the config (0 = auto width)
+  // ---- ZBL bridging (model.bridging_method "zbl"; docs/model.md §9) ----
+  bool zbl = false;
+  double bridging_r_inner = 0.0;  // the descriptor's clamp / freeze radius (Å)
+  double bridging_r_outer = 0.0;  // end of the transition zone (Å)
+  // ---- charge/spin conditioning (descriptor.add_chg_spin_ebd; docs/model.md §10) ----
+  bool chg_spin = false;
+  bool has_default_chg_spin = false;
+  double default_charge = 0.0, default_spin = 0.0;  // descriptor.default_chg_spin
   // ---- LoRA fine-tuning (model.lora; folded into the weights at load, model/lora.h) ----
   int lora_rank = 0;        // 0: no `lora` in the config
   double lora_alpha = 0.0;  // alpha, or rank where alpha is null/absent (scaling alpha / rank)
