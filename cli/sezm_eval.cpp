@@ -1,7 +1,7 @@
 // sezm-eval: single-point energy, forces and virial of a structure with a SeZM checkpoint.
 //
 //   sezm-eval MODEL STRUCTURE [--elements E1 E2 ...] [--json] [--no-forces] [--atom-virial]
-//             [--charge-spin Q S]
+//             [--head NAME] [--charge-spin Q S]
 //
 // STRUCTURE is a LAMMPS data file (atom_style atomic; LAMMPS types map to --elements) or an
 // (extended) XYZ file; --json prints deepmd-kit's reference schema.
@@ -27,7 +27,8 @@ namespace {
 void usage(std::FILE* out) {
   std::fprintf(out,
                "usage: sezm-eval MODEL STRUCTURE [--elements E1 E2 ...] [--json] [--no-forces] [--atom-virial]\n"
-               "                 [--device cpu|cuda] [--gpu N] [--mode lean|fast] [--charge-spin Q S]\n"
+               "                 [--device cpu|cuda] [--gpu N] [--mode lean|fast] [--head NAME]\n"
+               "                 [--charge-spin Q S]\n"
                "  MODEL      deepmd-kit SeZM/DPA4 training checkpoint (*.pt)\n"
                "  STRUCTURE  LAMMPS data file (atom_style atomic) or (extended) XYZ\n"
                "  --elements element of each LAMMPS atom type, in type order (data files)\n"
@@ -36,6 +37,8 @@ void usage(std::FILE* out) {
                "  --atom-virial    also per-atom virials (9 per atom, LAMMPS sign)\n"
                "  --device   cpu (float64 reference engine, default) or cuda (fp32 CUDA engine)\n"
                "  --gpu N    CUDA device ordinal (default 0); --mode: what the CUDA forward keeps\n"
+               "  --head NAME  branch (or alias, any case) of a multi-task model; default: the one\n"
+               "             aliased \"Default\"\n"
                "  --charge-spin Q S  total charge and spin multiplicity of the frame, for models with a\n"
                "             charge/spin embedding (default: the model's default_chg_spin)\n");
 }
@@ -45,7 +48,7 @@ void usage(std::FILE* out) {
 int main(int argc, char** argv) {
   std::vector<std::string> positional, elements;
   bool json = false, forces = true, atom_virial = false;
-  std::string device = "cpu", mode = "lean";
+  std::string device = "cpu", mode = "lean", head;
   int gpu = 0;
   std::optional<sezm::ChargeSpin> charge_spin;
   for (int i = 1; i < argc; ++i) {
@@ -72,6 +75,12 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "sezm-eval: bad value '%s' for %s\n", v.c_str(), a.c_str());
         return 2;
       }
+    } else if (a == "--head") {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "sezm-eval: --head needs a value\n");
+        return 2;
+      }
+      head = argv[++i];
     } else if (a == "--charge-spin") {
       char* end1 = nullptr;
       char* end2 = nullptr;
@@ -112,7 +121,7 @@ int main(int argc, char** argv) {
     opt.device = device == "cuda" ? sezm::Device::kCuda : sezm::Device::kCpu;
     opt.gpu = gpu;
     opt.mode = mode == "fast" ? sezm::CudaMode::kFast : sezm::CudaMode::kLean;
-    const sezm::Potential pot = sezm::Potential::load(positional[0], opt, charge_spin);
+    const sezm::Potential pot = sezm::Potential::load(positional[0], opt, head, charge_spin);
     const sezm::ChargeSpinUse& cs = pot.charge_spin();
     char cs_line[160] = "";
     if (cs.conditioned)
@@ -135,6 +144,10 @@ int main(int argc, char** argv) {
         j["virial"] = ev.virial;
       }
       if (atom_virial) j["atom_virial"] = ev.atom_virial;
+      if (!pot.config().head.empty()) {
+        j["head"] = pot.config().head;
+        j["head_reason"] = pot.config().head_reason;
+      }
       std::cout << j.dump() << "\n";
       return 0;
     }
@@ -142,6 +155,7 @@ int main(int argc, char** argv) {
     std::printf("model     : %s (descriptor version %g, %s, channels %d, lmax %d, %d blocks, rcut %g)\n",
                 positional[0].c_str(), cfg.descriptor_version, cfg.precision.c_str(), cfg.channels, cfg.lmax,
                 cfg.n_blocks, cfg.rcut);
+    if (!cfg.head.empty()) std::printf("head      : %s\n", cfg.head_reason.c_str());
     if (cs.conditioned) std::printf("condition : %s\n", cs_line);
     std::printf("structure : %s (%zu atoms, %s, %zu edges)\n", positional[1].c_str(), s.size(),
                 s.periodic ? "periodic" : "open", ev.n_edges);

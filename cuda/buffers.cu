@@ -2,6 +2,8 @@
 // to the call's node, edge and chunk sizes.
 #include "buffers.cuh"
 
+#include "grid_net.cuh"
+
 #include <algorithm>
 
 namespace sezm::cuda {
@@ -34,6 +36,10 @@ void EngineBuffers::size_for_call(const Graph& gv, const Dims& d, int n_blocks, 
   grow(Ssrc, static_cast<size_t>(d.F) * max_ec * d.Cf);
   grow(fc_p, static_cast<size_t>(max_ec) * d.F); grow(alpha_fc, static_cast<size_t>(max_ec) * d.F);
   grow(nodeA, static_cast<size_t>(N) * nodeWw);
+  if (d.grid_scratch > 0) {
+    grow(grid_scratch, static_cast<size_t>(kGridBatch) * d.grid_scratch);
+    grow(ro_desc, static_cast<size_t>(N) * d.C);
+  }
   grow(Rh_c, d.degree_mixer ? 1 : static_cast<size_t>(max_ec) * (d.L + 1) * d.Cw);  // the mixer needs only kern
   grow(kern_c, static_cast<size_t>(max_ec) * padded_kernel_size(d));
   if (keep_z) {  // energy-only calls keep nothing
@@ -58,7 +64,11 @@ void EngineBuffers::size_for_call(const Graph& gv, const Dims& d, int n_blocks, 
     for (auto& z : Zc) grow(z, chunkU);
     grow(nodeA_bar, static_cast<size_t>(N) * nodeWw); grow(Pb, static_cast<size_t>(N) * nodeWw);
     grow(gamma_bar, static_cast<size_t>(N) * d.F);
-    grow(hbar, static_cast<size_t>(N) * d.D * 2 * d.H);
+    grow(hbar, static_cast<size_t>(N) * d.D * 2 * d.KF * d.H);
+    if (d.grid_scratch > 0) {
+      grow(ro_dbar, static_cast<size_t>(N) * d.C);
+      grow(mn_xbar, static_cast<size_t>(N) * nodeWw);
+    }
     grow(tmpN, static_cast<size_t>(N) * nodeW);
   }
 }
@@ -74,8 +84,8 @@ void EngineBuffers::grow_block(int b, const Dims& d) {
   grow(O[b], static_cast<size_t>(N) * nodeW);
   grow(X1[b], static_cast<size_t>(N) * nodeW); grow(post_rho[b], N); grow(pre_rho[b], N);
   grow(Xt[b], static_cast<size_t>(N) * nodeW);
-  grow(ffn_h[b], static_cast<size_t>(N) * d.D * 2 * d.H);
-  grow(ybuf, static_cast<size_t>(N) * d.D * d.H);
+  grow(ffn_h[b], static_cast<size_t>(N) * d.D * 2 * d.KF * d.H);
+  grow(ybuf, static_cast<size_t>(N) * d.D * d.KF * d.H);
 }
 
 }  // namespace sezm::cuda

@@ -37,6 +37,8 @@ struct NodeBuffers {
 // Per node, reused by every block: forward scratch and the backward's running gradients.
 struct NodeScratch {
   DBuf<float> nodeA, ybuf;                           // forward: gated aggregate, FFN grid values
+  DBuf<float> grid_scratch, ro_desc, ro_dbar, mn_xbar;  // SO(3) grid nets (grid_net.cuh): scratch, read-out
+                                                        // descriptor and its adjoint, message-node context adjoint
   DBuf<float> Xb, Xb_prev;                           // dE/dX of the current block's output / input
   DBuf<float> isd_bar, A_bar, tmpN;                  // embedding backward, norm scratch
   DBuf<float> nodeA_bar, Pb, gamma_bar, q_bar, k_bar, H_bar, hbar;  // block backward

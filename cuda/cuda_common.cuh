@@ -107,6 +107,9 @@ struct Dims {
   int degree_mixer, has_rh, edge_norm;
   float rcut, eps;
   int p_rbf, p_edge;
+  // SO(3) grid nets (cuda/grid_net.cu): frames of the FFN's hidden tensor (|K| with
+  // ffn_so3_grid, else 1), and the grid-net scratch in floats per node (0: no grid net).
+  int KF, grid_scratch;
 };
 
 __host__ __device__ inline int dc_off(int l) { return l == 0 ? 0 : 1 + 3 * (l * l - 1); }

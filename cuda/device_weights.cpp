@@ -9,6 +9,7 @@
 #include <string>
 
 #include "engine/lebedev.h"
+#include "engine/so3_grid.h"
 #include "engine/wigner_d.h"
 #include "model/charge_spin.h"
 
@@ -58,6 +59,33 @@ class Arena {
   std::vector<std::pair<const float**, size_t>> slots_;
 };
 
+// A grid net's sizes (the pointers are filled by upload_grid_net).
+GridNetDev grid_net_shape(const GridNetW<double>& g) {
+  GridNetDev x{};
+  x.op = g.op == GridOp::Product ? 0 : g.op == GridOp::MLP ? 1 : 2;
+  x.cross = g.cross ? 1 : 0;
+  x.C = g.C;
+  x.n_br = g.n_br;
+  return x;
+}
+
+void upload_grid_net(Arena& a, const GridNetW<double>& g, GridNetDev& x) {
+  x = grid_net_shape(g);
+  a.put(x.sg, g.scalar_gate);
+  if (g.op != GridOp::Product) {
+    a.put(x.left, g.left);
+    a.put(x.right, g.right);
+    a.put(x.out, g.out);
+  }
+  if (g.op == GridOp::Branch) a.put(x.router, g.router);
+  if (g.cross) {
+    a.put(x.expand, g.expand);
+    a.put(x.contract, g.contract);
+    const Vec<double> rs = g.residual_scale.transpose();
+    a.put(x.rscale, rs);
+  }
+}
+
 }  // namespace
 
 Dims model_dims(const ModelW<double>& w) {
@@ -92,6 +120,26 @@ Dims model_dims(const ModelW<double>& w) {
   need(d.H <= 256 && d.D * d.C >= d.H, "FFN width <= 256");
   need(d.es_hid <= 256 && d.es_gin <= 256 && d.es_emb <= 128 && d.es_ax <= 8, "env-seed widths");
   need(w.fit_w.size() <= 4, "at most 4 fitting layers");
+  // SO(3) grid nets (grid_net.cu): scratch per node for the largest one (the read-out adds its
+  // own h, Y and their adjoints, 6 D K H floats).
+  d.KF = c.ffn_so3_grid ? c.n_frames() : 1;
+  d.grid_scratch = 0;
+  if (c.any_so3_grid()) {
+    SO3GridDev g{};
+    g.K = c.n_frames();
+    g.J = d.D * g.K;
+    g.G = make_so3_grid(c.lmax, c.kmax).G;
+    long most = 0;
+    for (const auto& b : w.blocks) {
+      if (b.has_message_node) most = std::max(most, grid_net_scratch_per_node(grid_net_shape(b.message_node), g, d.D));
+      if (b.ffn_so3) most = std::max(most, grid_net_scratch_per_node(grid_net_shape(b.ffn_grid), g, d.D));
+    }
+    if (w.readout_so3)
+      most = std::max(most, grid_net_scratch_per_node(grid_net_shape(w.readout_grid), g, d.D) +
+                                6L * d.D * g.K * w.readout_grid.C);
+    need(most < (1L << 30), "SO(3) grid-net scratch per node below 2^30 floats");
+    d.grid_scratch = static_cast<int>(most);
+  }
   return d;
 }
 
@@ -115,13 +163,33 @@ void DeviceWeights::upload(const ModelW<double>& w, const Dims& d, MemCounter* m
   }
   mw.film_as = static_cast<float>(w.film_scale_alpha);
   mw.film_ah = static_cast<float>(w.film_shift_alpha);
-  a.put(mw.ro_w1, w.readout_w1);
-  a.put(mw.ro_w2, w.readout_w2);
+  if (!w.readout_so3) {
+    a.put(mw.ro_w1, w.readout_w1);
+    a.put(mw.ro_w2, w.readout_w2);
+  }
   const S2Grid grid = make_s2_grid(L);
   std::vector<float> gT(grid.T.begin(), grid.T.end()), gP(grid.P.begin(), grid.P.end());
   a.put(mw.gridT, gT.data(), gT.size());
   a.put(mw.gridP, gP.data(), gP.size());
   mw.G = grid.G;
+  // The SO(3) grid shared by every grid net (docs/model.md §5.10), and the MLP read-out.
+  std::vector<float> so3A, so3B;
+  if (w.cfg.any_so3_grid()) {
+    const SO3Grid g3 = make_so3_grid(L, w.cfg.kmax);
+    so3A.assign(g3.A.begin(), g3.A.end());
+    so3B.assign(g3.B.begin(), g3.B.end());
+    mw.so3.K = g3.K;
+    mw.so3.J = g3.J;
+    mw.so3.G = g3.G;
+    a.put(mw.so3.A, so3A.data(), so3A.size());
+    a.put(mw.so3.B, so3B.data(), so3B.size());
+  }
+  mw.ro_so3 = w.readout_so3 ? 1 : 0;
+  if (w.readout_so3) {
+    a.put(mw.ro3_w1, w.readout_so3_w1);
+    a.put(mw.ro3_w2, w.readout_so3_w2);
+    upload_grid_net(a, w.readout_grid, mw.ro_grid);
+  }
   // fitting
   std::vector<float> fw, fb;
   std::vector<int> dims;
@@ -210,8 +278,12 @@ void DeviceWeights::upload(const ModelW<double>& w, const Dims& d, MemCounter* m
     x.post_eps = static_cast<float>(b.post_so2_norm.eps);
     x.pre_eps = static_cast<float>(b.pre_ffn_norm.eps);
     a.put(x.ffn_w1, b.ffn_w1);
-    a.put(x.ffn_sg, b.ffn_scalar_gate);
+    if (!b.ffn_so3) a.put(x.ffn_sg, b.ffn_scalar_gate);
     a.put(x.ffn_w2, b.ffn_w2);
+    x.ffn_so3 = b.ffn_so3 ? 1 : 0;
+    if (b.ffn_so3) upload_grid_net(a, b.ffn_grid, x.ffn_grid);
+    x.has_mn = b.has_message_node ? 1 : 0;
+    if (b.has_message_node) upload_grid_net(a, b.message_node, x.mn);
   }
   wbuf_.set_counter(mem);
   wbuf_.upload(a.host().data(), a.host().size(), s);

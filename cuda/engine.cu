@@ -23,6 +23,7 @@
 #include "embeddings.cuh"
 #include "focus_compete.cuh"
 #include "geometry.cuh"
+#include "grid_net.cuh"
 #include "host_support.cuh"
 #include "node_steps.cuh"
 #include "radial.cuh"
@@ -160,14 +161,17 @@ struct CudaEngine::Impl : EngineBuffers {
     OutputGateArgs ga{};
     ga.N = n; ga.gamma = gamma[b].data() + o * d.F; ga.P = P[b].data() + o * nodeWw; ga.A = nodeA.data() + o * nodeWw;
     launch_gate_post(d, ga, s);
+    if (w.has_mn)  // A += MN(A, H) (docs/model.md §5.11)
+      launch_grid_cross_forward(d, dw.mw.so3, w.mn, n, nodeA.data() + o * nodeWw, H[b].data() + o * nodeWw,
+                                grid_scratch.data(), s);
     launch_per_degree_linear(n, d.L, d.Cw, d.C, nodeA.data() + o * nodeWw, w.post, O[b].data() + o * nodeW, false,
                              false, s);
     launch_eq_norm_forward(n, d.L, d.C, O[b].data() + o * nodeW, w.post_scale, w.post_bias, w.post_eps,
                            X1[b].data() + o * nodeW, post_rho[b].data() + o, X[b].data() + o * nodeW, s);
     launch_eq_norm_forward(n, d.L, d.C, X1[b].data() + o * nodeW, w.pre_scale, w.pre_bias, w.pre_eps,
                            Xt[b].data() + o * nodeW, pre_rho[b].data() + o, nullptr, s);
-    launch_ffn_forward(d, dw.mw, w, n, Xt[b].data() + o * nodeW, ffn_h[b].data() + o * d.D * 2 * d.H,
-                       ybuf.data() + o * d.D * d.H, X[b + 1].data() + o * nodeW, s);
+    launch_ffn_forward(d, dw.mw, w, n, Xt[b].data() + o * nodeW, ffn_h[b].data() + o * d.D * 2 * d.KF * d.H,
+                       ybuf.data() + o * d.D * d.KF * d.H, X[b + 1].data() + o * nodeW, grid_scratch.data(), s);
     const long nn = static_cast<long>(n) * nodeW;
     add_k<<<div_up(nn, 256), 256, 0, s>>>(nn, X1[b].data() + o * nodeW, X[b + 1].data() + o * nodeW);
     SEZM_LAUNCH("residual");
@@ -182,27 +186,52 @@ struct CudaEngine::Impl : EngineBuffers {
     float* X1b = Xb.data() + o * nodeW;
     float* t = tmpN.data() + o * nodeW;
     // FFN branch and norms: X1_bar = Y_bar + norm_pre^T(FFN^T(Y_bar)); O_bar = norm_post^T(X1_bar).
-    launch_ffn_backward(d, dw.mw, w, n, ffn_h[b].data() + o * d.D * 2 * d.H, X1b, ybuf.data() + o * d.D * d.H,
-                        hbar.data() + o * d.D * 2 * d.H, t, s);
+    launch_ffn_backward(d, dw.mw, w, n, ffn_h[b].data() + o * d.D * 2 * d.KF * d.H, X1b,
+                        ybuf.data() + o * d.D * d.KF * d.H, hbar.data() + o * d.D * 2 * d.KF * d.H, t,
+                        grid_scratch.data(), s);
     launch_eq_norm_backward(n, d.L, d.C, X1[b].data() + o * nodeW, w.pre_scale, pre_rho[b].data() + o, t, X1b, s);
     SEZM_CUDA(cudaMemsetAsync(t, 0, n * nodeW * sizeof(float), s));
     launch_eq_norm_backward(n, d.L, d.C, O[b].data() + o * nodeW, w.post_scale, post_rho[b].data() + o, X1b, t, s);
     launch_per_degree_linear(n, d.L, d.C, d.Cw, t, w.post, nodeA_bar.data() + o * nodeWw, true, false, s);
     OutputGateArgs ga{};
     ga.N = n; ga.gamma = gamma[b].data() + o * d.F; ga.P = P[b].data() + o * nodeWw;
+    if (w.has_mn) {
+      // The message-node net's backward (§7.12) on the gated aggregate before it (recomputed into
+      // nodeA): nodeA_bar gains the query adjoint, mn_xbar takes the context's (added to H_bar
+      // in end_block_backward, after H_bar is cleared for the block).
+      ga.A = nodeA.data() + o * nodeWw;
+      launch_gate_post(d, ga, s);
+      launch_grid_cross_backward(d, dw.mw.so3, w.mn, n, nodeA.data() + o * nodeWw, H[b].data() + o * nodeWw,
+                                 nodeA_bar.data() + o * nodeWw, mn_xbar.data() + o * nodeWw, grid_scratch.data(), s);
+    }
     ga.A_bar = nodeA_bar.data() + o * nodeWw; ga.P_bar = Pb.data() + o * nodeWw; ga.gamma_bar = gamma_bar.data() + o * d.F;
     launch_gate_backward(d, ga, s);
   }
 
+  // so3_readout mlp: the descriptor comes from the grid read-out (grid_net.cu, docs/model.md §5.13),
+  // the fitting net's backward hands dE/ddesc back to it.
   void readout_forward(int n0, int n) {
     if (n <= 0) return;
-    launch_readout_fitting_forward(d, dw.mw, dw.fit, n, X[cfg.n_blocks].data() + (size_t)n0 * d.D * d.C,
-                                   types.data() + n0, atom_energy.data() + n0, s);
+    const float* Xn = X[cfg.n_blocks].data() + (size_t)n0 * d.D * d.C;
+    const float* desc = nullptr;
+    if (dw.mw.ro_so3) {
+      launch_grid_readout_forward(d, dw.mw, n, Xn, ro_desc.data() + (size_t)n0 * d.C, grid_scratch.data(), s);
+      desc = ro_desc.data() + (size_t)n0 * d.C;
+    }
+    launch_readout_fitting_forward(d, dw.mw, dw.fit, n, Xn, types.data() + n0, atom_energy.data() + n0, desc, s);
   }
   void readout_backward(int n0, int n) {  // into Xb's rows n0.. (zeroed by the caller)
     if (n <= 0) return;
     const size_t o = (size_t)n0 * d.D * d.C;
-    launch_readout_fitting_backward(d, dw.mw, dw.fit, n, X[cfg.n_blocks].data() + o, Xb.data() + o, s);
+    if (dw.mw.ro_so3) {
+      float* db = ro_dbar.data() + (size_t)n0 * d.C;
+      launch_readout_fitting_backward(d, dw.mw, dw.fit, n, X[cfg.n_blocks].data() + o, Xb.data() + o,
+                                      ro_desc.data() + (size_t)n0 * d.C, db, s);
+      launch_grid_readout_backward(d, dw.mw, n, X[cfg.n_blocks].data() + o, db, Xb.data() + o, grid_scratch.data(), s);
+      return;
+    }
+    launch_readout_fitting_backward(d, dw.mw, dw.fit, n, X[cfg.n_blocks].data() + o, Xb.data() + o, nullptr, nullptr,
+                                    s);
   }
 
   // The edge part of block b's backward for chunk c, with the chunk's forward state in the chunk
@@ -281,6 +310,11 @@ struct CudaEngine::Impl : EngineBuffers {
     const BlockWDev& w = dw.bw[b];
     const size_t nodeW = (size_t)d.D * d.C;
     mark("bwd: node (attention, mix)");
+    if (w.has_mn) {  // the message-node net's context adjoint (node_backward), centres only
+      const long nn = static_cast<long>(N) * d.D * d.Cw;
+      add_k<<<div_up(nn, 256), 256, 0, s>>>(nn, mn_xbar.data(), H_bar.data());
+      SEZM_LAUNCH("message-node context adjoint");
+    }
     AttentionNodeArgs an = attention_node_args(b);
     an.q_bar = q_bar.data(); an.k_bar = k_bar.data(); an.gamma_bar = gamma_bar.data(); an.H_bar = H_bar.data();
     launch_attention_node_backward(d, w, an, s);

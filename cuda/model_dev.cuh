@@ -35,6 +35,34 @@ struct EdgeRadialIn {
 };
 #endif  // __CUDACC__
 
+// ---- SO(3) grid nets (CPU twins: SO3GridMats and GridNetW, engine/grid_net.h) ----
+struct SO3GridDev {
+  int K, J, G;           // frames, framed rows D K, grid points
+  const float *A, *B;    // (G, J), (J, G)
+};
+struct GridNetDev {
+  int op;                // 0 glu (grid product), 1 mlp, 2 branch
+  int cross;             // 1: message-node (frame expansion, contraction, residual scale)
+  int C, n_br;           // per-frame channels, branches
+  const float* sg;       // scalar gate (2C, C)
+  const float *left, *right;  // mlp (Win, 2C) with Win = 2C self / C cross; branch (C, n_br C)
+  const float* out;      // mlp (2C, C), branch (C, C)
+  const float* router;   // branch (2C, n_br)
+  const float *expand, *contract, *rscale;  // cross: (L+1, C, K C), (L+1, K C, C), (C)
+};
+// Widths inside a net (docs/model.md §5.10.3): Wm of U and V, Cp of the grid product after the
+// branch mix (= the input width of W_O, or C for glu).
+inline int grid_mid_width(const GridNetDev& g) { return g.op == 0 ? g.C : g.op == 1 ? 2 * g.C : g.n_br * g.C; }
+inline int grid_prod_width(const GridNetDev& g) { return g.op == 1 ? 2 * g.C : g.C; }
+// Scratch floats per node of one pass (forward, or recomputed forward plus backward) of a net;
+// the launchers carve it (grid_net.cu).
+inline long grid_net_scratch_per_node(const GridNetDev& g, const SO3GridDev& s, int D) {
+  const long J = s.J, G = s.G, C = g.C, Wm = grid_mid_width(g), Cp = grid_prod_width(g), nb = g.n_br;
+  const long fwd = J * 2 * C + 2 * J * Wm + G * Cp + J * Cp + J * C + 2 * C + C + 2 * nb + J * C + D * C;
+  const long bwd = J * C + D * C + J * C + C + 2 * C + J * Cp + G * Cp + 3 * G * Wm + 2 * J * Wm + J * 2 * C + 2 * nb;
+  return fwd + bwd;
+}
+
 // ---- model weights on the device (float) ----
 struct BlockWDev {
   const float *pre, *post;            // (L+1, C, Cw), (L+1, Cw, C)
@@ -50,7 +78,11 @@ struct BlockWDev {
   const float *log_zeta, *gate_w;     // (F), (Cf, F)
   const float *post_scale, *post_bias, *pre_scale, *pre_bias;  // (L+1, C), (C)
   float post_eps, pre_eps;
-  const float *ffn_w1, *ffn_sg, *ffn_w2;  // (L+1, C, 2H), (2H, H), (L+1, H, C)
+  const float *ffn_w1, *ffn_sg, *ffn_w2;  // (L+1, C, 2 KF H), (2H, H), (L+1, KF H, C)
+  int has_mn;                              // message-node grid net (message_node_so3)
+  GridNetDev mn;
+  int ffn_so3;                             // FFN on the SO(3) grid (ffn_so3_grid): ffn_grid, no ffn_sg
+  GridNetDev ffn_grid;
 };
 struct ModelWDev {
   const float *freqs, *type_emb, *rad_w0, *rad_norm, *rad_w1;
@@ -59,6 +91,10 @@ struct ModelWDev {
   const float *ro_w1, *ro_w2;
   const float *gridT, *gridP;  // (G, D), (D, G)
   int G;
+  SO3GridDev so3;              // the SO(3) grid of every grid net (A, B null without one)
+  int ro_so3;                  // so3_readout "mlp": ro3_w1 (L+1, C, 2 K H), ro_grid, ro3_w2 (L+1, K H, C)
+  const float *ro3_w1, *ro3_w2;
+  GridNetDev ro_grid;
 };
 
 // The read-out's fitting net: gated layers (weights and biases concatenated over the layers,

@@ -1,8 +1,10 @@
 // Node-level steps on the device (O(N) work): per-degree linears, equivariant RMS norms, the S2
-// grid FFN, read-out and fitting, forward and backward (CPU twins: engine/norms.h, ffn.h,
-// readout.h, fitting.h). Linears and the FFN grid activation: a thread per output; norms and the
+// grid FFN (the SO(3)-grid FFN through grid_net.cu), read-out and fitting, forward and backward
+// (CPU twins: engine/norms.h, ffn.h, readout.h, fitting.h). Linears and the FFN grid activation: a thread per output; norms and the
 // read-out: a CTA per node (they also run on one chunk's few hundred destinations at a time).
 #include "node_steps.cuh"
+
+#include "grid_net.cuh"
 
 namespace sezm::cuda {
 namespace {
@@ -246,10 +248,15 @@ __device__ void fit_layer_cta(T* z, int din, const float* W, const float* B, int
 __global__ void __launch_bounds__(kNodeThreads) readout_fitting_forward_k(
     Dims d, ModelWDev w, const float* __restrict__ X, const int* __restrict__ types, const float* __restrict__ fit_w,
     const float* __restrict__ fit_b, const int* __restrict__ fit_dims, int n_fit, const float* __restrict__ fit_out,
-    const double* __restrict__ atom_bias, double* atom_energy) {
+    const double* __restrict__ atom_bias, double* atom_energy, const float* __restrict__ desc_in) {
   __shared__ double z[kMaxW], a[kMaxW], red[kNodeThreads / 32];
   const int n = blockIdx.x, tid = threadIdx.x;
-  readout_cta<double>(d, w, X + (size_t)n * d.D * d.C, z, a, z);
+  if (desc_in) {  // so3_readout mlp: the descriptor comes from the grid read-out (grid_net.cu)
+    for (int c = tid; c < d.C; c += blockDim.x) z[c] = desc_in[(size_t)n * d.C + c];
+    __syncthreads();
+  } else {
+    readout_cta<double>(d, w, X + (size_t)n * d.D * d.C, z, a, z);
+  }
   int din = d.C;
   const float* W = fit_w;
   const float* B = fit_b;
@@ -270,10 +277,16 @@ __global__ void __launch_bounds__(kNodeThreads) readout_fitting_forward_k(
 // again keeping each fitting layer's pre-activation, then its transpose, in float.
 __global__ void __launch_bounds__(kNodeThreads) readout_fitting_backward_k(
     Dims d, ModelWDev w, const float* __restrict__ X, const float* __restrict__ fit_w, const float* __restrict__ fit_b,
-    const int* __restrict__ fit_dims, int n_fit, const float* __restrict__ fit_out, float* X_bar) {
+    const int* __restrict__ fit_dims, int n_fit, const float* __restrict__ fit_out, float* X_bar,
+    const float* __restrict__ desc_in, float* desc_bar) {
   __shared__ float zr[kMaxW], ar[kMaxW], z[kMaxW], pre[4][kMaxW], zb[kMaxW], yb2[kMaxW];
   const int n = blockIdx.x, tid = threadIdx.x, nt = blockDim.x, C = d.C, H = d.H;
-  readout_cta<float>(d, w, X + (size_t)n * d.D * C, zr, ar, z);
+  if (desc_in) {
+    for (int c = tid; c < C; c += nt) z[c] = desc_in[(size_t)n * C + c];
+    __syncthreads();
+  } else {
+    readout_cta<float>(d, w, X + (size_t)n * d.D * C, zr, ar, z);
+  }
   int din_k[4];
   int din = C;
   {
@@ -308,7 +321,12 @@ __global__ void __launch_bounds__(kNodeThreads) readout_fitting_backward_k(
     }
     __syncthreads();
   }
-  // zb = desc_bar; read-out backward (ar takes a_bar).
+  // zb = desc_bar; with the grid read-out it is handed to grid_net.cu's backward.
+  if (desc_bar) {
+    for (int c = tid; c < C; c += nt) desc_bar[(size_t)n * C + c] = zb[c];
+    return;
+  }
+  // Read-out backward (ar takes a_bar).
   for (int i = tid; i < H; i += nt) {
     float s = 0.0f;
     for (int c = 0; c < C; ++c) s += zb[c] * w.ro_w2[i * C + c];
@@ -350,16 +368,31 @@ void launch_eq_norm_backward(int N, int L, int C, const float* X, const float* s
   SEZM_LAUNCH("eq_norm_backward");
 }
 void launch_ffn_forward(const Dims& d, const ModelWDev& mw, const BlockWDev& w, int N, const float* Xt, float* hbuf,
-                        float* ybuf, float* out, cudaStream_t s) {
+                        float* ybuf, float* out, float* grid_scratch, cudaStream_t s) {
   if (N == 0) return;
+  if (w.ffn_so3) {  // docs/model.md §5.12
+    const int KH = d.KF * d.H;
+    launch_per_degree_linear(N, d.L, d.C, 2 * KH, Xt, w.ffn_w1, hbuf, false, false, s);
+    launch_grid_self_forward(d, mw.so3, w.ffn_grid, N, hbuf, ybuf, grid_scratch, s);
+    launch_per_degree_linear(N, d.L, KH, d.C, ybuf, w.ffn_w2, out, false, false, s);
+    return;
+  }
   launch_per_degree_linear(N, d.L, d.C, 2 * d.H, Xt, w.ffn_w1, hbuf, false, false, s);
   ffn_act_forward_k<<<div_up((long)N * d.H, 128), 128, 0, s>>>(d, mw, w.ffn_sg, N, hbuf, ybuf);
   SEZM_LAUNCH("ffn_act_forward");
   launch_per_degree_linear(N, d.L, d.H, d.C, ybuf, w.ffn_w2, out, false, false, s);
 }
 void launch_ffn_backward(const Dims& d, const ModelWDev& mw, const BlockWDev& w, int N, const float* hbuf,
-                         const float* out_bar, float* ybar_buf, float* hbar_buf, float* Xt_bar, cudaStream_t s) {
+                         const float* out_bar, float* ybar_buf, float* hbar_buf, float* Xt_bar, float* grid_scratch,
+                         cudaStream_t s) {
   if (N == 0) return;
+  if (w.ffn_so3) {  // docs/model.md §7.12
+    const int KH = d.KF * d.H;
+    launch_per_degree_linear(N, d.L, d.C, KH, out_bar, w.ffn_w2, ybar_buf, true, false, s);
+    launch_grid_self_backward(d, mw.so3, w.ffn_grid, N, hbuf, ybar_buf, hbar_buf, grid_scratch, s);
+    launch_per_degree_linear(N, d.L, 2 * KH, d.C, hbar_buf, w.ffn_w1, Xt_bar, true, false, s);
+    return;
+  }
   launch_per_degree_linear(N, d.L, d.C, d.H, out_bar, w.ffn_w2, ybar_buf, true, false, s);
   // t_bar (N, H) lives in Xt_bar until the final linear overwrites it (D*C >= H holds for every
   // supported model; the engine checks it at construction).
@@ -371,16 +404,17 @@ void launch_ffn_backward(const Dims& d, const ModelWDev& mw, const BlockWDev& w,
   launch_per_degree_linear(N, d.L, 2 * d.H, d.C, hbar_buf, w.ffn_w1, Xt_bar, true, false, s);
 }
 void launch_readout_fitting_forward(const Dims& d, const ModelWDev& w, const FittingDev& fit, int N, const float* X,
-                                    const int* types, double* atom_energy, cudaStream_t s) {
+                                    const int* types, double* atom_energy, const float* desc_in, cudaStream_t s) {
   if (N == 0) return;
   readout_fitting_forward_k<<<N, kNodeThreads, 0, s>>>(d, w, X, types, fit.w, fit.b, fit.dims, fit.n, fit.out,
-                                                      fit.atom_bias, atom_energy);
+                                                      fit.atom_bias, atom_energy, desc_in);
   SEZM_LAUNCH("readout_fitting_forward");
 }
 void launch_readout_fitting_backward(const Dims& d, const ModelWDev& w, const FittingDev& fit, int N, const float* X,
-                                     float* X_bar, cudaStream_t s) {
+                                     float* X_bar, const float* desc_in, float* desc_bar, cudaStream_t s) {
   if (N == 0) return;
-  readout_fitting_backward_k<<<N, kNodeThreads, 0, s>>>(d, w, X, fit.w, fit.b, fit.dims, fit.n, fit.out, X_bar);
+  readout_fitting_backward_k<<<N, kNodeThreads, 0, s>>>(d, w, X, fit.w, fit.b, fit.dims, fit.n, fit.out, X_bar,
+                                                       desc_in, desc_bar);
   SEZM_LAUNCH("readout_fitting_backward");
 }
 

@@ -15,16 +15,20 @@ void launch_eq_norm_forward(int N, int L, int C, const float* X, const float* sc
                             float* Y, float* rho, const float* residual, cudaStream_t s);
 void launch_eq_norm_backward(int N, int L, int C, const float* X, const float* scale, const float* rho,
                              const float* Y_bar, float* X_bar, cudaStream_t s);
-// S2-grid FFN: out = W2 grid-act(W1 Xt); hbuf (N, D, 2H) kept for the backward, ybuf scratch.
+// Block FFN: out = W2 grid-act(W1 Xt), on the S2 grid or (ffn_so3_grid) the SO(3) grid
+// (grid_net.cu, through grid_scratch); hbuf (N, D, 2 KF H) kept for the backward, ybuf scratch.
 void launch_ffn_forward(const Dims& d, const ModelWDev& mw, const BlockWDev& w, int N, const float* Xt, float* hbuf,
-                        float* ybuf, float* out, cudaStream_t s);
+                        float* ybuf, float* out, float* grid_scratch, cudaStream_t s);
 void launch_ffn_backward(const Dims& d, const ModelWDev& mw, const BlockWDev& w, int N, const float* hbuf,
-                         const float* out_bar, float* ybar_buf, float* hbar_buf, float* Xt_bar, cudaStream_t s);
+                         const float* out_bar, float* ybar_buf, float* hbar_buf, float* Xt_bar, float* grid_scratch,
+                         cudaStream_t s);
 // Read-out MLP and fitting net per node: atom_energy (double, N) from X's row 0; the backward
-// writes dE/dX's row 0 into X_bar (other rows untouched).
+// writes dE/dX's row 0 into X_bar (other rows untouched). With desc_in (so3_readout mlp: the
+// descriptor from grid_net.cu's read-out, (N, C)) only the fitting net runs, and its backward
+// writes dE/ddesc into desc_bar (N, C) instead of touching X_bar.
 void launch_readout_fitting_forward(const Dims& d, const ModelWDev& w, const FittingDev& fit, int N, const float* X,
-                                    const int* types, double* atom_energy, cudaStream_t s);
+                                    const int* types, double* atom_energy, const float* desc_in, cudaStream_t s);
 void launch_readout_fitting_backward(const Dims& d, const ModelWDev& w, const FittingDev& fit, int N, const float* X,
-                                     float* X_bar, cudaStream_t s);
+                                     float* X_bar, const float* desc_in, float* desc_bar, cudaStream_t s);
 
 }  // namespace sezm::cuda

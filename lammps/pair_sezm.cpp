@@ -101,17 +101,18 @@ void PairSezm::allocate() {
   memory->create(cutsq, n + 1, n + 1, "pair:cutsq");
 }
 
-// pair_style sezm MODEL [device cpu|cuda] [gpu N] [mode lean|fast] [chunk N] [timing N] [charge_spin Q S]
+// pair_style sezm MODEL [device cpu|cuda] [gpu N] [mode lean|fast] [chunk N] [timing N] [head NAME] [charge_spin Q S]
 void PairSezm::settings(int narg, char **arg) {
   if (narg < 1)
     fail("missing model file (usage: pair_style sezm MODEL [device cpu|cuda] [gpu N] [mode lean|fast] [chunk N] "
-         "[timing N] [charge_spin Q S])");
+         "[timing N] [head NAME] [charge_spin Q S])");
   model_path_ = arg[0];
   timing_every_ = 0;
   use_cuda_ = false;
   gpu_ = -1;
   mode_ = "lean";
   chunk_ = 0;
+  std::string head;  // multi-task branch (or alias); empty: the one aliased "Default"
   std::optional<sezm::ChargeSpin> charge_spin;
   for (int i = 1; i < narg; i += 2) {
     const std::string key = arg[i];
@@ -137,15 +138,17 @@ void PairSezm::settings(int narg, char **arg) {
     } else if (key == "timing") {
       timing_every_ = utils::inumeric(FLERR, val.c_str(), false, lmp);
       if (timing_every_ < 0) fail("timing needs a non-negative step count");
+    } else if (key == "head") {
+      head = val;
     } else {
-      fail("unknown keyword '" + key + "' (known: device, gpu, mode, chunk, timing, charge_spin)");
+      fail("unknown keyword '" + key + "' (known: device, gpu, mode, chunk, timing, head, charge_spin)");
     }
   }
   if (!use_cuda_ && (gpu_ >= 0 || mode_ != "lean" || chunk_ > 0)) fail("gpu, mode and chunk apply to device cuda only");
   sezm::ModelW<double> weights;
   sezm::ChargeSpinUse cs;
   try {
-    weights = sezm::load_model_weights(model_path_);
+    weights = sezm::load_model_weights(model_path_, head);
     cs = sezm::apply_charge_spin(weights, charge_spin, model_path_);  // docs/model.md §10
   } catch (std::exception &e) {
     fail(std::string("cannot use model: ") + e.what());
@@ -195,6 +198,7 @@ void PairSezm::settings(int narg, char **arg) {
                    "{} channels, {} doubles per exchanged row\n",
                    model_path_, tm, cfg.descriptor_version, cfg.rcut, cfg.n_blocks, cfg.lmax, cfg.channels,
                    comm_width_);
+    if (!cfg.head.empty()) utils::logmesg(lmp, "pair sezm: {}\n", cfg.head_reason);
     if (cs.conditioned)
       utils::logmesg(lmp, "pair sezm: charge/spin condition Q = {}, S = {} ({})\n", cs.value.charge, cs.value.spin,
                      cs.from_default ? "the model's default_chg_spin; pair_style ... charge_spin Q S sets them"

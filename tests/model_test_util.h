@@ -20,11 +20,15 @@
 namespace sezm_test {
 
 // Models of tests/data by file name; "shared:<path>" for ../shared; "repo:<path>" for the
-// repository root (potentials/). Returns nullptr when the file is absent (callers skip).
-inline const sezm::Potential* model(const std::string& name) {
+// repository root (potentials/); a "#HEAD" suffix picks the head of a multi-task checkpoint.
+// Returns nullptr when the file is absent (callers skip).
+inline const sezm::Potential* model(const std::string& key) {
   static std::map<std::string, std::unique_ptr<sezm::Potential>> cache;
-  auto it = cache.find(name);
+  auto it = cache.find(key);
   if (it != cache.end()) return it->second.get();
+  const size_t hash = key.find('#');
+  const std::string name = key.substr(0, hash);
+  const std::string head = hash == std::string::npos ? "" : key.substr(hash + 1);
   std::string path;
   if (name.rfind("shared:", 0) == 0)
     path = shared_path(name.substr(7));
@@ -33,8 +37,8 @@ inline const sezm::Potential* model(const std::string& name) {
   else
     path = data_path(name);
   std::unique_ptr<sezm::Potential> p;
-  if (sezm::test::file_exists(path)) p = std::make_unique<sezm::Potential>(sezm::Potential::load(path));
-  return cache.emplace(name, std::move(p)).first->second.get();
+  if (sezm::test::file_exists(path)) p = std::make_unique<sezm::Potential>(sezm::Potential::load(path, {}, head));
+  return cache.emplace(key, std::move(p)).first->second.get();
 }
 
 // A model of tests/data conditioned on the frame charge and spin (docs/model.md §10), cached per value.
@@ -46,7 +50,7 @@ inline const sezm::Potential* model_with_charge_spin(const std::string& name, do
   const std::string path = data_path(name);
   std::unique_ptr<sezm::Potential> p;
   if (sezm::test::file_exists(path))
-    p = std::make_unique<sezm::Potential>(sezm::Potential::load(path, {}, sezm::ChargeSpin{charge, spin}));
+    p = std::make_unique<sezm::Potential>(sezm::Potential::load(path, {}, "", sezm::ChargeSpin{charge, spin}));
   return cache.emplace(key, std::move(p)).first->second.get();
 }
 

@@ -23,6 +23,8 @@ struct RefConfig {
   std::vector<double> zbl_atom_energy;
   std::vector<int> types;
   double energy = 0;
+  // Optional: the multi-task head deepmd-kit evaluated (tests/data/recipes/ref_multitask_*.json).
+  std::string head;
 };
 
 struct RefFile {
@@ -51,6 +53,7 @@ inline RefFile read_ref(const std::string& path) {
     rc.virial = c.at("virial").get<std::vector<double>>();
     rc.atom_energy = c.at("atom_energy").get<std::vector<double>>();
     if (c.contains("atom_virial")) rc.atom_virial = c.at("atom_virial").get<std::vector<double>>();
+    if (c.contains("head") && c.at("head").is_string()) rc.head = c.at("head");
     if (c.contains("charge_spin") && !c.at("charge_spin").is_null()) {
       rc.has_charge_spin = true;
       rc.charge = c.at("charge_spin").at(0);

@@ -82,7 +82,7 @@ TEST(ChargeSpin, DefaultGivenAndErrors) {
     const std::string e = error_of([&] { sezm::apply_charge_spin(w, sezm::ChargeSpin{0, 1}, plain); });
     EXPECT_NE(e.find("has no charge/spin embedding"), std::string::npos) << e;
     EXPECT_FALSE(sezm::apply_charge_spin(w, std::nullopt, plain).conditioned);
-    EXPECT_NE(error_of([&] { sezm::Potential::load(plain, {}, sezm::ChargeSpin{0, 1}); }).find("has no charge/spin embedding"),
+    EXPECT_NE(error_of([&] { sezm::Potential::load(plain, {}, "", sezm::ChargeSpin{0, 1}); }).find("has no charge/spin embedding"),
               std::string::npos);
   }
 }

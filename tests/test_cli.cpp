@@ -95,10 +95,12 @@ TEST(Cli, SezmEvalJsonMatchesDeepmdKit320) {
 TEST(Cli, SezmEvalRefusesUnsupportedModel) {
   const sezm::test::RefFile ref = sezm::test::read_ref(data_path(kRef));
   const std::string xyz = write_xyz(ref.configs.front(), ref.type_map);
-  const Exec r = run(quote(SEZM_EVAL_EXE) + " " + quote(data_path("mini_float64.pt")) + " " + quote(xyz));
+  // A Mini config with so3_readout "glu", which the engines refuse (tests/data/synthetic).
+  const Exec r = run(quote(SEZM_EVAL_EXE) + " " + quote(data_path("synthetic/synthetic_unsupported.pt")) + " " + quote(xyz));
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_NE(r.out.find("sezm-eval: "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("mini_float64.pt: unsupported option descriptor.so3_readout"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("synthetic_unsupported.pt: unsupported option descriptor.so3_readout = \"glu\""),
+            std::string::npos) << r.out;
   std::remove(xyz.c_str());
 }
 
@@ -112,10 +114,58 @@ TEST(Cli, SezmBenchRunsDeepmdKit320Checkpoint) {
 }
 
 TEST(Cli, SezmBenchRefusesUnsupportedModel) {
-  const Exec r = run(quote(SEZM_BENCH_EXE) + " " + quote(data_path("mini_float64.pt")) + " --cells 1");
+  const Exec r = run(quote(SEZM_BENCH_EXE) + " " + quote(data_path("synthetic/synthetic_unsupported.pt")) + " --cells 1");
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_NE(r.out.find("sezm-bench: "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("unsupported option descriptor.so3_readout"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("unsupported option descriptor.so3_readout = \"glu\""), std::string::npos) << r.out;
+}
+
+// Multi-task: --head picks the branch (here by a name in another case), the JSON names it, and
+// the numbers are deepmd-kit 3.2.0's DeepPot(head=...) ones (tests/data/recipes/make_recipes.py).
+TEST(Cli, SezmEvalHeadMatchesDeepmdKit320) {
+  const std::string model = data_path("recipes/multitask_plain_f64.pt");
+  const sezm::test::RefFile ref = sezm::test::read_ref(data_path("recipes/ref_multitask_plain_f64.json"));
+  int checked = 0;
+  for (const auto& c : ref.configs) {
+    if (c.name.rfind("tric_small12@", 0) != 0 && c.name.rfind("h2o_cu_c_open@", 0) != 0) continue;
+    const std::string xyz = write_xyz(c, ref.type_map);
+    const std::string request = c.head == "carbon" ? "Carbon" : "bulk";  // case / alias
+    const Exec r = run(quote(SEZM_EVAL_EXE) + " " + quote(model) + " " + quote(xyz) + " --json --atom-virial --head " +
+                       request);
+    ASSERT_EQ(r.status, 0) << c.name << ": " << r.out;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j.at("head"), c.head);
+    EXPECT_NE(j.at("head_reason").get<std::string>().find("head " + c.head), std::string::npos) << j.dump();
+    const auto f = j.at("forces").get<std::vector<double>>();
+    const auto aw = j.at("atom_virial").get<std::vector<double>>();
+    EXPECT_LE(std::abs(j.at("energy").get<double>() - c.energy), 1e-9 * std::abs(c.energy)) << c.name << " " << c.head;
+    EXPECT_LE(max_abs_diff(j.at("atom_energy").get<std::vector<double>>(), c.atom_energy), 1e-9 * max_abs(c.atom_energy));
+    EXPECT_LE(max_abs_diff(f, c.forces), 1e-9 * max_abs(c.forces)) << c.name << " " << c.head;
+    EXPECT_LE(max_abs_diff(j.at("virial").get<std::vector<double>>(), c.virial), 1e-9 * max_abs(c.virial));
+    EXPECT_LE(max_abs_diff(aw, c.atom_virial), 1e-9 * max_abs(c.atom_virial));
+    std::remove(xyz.c_str());
+    ++checked;
+  }
+  EXPECT_EQ(checked, 4);  // two configurations x two heads
+}
+
+TEST(Cli, SezmEvalNamesTheHeadAndRefusesAnUnknownOne) {
+  const std::string model = data_path("recipes/multitask_plain_f64.pt");
+  const sezm::test::RefFile ref = sezm::test::read_ref(data_path("recipes/ref_multitask_plain_f64.json"));
+  const std::string xyz = write_xyz(ref.configs.front(), ref.type_map);
+  const Exec ok = run(quote(SEZM_EVAL_EXE) + " " + quote(model) + " " + quote(xyz) + " --head cu_bulk");
+  EXPECT_EQ(ok.status, 0) << ok.out;
+  EXPECT_NE(ok.out.find("head      : multi-task model: head cu_bulk (as requested)"), std::string::npos) << ok.out;
+  const Exec bad = run(quote(SEZM_EVAL_EXE) + " " + quote(model) + " " + quote(xyz) + " --head nope");
+  EXPECT_EQ(bad.status, 1) << bad.out;
+  EXPECT_NE(bad.out.find("sezm-eval: "), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("no head or alias named 'nope'; heads (branch and aliases): cu_bulk (aliases CuBulk, bulk), carbon"),
+            std::string::npos)
+      << bad.out;
+  const Exec none = run(quote(SEZM_EVAL_EXE) + " " + quote(model) + " " + quote(xyz));
+  EXPECT_EQ(none.status, 1) << none.out;
+  EXPECT_NE(none.out.find("no branch aliased \"Default\""), std::string::npos) << none.out;
+  std::remove(xyz.c_str());
 }
 
 // Charge/spin (docs/model.md §10): --charge-spin reproduces deepmd-kit's numbers for that
@@ -152,6 +202,10 @@ TEST(Cli, SezmEvalChargeSpin) {
   const Exec r = run(quote(SEZM_EVAL_EXE) + " " + quote(data_path(kModel)) + " " + quote(xyz) + " --charge-spin 0 1");
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_NE(r.out.find("charge_spin was given, but the model has no charge/spin embedding"), std::string::npos) << r.out;
+  // A conditioned model without default_chg_spin (deepmd-kit 3.2.0 raises "charge_spin is required").
+  const Exec nodef = run(quote(SEZM_EVAL_EXE) + " " + quote(data_path("recipes/chgspin_mini_f64.pt")) + " " + quote(xyz));
+  EXPECT_EQ(nodef.status, 1) << nodef.out;
+  EXPECT_NE(nodef.out.find("has no default_chg_spin; give them"), std::string::npos) << nodef.out;
   const Exec bad = run(quote(SEZM_EVAL_EXE) + " " + quote(data_path(kModel)) + " " + quote(xyz) + " --charge-spin 0");
   EXPECT_EQ(bad.status, 2) << bad.out;
   EXPECT_NE(bad.out.find("--charge-spin needs two numbers"), std::string::npos) << bad.out;

@@ -1,7 +1,8 @@
 // Each engine component's backward against central finite differences of its own forward, on
 // random inputs, a small random graph (3 centres + 1 ghost, 22 edges, CSR by destination,
 // real Wigner-D blocks from the edge vectors) and the real weights of the c32 (n_focus 2,
-// degree_channel radial mixer) and defaults (n_focus 1, 3 blocks) checkpoints.
+// degree_channel radial mixer), defaults (n_focus 1, 3 blocks) and Mini (SO(3) grid nets:
+// message-node product, branch FFN, MLP read-out; docs/model.md §5.10-§5.13) checkpoints.
 //
 // Objective: J = sum(W ⊙ output) with a fixed random W, so the backward is fed output_bar = W.
 // Checked: a directional derivative along a random direction over ALL inputs, plus 24 random
@@ -33,15 +34,16 @@
 #include "io/checkpoint.h"
 #include "model/config.h"
 #include "model/weights.h"
+#include "fd_check.h"
 #include "test_util.h"
 
 namespace {
 
 using namespace sezm;
+using sezm_test::check_grad;
+using sezm_test::dot;
+using sezm_test::randn;
 using V = std::vector<double>;
-
-constexpr double kH = 1e-4;
-constexpr double kTol = 1e-8;
 
 const ModelW<double>& weights(const std::string& file) {
   static std::map<std::string, ModelW<double>> cache;
@@ -52,59 +54,6 @@ const ModelW<double>& weights(const std::string& file) {
     it = cache.emplace(file, load_weights<double>(ck, parse_model_config(ck.model_params, path))).first;
   }
   return it->second;
-}
-
-V randn(size_t n, std::mt19937& g, double s = 1.0) {
-  std::normal_distribution<double> nd(0.0, s);
-  V v(n);
-  for (double& x : v) x = nd(g);
-  return v;
-}
-
-double dot(const double* a, const double* b, size_t n) {
-  double s = 0;
-  for (size_t i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
-// Compares grad (analytic dJ/dx) with FD of J over x (perturbed in place, restored).
-void check_grad(const std::string& what, double* x, size_t n, const std::function<double()>& J, const double* grad,
-                unsigned seed = 7) {
-  std::mt19937 g(seed);
-  auto fd = [&](const std::function<void(double)>& shift) {
-    double f[4];
-    const double d[4] = {-2 * kH, -kH, kH, 2 * kH};
-    for (int k = 0; k < 4; ++k) {
-      shift(d[k]);
-      f[k] = J();
-      shift(-d[k]);
-    }
-    return (f[0] - 8 * f[1] + 8 * f[2] - f[3]) / (12 * kH);
-  };
-  double gmax = 0;
-  for (size_t i = 0; i < n; ++i) gmax = std::max(gmax, std::abs(grad[i]));
-  const double tol = kTol * std::max(1.0, gmax);
-  // Directional derivative over all inputs (unit-variance direction).
-  const V dir = randn(n, g);
-  const V x0(x, x + n);
-  const double dd = fd([&](double s) {
-    for (size_t i = 0; i < n; ++i) x[i] += s * dir[i];
-  });
-  for (size_t i = 0; i < n; ++i) x[i] = x0[i];
-  const double dd_an = dot(grad, dir.data(), n);
-  double err = std::abs(dd - dd_an) / std::sqrt(static_cast<double>(n));
-  EXPECT_NEAR(dd, dd_an, tol * std::sqrt(static_cast<double>(n))) << what << ": directional derivative";
-  // Individual entries.
-  std::uniform_int_distribution<size_t> pick(0, n - 1);
-  for (int k = 0; k < std::min<int>(24, static_cast<int>(n)); ++k) {
-    const size_t i = n <= 24 ? static_cast<size_t>(k) : pick(g);
-    const double d = fd([&](double s) { x[i] += s; });
-    x[i] = x0[i];
-    err = std::max(err, std::abs(d - grad[i]));
-    EXPECT_NEAR(d, grad[i], tol) << what << ": entry " << i;
-  }
-  EXPECT_GT(gmax, 0.0) << what << ": the gradient is identically zero (vacuous check)";
-  std::printf("[bwd] %-44s n=%6zu  max|g|=%9.3g  max|fd-g|=%.2e\n", what.c_str(), n, gmax, err);
 }
 
 // A small random graph: 3 centres, 1 ghost (a possible source only), edges CSR by destination.
@@ -156,6 +105,8 @@ class ComponentBackward : public testing::TestWithParam<std::string> {
   }
   const ModelW<double>& w() const { return *w_; }
   const ModelConfig& cfg() const { return w_->cfg; }
+  // The engine's grids (S2, and the SO(3) grid when a grid net is on: Mini).
+  FFNGrid<double> model_grid() const { return FFNGrid<double>(cfg().lmax, cfg().any_so3_grid() ? cfg().kmax : -1); }
   std::string tag(const std::string& s) const { return GetParam().substr(0, 8) + " " + s; }
   const ModelW<double>* w_ = nullptr;
   RandomGraph gr_;
@@ -362,7 +313,7 @@ TEST_P(ComponentBackward, AttentionWithSourceGate) {
 
 TEST_P(ComponentBackward, FFN) {
   const int C = cfg().channels, D = cfg().n_coeff(), N = gr_.N;
-  const FFNGrid<double> grid(cfg().lmax);
+  const FFNGrid<double> grid = model_grid();
   const BlockW<double>& bw = w().blocks.back();
   V Xt = randn(static_cast<size_t>(N) * D * C, rng_), out(Xt.size()), Xb(Xt.size());
   const V W = randn(Xt.size(), rng_);
@@ -378,7 +329,7 @@ TEST_P(ComponentBackward, FFN) {
 
 TEST_P(ComponentBackward, InteractionBlock) {
   const int L = cfg().lmax, C = cfg().channels, D = cfg().n_coeff(), N = gr_.N, NT = gr_.NT, E = gr_.E;
-  const FFNGrid<double> grid(L);
+  const FFNGrid<double> grid = model_grid();
   const std::vector<int> tiles = make_edge_tiles(gr_.t, 6);  // several tiles
   ASSERT_GE(tiles.size(), 3u);
   const BlockW<double>& bw = w().blocks[0];
@@ -403,15 +354,16 @@ TEST_P(ComponentBackward, InteractionBlock) {
 
 TEST_P(ComponentBackward, Readout) {
   const int C = cfg().channels, D = cfg().n_coeff(), N = gr_.N;
+  const FFNGrid<double> grid = model_grid();
   V X = randn(static_cast<size_t>(N) * D * C, rng_), Xb(X.size());
   const Mat<double> W = Eigen::Map<const Mat<double>>(randn(static_cast<size_t>(N) * C, rng_).data(), N, C);
   Mat<double> desc;
   auto J = [&] {
-    readout_forward(w(), X.data(), N, desc);
+    readout_forward(w(), grid, X.data(), N, desc);
     return (W.array() * desc.array()).sum();
   };
   J();
-  readout_backward(w(), X.data(), N, W, Xb.data());
+  readout_backward(w(), grid, X.data(), N, W, Xb.data());
   check_grad(tag("read-out d/d X"), X.data(), X.size(), J, Xb.data());
 }
 
@@ -432,7 +384,8 @@ TEST_P(ComponentBackward, Fitting) {
   check_grad(tag("fitting d/d desc"), desc.data(), desc.size(), J, db.data());
 }
 
-INSTANTIATE_TEST_SUITE_P(Weights, ComponentBackward, testing::Values("c32_l3_f2_float64.pt", "defaults_float64.pt"),
+INSTANTIATE_TEST_SUITE_P(Weights, ComponentBackward,
+                         testing::Values("c32_l3_f2_float64.pt", "defaults_float64.pt", "mini_float64.pt"),
                          [](const testing::TestParamInfo<std::string>& i) {
                            return i.param.substr(0, i.param.find('.'));
                          });

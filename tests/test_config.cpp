@@ -149,17 +149,84 @@ TEST(Config, AutoWidths) {
   m.ffn_neurons = 40;
   EXPECT_EQ(m.ffn_hidden(), 40);
   m.channels = 32;
-  m.fitting_neuron = {0, 0, 50, 0};  // each 0 takes (8/3) x the previous width
-  EXPECT_EQ(m.fitting_hidden(), (std::vector<int>{96, 256, 50, 160}));
+  // Every 0 takes (8/3) x the net's input width (deepmd-kit 3.2.0's SeZMEnergyFittingNet(2, 32,
+  // neuron=[0, 0, 50, 0]).neuron is [96, 96, 50, 96]; with dim_case_embd=5 and neuron=[0]: [128]).
+  m.fitting_neuron = {0, 0, 50, 0};
+  EXPECT_EQ(m.fitting_hidden(), (std::vector<int>{96, 96, 50, 96}));
+  m.fitting_neuron = {0};
+  m.dim_case_embd = 5;  // concatenated: the input is C + K = 37 wide
+  EXPECT_EQ(m.fitting_hidden(), (std::vector<int>{128}));
+  m.case_film_embd = true;  // FiLM: the input stays C wide
+  EXPECT_EQ(m.fitting_hidden(), (std::vector<int>{96}));
+  m.dim_case_embd = 0;
+  m.case_film_embd = false;
   m.fitting_neuron = {};
   EXPECT_TRUE(m.fitting_hidden().empty());
 }
 
-TEST(Config, RefusesMiniFamily) {
-  const Checkpoint c = sezm::read_checkpoint(data_path("mini_float64.pt"));
-  expect_contains(error_of([&] { parse_model_config(c.model_params, c.path); }),
-                  {"mini_float64.pt", "descriptor.so3_readout = \"mlp\"", "DPA4-Mini",
-                   "not supported yet"});
+TEST(Config, MiniFloat64) {
+  const Checkpoint& c = cached_checkpoint("mini_float64.pt");
+  const ModelConfig m = parse_model_config(c.model_params, c.path);
+  EXPECT_EQ(m.lmax, 2);
+  EXPECT_EQ(m.kmax, 1);
+  EXPECT_EQ(m.n_frames(), 3);
+  EXPECT_TRUE(m.message_node_so3);
+  EXPECT_EQ(m.message_node_op, "glu");
+  EXPECT_TRUE(m.ffn_so3_grid);
+  EXPECT_EQ(m.ffn_op, "branch");
+  EXPECT_EQ(m.ffn_branches, 1);
+  EXPECT_EQ(m.so3_readout, "mlp");
+  EXPECT_EQ(m.ffn_hidden(), 96);
+  using V = std::vector<int64_t>;
+  const int64_t C = m.channels, H = m.ffn_hidden(), K = m.n_frames(), L1 = m.lmax + 1;
+  EXPECT_EQ(shape(c, "descriptor.output_ffn.so3_linear_1.weight"), (V{L1, C, 2 * K * H}));
+  EXPECT_EQ(shape(c, "descriptor.blocks.0.ffns.0.so3_linear_2.weight"), (V{L1, K * H, C}));
+  EXPECT_EQ(shape(c, "descriptor.blocks.1.so2_conv.message_node_grid_product.frame_expand.weight"),
+            (V{L1, C, K * C}));
+}
+
+// The Mini family's grid settings: what the engines compute, and refusals that name the option.
+TEST(Config, MiniGridSettings) {
+  auto mini = [](const std::string& pointer, const json& value) {
+    json j = cached_checkpoint("mini_float64.pt").model_params;
+    j[json::json_pointer(pointer)] = value;
+    return j;
+  };
+  {
+    const ModelConfig m = parse_model_config(mini("/descriptor/grid_branch", 2), "model.pt");
+    EXPECT_EQ(m.message_node_op, "branch");
+    EXPECT_EQ(m.message_node_branches, 2);
+    EXPECT_EQ(m.ffn_op, "branch");
+  }
+  {
+    json j = mini("/descriptor/grid_branch", 0);
+    j["descriptor"]["grid_mlp"] = json::array({false, true, true});
+    j["descriptor"]["kmax"] = 2;
+    const ModelConfig m = parse_model_config(j, "model.pt");
+    EXPECT_EQ(m.message_node_op, "mlp");
+    EXPECT_EQ(m.ffn_op, "mlp");
+    EXPECT_EQ(m.kmax, 2);
+  }
+  expect_contains(refusal(mini("/descriptor/so3_readout", "glu")),
+                  {"unsupported option descriptor.so3_readout = \"glu\"", "\"none\" or \"mlp\"",
+                   "grid-product read-out is not implemented"});
+  expect_contains(refusal(mini("/descriptor/readout_layers", 2)),
+                  {"unsupported option descriptor.readout_layers = 2 (supported: 1;",
+                   "stacked equivariant read-out FFNs are not implemented"});
+  expect_contains(refusal(mini("/descriptor/kmax", 3)),
+                  {"unsupported option descriptor.kmax = 3 (supported: an integer 0..lmax = 2)"});
+  expect_contains(refusal(mini("/descriptor/grid_branch", json::array({0, 1}))),
+                  {"unsupported option descriptor.grid_branch = [0,1]"});
+  {
+    json j = mini("/descriptor/n_focus", 2);
+    expect_contains(refusal(j), {"unsupported option descriptor.n_focus = 2 (supported: 1 with message_node_so3",
+                                 "per-focus message-node grid net is not implemented"});
+  }
+  {
+    json j = mini("/descriptor/ffn_so3_grid", false);  // grid_branch [0, 0, 1] would make the S2 FFN a branch net
+    expect_contains(refusal(j), {"unsupported option descriptor.grid_branch = [0,0,1]",
+                                 "S2-grid FFN with a grid MLP or branches is not implemented"});
+  }
 }
 
 TEST(Config, RefusesModelType) {
@@ -175,14 +242,16 @@ TEST(Config, RefusesUnsupportedOptions) {
   };
   const std::vector<Case> cases = {
       {"/descriptor/so3_readout", "glu",
-       {"unsupported option descriptor.so3_readout = \"glu\" (supported: \"none\")"}},
+       {"unsupported option descriptor.so3_readout = \"glu\" (supported: \"none\" or \"mlp\""}},
       {"/descriptor/edge_cartesian", true,
        {"unsupported option descriptor.edge_cartesian = true (supported: false)"}},
       {"/descriptor/n_atten_head", 2, {"descriptor.n_atten_head = 2", "supported: 1"}},
       {"/descriptor/lmax", 4, {"descriptor.lmax = 4", "1, 2 or 3"}},
       {"/descriptor/mmax", 2, {"descriptor.mmax = 2"}},
       {"/descriptor/radial_so2_rank", 2, {"descriptor.radial_so2_rank = 2"}},
-      {"/descriptor/ffn_so3_grid", true, {"descriptor.ffn_so3_grid", "DPA4-Mini"}},
+      // c32 has n_focus 2: the per-focus message-node grid net is not implemented.
+      {"/descriptor/message_node_so3", true, {"descriptor.n_focus = 2", "with message_node_so3"}},
+      {"/descriptor/readout_layers", 2, {"descriptor.readout_layers = 2 (supported: 1;"}},
       {"/descriptor/grid_branch", json({0, 0, 1}), {"descriptor.grid_branch = [0,0,1]"}},
       {"/descriptor/sandwich_norm", json({true, true, true, true}), {"descriptor.sandwich_norm"}},
       {"/descriptor/env_exp", json({7}), {"descriptor.env_exp = [7]"}},

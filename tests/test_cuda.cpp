@@ -15,6 +15,7 @@
 #include "ghost_graph.h"
 #include "io/checkpoint.h"
 #include "model/charge_spin.h"
+#include "model/multitask.h"
 #include "model/weights.h"
 #include "api/engine_factory.h"
 #include "api/potential.h"
@@ -51,7 +52,8 @@ double max_diff(const std::vector<double>& a, const std::vector<double>& b) {
 
 struct Case {
   std::string model, ref;
-  bool shared;  // read from ../shared (never committed), skipped when absent
+  bool shared;       // read from ../shared (never committed), skipped when absent
+  std::string head;  // multi-task: the head, and only the reference configurations of that head
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.model; }
@@ -78,16 +80,25 @@ TEST_P(CudaReference, MatchesCpuFloat64AndDeepmd) {
   const std::string mp = k.shared ? sezm_test::shared_path(k.model) : sezm_test::data_path(k.model);
   const std::string rp = k.shared ? sezm_test::shared_path(k.ref) : sezm_test::data_path(k.ref);
   if (!sezm::test::file_exists(mp) || !sezm::test::file_exists(rp)) GTEST_SKIP() << "missing " << mp;
-  sezm::Checkpoint ck = sezm::read_checkpoint(mp);
+  sezm::Checkpoint ck = sezm::read_checkpoint(
+      mp, [&](const nlohmann::json& p, const std::vector<std::string>& order) {
+        return sezm::choose_head(p, order, k.head, mp).branch;
+      });
   const sezm::ModelConfig cfg = sezm::parse_model_config(ck.model_params, mp);
   const sezm::SezmEngine<double> cpu_exact(sezm::load_weights<double>(ck, cfg));
   for (auto& kv : ck.tensors)
     for (double& x : kv.second.data) x = static_cast<double>(static_cast<float>(x));
-  const sezm::ModelW<double> w32 = sezm::load_weights<double>(ck, cfg);
+  sezm::ModelW<double> w32 = sezm::load_weights<double>(ck, cfg);
+  // A head's case embedding is folded into the fitting weights in double (docs/model.md §6.2);
+  // the GPU holds those folded weights in fp32, so the CPU comparison uses them rounded too.
+  for (auto& m : w32.fit_w) m = m.cast<float>().cast<double>();
+  for (auto& v : w32.fit_b) v = v.cast<float>().cast<double>();
+  w32.fit_out = w32.fit_out.cast<float>().cast<double>();
   const sezm::SezmEngine<double> cpu(w32);
   const auto ref = sezm::test::read_ref(rp);
   sezm::CudaEngine gpu(w32, 0, cuda_mode(mode));
   for (const auto& c : ref.configs) {
+    if (c.head != k.head) continue;
     SCOPED_TRACE(c.name);
     const sezm::Graph g =
         sezm::build_graph(c.coords.data(), c.types.data(), c.natoms, c.periodic ? c.cell.data() : nullptr, cfg.rcut);
@@ -119,14 +130,26 @@ INSTANTIATE_TEST_SUITE_P(
         ::testing::Values(Case{"c32_l3_f2_float64.pt", "ref_c32_l3_f2_float64.json", false},
                           Case{"c32_l3_f2_float32.pt", "ref_c32_l3_f2_float32.json", false},
                           Case{"defaults_float64.pt", "ref_defaults_float64.json", false},
+                          // DPA4-Mini: the SO(3) grid nets (cuda/grid_net.cu)
+                          Case{"mini_float64.pt", "ref_mini_float64.json", false},
+                          Case{"mini_variants/mini_v_mlp_k2.pt", "mini_variants/ref_mini_v_mlp_k2.json", false},
+                          Case{"mini_variants/mini_v_branch_l3.pt", "mini_variants/ref_mini_v_branch_l3.json", false},
+                          Case{"mini_variants/mini_v_ffnmlp_k0.pt", "mini_variants/ref_mini_v_ffnmlp_k0.json", false},
+                          Case{"mini_variants/mini_v_ffn_only.pt", "mini_variants/ref_mini_v_ffn_only.json", false},
                           Case{"reference/models/water_pretrained.pt", "reference/forces/ref_water_pretrained.json",
-                               true}),
+                               true},
+                          // multi-task heads (FiLM case embedding folded into the fitting net)
+                          Case{"recipes/multitask_plain_f64.pt", "recipes/ref_multitask_plain_f64.json", false,
+                               "cu_bulk"},
+                          Case{"recipes/multitask_plain_f64.pt", "recipes/ref_multitask_plain_f64.json", false,
+                               "carbon"}),
         ::testing::Values(0, 1)),
     [](const auto& info) {
       const std::string& m = std::get<0>(info.param).model;
+      const std::string& head = std::get<0>(info.param).head;
       std::string s = m.substr(m.rfind('/') + 1);
       s = s.substr(0, s.find('.'));
-      return s + "_" + mode_name(std::get<1>(info.param));
+      return s + (head.empty() ? "" : "_" + head) + "_" + mode_name(std::get<1>(info.param));
     });
 
 #ifdef SEZM_HAVE_CUDA
@@ -328,6 +351,40 @@ TEST(Cuda, RefusesZblModelAndUnappliedChargeSpin) {
     FAIL() << "the CUDA engine took a conditioned model without its charge/spin";
   } catch (const sezm::Error& e) {
     EXPECT_NE(std::string(e.what()).find("no charge/spin condition was applied"), std::string::npos) << e.what();
+  }
+#endif
+}
+
+// DPA4-Mini (SO(3) grid nets, cuda/grid_net.cu) on the 192-atom water cell with chunks of 2000
+// edges: the fused last block runs the message-node net, the grid FFN and the grid read-out on
+// node ranges that start mid-cell; the energy-only call runs them on all nodes at once (same
+// arithmetic per node: bit-identical energies); and both match the float64 CPU engine on the
+// same fp32-rounded weights.
+TEST_P(CudaModes, MiniChunkedAndEnergyOnlyMatchCpu) {
+  SEZM_REQUIRE_GPU();
+#ifdef SEZM_HAVE_CUDA
+  const std::string mp = sezm_test::data_path("mini_float64.pt");
+  sezm::Checkpoint ck = sezm::read_checkpoint(mp);
+  const sezm::ModelConfig cfg = sezm::parse_model_config(ck.model_params, mp);
+  for (auto& kv : ck.tensors)
+    for (double& x : kv.second.data) x = static_cast<double>(static_cast<float>(x));
+  const sezm::ModelW<double> w32 = sezm::load_weights<double>(ck, cfg);
+  const sezm::SezmEngine<double> cpu(w32);
+  sezm::CudaEngine gpu(w32, 0, cuda_mode(GetParam()));
+  gpu.set_chunk_edges(2000);
+  const auto ref = sezm::test::read_ref(sezm_test::data_path("ref_mini_float64.json"));
+  for (const auto& c : ref.configs) {
+    if (c.name != "water192_lmp") continue;
+    const sezm::Graph g =
+        sezm::build_graph(c.coords.data(), c.types.data(), c.natoms, c.periodic ? c.cell.data() : nullptr, cfg.rcut);
+    const sezm::EngineResult e_only = gpu.compute(g, false), full = gpu.compute(g, true);
+    EXPECT_EQ(e_only.energy, full.energy);
+    EXPECT_EQ(e_only.atom_energy, full.atom_energy);
+    const sezm::Evaluation a = sezm::make_evaluation(g, cpu.compute(g, true), true, false);
+    const sezm::Evaluation b = sezm::make_evaluation(g, full, true, false);
+    EXPECT_NEAR(b.energy, a.energy, 1e-6 * std::fabs(a.energy));
+    EXPECT_LE(max_diff(b.forces, a.forces), 1e-5 * max_abs(a.forces));
+    EXPECT_LE(max_diff(b.virial, a.virial), 1e-5 * max_abs(a.virial));
   }
 #endif
 }

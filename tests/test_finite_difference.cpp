@@ -139,7 +139,10 @@ TEST(FiniteDifferenceVariant, RadialModeNoneWithHiddenProjection) {
 std::vector<FdCase> fd_cases() {
   std::vector<FdCase> out;
   const std::vector<std::pair<std::string, std::string>> models = {
-      {"c32_l3_f2_float64.pt", "c32_f64"}, {"defaults_float64.pt", "defaults_f64"}, {kWaterModel, "water"}};
+      {"c32_l3_f2_float64.pt", "c32_f64"}, {"defaults_float64.pt", "defaults_f64"},
+      {"mini_float64.pt", "mini_f64"}, {kWaterModel, "water"},
+      // a multi-task head: its FiLM case embedding folded into the fitting weights (docs/model.md §6.2)
+      {"recipes/multitask_plain_f64.pt#carbon", "multitask_carbon"}};
   for (const auto& [m, tag] : models)
     for (const char* sys : {"cubic2_selfimages", "triclinic3", "open5_mixed"}) out.push_back({m, sys, tag + "_" + sys, m == kWaterModel ? 1e-3 : 1e-4});
   return out;

@@ -160,7 +160,8 @@ TEST_P(Invariance, Supercell2x2x2) {
   for (int k = 0; k < 9; ++k) EXPECT_NEAR(b.virial[k], 8 * a.virial[k], kTol * 8 * max_abs(a.virial));
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, Invariance, testing::Values("c32_l3_f2_float64.pt", "defaults_float64.pt"),
+INSTANTIATE_TEST_SUITE_P(Models, Invariance,
+                         testing::Values("c32_l3_f2_float64.pt", "defaults_float64.pt", "mini_float64.pt"),
                          [](const testing::TestParamInfo<std::string>& i) {
                            return i.param.substr(0, i.param.find('.'));
                          });

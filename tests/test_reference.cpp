@@ -52,12 +52,23 @@ std::vector<RefCase> all_cases() {
   std::vector<RefCase> out;
   auto add = [&](const std::string& ref, const std::string& model, const std::string& tag, double tol) {
     const RefFile& r = ref_file(ref);
-    for (size_t i = 0; i < r.configs.size(); ++i)
-      out.push_back({ref, model, static_cast<int>(i), tag + "_" + sanitize(r.configs[i].name), tol});
+    for (size_t i = 0; i < r.configs.size(); ++i) {
+      const std::string& head = r.configs[i].head;  // multi-task: the head deepmd-kit evaluated
+      out.push_back({ref, head.empty() ? model : model + "#" + head, static_cast<int>(i),
+                     tag + "_" + sanitize(r.configs[i].name), tol});  // a head's names end in @head
+    }
   };
   add(data_path("ref_c32_l3_f2_float64.json"), "c32_l3_f2_float64.pt", "c32_f64", 1e-9);
   add(data_path("ref_c32_l3_f2_float32.json"), "c32_l3_f2_float32.pt", "c32_f32", 1e-5);
   add(data_path("ref_defaults_float64.json"), "defaults_float64.pt", "defaults_f64", 1e-9);
+  // The DPA4-Mini family (SO(3) grid nets: message-node product, branch FFN, MLP read-out;
+  // docs/model.md §5.10-§5.13), same deepmd-kit source as the files above.
+  add(data_path("ref_mini_float64.json"), "mini_float64.pt", "mini_f64", 1e-9);
+  // Mini variants written by deepmd-kit 3.2.0 (tests/data/mini_variants/make_mini_variants.py):
+  // message-node MLP and branch nets, 2 and 3 router branches, FFN glu / MLP nets, kmax 0 and 2,
+  // lmax 1 and 3, focus width below the channels, Mini with some grid nets off.
+  for (const char* v : {"mini_v_mlp_k2", "mini_v_branch_l3", "mini_v_ffnmlp_k0", "mini_v_ffn_only"})
+    add(data_path(std::string("mini_variants/ref_") + v + ".json"), std::string("mini_variants/") + v + ".pt", v, 1e-9);
   // Saved by deepmd-kit 3.2.0 (descriptor version 1.2), against 3.2.0's own numbers
   // (tests/data/dp320/make_dp320.py).
   add(data_path("dp320/ref_c32_l3_f2_float64_dp320.json"), "dp320/c32_l3_f2_float64_dp320.pt", "dp320_c32_f64", 1e-9);
@@ -69,10 +80,21 @@ std::vector<RefCase> all_cases() {
   // A deepmd-kit 3.2.0 LoRA fine-tuning checkpoint (adapters separate, folded at load; random
   // non-zero adapters), against 3.2.0's own numbers (tests/data/recipes/make_lora.py).
   add(data_path("recipes/ref_c32_lora.json"), "recipes/c32_lora.pt", "lora_c32_f64", 1e-9);
+  // A deepmd-kit 3.2.0 multi-task checkpoint (shared descriptor, shared FiLM case-conditioned
+  // fitting net), every head against DeepPot(model, head=...) (tests/data/recipes/make_recipes.py).
+  add(data_path("recipes/ref_multitask_plain_f64.json"), "recipes/multitask_plain_f64.pt", "multitask_plain_f64", 1e-9);
+  add(data_path("recipes/ref_multitask_mini_f64.json"), "recipes/multitask_mini_f64.pt", "multitask_mini_f64", 1e-9);
+  // Small perturbed checkpoints of deepmd-kit's DPA4 recipes (make_recipes.py): the tutorial's
+  // Mini descriptor in float64 and float32, and LoRA on a float32 model.
+  add(data_path("recipes/ref_mini_f64.json"), "recipes/mini_f64.pt", "recipe_mini_f64", 1e-9);
+  add(data_path("recipes/ref_mini_f32.json"), "recipes/mini_f32.pt", "recipe_mini_f32", 1e-5);
+  add(data_path("recipes/ref_lora_f32.json"), "recipes/lora_f32.pt", "lora_f32", 1e-5);
   // ZBL bridging (inner clamp, source gate, ZBL pair term) and charge/spin conditioning, against
   // 3.2.0's own numbers (tests/data/recipes/make_recipes.py; docs/model.md §9, §10).
   add(data_path("recipes/ref_zbl_plain_f64.json"), "recipes/zbl_plain_f64.pt", "zbl_plain_f64", 1e-9);
   add(data_path("recipes/ref_chgspin_plain_f64.json"), "recipes/chgspin_plain_f64.pt", "chgspin_plain_f64", 1e-9);
+  add(data_path("recipes/ref_zbl_mini_f64.json"), "recipes/zbl_mini_f64.pt", "zbl_mini_f64", 1e-9);
+  add(data_path("recipes/ref_chgspin_mini_f64.json"), "recipes/chgspin_mini_f64.pt", "chgspin_mini_f64", 1e-9);
   const std::string water_ref = shared_path("reference/forces/ref_water_pretrained.json");
   if (sezm::test::file_exists(water_ref) && sezm::test::file_exists(shared_path("reference/models/water_pretrained.pt")))
     add(water_ref, kWaterModel, "water_f32", 1e-5);
@@ -86,7 +108,7 @@ class Reference : public testing::TestWithParam<RefCase> {
   // Loads every model once for the whole suite (each test process loads its own otherwise).
   static void SetUpTestSuite() {
     for (const char* m : {"c32_l3_f2_float64.pt", "c32_l3_f2_float32.pt", "defaults_float64.pt",
-                          "dp320/c32_l3_f2_float64_dp320.pt"})
+                          "mini_float64.pt", "dp320/c32_l3_f2_float64_dp320.pt"})
       model(m);
     model(kWaterModel);
   }
@@ -100,6 +122,7 @@ TEST_P(Reference, MatchesDeepmdKit) {
   const sezm::Potential* pot = c.has_charge_spin ? model_with_charge_spin(rc.model, c.charge, c.spin) : model(rc.model);
   ASSERT_NE(pot, nullptr) << rc.model;
   ASSERT_EQ(pot->config().type_map, ref_file(rc.ref).type_map);
+  ASSERT_EQ(pot->config().head, c.head);  // the branch deepmd-kit evaluated (empty: single-task)
   ASSERT_EQ(c.periodic, !c.cell.empty());
 
   const sezm::Evaluation ev =

@@ -4,13 +4,22 @@
 #include "common/error.h"
 #include "io/checkpoint.h"
 #include "model/lora.h"
+#include "model/multitask.h"
 #include "neighbor/neighbor_list.h"
 
 namespace sezm {
 
-ModelW<double> load_model_weights(const std::string& path) {
-  Checkpoint ckpt = read_checkpoint(path);
-  const ModelConfig cfg = parse_model_config(ckpt.model_params, path);
+ModelW<double> load_model_weights(const std::string& path, const std::string& head) {
+  HeadChoice choice;
+  Checkpoint ckpt = read_checkpoint(path, [&](const nlohmann::json& params, const std::vector<std::string>& order) {
+    choice = choose_head(params, order, head, path);
+    return choice.branch;
+  });
+  if (ckpt.branch.empty() && !head.empty())
+    throw Error(path + ": head '" + head + "' requested, but this is a single-task model (no model_dict)");
+  ModelConfig cfg = parse_model_config(ckpt.model_params, ckpt.branch.empty() ? path : path + " (head " + ckpt.branch + ")");
+  cfg.head = ckpt.branch;
+  cfg.head_reason = choice.reason;
   fold_lora(ckpt, cfg);  // LoRA adapters into their base weights (no-op without `lora`)
   // float32 checkpoints run in double on the CPU: the reference engine, within 1e-5 of
   // deepmd-kit's fp32.
@@ -26,11 +35,11 @@ int model_type_index(const ModelConfig& cfg, const std::string& element, const s
   throw Error(path + ": element '" + element + "' is not in the model's type_map (" + known + ")");
 }
 
-Potential Potential::load(const std::string& path, const EngineOptions& options,
+Potential Potential::load(const std::string& path, const EngineOptions& options, const std::string& head,
                           const std::optional<ChargeSpin>& charge_spin) {
   Potential p;
   p.path_ = path;
-  ModelW<double> w = load_model_weights(path);
+  ModelW<double> w = load_model_weights(path, head);
   p.charge_spin_ = apply_charge_spin(w, charge_spin, path);
   p.engine_ = make_engine(std::move(w), options);
   return p;

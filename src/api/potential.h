@@ -29,17 +29,21 @@ Evaluation make_evaluation(const Graph& g, const EngineResult& r, bool forces, b
 
 // Reads a deepmd-kit training checkpoint into double weights (float32 checkpoints too: every
 // engine is built from double weights); throws sezm::Error naming the file and the cause.
-ModelW<double> load_model_weights(const std::string& path);
+// `head` picks the branch of a multi-task checkpoint (model/multitask.h: name or alias, exact
+// or ignoring case; empty: the branch aliased "Default"); the choice and its reason are in
+// cfg.head / cfg.head_reason. A head for a single-task checkpoint is an error.
+ModelW<double> load_model_weights(const std::string& path, const std::string& head = "");
 // Index of an element in the model's type_map; Error naming the element, the type_map and `path`.
 int model_type_index(const ModelConfig& cfg, const std::string& element, const std::string& path);
 
 class Potential {
  public:
   // Reads a checkpoint and builds the engine `options` ask for; throws sezm::Error naming the
-  // file (or the device) and the cause. `charge_spin`: the frame's (Q, S) for a model conditioned
-  // on them (apply_charge_spin: the model's default_chg_spin where absent; an error for a model
-  // without the embedding).
-  static Potential load(const std::string& path, const EngineOptions& options = {},
+  // file (or the device) and the cause.
+  // `head`: the branch of a multi-task checkpoint (load_model_weights). `charge_spin`: the frame's
+  // (Q, S) for a model conditioned on them (apply_charge_spin: the model's default_chg_spin where
+  // absent; an error for a model without the embedding).
+  static Potential load(const std::string& path, const EngineOptions& options = {}, const std::string& head = "",
                         const std::optional<ChargeSpin>& charge_spin = std::nullopt);
   // The charge/spin condition the engine computes with (for logs).
   const ChargeSpinUse& charge_spin() const { return charge_spin_; }

@@ -4,18 +4,26 @@
 //   q = P (a_hat * b_hat);  kappa = sigmoid([a0, b0] W_sg);
 //   y = kappa * q;  y[l=0] += silu(a0) * b0;  out = y W2[l].
 // The grid product is a Gaunt-type bilinear map, exact for the chosen rule.
+// With ffn_so3_grid the non-linearity is the SO(3) grid net instead (docs/model.md §5.12):
+//   h = Xt W1[l] (2 K H wide);  y = grid net (self mode, engine/grid_net.h);  out = y W2[l].
 #include <vector>
 
+#include "engine/grid_net.h"
 #include "engine/lebedev.h"
 #include "engine/linalg.h"
 #include "model/weights.h"
 
 namespace sezm {
 
+// The model's constant grids: the FFN's S2 grid and, when a grid net is on (kmax >= 0), the
+// SO(3) grid shared by all grid nets (they all have degree L and the same kmax, §5.10).
 template <class T>
 struct FFNGrid {
   Mat<T> Tm, Pm;  // (G, D), (D, G)
-  explicit FFNGrid(int L) {
+  bool has_so3 = false;
+  SO3GridMats<T> so3;
+  explicit FFNGrid(int L, int kmax = -1) : has_so3(kmax >= 0) {
+    if (has_so3) so3 = SO3GridMats<T>(L, kmax);
     const S2Grid g = make_s2_grid(L);
     Tm.resize(g.G, g.D);
     Pm.resize(g.D, g.G);
@@ -31,6 +39,15 @@ template <class T>
 void ffn_forward(const ModelW<T>& w, const BlockW<T>& bw, const FFNGrid<T>& grid, const T* Xt, int N, T* out,
                  std::vector<T>& h) {
   const int L = w.cfg.lmax, C = w.cfg.channels, H = w.cfg.ffn_hidden(), D = w.cfg.n_coeff();
+  if (bw.ffn_so3) {
+    const int KH = grid.so3.K * H;
+    h.resize(static_cast<size_t>(N) * D * 2 * KH);
+    per_degree_linear(Xt, N, L, C, bw.ffn_w1, h.data(), 2 * KH);
+    std::vector<T> y(static_cast<size_t>(N) * D * KH);
+    grid_self_forward(bw.ffn_grid, grid.so3, h.data(), N, y.data());
+    per_degree_linear(y.data(), N, L, KH, bw.ffn_w2, out, C);
+    return;
+  }
   h.resize(static_cast<size_t>(N) * D * 2 * H);
   per_degree_linear(Xt, N, L, C, bw.ffn_w1, h.data(), 2 * H);
   std::vector<T> y(static_cast<size_t>(N) * D * H);
@@ -60,6 +77,14 @@ template <class T>
 void ffn_backward(const ModelW<T>& w, const BlockW<T>& bw, const FFNGrid<T>& grid, const std::vector<T>& h, int N,
                   const T* out_bar, T* Xt_bar) {
   const int L = w.cfg.lmax, C = w.cfg.channels, H = w.cfg.ffn_hidden(), D = w.cfg.n_coeff();
+  if (bw.ffn_so3) {
+    const int KH = grid.so3.K * H;
+    std::vector<T> y_bar(static_cast<size_t>(N) * D * KH), h_bar(static_cast<size_t>(N) * D * 2 * KH);
+    per_degree_linear(out_bar, N, L, C, bw.ffn_w2, y_bar.data(), KH, false, true);
+    grid_self_backward(bw.ffn_grid, grid.so3, h.data(), N, y_bar.data(), h_bar.data());
+    per_degree_linear(h_bar.data(), N, L, 2 * KH, bw.ffn_w1, Xt_bar, C, false, true);
+    return;
+  }
   std::vector<T> y_bar(static_cast<size_t>(N) * D * H);
   per_degree_linear(out_bar, N, L, C, bw.ffn_w2, y_bar.data(), H, false, true);
   std::vector<T> h_bar(static_cast<size_t>(N) * D * 2 * H);

@@ -2,7 +2,8 @@
 // One SeZM interaction block (docs/model.md §5.1; backward §7.6–§7.11):
 //   H  = pre_focus_mix(X)                      (all nodes: sources may be ghosts)
 //   P  = sum_{e->n} alpha_e M_e                (SO(2) value path per edge tile, attention)
-//   X1 = X + EqRMSNorm_post(post_focus_mix(gamma * P))
+//   A  = gamma * P;  A += MN(A, H)              (message-node grid net, message_node_so3, §5.11)
+//   X1 = X + EqRMSNorm_post(post_focus_mix(A))
 //   Y  = X1 + FFN(EqRMSNorm_pre(X1))
 // Edge work runs over tiles of whole destination segments, so a tile owns the softmax of its
 // centres and its P rows; tiles run in parallel (OpenMP), with per-thread accumulators for the
@@ -92,6 +93,12 @@ void block_forward(const ModelW<T>& w, const BlockW<T>& bw, const FFNGrid<T>& gr
         A[i] = bc.att.gamma(n, c / Cf) * bc.P[i];
       }
   (void)F;
+  if (bw.has_message_node) {
+    // Query = the gated aggregate, context = pre_focus_mix(x) of the destination (§5.11).
+    std::vector<T> Z(A.size());
+    grid_cross_forward(bw.message_node, grid.so3, L, A.data(), bc.H.data(), N, Z.data());
+    for (size_t i = 0; i < A.size(); ++i) A[i] += Z[i];
+  }
   bc.O.resize(static_cast<size_t>(N) * D * C);
   per_degree_linear(A.data(), N, L, Cw, bw.post_focus_mix, bc.O.data(), C);
   bc.X1.resize(bc.O.size());
@@ -130,6 +137,20 @@ void block_backward(const ModelW<T>& w, const BlockW<T>& bw, const FFNGrid<T>& g
   }
   std::vector<T> A_bar(static_cast<size_t>(N) * D * Cw);
   per_degree_linear(O_bar.data(), N, L, C, bw.post_focus_mix, A_bar.data(), Cw, false, true);
+  std::vector<T> Hmn_bar;  // message-node adjoint of its context H (rows < N)
+  if (bw.has_message_node) {
+    std::vector<T> A(A_bar.size()), A_bar_in(A_bar);
+    for (int n = 0; n < N; ++n)
+      for (int d = 0; d < D; ++d)
+        for (int c = 0; c < Cw; ++c) {
+          const size_t i = (static_cast<size_t>(n) * D + d) * Cw + c;
+          A[i] = bc.att.gamma(n, c / Cf) * bc.P[i];
+        }
+    Hmn_bar.assign(A_bar.size(), T(0));
+    // The residual A + MN(A, H): A_bar keeps the identity term and gains the query adjoint.
+    grid_cross_backward(bw.message_node, grid.so3, L, A.data(), bc.H.data(), N, A_bar_in.data(), A_bar.data(),
+                        Hmn_bar.data());
+  }
   // Output gate.
   std::vector<T> P_bar(A_bar.size());
   Mat<T> gamma_bar = Mat<T>::Zero(N, F);
@@ -189,6 +210,7 @@ void block_backward(const ModelW<T>& w, const BlockW<T>& bw, const FFNGrid<T>& g
     for (size_t j = 0; j < H_bar.size(); ++j) H_bar[j] += H_bar_t[i][j];
     k_bar += k_bar_t[i];
   }
+  for (size_t j = 0; j < Hmn_bar.size(); ++j) H_bar[j] += Hmn_bar[j];
   attention_node_backward(w, bw, t, bc.H.data(), bc.att, q_bar, k_bar, gamma_bar, H_bar.data());
   per_degree_linear(H_bar.data(), NT, L, Cw, bw.pre_focus_mix, X_bar, C, false, true);
   for (size_t i = 0; i < X1_bar.size(); ++i) X_bar[i] += X1_bar[i];

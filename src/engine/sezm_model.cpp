@@ -11,7 +11,8 @@
 namespace sezm {
 
 template <class T>
-SezmEngine<T>::SezmEngine(ModelW<T> w) : w_(std::move(w)), grid_(w_.cfg.lmax) {
+SezmEngine<T>::SezmEngine(ModelW<T> w)
+    : w_(std::move(w)), grid_(w_.cfg.lmax, w_.cfg.any_so3_grid() ? w_.cfg.kmax : -1) {
   require_charge_spin_applied(w_);  // docs/model.md §10: the frame's (Q, S) is part of the weights
 }
 
@@ -71,7 +72,7 @@ EngineResult SezmEngine<T>::compute(const Graph& g, bool gradients, FeatureExcha
 
   // ---- read-out and fitting ----
   Mat<T> desc;
-  readout_forward(w_, X[cfg.n_blocks].data(), N, desc);
+  readout_forward(w_, grid_, X[cfg.n_blocks].data(), N, desc);
   EngineResult res;
   res.atom_energy.resize(N);
   FittingCache<T> fc;
@@ -89,7 +90,7 @@ EngineResult SezmEngine<T>::compute(const Graph& g, bool gradients, FeatureExcha
   Mat<T> desc_bar;
   fitting_backward(w_, fc, desc_bar);
   std::vector<T> Xb(static_cast<size_t>(NT) * width, T(0)), Xb_prev(Xb.size());
-  readout_backward(w_, X[cfg.n_blocks].data(), N, desc_bar, Xb.data());
+  readout_backward(w_, grid_, X[cfg.n_blocks].data(), N, desc_bar, Xb.data());
   EdgeGeometryGrad<T> gb;
   gb.reset(geo);
   std::vector<T> rho_bar(rho.size(), T(0));

@@ -164,7 +164,7 @@ const TensorData& Checkpoint::get(const std::string& key) const {
   return it->second;
 }
 
-Checkpoint read_checkpoint(const std::string& path) {
+Checkpoint read_checkpoint(const std::string& path, const BranchChooser& choose) {
   ZipArchive zip(path);
   const std::string pickle_entry = find_pickle(zip);
   const std::string prefix = pickle_entry.substr(0, pickle_entry.size() - 8);  // keeps the '/'
@@ -193,27 +193,42 @@ Checkpoint read_checkpoint(const std::string& path) {
   Checkpoint ckpt;
   ckpt.path = path;
   ckpt.model_params = to_json(*params, "_extra_state/model_params", path);
+  std::string branch_prefix;
   if (ckpt.model_params.contains("model_dict")) {
+    const nlohmann::json& dict = ckpt.model_params["model_dict"];
     std::set<std::string> branches;
-    if (ckpt.model_params["model_dict"].is_object())
-      for (const auto& item : ckpt.model_params["model_dict"].items()) branches.insert(item.key());
-    throw Error(path + ": multi-task checkpoint with branches [" + join(branches) +
-                "]; freeze or extract a single branch first");
+    if (dict.is_object())
+      for (const auto& item : dict.items()) branches.insert(item.key());
+    if (!choose)
+      throw Error(path + ": multi-task checkpoint with branches [" + join(branches) +
+                  "]; freeze or extract a single branch first");
+    std::vector<std::string> order;  // deepmd-kit matches names in this order
+    if (const PyValue* d = params->find("model_dict"); d && d->is(Kind::Dict))
+      for (const auto& [k, v] : d->entries)
+        if (k->is(Kind::String)) order.push_back(k->text);
+    ckpt.branch = choose(ckpt.model_params, order);
+    if (!branches.count(ckpt.branch))
+      throw Error(path + ": multi-task checkpoint has no branch '" + ckpt.branch + "' (branches: " +
+                  join(branches) + ")");
+    // deepmd-kit keeps each branch's own tensors under model.<branch>., shared ones repeated.
+    branch_prefix = "model." + ckpt.branch + ".";
+    nlohmann::json branch_params = dict[ckpt.branch];
+    ckpt.model_params = std::move(branch_params);
+  } else {
+    // Tensors are "model.<branch>.<name>"; a single-task model has exactly one branch.
+    const std::string head = "model.";
+    std::set<std::string> branches;
+    for (const auto& [k, v] : state.entries) {
+      if (!k->is(Kind::String) || !v->is(Kind::Tensor) || k->text.rfind(head, 0) != 0) continue;
+      const size_t dot = k->text.find('.', head.size());
+      if (dot != std::string::npos) branches.insert(k->text.substr(head.size(), dot - head.size()));
+    }
+    if (branches.empty()) throw Error(path + ": the state dict holds no model.<branch>.* tensors");
+    if (branches.size() > 1)
+      throw Error(path + ": multi-task checkpoint with branches [" + join(branches) +
+                  "]; only single-branch models are supported");
+    branch_prefix = head + *branches.begin() + ".";
   }
-
-  // Tensors are "model.<branch>.<name>"; a single-task model has exactly one branch.
-  const std::string head = "model.";
-  std::set<std::string> branches;
-  for (const auto& [k, v] : state.entries) {
-    if (!k->is(Kind::String) || !v->is(Kind::Tensor) || k->text.rfind(head, 0) != 0) continue;
-    const size_t dot = k->text.find('.', head.size());
-    if (dot != std::string::npos) branches.insert(k->text.substr(head.size(), dot - head.size()));
-  }
-  if (branches.empty()) throw Error(path + ": the state dict holds no model.<branch>.* tensors");
-  if (branches.size() > 1)
-    throw Error(path + ": multi-task checkpoint with branches [" + join(branches) +
-                "]; only single-branch models are supported");
-  const std::string branch_prefix = head + *branches.begin() + ".";
 
   TensorReader reader(zip, prefix);
   for (const auto& [k, v] : state.entries) {
@@ -222,6 +237,8 @@ Checkpoint read_checkpoint(const std::string& path) {
     const std::string name = k->text.substr(branch_prefix.size());
     ckpt.tensors[name] = reader.read(v->tensor, name);
   }
+  if (ckpt.tensors.empty())
+    throw Error(path + ": the state dict holds no " + branch_prefix + "* tensors");
   return ckpt;
 }
 

@@ -12,8 +12,6 @@ namespace {
 
 using nlohmann::json;
 
-const char* const kMiniNote = "the DPA4-Mini family is not supported yet";
-
 // One JSON object of model_params ("model", "descriptor" or "fitting_net"). Every accessor
 // marks its key as known; finish() refuses whatever key nobody asked for, so an option we do
 // not implement can never be silently ignored.
@@ -90,17 +88,66 @@ class Section {
   std::set<std::string> known_;
 };
 
-void parse_descriptor(Section& d, ModelConfig& c) {
-  d.fixed("type", "dpa4");
-  // The DPA4-Mini options first, so that a Mini model is refused with that explanation.
+// grid_mlp / grid_branch: one value for all three grid paths or a list [node_wise, message_node,
+// ffn], as deepmd-kit broadcasts them.
+std::vector<json> grid_setting(Section& d, const std::string& key, bool integer) {
+  const json& v = d.required(key);
+  std::vector<json> out = v.is_array() ? std::vector<json>(v.begin(), v.end()) : std::vector<json>(3, v);
+  bool ok = out.size() == 3;
+  for (const auto& e : out)
+    ok = ok && (integer ? e.is_number_integer() && e.get<int64_t>() >= 0 && e.get<int64_t>() <= 64 : e.is_boolean());
+  if (!ok)
+    d.refuse(key, v, integer ? "an integer >= 0 or a list of three [node_wise, message_node, ffn]"
+                             : "a boolean or a list of three [node_wise, message_node, ffn]");
+  return out;
+}
+
+// The SO(3) Wigner-D grid nets (DPA4-Mini; docs/model.md §5.10-§5.13, docs/model-options.md).
+void parse_so3_grids(Section& d, ModelConfig& c) {
+  c.message_node_so3 = d.boolean("message_node_so3");
+  c.ffn_so3_grid = d.boolean("ffn_so3_grid");
   {
     const json& v = d.required("so3_readout");
-    if (v != "none") d.refuse("so3_readout", v, "\"none\"", v == "mlp" ? kMiniNote : "");
+    if (v == "glu")
+      d.refuse("so3_readout", v, "\"none\" or \"mlp\"",
+               "the parameter-free grid-product read-out is not implemented (no deepmd-kit reference checks it)");
+    c.so3_readout = d.one_of("so3_readout", {"none", "mlp"});
   }
-  d.fixed("ffn_so3_grid", false, false, kMiniNote);
-  d.fixed("message_node_so3", false, false, kMiniNote);
-  d.fixed("grid_branch", 0, false, kMiniNote);
+  const std::vector<json> mlp = grid_setting(d, "grid_mlp", false);
+  const std::vector<json> branch = grid_setting(d, "grid_branch", true);
+  // Entry 0 (node-wise path) has no effect: node_wise_s2 / node_wise_so3 are off.
+  auto op_of = [&](int i) {
+    return branch[i].get<int>() > 0 ? std::string("branch") : mlp[i].get<bool>() ? "mlp" : "glu";
+  };
+  // A path that is off must keep its grid settings at the defaults: the S2 FFN (ffn_so3_grid off)
+  // would otherwise switch to an S2 grid MLP / branch net, which is not implemented.
+  if (c.message_node_so3) {
+    c.message_node_op = op_of(1);
+    c.message_node_branches = std::max(1, branch[1].get<int>());
+  }
+  if (c.ffn_so3_grid) {
+    c.ffn_op = op_of(2);
+    c.ffn_branches = std::max(1, branch[2].get<int>());
+  } else if (op_of(2) != "glu") {
+    const std::string key = op_of(2) == "mlp" ? "grid_mlp" : "grid_branch";
+    d.refuse(key, d.required(key), "ffn entry false / 0 when ffn_so3_grid is false",
+             "an S2-grid FFN with a grid MLP or branches is not implemented");
+  }
+  if (c.any_so3_grid()) {
+    const json& v = d.required("kmax");
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > c.lmax)
+      d.refuse("kmax", v, "an integer 0..lmax = " + std::to_string(c.lmax));
+    c.kmax = v.get<int>();
+    if (c.message_node_so3 && c.n_focus != 1)
+      d.refuse("n_focus", c.n_focus, "1 with message_node_so3",
+               "the per-focus message-node grid net is not implemented");
+  } else {
+    d.ignore({"kmax"});  // sizes the SO(3) grids only, which are all off
+  }
+}
 
+void parse_descriptor(Section& d, ModelConfig& c) {
+  d.fixed("type", "dpa4");
   c.channels = d.integer("channels", 1);
   c.n_radial = d.integer("n_radial", 1);
   c.lmax = d.integer("lmax", 0);
@@ -132,6 +179,7 @@ void parse_descriptor(Section& d, ModelConfig& c) {
   c.edge_norm = d.boolean("edge_norm");
   c.precision = d.one_of("precision", {"float32", "float64"});
   c.ffn_neurons = d.integer("ffn_neurons", 0);
+  parse_so3_grids(d, c);
 
   d.fixed("use_env_seed", true);
   d.fixed("basis_type", "bessel");
@@ -146,18 +194,24 @@ void parse_descriptor(Section& d, ModelConfig& c) {
   d.fixed("atten_f_mix", false);
   d.fixed("atten_v_proj", false);
   d.fixed("atten_o_proj", false);
-  d.fixed("grid_mlp", false);
   d.fixed("ffn_blocks", 1);
   d.fixed("sandwich_norm", json::array({false, true, true, false}));
   d.fixed("mlp_bias", false);
   d.fixed("layer_scale", false);
   d.fixed("full_attn_res", "none");
   d.fixed("block_attn_res", "none");
-  d.fixed("s2_activation", json::array({false, true}));
+  if (c.ffn_so3_grid) {
+    // deepmd-kit ignores s2_activation[1] when the FFN runs on the SO(3) grid.
+    const json& v = d.required("s2_activation");
+    if (v != json::array({false, true}) && v != json::array({false, false}))
+      d.refuse("s2_activation", v, "[false, true] or [false, false]");
+  } else {
+    d.fixed("s2_activation", json::array({false, true}));
+  }
   d.fixed("node_wise_s2", false);
   d.fixed("node_wise_so3", false);
   d.fixed("message_node_s2", false);
-  d.fixed("readout_layers", 1);
+  d.fixed("readout_layers", 1, false, "stacked equivariant read-out FFNs are not implemented");
   d.fixed("lebedev_quadrature", true);
   d.fixed("activation_function", "silu");
   d.fixed("glu_activation", true);  // the auto widths below assume GLU
@@ -175,8 +229,7 @@ void parse_descriptor(Section& d, ModelConfig& c) {
     c.default_spin = (*v)[1].get<double>();
   }
   d.fixed("exclude_types", json::array(), true);
-  // kmax only sizes the SO(3) grids, which are off (ffn_so3_grid, message_node_so3).
-  d.ignore({"seed", "trainable", "random_gamma", "use_amp", "sel", "kmax"});
+  d.ignore({"seed", "trainable", "random_gamma", "use_amp", "sel"});
   d.finish();
 }
 
@@ -192,12 +245,17 @@ void parse_fitting(Section& f, ModelConfig& c) {
   }
   f.fixed("activation_function", "silu");
   f.fixed("resnet_dt", false);
-  f.fixed("case_film_embd", false);
   // Standard deepmd-kit fitting options whose documented defaults are "off".
   f.fixed("numb_fparam", 0, true);
   f.fixed("numb_aparam", 0, true);
   f.fixed("default_fparam", nullptr, true);
-  f.fixed("dim_case_embd", 0, true);
+  // Case (head) embedding of multi-task models (docs/model.md §6.2): a constant one-hot per
+  // head, concatenated to the fitting input or, with case_film_embd, a FiLM of every layer.
+  if (f.optional("dim_case_embd")) c.dim_case_embd = f.integer("dim_case_embd", 0);
+  if (const json* v = f.optional("case_film_embd")) {
+    if (!v->is_boolean()) f.refuse("case_film_embd", *v, "true or false");
+    c.case_film_embd = v->get<bool>() && c.dim_case_embd > 0;  // deepmd-kit: FiLM needs K > 0
+  }
   f.fixed("atom_ener", json::array(), true);
   f.fixed("use_aparam_as_mask", false, true);
   {
@@ -297,13 +355,13 @@ int ModelConfig::ffn_hidden() const {
   return ffn_neurons > 0 ? ffn_neurons : auto_glu_width(channels);
 }
 
+int ModelConfig::fitting_input() const { return channels + (case_film_embd ? 0 : dim_case_embd); }
+
+// deepmd-kit 3.2.0 (sezm_ener.py, _resolve_auto_neuron) gives every 0 entry the same width,
+// that of the net's input (descriptor + a concatenated case embedding), not of the layer before.
 std::vector<int> ModelConfig::fitting_hidden() const {
   std::vector<int> widths;
-  int d_in = channels;
-  for (const int n : fitting_neuron) {
-    d_in = n > 0 ? n : auto_glu_width(d_in);
-    widths.push_back(d_in);
-  }
+  for (const int n : fitting_neuron) widths.push_back(n > 0 ? n : auto_glu_width(fitting_input()));
   return widths;
 }
 

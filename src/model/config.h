@@ -32,6 +32,17 @@ struct ModelConfig {
   std::string precision;        // "float32" | "float64" (descriptor; fitting must match)
   double descriptor_version = 0;  // the checkpoint's version_tensor, set by load_weights (1.1, 1.2)
   int ffn_neurons = 0;          // 0 -> auto
+  // ---- SO(3) Wigner-D grid nets (the DPA4-Mini family, docs/model.md §5.10-§5.13) ----
+  int kmax = 1;                      // frame set (0, -1, +1, ..., -kmax, +kmax); 0 <= kmax <= lmax
+  bool message_node_so3 = false;     // cross grid net after the aggregation (§5.11)
+  std::string message_node_op = "glu";  // "glu" | "mlp" | "branch" (grid_branch[1] > 0 wins)
+  int message_node_branches = 1;
+  bool ffn_so3_grid = false;         // block FFN on the SO(3) grid (§5.12)
+  std::string ffn_op = "glu";        // "glu" | "mlp" | "branch"
+  int ffn_branches = 1;
+  std::string so3_readout = "none";  // "none" | "mlp" (§5.13)
+  bool any_so3_grid() const { return message_node_so3 || ffn_so3_grid || so3_readout != "none"; }
+  int n_frames() const { return 2 * kmax + 1; }  // K
   // ---- fitting ----
   std::vector<int> fitting_neuron;  // as written in the config (0 = auto width)
   // ---- ZBL bridging (model.bridging_method "zbl"; docs/model.md §9) ----
@@ -42,6 +53,11 @@ struct ModelConfig {
   bool chg_spin = false;
   bool has_default_chg_spin = false;
   double default_charge = 0.0, default_spin = 0.0;  // descriptor.default_chg_spin
+  int dim_case_embd = 0;            // K: width of the case (head) one-hot; 0 = none
+  bool case_film_embd = false;      // with K > 0: FiLM of the fitting layers, else concatenated
+  // ---- multi-task (model_dict): the chosen head, set by load_model_weights ----
+  std::string head;         // the model_dict branch; empty for a single-task model
+  std::string head_reason;  // one log line: which head and why (model/multitask.h)
   // ---- LoRA fine-tuning (model.lora; folded into the weights at load, model/lora.h) ----
   int lora_rank = 0;        // 0: no `lora` in the config
   double lora_alpha = 0.0;  // alpha, or rank where alpha is null/absent (scaling alpha / rank)
@@ -53,6 +69,7 @@ struct ModelConfig {
   int n_reduced() const { return 3 * lmax + 1; }                            // D_m (mmax = 1)
   int ffn_hidden() const;           // H of the block FFNs and the read-out FFN
   std::vector<int> fitting_hidden() const;  // resolved hidden widths of the fitting net
+  int fitting_input() const;                // width of the fitting net's first layer input
   // env-seed sizes
   int es_embed() const;
   int es_type_dim() const;

@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "io/checkpoint.h"
 #include "model/elements.h"
+#include "model/fitting_weights.h"
 #include "model/lora.h"
 
 namespace sezm {
@@ -92,6 +93,37 @@ void check_descriptor_version(const std::string& path, double version) {
   throw Error(o.str());
 }
 
+// A grid net's parameters under prefix `pfx` (docs/model.md §5.10; shapes of deepmd-kit's
+// SO3GridNet: FocusLinear scalar gate (2C, C), ChannelLinear projections (in, out)).
+template <class T>
+GridNetW<T> load_grid_net(const Loader& ld, const std::string& pfx, const std::string& op, int n_br, bool cross,
+                          int C, int L, int K) {
+  GridNetW<T> g;
+  g.op = op == "branch" ? GridOp::Branch : op == "mlp" ? GridOp::MLP : GridOp::Product;
+  g.cross = cross;
+  g.C = C;
+  g.n_br = g.op == GridOp::Branch ? n_br : 1;
+  g.scalar_gate = ld.mat<T>(pfx + "scalar_gate.weight", 2 * C, C);
+  const std::string go = pfx + "grid_op.";
+  if (g.op == GridOp::MLP) {
+    const int cin = cross ? C : 2 * C;
+    g.left = ld.mat<T>(go + "left_proj.weight", cin, 2 * C);
+    g.right = ld.mat<T>(go + "right_proj.weight", cin, 2 * C);
+    g.out = ld.mat<T>(go + "out_proj.weight", 2 * C, C);
+  } else if (g.op == GridOp::Branch) {
+    g.left = ld.mat<T>(go + "left_proj.weight", C, g.n_br * C);
+    g.right = ld.mat<T>(go + "right_proj.weight", C, g.n_br * C);
+    g.router = ld.mat<T>(go + "router.weight", 2 * C, g.n_br);
+    g.out = ld.mat<T>(go + "out_proj.weight", C, C);
+  }
+  if (cross) {
+    g.expand = ld.stack<T>(pfx + "frame_expand.weight", L + 1, C, K * C);
+    g.contract = ld.stack<T>(pfx + "frame_contract.weight", L + 1, K * C, C);
+    g.residual_scale = ld.vec<T>(pfx + "residual_scale", {1, C}).transpose();
+  }
+  return g;
+}
+
 }  // namespace
 
 template <class T>
@@ -136,6 +168,7 @@ ModelW<T> load_weights(const Checkpoint& ckpt, const ModelConfig& cfg) {
   w.film_shift_alpha = static_cast<T>(std::exp(ld.get(d + "film_shift_strength_log", {1}).data[0]));
 
   const int M0 = (L + 1) * Cf, M1 = L * Cf, K = (L + 1) * (L + 1) + L * L;
+  const int K3 = cfg.n_frames();  // SO(3) grid frames
   for (int b = 0; b < cfg.n_blocks; ++b) {
     const std::string p = d + "blocks." + std::to_string(b) + ".";
     const std::string s = p + "so2_conv.";
@@ -193,29 +226,43 @@ ModelW<T> load_weights(const Checkpoint& ckpt, const ModelConfig& cfg) {
       const double sp = x > 20.0 ? x : std::log1p(std::exp(x));
       bw.log_zeta[f] = static_cast<T>(std::log(sp + cfg.eps));
     }
+    bw.has_message_node = cfg.message_node_so3;
+    if (bw.has_message_node)
+      bw.message_node = load_grid_net<T>(ld, s + "message_node_grid_product.", cfg.message_node_op,
+                                         cfg.message_node_branches, true, Cf, L, K3);
     const std::string fp = p + "ffns.0.";
-    bw.ffn_w1 = ld.stack<T>(fp + "so3_linear_1.weight", L + 1, C, 2 * H);
-    bw.ffn_scalar_gate = ld.mat<T>(fp + "act.scalar_gate.weight", 2 * H, H);
-    bw.ffn_w2 = ld.stack<T>(fp + "so3_linear_2.weight", L + 1, H, C);
+    bw.ffn_so3 = cfg.ffn_so3_grid;
+    if (bw.ffn_so3) {
+      bw.ffn_w1 = ld.stack<T>(fp + "so3_linear_1.weight", L + 1, C, 2 * K3 * H);
+      bw.ffn_grid = load_grid_net<T>(ld, fp + "act.", cfg.ffn_op, cfg.ffn_branches, false, H, L, K3);
+      bw.ffn_w2 = ld.stack<T>(fp + "so3_linear_2.weight", L + 1, K3 * H, C);
+    } else {
+      bw.ffn_w1 = ld.stack<T>(fp + "so3_linear_1.weight", L + 1, C, 2 * H);
+      bw.ffn_scalar_gate = ld.mat<T>(fp + "act.scalar_gate.weight", 2 * H, H);
+      bw.ffn_w2 = ld.stack<T>(fp + "so3_linear_2.weight", L + 1, H, C);
+    }
     w.blocks.push_back(std::move(bw));
   }
 
-  w.readout_w1 = Loader::to_mat<T>(ld.get(d + "output_ffn.so3_linear_1.weight", {1, C, 2 * H}).data.data(), C, 2 * H);
-  w.readout_w2 = Loader::to_mat<T>(ld.get(d + "output_ffn.so3_linear_2.weight", {1, H, C}).data.data(), H, C);
-
-  const std::string ft = "fitting_net.filter_layers.networks.0.";
-  int din = C;
-  const std::vector<int> hidden = cfg.fitting_hidden();
-  for (size_t k = 0; k < hidden.size(); ++k) {
-    const std::string lk = ft + "hidden_layers." + std::to_string(k) + ".linear.";
-    w.fit_w.push_back(ld.mat<T>(lk + "matrix", din, 2 * hidden[k]));
-    w.fit_b.push_back(ld.vec<T>(lk + "bias", {2 * hidden[k]}));
-    din = hidden[k];
+  w.readout_so3 = cfg.so3_readout != "none";
+  if (w.readout_so3) {
+    // The read-out degree is the last block's node degree (= lmax: no l_schedule, extra_node_l 0).
+    w.readout_so3_w1 = ld.stack<T>(d + "output_ffn.so3_linear_1.weight", L + 1, C, 2 * K3 * H);
+    w.readout_grid = load_grid_net<T>(ld, d + "output_ffn.act.", cfg.so3_readout, 1, false, H, L, K3);
+    w.readout_so3_w2 = ld.stack<T>(d + "output_ffn.so3_linear_2.weight", L + 1, K3 * H, C);
+  } else {
+    w.readout_w1 = Loader::to_mat<T>(ld.get(d + "output_ffn.so3_linear_1.weight", {1, C, 2 * H}).data.data(), C, 2 * H);
+    w.readout_w2 = Loader::to_mat<T>(ld.get(d + "output_ffn.so3_linear_2.weight", {1, H, C}).data.data(), H, C);
   }
-  w.fit_out = ld.vec<T>(ft + "output_layer.matrix", {din, 1});
-  const TensorData& bae = ld.get("fitting_net.bias_atom_e", {nt, 1});
-  const TensorData& ob = ld.get("out_bias", {1, nt, 1});
-  for (int t = 0; t < nt; ++t) w.atom_bias.push_back(bae.data[t] + ob.data[t]);
+
+  // The fitting net in double, with a multi-task head's case embedding folded in.
+  const FittingWeights fw = load_fitting_weights(ckpt, cfg);
+  for (size_t k = 0; k < fw.w.size(); ++k) {
+    w.fit_w.push_back(fw.w[k].cast<T>());
+    w.fit_b.push_back(fw.b[k].cast<T>());
+  }
+  w.fit_out = fw.out.cast<T>();
+  w.atom_bias = fw.atom_bias;
 
   if (cfg.zbl) {
     // Z from the element symbols (deepmd-kit's table); the checkpoint's own copy must agree.

@@ -26,6 +26,26 @@ struct SO2LayerW {
   std::vector<Mat<T>> G;   // per focus, Cf x L*Cf gate logits (empty for the identity layer)
 };
 
+// One SO(3) grid net (docs/model.md §5.10-§5.13). C = per-frame channel width of its operands;
+// self mode (FFN, read-out): the operands are the two halves of the caller's first linear;
+// cross mode (message-node): frame expansion E of query and context, contraction Q, residual scale.
+enum class GridOp { Product, MLP, Branch };  // "glu" | "mlp" | "branch"
+
+template <class T>
+struct GridNetW {
+  GridOp op = GridOp::Product;
+  bool cross = false;
+  int C = 0;
+  int n_br = 1;                  // branches (Branch)
+  Mat<T> scalar_gate;            // 2C x C
+  Mat<T> left, right;            // MLP: Cin x 2C (Cin = 2C self, C cross); Branch: C x n_br C
+  Mat<T> out;                    // MLP: 2C x C; Branch: C x C
+  Mat<T> router;                 // Branch: 2C x n_br
+  std::vector<Mat<T>> expand;    // cross: per degree, C x K C (frame-major columns p C + c)
+  std::vector<Mat<T>> contract;  // cross: per degree, K C x C
+  RowVec<T> residual_scale;      // cross: C
+};
+
 template <class T>
 struct BlockW {
   EquivariantRMSNormW<T> post_so2_norm, pre_ffn_norm;
@@ -48,10 +68,16 @@ struct BlockW {
   Mat<T> logit_w;                      // Cf x F
   Vec<T> log_zeta;                     // F: log(softplus(z_raw) + eps)
   Mat<T> gate_w;                       // Cf x F
-  // FFN (S2 grid)
-  std::vector<Mat<T>> ffn_w1;          // per degree, C x 2H
-  Mat<T> ffn_scalar_gate;              // 2H x H
-  std::vector<Mat<T>> ffn_w2;          // per degree, H x C
+  // message-node grid net (message_node_so3)
+  bool has_message_node = false;
+  GridNetW<T> message_node;
+  // FFN: S2 grid (ffn_w1 C x 2H, scalar gate, ffn_w2 H x C), or SO(3) grid (ffn_so3_grid:
+  // ffn_w1 C x 2KH, ffn_grid, ffn_w2 KH x C)
+  std::vector<Mat<T>> ffn_w1;          // per degree
+  Mat<T> ffn_scalar_gate;              // 2H x H (S2 grid)
+  bool ffn_so3 = false;
+  GridNetW<T> ffn_grid;
+  std::vector<Mat<T>> ffn_w2;          // per degree
 };
 
 template <class T>
@@ -78,6 +104,10 @@ struct ModelW {
   // read-out FFN (so3_readout "none")
   Mat<T> readout_w1;                   // C x 2H
   Mat<T> readout_w2;                   // H x C
+  // read-out FFN (so3_readout "mlp"): per degree C x 2KH, grid MLP (self), per degree KH x C
+  bool readout_so3 = false;
+  std::vector<Mat<T>> readout_so3_w1, readout_so3_w2;
+  GridNetW<T> readout_grid;
   // fitting
   std::vector<Mat<T>> fit_w;           // d_k x 2H_k
   std::vector<Vec<T>> fit_b;           // 2H_k

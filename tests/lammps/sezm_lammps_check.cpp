@@ -2,6 +2,7 @@
 //
 //   sezm_lammps_check ref JSON CONFIG [--procs PX PY PZ] [--triclinic XY XZ YZ] [--out FILE]
 //                        [--expect-empty-rank] [--tol-engine T] [--tol-ref T] [--model PT]
+//                        [--head NAME]   (multi-task: pair_style ... head NAME, the CONFIG of that head)
 //       `run 0` on a reference configuration: energy, forces, per-atom energies, global and
 //       per-atom virial against the CPU engine (sezm::Potential on the same coordinates) and,
 //       for the unmodified configuration, against deepmd-kit's reference values (per-atom
@@ -23,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -123,7 +125,7 @@ int run_ref(int argc, char **argv) {
   int px = 0, py = 0, pz = 0;
   bool tric = false, expect_empty = false;
   double tilt[3] = {0, 0, 0}, tol_engine = 1e-10, tol_ref = 1e-9;
-  std::string out, model_override;
+  std::string out, model_override, head;
   for (int i = 4; i < argc; i++) {
     const std::string a = argv[i];
     if (a == "--procs") {
@@ -133,6 +135,8 @@ int run_ref(int argc, char **argv) {
       for (double &t : tilt) t = std::atof(argv[++i]);
     } else if (a == "--model") {
       model_override = argv[++i];
+    } else if (a == "--head") {
+      head = argv[++i];
     } else if (a == "--out") {
       out = argv[++i];
     } else if (a == "--expect-empty-rank") {
@@ -153,7 +157,7 @@ int run_ref(int argc, char **argv) {
                                 : json_path.substr(0, json_path.rfind('/') + 1) + ref["model"].get<std::string>();
   const nlohmann::json *cfgp = nullptr;
   for (const auto &c : ref["configs"])
-    if (c["name"] == name) cfgp = &c;
+    if (c["name"] == name && (head.empty() || c.value("head", "") == head)) cfgp = &c;
   if (!cfgp) {
     if (me == 0) std::fprintf(stderr, "no config %s in %s\n", name.c_str(), json_path.c_str());
     return 2;
@@ -198,7 +202,7 @@ int run_ref(int argc, char **argv) {
     cs_args = " charge_spin " + std::to_string(cs->charge) + " " + std::to_string(cs->spin);
   }
   // Engine on the same coordinates (every rank computes it; it is small).
-  const sezm::Potential pot = sezm::Potential::load(model, {}, cs);
+  const sezm::Potential pot = sezm::Potential::load(model, {}, head, cs);
   const sezm::Evaluation ev = pot.evaluate(pos.data(), types.data(), n, periodic ? cell.data() : nullptr, true, true);
 
   // Data file written by rank 0; read_data wraps atoms outside the periodic box.
@@ -230,12 +234,14 @@ int run_ref(int argc, char **argv) {
   }
   MPI_Barrier(MPI_COMM_WORLD);
 
-  LAMMPS *lmp = open_lammps(out.empty() ? "none" : out + ".log");
+  // With a head, the log must name it (pair_style's settings() writes which head and why).
+  const std::string log = !out.empty() ? out + ".log" : head.empty() ? "none" : "sezm_check_" + name + "_" + head + ".log";
+  LAMMPS *lmp = open_lammps(log);
   cmd(lmp, "units metal");
   cmd(lmp, periodic ? "boundary p p p" : "boundary f f f");
   if (px > 0) cmd(lmp, "processors " + std::to_string(px) + " " + std::to_string(py) + " " + std::to_string(pz));
   cmd(lmp, "read_data " + data_path);
-  cmd(lmp, "pair_style sezm " + model + cs_args);
+  cmd(lmp, "pair_style sezm " + model + (head.empty() ? "" : " head " + head) + cs_args);
   std::string pc = "pair_coeff * *";
   for (const auto &e : tmap) pc += " " + e;
   cmd(lmp, pc);
@@ -267,6 +273,14 @@ int run_ref(int argc, char **argv) {
                 name.c_str(), nprocs, nl_min, nl_max, tric ? " triclinic" : "", pe);
     bool ok = static_cast<int>(atoms.size()) == n;
     if (!ok) std::printf("  gathered %zu atoms, expected %d FAIL\n", atoms.size(), n);
+    if (!head.empty()) {
+      std::ifstream lg(log);
+      const std::string text((std::istreambuf_iterator<char>(lg)), std::istreambuf_iterator<char>());
+      const std::string want = "pair sezm: multi-task model: head " + head;
+      const bool named = text.find(want) != std::string::npos;
+      std::printf("  log names the head ('%s'): %s\n", want.c_str(), named ? "yes" : "no FAIL");
+      ok = ok && named;
+    }
     if (expect_empty && nl_min != 0) {
       std::printf("  expected a rank without atoms, min atoms per rank %d FAIL\n", nl_min);
       ok = false;

@@ -129,3 +129,41 @@ write("synthetic_missing_storage.pt", {"model": sd}, storages[1:])
 
 sd, storages = state_dict()
 write("synthetic_bigendian.pt", {"model": sd}, storages, byteorder=b"big")
+
+# A complete DPA4-Mini model_params (tests/data/mini_float64.pt's) with one option the engines
+# refuse, so3_readout "glu" (docs/model-options.md): the front ends' refusal tests load it. The
+# config is parsed before any tensor is read, so the state dict carries no weights.
+MINI_GLU_PARAMS = {
+    "type": "dpa4", "type_map": ["O", "H", "C", "Cu"],
+    "descriptor": {
+        "rcut": 6.0, "channels": 32, "n_radial": 16, "edge_norm": False, "use_env_seed": True,
+        "lmax": 2, "mmax": 1, "n_blocks": 2, "mixing_layers": 3,
+        "radial_so2_mode": "degree_channel", "radial_so2_rank": 1, "n_focus": 1, "focus_dim": 0,
+        "n_atten_head": 1, "message_node_so3": True, "ffn_neurons": 0, "ffn_so3_grid": True,
+        "grid_mlp": False, "grid_branch": [0, 0, 1], "ffn_blocks": 1, "so3_readout": "glu",
+        "precision": "float64", "seed": 1234, "type": "dpa4", "sel": 256, "env_exp": [7, 5],
+        "basis_type": "bessel", "radial_mlp": [0], "random_gamma": True, "edge_cartesian": False,
+        "node_cartesian": "none", "l_schedule": None, "kmax": 1, "m_schedule": None,
+        "extra_node_l": 0, "so2_norm": False, "so2_attn_res": "none", "atten_f_mix": False,
+        "atten_v_proj": False, "atten_o_proj": False, "sandwich_norm": [False, True, True, False],
+        "mlp_bias": False, "layer_scale": False, "full_attn_res": "none", "block_attn_res": "none",
+        "s2_activation": [False, True], "node_wise_s2": False, "node_wise_so3": False,
+        "message_node_s2": False, "readout_layers": 1, "lebedev_quadrature": True,
+        "activation_function": "silu", "glu_activation": True, "use_amp": True,
+        "add_chg_spin_ebd": False, "default_chg_spin": None, "exclude_types": [], "eps": 1e-07,
+        "trainable": True},
+    "fitting_net": {
+        "neuron": [0], "precision": "float64", "seed": 1234, "type": "dpa4_ener", "numb_fparam": 0,
+        "numb_aparam": 0, "default_fparam": None, "dim_case_embd": 0, "activation_function": "silu",
+        "resnet_dt": False, "trainable": True, "rcond": None, "atom_ener": [],
+        "use_aparam_as_mask": False, "case_film_embd": False},
+    "data_stat_nbatch": 10, "data_stat_protect": 0.01, "data_bias_nsample": 10,
+    "pair_exclude_types": [], "atom_exclude_types": [], "preset_out_bias": None,
+    "srtab_add_bias": True, "use_compile": False, "enable_tf32": True, "model_branch_alias": [],
+    "info": {}, "bridging_method": "None", "bridging_r_inner": 0.5, "bridging_r_outer": 0.8,
+    "lora": None}
+sd = collections.OrderedDict()
+sd["_extra_state"] = {"model_params": MINI_GLU_PARAMS, "train_infos": {"lr": 0.001, "step": 3}}
+version = Storage("DoubleStorage", "0", [1.1])
+sd["model.Default.atomic_model.descriptor.version_tensor"] = Tensor(version, 0, (), ())
+write("synthetic_unsupported.pt", {"model": sd}, [version])
