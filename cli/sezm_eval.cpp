@@ -1,7 +1,7 @@
 // sezm-eval: single-point energy, forces and virial of a structure with a SeZM checkpoint.
 //
 //   sezm-eval MODEL STRUCTURE [--elements E1 E2 ...] [--json] [--no-forces] [--atom-virial]
-//             [--head NAME]
+//             [--head NAME] [--charge-spin Q S]
 //
 // STRUCTURE is a LAMMPS data file (atom_style atomic; LAMMPS types map to --elements) or an
 // (extended) XYZ file; --json prints deepmd-kit's reference schema.
@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,7 @@ void usage(std::FILE* out) {
   std::fprintf(out,
                "usage: sezm-eval MODEL STRUCTURE [--elements E1 E2 ...] [--json] [--no-forces] [--atom-virial]\n"
                "                 [--device cpu|cuda] [--gpu N] [--mode lean|fast] [--head NAME]\n"
+               "                 [--charge-spin Q S]\n"
                "  MODEL      deepmd-kit SeZM/DPA4 training checkpoint (*.pt)\n"
                "  STRUCTURE  LAMMPS data file (atom_style atomic) or (extended) XYZ\n"
                "  --elements element of each LAMMPS atom type, in type order (data files)\n"
@@ -36,7 +38,9 @@ void usage(std::FILE* out) {
                "  --device   cpu (float64 reference engine, default) or cuda (fp32 CUDA engine)\n"
                "  --gpu N    CUDA device ordinal (default 0); --mode: what the CUDA forward keeps\n"
                "  --head NAME  branch (or alias, any case) of a multi-task model; default: the one\n"
-               "             aliased \"Default\"\n");
+               "             aliased \"Default\"\n"
+               "  --charge-spin Q S  total charge and spin multiplicity of the frame, for models with a\n"
+               "             charge/spin embedding (default: the model's default_chg_spin)\n");
 }
 
 }  // namespace
@@ -46,6 +50,7 @@ int main(int argc, char** argv) {
   bool json = false, forces = true, atom_virial = false;
   std::string device = "cpu", mode = "lean", head;
   int gpu = 0;
+  std::optional<sezm::ChargeSpin> charge_spin;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "-h" || a == "--help") {
@@ -76,6 +81,18 @@ int main(int argc, char** argv) {
         return 2;
       }
       head = argv[++i];
+    } else if (a == "--charge-spin") {
+      char* end1 = nullptr;
+      char* end2 = nullptr;
+      if (i + 2 < argc) {
+        const double q = std::strtod(argv[i + 1], &end1), sp = std::strtod(argv[i + 2], &end2);
+        if (*argv[i + 1] && *end1 == '\0' && *argv[i + 2] && *end2 == '\0') charge_spin = sezm::ChargeSpin{q, sp};
+      }
+      if (!charge_spin) {
+        std::fprintf(stderr, "sezm-eval: --charge-spin needs two numbers, the charge Q and the spin S\n");
+        return 2;
+      }
+      i += 2;
     } else if (a == "--elements") {
       while (i + 1 < argc && argv[i + 1][0] != '-') elements.push_back(argv[++i]);
       if (elements.empty()) {
@@ -104,7 +121,13 @@ int main(int argc, char** argv) {
     opt.device = device == "cuda" ? sezm::Device::kCuda : sezm::Device::kCpu;
     opt.gpu = gpu;
     opt.mode = mode == "fast" ? sezm::CudaMode::kFast : sezm::CudaMode::kLean;
-    const sezm::Potential pot = sezm::Potential::load(positional[0], opt, head);
+    const sezm::Potential pot = sezm::Potential::load(positional[0], opt, head, charge_spin);
+    const sezm::ChargeSpinUse& cs = pot.charge_spin();
+    char cs_line[160] = "";
+    if (cs.conditioned)
+      std::snprintf(cs_line, sizeof cs_line, "charge/spin %g %g (%s)", cs.value.charge, cs.value.spin,
+                    cs.from_default ? "the model's default_chg_spin; --charge-spin Q S sets them" : "--charge-spin");
+    if (cs.conditioned && json) std::fprintf(stderr, "sezm-eval: %s\n", cs_line);
     const sezm::Structure s = sezm::read_structure(positional[1], elements);
     std::vector<int> types(s.size());
     for (size_t i = 0; i < s.size(); ++i) types[i] = pot.type_index(s.species[i]);
@@ -133,6 +156,7 @@ int main(int argc, char** argv) {
                 positional[0].c_str(), cfg.descriptor_version, cfg.precision.c_str(), cfg.channels, cfg.lmax,
                 cfg.n_blocks, cfg.rcut);
     if (!cfg.head.empty()) std::printf("head      : %s\n", cfg.head_reason.c_str());
+    if (cs.conditioned) std::printf("condition : %s\n", cs_line);
     std::printf("structure : %s (%zu atoms, %s, %zu edges)\n", positional[1].c_str(), s.size(),
                 s.periodic ? "periodic" : "open", ev.n_edges);
     std::printf("energy    : %.10f eV (%.10f eV/atom)\n", ev.energy, s.size() ? ev.energy / s.size() : 0.0);

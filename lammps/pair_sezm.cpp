@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <optional>
 
 #include "atom.h"
 #include "comm.h"
@@ -100,11 +101,11 @@ void PairSezm::allocate() {
   memory->create(cutsq, n + 1, n + 1, "pair:cutsq");
 }
 
-// pair_style sezm MODEL [device cpu|cuda] [gpu N] [mode lean|fast] [chunk N] [timing N] [head NAME]
+// pair_style sezm MODEL [device cpu|cuda] [gpu N] [mode lean|fast] [chunk N] [timing N] [head NAME] [charge_spin Q S]
 void PairSezm::settings(int narg, char **arg) {
   if (narg < 1)
     fail("missing model file (usage: pair_style sezm MODEL [device cpu|cuda] [gpu N] [mode lean|fast] [chunk N] "
-         "[timing N] [head NAME])");
+         "[timing N] [head NAME] [charge_spin Q S])");
   model_path_ = arg[0];
   timing_every_ = 0;
   use_cuda_ = false;
@@ -112,11 +113,17 @@ void PairSezm::settings(int narg, char **arg) {
   mode_ = "lean";
   chunk_ = 0;
   std::string head;  // multi-task branch (or alias); empty: the one aliased "Default"
+  std::optional<sezm::ChargeSpin> charge_spin;
   for (int i = 1; i < narg; i += 2) {
     const std::string key = arg[i];
     if (i + 1 >= narg) fail("keyword '" + key + "' needs a value");
     const std::string val = arg[i + 1];
-    if (key == "device") {
+    if (key == "charge_spin") {  // two values: the frame's total charge and spin multiplicity
+      if (i + 2 >= narg) fail("charge_spin needs two values, the charge Q and the spin S");
+      charge_spin = sezm::ChargeSpin{utils::numeric(FLERR, val.c_str(), false, lmp),
+                                     utils::numeric(FLERR, arg[i + 2], false, lmp)};
+      ++i;
+    } else if (key == "device") {
       if (val != "cpu" && val != "cuda") fail("unknown device '" + val + "' (expected cpu or cuda)");
       use_cuda_ = val == "cuda";
     } else if (key == "gpu") {
@@ -134,13 +141,15 @@ void PairSezm::settings(int narg, char **arg) {
     } else if (key == "head") {
       head = val;
     } else {
-      fail("unknown keyword '" + key + "' (known: device, gpu, mode, chunk, timing, head)");
+      fail("unknown keyword '" + key + "' (known: device, gpu, mode, chunk, timing, head, charge_spin)");
     }
   }
   if (!use_cuda_ && (gpu_ >= 0 || mode_ != "lean" || chunk_ > 0)) fail("gpu, mode and chunk apply to device cuda only");
   sezm::ModelW<double> weights;
+  sezm::ChargeSpinUse cs;
   try {
     weights = sezm::load_model_weights(model_path_, head);
+    cs = sezm::apply_charge_spin(weights, charge_spin, model_path_);  // docs/model.md §10
   } catch (std::exception &e) {
     fail(std::string("cannot use model: ") + e.what());
   }
@@ -190,6 +199,13 @@ void PairSezm::settings(int narg, char **arg) {
                    model_path_, tm, cfg.descriptor_version, cfg.rcut, cfg.n_blocks, cfg.lmax, cfg.channels,
                    comm_width_);
     if (!cfg.head.empty()) utils::logmesg(lmp, "pair sezm: {}\n", cfg.head_reason);
+    if (cs.conditioned)
+      utils::logmesg(lmp, "pair sezm: charge/spin condition Q = {}, S = {} ({})\n", cs.value.charge, cs.value.spin,
+                     cs.from_default ? "the model's default_chg_spin; pair_style ... charge_spin Q S sets them"
+                                     : "pair_style charge_spin");
+    if (cfg.zbl)
+      utils::logmesg(lmp, "pair sezm: ZBL bridging, inner clamp and source gate from {} to {} A\n",
+                     cfg.bridging_r_inner, cfg.bridging_r_outer);
     if (comm->nprocs == 1)
       utils::logmesg(lmp, "pair sezm: one rank: periodic images are edges onto owned atoms (no feature exchange)\n");
   }

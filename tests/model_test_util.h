@@ -41,6 +41,19 @@ inline const sezm::Potential* model(const std::string& key) {
   return cache.emplace(key, std::move(p)).first->second.get();
 }
 
+// A model of tests/data conditioned on the frame charge and spin (docs/model.md §10), cached per value.
+inline const sezm::Potential* model_with_charge_spin(const std::string& name, double charge, double spin) {
+  static std::map<std::string, std::unique_ptr<sezm::Potential>> cache;
+  const std::string key = name + "@" + std::to_string(charge) + "," + std::to_string(spin);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second.get();
+  const std::string path = data_path(name);
+  std::unique_ptr<sezm::Potential> p;
+  if (sezm::test::file_exists(path))
+    p = std::make_unique<sezm::Potential>(sezm::Potential::load(path, {}, "", sezm::ChargeSpin{charge, spin}));
+  return cache.emplace(key, std::move(p)).first->second.get();
+}
+
 inline const char* kWaterModel = "shared:reference/models/water_pretrained.pt";
 
 struct System {

@@ -167,3 +167,47 @@ TEST(Cli, SezmEvalNamesTheHeadAndRefusesAnUnknownOne) {
   EXPECT_NE(none.out.find("no branch aliased \"Default\""), std::string::npos) << none.out;
   std::remove(xyz.c_str());
 }
+
+// Charge/spin (docs/model.md §10): --charge-spin reproduces deepmd-kit's numbers for that
+// (Q, S); without it the model's default applies (and says so); a model without the embedding
+// refuses the option.
+TEST(Cli, SezmEvalChargeSpin) {
+  const sezm::test::RefFile ref = sezm::test::read_ref(data_path("recipes/ref_chgspin_plain_f64.json"));
+  const std::string model = data_path("recipes/chgspin_plain_f64.pt");
+  int checked = 0;
+  for (const auto& c : ref.configs) {
+    if (c.name.rfind("h2o_cu_c_open@", 0) != 0) continue;
+    const std::string xyz = write_xyz(c, ref.type_map);
+    char cs[96] = "";
+    if (c.has_charge_spin) std::snprintf(cs, sizeof cs, " --charge-spin %g %g", c.charge, c.spin);
+    const Exec r = run(quote(SEZM_EVAL_EXE) + " " + quote(model) + " " + quote(xyz) + " --json" + cs);
+    ASSERT_EQ(r.status, 0) << c.name << ": " << r.out;
+    // stderr carries one line naming the charge/spin used; the JSON follows it.
+    ASSERT_NE(r.out.find("sezm-eval: charge/spin "), std::string::npos) << r.out;
+    const nlohmann::json j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+    EXPECT_LE(std::abs(j.at("energy").get<double>() - c.energy), 1e-9 * std::abs(c.energy)) << c.name;
+    EXPECT_LE(max_abs_diff(j.at("forces").get<std::vector<double>>(), c.forces), 1e-9 * max_abs(c.forces)) << c.name;
+    const Exec text = run(quote(SEZM_EVAL_EXE) + " " + quote(model) + " " + quote(xyz) + cs);
+    ASSERT_EQ(text.status, 0) << text.out;
+    EXPECT_NE(text.out.find(c.has_charge_spin ? "(--charge-spin)" : "charge/spin -1 2 (the model's default_chg_spin"),
+              std::string::npos)
+        << text.out;
+    std::remove(xyz.c_str());
+    ++checked;
+  }
+  EXPECT_EQ(checked, 4);
+
+  const sezm::test::RefFile plain = sezm::test::read_ref(data_path(kRef));
+  const std::string xyz = write_xyz(plain.configs.front(), plain.type_map);
+  const Exec r = run(quote(SEZM_EVAL_EXE) + " " + quote(data_path(kModel)) + " " + quote(xyz) + " --charge-spin 0 1");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("charge_spin was given, but the model has no charge/spin embedding"), std::string::npos) << r.out;
+  // A conditioned model without default_chg_spin (deepmd-kit 3.2.0 raises "charge_spin is required").
+  const Exec nodef = run(quote(SEZM_EVAL_EXE) + " " + quote(data_path("recipes/chgspin_mini_f64.pt")) + " " + quote(xyz));
+  EXPECT_EQ(nodef.status, 1) << nodef.out;
+  EXPECT_NE(nodef.out.find("has no default_chg_spin; give them"), std::string::npos) << nodef.out;
+  const Exec bad = run(quote(SEZM_EVAL_EXE) + " " + quote(data_path(kModel)) + " " + quote(xyz) + " --charge-spin 0");
+  EXPECT_EQ(bad.status, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--charge-spin needs two numbers"), std::string::npos) << bad.out;
+  std::remove(xyz.c_str());
+}

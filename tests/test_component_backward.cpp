@@ -267,7 +267,7 @@ TEST_P(ComponentBackward, Attention) {
   AttentionState<double> a;
   auto J = [&] {
     attention_node_forward(w(), bw, gr_.t, H.data(), a);
-    attention_softmax_forward(w(), bw, gr_.t, env.data(), Rhat0, a);
+    attention_softmax_forward(w(), bw, gr_.t, env.data(), static_cast<const double*>(nullptr), Rhat0, a);
     return dot(Wa.data(), a.alpha.data(), Wa.size()) + dot(Wg.data(), a.gamma.data(), Wg.size());
   };
   J();
@@ -276,11 +276,39 @@ TEST_P(ComponentBackward, Attention) {
   Mat<double> q_bar = Mat<double>::Zero(NT, a.q.cols()), k_bar = Mat<double>::Zero(NT, a.k.cols());
   Mat<double> R0b = Mat<double>::Zero(E, Cw);
   V env_bar(E, 0.0), Hb(H.size(), 0.0);
-  attention_softmax_backward(w(), bw, gr_.t, env.data(), a, 0, E, alpha_bar, q_bar, k_bar, R0b, env_bar.data());
+  attention_softmax_backward(w(), bw, gr_.t, env.data(), static_cast<const double*>(nullptr), a, 0, E, alpha_bar, q_bar, k_bar, R0b,
+                             env_bar.data(), static_cast<double*>(nullptr));
   attention_node_backward(w(), bw, gr_.t, H.data(), a, q_bar, k_bar, gamma_bar, Hb.data());
   check_grad(tag("attention d/d H"), H.data(), H.size(), J, Hb.data());
   check_grad(tag("attention d/d env"), env.data(), env.size(), J, env_bar.data());
   check_grad(tag("attention d/d Rhat0"), Rhat0.data(), Rhat0.size(), J, R0b.data());
+}
+
+// The bridging source gate as a factor of each edge's attention mass (docs/model.md §9.2).
+TEST_P(ComponentBackward, AttentionWithSourceGate) {
+  const int Cw = cfg().wide(), D = cfg().n_coeff(), F = cfg().n_focus, E = gr_.E, NT = gr_.NT;
+  const BlockW<double>& bw = w().blocks[0];
+  V H = randn(static_cast<size_t>(NT) * D * Cw, rng_);
+  const Mat<double> Rhat0 = Eigen::Map<const Mat<double>>(randn(static_cast<size_t>(E) * Cw, rng_).data(), E, Cw);
+  const V env = gr_.geo.env;
+  V gate(E);
+  std::uniform_real_distribution<double> u(0.05, 1.0);
+  for (double& g : gate) g = u(rng_);
+  const V Wa = randn(static_cast<size_t>(E) * F, rng_);
+  AttentionState<double> a;
+  auto J = [&] {
+    attention_node_forward(w(), bw, gr_.t, H.data(), a);
+    attention_softmax_forward(w(), bw, gr_.t, env.data(), gate.data(), Rhat0, a);
+    return dot(Wa.data(), a.alpha.data(), Wa.size());
+  };
+  J();
+  const Mat<double> alpha_bar = Eigen::Map<const Mat<double>>(Wa.data(), E, F);
+  Mat<double> q_bar = Mat<double>::Zero(NT, a.q.cols()), k_bar = Mat<double>::Zero(NT, a.k.cols());
+  Mat<double> R0b = Mat<double>::Zero(E, Cw);
+  V env_bar(E, 0.0), gate_bar(E, 0.0);
+  attention_softmax_backward(w(), bw, gr_.t, env.data(), gate.data(), a, 0, E, alpha_bar, q_bar, k_bar, R0b,
+                             env_bar.data(), gate_bar.data());
+  check_grad(tag("attention d/d gate"), gate.data(), gate.size(), J, gate_bar.data());
 }
 
 TEST_P(ComponentBackward, FFN) {

@@ -264,14 +264,16 @@ TEST(Config, RefusesUnsupportedOptions) {
        {"fitting_net.precision = \"float32\"", "must equal descriptor.precision"}},
       {"/fitting_net/neuron", json({64, -1}), {"fitting_net.neuron = [64,-1]"}},
       {"/fitting_net/type", "ener", {"fitting_net.type = \"ener\""}},
-      {"/bridging_method", "ZBL", {"unsupported option bridging_method = \"ZBL\"", "ZBL"}},
+      {"/bridging_method", "lj", {"unsupported option bridging_method = \"lj\"", "\"zbl\" or \"None\""}},
+      {"/descriptor/add_chg_spin_ebd", 1, {"unsupported option descriptor.add_chg_spin_ebd = 1"}},
+      {"/descriptor/default_chg_spin", json({1}), {"unsupported option descriptor.default_chg_spin = [1]"}},
       {"/lora", json({{"rank", 0}}), {"unsupported option lora.rank = 0", "integer >= 1"}},
       {"/lora", json({{"alpha", 8.0}}), {"missing option lora.rank"}},
       {"/lora", json({{"rank", 4}, {"alpha", "8"}}), {"unsupported option lora.alpha = \"8\""}},
       {"/lora", json({{"rank", 4}, {"target_modules", json({"q"})}}),
        {"unknown option lora.target_modules = [\"q\"]"}},
       {"/lora", 4, {"unsupported option lora = 4"}},
-      {"/spin", json({{"use_spin", json({true, false})}}), {"option spin", "spin models"}},
+      {"/spin", json({{"use_spin", json({true, false})}}), {"option spin", "spin models", "pair_style deepspin"}},
       {"/pair_exclude_types", json({json({0, 1})}), {"pair_exclude_types = [[0,1]]"}},
       {"/use_srtab", "table.txt", {"use_srtab", "tabulated"}},
       {"/descriptor/frobnicate", 1,
@@ -302,6 +304,39 @@ TEST(Config, AcceptsIgnoredAndAbsentOptionalKeys) {
   j["descriptor"].erase("radial_so2_rank");  // only used by degree_channel
   const ModelConfig m = parse_model_config(j, "model.pt");
   EXPECT_EQ(m.radial_so2_mode, "none");
+}
+
+TEST(Config, AcceptsBridgingAndChargeSpin) {
+  // ZBL bridging (docs/model.md §9): deepmd-kit upper-cases the method; the radii default to 0.5 / 0.8.
+  json j = edited("/bridging_method", "zbl");
+  j["bridging_r_inner"] = 0.6;
+  j["bridging_r_outer"] = 1.1;
+  const ModelConfig z = parse_model_config(j, "model.pt");
+  EXPECT_TRUE(z.zbl);
+  EXPECT_EQ(z.bridging_r_inner, 0.6);
+  EXPECT_EQ(z.bridging_r_outer, 1.1);
+  j.erase("bridging_r_inner");
+  j.erase("bridging_r_outer");
+  j["bridging_method"] = "ZBL";
+  const ModelConfig zd = parse_model_config(j, "model.pt");
+  EXPECT_TRUE(zd.zbl);
+  EXPECT_EQ(zd.bridging_r_inner, 0.5);
+  EXPECT_EQ(zd.bridging_r_outer, 0.8);
+  for (const char* off : {"None", "none"}) EXPECT_FALSE(parse_model_config(edited("/bridging_method", off), "model.pt").zbl);
+  j["bridging_r_inner"] = 0.5;
+  j["bridging_r_outer"] = 0.4;
+  expect_contains(refusal(j), {"model.pt: unsupported option bridging_r_outer = 0.4", "0 < bridging_r_inner < bridging_r_outer"});
+  j["bridging_r_outer"] = "0.8";
+  expect_contains(refusal(j), {"model.pt: unsupported option bridging_r_outer = \"0.8\"", "a number > 0"});
+  // Charge/spin (docs/model.md §10).
+  json c = edited("/descriptor/add_chg_spin_ebd", true);
+  EXPECT_TRUE(parse_model_config(c, "model.pt").chg_spin);
+  EXPECT_FALSE(parse_model_config(c, "model.pt").has_default_chg_spin);
+  c["descriptor"]["default_chg_spin"] = json({-1, 2});
+  const ModelConfig cs = parse_model_config(c, "model.pt");
+  EXPECT_TRUE(cs.has_default_chg_spin);
+  EXPECT_EQ(cs.default_charge, -1.0);
+  EXPECT_EQ(cs.default_spin, 2.0);
 }
 
 TEST(Config, AcceptsLora) {

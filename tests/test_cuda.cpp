@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <tuple>
@@ -13,6 +14,7 @@
 
 #include "ghost_graph.h"
 #include "io/checkpoint.h"
+#include "model/charge_spin.h"
 #include "model/multitask.h"
 #include "model/weights.h"
 #include "api/engine_factory.h"
@@ -306,6 +308,59 @@ TEST_P(CudaModes, ForcesMatchFiniteDifferencesOfGpuEnergy) {
   std::printf("[cuda %s] FD of GPU energy vs GPU forces: max |diff| %.2e eV/A (max |F| %.2f)\n",
               mode_name(GetParam()), worst, max_abs(ev.forces));
   EXPECT_LE(worst, 2e-3 * max_abs(ev.forces));
+#endif
+}
+
+// Charge/spin conditioning (docs/model.md §10): the frame's condition is folded into the type
+// table on the host, so the CUDA engine computes the conditioned model unchanged: against the
+// float64 CPU engine on the same folded weights and against deepmd-kit 3.2.0, for a given
+// (Q, S) and for the model's default.
+TEST_P(CudaModes, ChargeSpinModelMatchesCpuAndDeepmd) {
+  SEZM_REQUIRE_GPU();
+#ifdef SEZM_HAVE_CUDA
+  const std::string path = sezm_test::data_path("recipes/chgspin_plain_f64.pt");
+  const auto ref = sezm::test::read_ref(sezm_test::data_path("recipes/ref_chgspin_plain_f64.json"));
+  int checked = 0;
+  for (const auto& c : ref.configs) {
+    if (c.name != "water_tric24@qn2_m3" && c.name != "water_tric24@default") continue;
+    sezm::ModelW<double> w = sezm::load_model_weights(path);
+    sezm::apply_charge_spin(w, c.has_charge_spin ? std::optional<sezm::ChargeSpin>(sezm::ChargeSpin{c.charge, c.spin})
+                                                 : std::nullopt, path);
+    sezm::CpuEngine cpu(w);
+    sezm::CudaEngine gpu(w, 0, cuda_mode(GetParam()));
+    const sezm::Graph g = sezm::build_graph(c.coords.data(), c.types.data(), c.natoms, c.cell.data(), w.cfg.rcut);
+    const sezm::Evaluation a = sezm::make_evaluation(g, cpu.compute(g, true), true, false);
+    const sezm::Evaluation b = sezm::make_evaluation(g, gpu.compute(g, true), true, false);
+    EXPECT_NEAR(b.energy, a.energy, 1e-6 * std::fabs(a.energy)) << c.name;
+    EXPECT_LE(max_diff(b.forces, a.forces), 1e-5 * max_abs(a.forces)) << c.name;
+    EXPECT_LE(max_diff(b.virial, a.virial), 1e-5 * max_abs(a.virial)) << c.name;
+    EXPECT_NEAR(b.energy, c.energy, 1e-6 * std::fabs(c.energy)) << c.name;
+    EXPECT_LE(max_diff(b.forces, c.forces), 1e-5 * max_abs(c.forces)) << c.name;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2);
+#endif
+}
+
+// ZBL bridging is computed by the CPU engine only (docs/model.md §9): the CUDA engine refuses a
+// bridged model by name, and a conditioned model whose charge/spin was not applied.
+TEST(Cuda, RefusesZblModelAndUnappliedChargeSpin) {
+  SEZM_REQUIRE_GPU();
+#ifdef SEZM_HAVE_CUDA
+  try {
+    sezm::CudaEngine e(sezm::load_model_weights(sezm_test::data_path("recipes/zbl_plain_f64.pt")), 0,
+                       sezm::CudaMode::kLean);
+    FAIL() << "the CUDA engine took a ZBL-bridged model";
+  } catch (const sezm::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ZBL bridging"), std::string::npos) << e.what();
+  }
+  try {
+    sezm::CudaEngine e(sezm::load_model_weights(sezm_test::data_path("recipes/chgspin_plain_f64.pt")), 0,
+                       sezm::CudaMode::kLean);
+    FAIL() << "the CUDA engine took a conditioned model without its charge/spin";
+  } catch (const sezm::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no charge/spin condition was applied"), std::string::npos) << e.what();
+  }
 #endif
 }
 

@@ -89,6 +89,12 @@ std::vector<RefCase> all_cases() {
   add(data_path("recipes/ref_mini_f64.json"), "recipes/mini_f64.pt", "recipe_mini_f64", 1e-9);
   add(data_path("recipes/ref_mini_f32.json"), "recipes/mini_f32.pt", "recipe_mini_f32", 1e-5);
   add(data_path("recipes/ref_lora_f32.json"), "recipes/lora_f32.pt", "lora_f32", 1e-5);
+  // ZBL bridging (inner clamp, source gate, ZBL pair term) and charge/spin conditioning, against
+  // 3.2.0's own numbers (tests/data/recipes/make_recipes.py; docs/model.md §9, §10).
+  add(data_path("recipes/ref_zbl_plain_f64.json"), "recipes/zbl_plain_f64.pt", "zbl_plain_f64", 1e-9);
+  add(data_path("recipes/ref_chgspin_plain_f64.json"), "recipes/chgspin_plain_f64.pt", "chgspin_plain_f64", 1e-9);
+  add(data_path("recipes/ref_zbl_mini_f64.json"), "recipes/zbl_mini_f64.pt", "zbl_mini_f64", 1e-9);
+  add(data_path("recipes/ref_chgspin_mini_f64.json"), "recipes/chgspin_mini_f64.pt", "chgspin_mini_f64", 1e-9);
   const std::string water_ref = shared_path("reference/forces/ref_water_pretrained.json");
   if (sezm::test::file_exists(water_ref) && sezm::test::file_exists(shared_path("reference/models/water_pretrained.pt")))
     add(water_ref, kWaterModel, "water_f32", 1e-5);
@@ -111,9 +117,10 @@ class Reference : public testing::TestWithParam<RefCase> {
 TEST_P(Reference, MatchesDeepmdKit) {
   const RefCase& rc = GetParam();
   if (rc.index < 0) GTEST_SKIP() << "optional reference absent: " << rc.ref << " / " << rc.model;
-  const sezm::Potential* pot = model(rc.model);
-  ASSERT_NE(pot, nullptr) << rc.model;
   const RefConfig& c = ref_file(rc.ref).configs[rc.index];
+  // A frame with a charge/spin runs on the model conditioned on it; without, on the model's default.
+  const sezm::Potential* pot = c.has_charge_spin ? model_with_charge_spin(rc.model, c.charge, c.spin) : model(rc.model);
+  ASSERT_NE(pot, nullptr) << rc.model;
   ASSERT_EQ(pot->config().type_map, ref_file(rc.ref).type_map);
   ASSERT_EQ(pot->config().head, c.head);  // the branch deepmd-kit evaluated (empty: single-task)
   ASSERT_EQ(c.periodic, !c.cell.empty());
@@ -140,6 +147,15 @@ TEST_P(Reference, MatchesDeepmdKit) {
   EXPECT_LE(f_err, rc.tol);
   EXPECT_LE(v_err, rc.tol);
   EXPECT_LE(av_err, rc.tol);
+  // A ZBL model: the pair term dominates the atomic energies of close pairs, so the learned part
+  // (deepmd-kit's total minus its own ZBL share) is also held to the tolerance on its own scale.
+  if (!c.zbl_atom_energy.empty()) {
+    ASSERT_EQ(c.zbl_atom_energy.size(), c.atom_energy.size());
+    std::vector<double> learned(c.atom_energy);
+    for (size_t i = 0; i < learned.size(); ++i) learned[i] -= c.zbl_atom_energy[i];
+    const double learned_err = max_abs_diff(ev.atom_energy, c.atom_energy) / scale(max_abs(learned));
+    EXPECT_LE(learned_err, rc.tol) << "atomic energies against the scale of the learned part";
+  }
   // Element by element too, so a failure names the first offending index.
   for (int i = 0; i < c.natoms; ++i) {
     ASSERT_NEAR(ev.atom_energy[i], c.atom_energy[i], rc.tol * scale(max_abs(c.atom_energy))) << "atom " << i;

@@ -2,10 +2,12 @@
 
 #include "common/error.h"
 #include "engine/sezm_model.h"
+#include "model/charge_spin.h"
 
 namespace sezm {
 
 std::unique_ptr<Engine> make_engine(ModelW<double> weights, const EngineOptions& options) {
+  require_charge_spin_applied(weights);  // the frame's (Q, S) is folded into the weights first
   switch (options.device) {
     case Device::kCpu:
       return std::make_unique<CpuEngine>(std::move(weights));

@@ -35,10 +35,13 @@ int model_type_index(const ModelConfig& cfg, const std::string& element, const s
   throw Error(path + ": element '" + element + "' is not in the model's type_map (" + known + ")");
 }
 
-Potential Potential::load(const std::string& path, const EngineOptions& options, const std::string& head) {
+Potential Potential::load(const std::string& path, const EngineOptions& options, const std::string& head,
+                          const std::optional<ChargeSpin>& charge_spin) {
   Potential p;
   p.path_ = path;
-  p.engine_ = make_engine(load_model_weights(path, head), options);
+  ModelW<double> w = load_model_weights(path, head);
+  p.charge_spin_ = apply_charge_spin(w, charge_spin, path);
+  p.engine_ = make_engine(std::move(w), options);
   return p;
 }
 

@@ -9,6 +9,7 @@
 
 #include "engine/engine.h"
 #include "graph/graph.h"
+#include "model/charge_spin.h"
 #include "model/config.h"
 #include "model/weights.h"
 
@@ -39,8 +40,13 @@ class Potential {
  public:
   // Reads a checkpoint and builds the engine `options` ask for; throws sezm::Error naming the
   // file (or the device) and the cause.
-  // `head`: the branch of a multi-task checkpoint (load_model_weights).
-  static Potential load(const std::string& path, const EngineOptions& options = {}, const std::string& head = "");
+  // `head`: the branch of a multi-task checkpoint (load_model_weights). `charge_spin`: the frame's
+  // (Q, S) for a model conditioned on them (apply_charge_spin: the model's default_chg_spin where
+  // absent; an error for a model without the embedding).
+  static Potential load(const std::string& path, const EngineOptions& options = {}, const std::string& head = "",
+                        const std::optional<ChargeSpin>& charge_spin = std::nullopt);
+  // The charge/spin condition the engine computes with (for logs).
+  const ChargeSpinUse& charge_spin() const { return charge_spin_; }
 
   const ModelConfig& config() const { return engine_->config(); }
   const std::string& path() const { return path_; }
@@ -57,6 +63,7 @@ class Potential {
  private:
   std::string path_;
   std::shared_ptr<Engine> engine_;
+  ChargeSpinUse charge_spin_;
 };
 
 }  // namespace sezm

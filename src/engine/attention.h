@@ -51,10 +51,12 @@ void attention_node_forward(const ModelW<T>& w, const BlockW<T>& bw, const Graph
 }
 
 // Logits and the envelope-gated softmax (docs/model.md §5.7.1–§5.7.2), in the reference's shifted form.
-// Rhat0 (E, Cw): the hidden-projected l = 0 radial features.
+// Rhat0 (E, Cw): the hidden-projected l = 0 radial features. gate (E, or nullptr): the bridging
+// source gate (docs/model.md §9.2), a factor of the edge's mass env^2 exp(logit); an edge with a
+// zero gate leaves the segment like one with a zero envelope.
 template <class T>
 void attention_softmax_forward(const ModelW<T>& w, const BlockW<T>& bw, const Graph& t, const T* env,
-                               const Mat<T>& Rhat0, AttentionState<T>& a) {
+                               const T* gate, const Mat<T>& Rhat0, AttentionState<T>& a) {
   const int F = w.cfg.n_focus, Cf = w.cfg.focus_width();
   const T scale = T(1) / std::sqrt(T(Cf));
   a.alpha.resize(t.n_edges(), F);
@@ -66,10 +68,10 @@ void attention_softmax_forward(const ModelW<T>& w, const BlockW<T>& bw, const Gr
       const T log_null = bw.log_zeta[f];
       T mx = log_null;
       for (int e = e0; e < e1; ++e) {
-        if (env[e] > T(0)) {
+        if (env[e] > T(0) && (!gate || gate[e] > T(0))) {
           T l = scale * a.q.row(n).segment(f * Cf, Cf).dot(a.k.row(t.src[e]).segment(f * Cf, Cf));
           l += Rhat0.row(e).segment(f * Cf, Cf).dot(bw.logit_w.col(f).transpose());
-          eff[e - e0] = l + T(2) * std::log(env[e]);
+          eff[e - e0] = l + T(2) * std::log(env[e]) + (gate ? std::log(gate[e]) : T(0));
           mx = std::max(mx, eff[e - e0]);
         } else {
           eff[e - e0] = -std::numeric_limits<T>::infinity();
@@ -77,7 +79,7 @@ void attention_softmax_forward(const ModelW<T>& w, const BlockW<T>& bw, const Gr
       }
       T den = std::exp(log_null - mx);
       for (int e = e0; e < e1; ++e) {
-        eff[e - e0] = env[e] > T(0) ? std::exp(eff[e - e0] - mx) : T(0);
+        eff[e - e0] = eff[e - e0] > -std::numeric_limits<T>::infinity() ? std::exp(eff[e - e0] - mx) : T(0);
         den += eff[e - e0];
       }
       for (int e = e0; e < e1; ++e) a.alpha(e, f) = eff[e - e0] / den;
@@ -87,11 +89,11 @@ void attention_softmax_forward(const ModelW<T>& w, const BlockW<T>& bw, const Gr
 
 // Softmax + logit backward for the edges [e0, e1) of whole destination segments, given
 // alpha_bar (rows relative to e0). Accumulates q_bar (centres), k_bar (sources), the l = 0
-// radial-feature adjoint Rhat0_bar (rows relative to e0) and env_bar.
+// radial-feature adjoint Rhat0_bar (rows relative to e0), env_bar and (with a gate) gate_bar.
 template <class T>
 void attention_softmax_backward(const ModelW<T>& w, const BlockW<T>& bw, const Graph& t, const T* env,
-                                const AttentionState<T>& a, int e0, int e1, const Mat<T>& alpha_bar,
-                                Mat<T>& q_bar, Mat<T>& k_bar, Mat<T>& Rhat0_bar, T* env_bar) {
+                                const T* gate, const AttentionState<T>& a, int e0, int e1, const Mat<T>& alpha_bar,
+                                Mat<T>& q_bar, Mat<T>& k_bar, Mat<T>& Rhat0_bar, T* env_bar, T* gate_bar) {
   const int F = w.cfg.n_focus, Cf = w.cfg.focus_width();
   const T scale = T(1) / std::sqrt(T(Cf));
   int e = e0;
@@ -103,8 +105,9 @@ void attention_softmax_backward(const ModelW<T>& w, const BlockW<T>& bw, const G
       for (int x = s0; x < s1; ++x) dot += a.alpha(x, f) * alpha_bar(x - e0, f);
       for (int x = s0; x < s1; ++x) {
         const T lbar = a.alpha(x, f) * (alpha_bar(x - e0, f) - dot);
-        if (env[x] <= T(0)) continue;
+        if (env[x] <= T(0) || (gate && gate[x] <= T(0))) continue;
         env_bar[x] += T(2) * lbar / env[x];
+        if (gate) gate_bar[x] += lbar / gate[x];
         q_bar.row(n).segment(f * Cf, Cf) += scale * lbar * a.k.row(t.src[x]).segment(f * Cf, Cf);
         k_bar.row(t.src[x]).segment(f * Cf, Cf) += scale * lbar * a.q.row(n).segment(f * Cf, Cf);
         Rhat0_bar.row(x - e0).segment(f * Cf, Cf) += lbar * bw.logit_w.col(f).transpose();

@@ -22,6 +22,9 @@ struct EdgeGeometry {
   std::vector<T> denv;  // (E)      dE_5/dr
   std::vector<T> rbf;   // (E, nr)
   std::vector<T> D;     // (E, wsize) packed Wigner blocks, rows = local m, cols = global m'
+  // Bridging source gate eta[src_e] (engine/bridging.h), multiplying the GIE and env-seed
+  // messages and the attention mass of edge e; empty for a model without bridging.
+  std::vector<T> gate;  // (E)
 
   // GIE's C_lm(v_hat) is the zonal row (local m = 0) of block l.
   T zonal(int e, int l, int m) const {
@@ -65,7 +68,9 @@ struct EdgeGeometryGrad {
   std::vector<T> rbf;  // dE/d rbf_e   (E, nr)
   std::vector<T> D;    // dE/d D_e     (E, wsize)
   std::vector<T> vec;  // dE/dv_e direct contributions (env-seed direction terms)
+  std::vector<T> gate;  // dE/d gate_e (bridging only)
   void reset(const EdgeGeometry<T>& g) {
+    gate.assign(g.gate.size(), T(0));
     r.assign(g.E, T(0));
     env.assign(g.E, T(0));
     rbf.assign(static_cast<size_t>(g.E) * g.nr, T(0));

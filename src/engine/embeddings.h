@@ -90,7 +90,12 @@ void env_seed_forward(const ModelW<T>& w, const Graph& t, const EdgeGeometry<T>&
   for (int n = 0; n < N; ++n) {
     auto A = view(c.A.data() + static_cast<size_t>(n) * 4 * emb, 4, emb);
     const int e0 = t.dst_offsets[n], ne = t.dst_offsets[n + 1] - e0;
-    A.noalias() = isd[n] * (c.seed.middleRows(e0, ne).transpose() * c.g.middleRows(e0, ne));
+    if (geo.gate.empty()) {
+      A.noalias() = isd[n] * (c.seed.middleRows(e0, ne).transpose() * c.g.middleRows(e0, ne));
+    } else {  // bridging: each edge's outer product times its source gate
+      const auto gate = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(geo.gate.data() + e0, ne);
+      A.noalias() = isd[n] * (c.seed.middleRows(e0, ne).transpose() * (gate.asDiagonal() * c.g.middleRows(e0, ne)));
+    }
     G.noalias() = A.transpose() * A.leftCols(ax);
     c.f.row(n).noalias() = view(G.data(), 1, emb * ax) * w.es_out;
     const T* fs = c.f.data() + static_cast<size_t>(n) * 2 * C;
@@ -150,6 +155,12 @@ void env_seed_backward(const ModelW<T>& w, const Graph& t, const EdgeGeometry<T>
     const int e0 = t.dst_offsets[n], ne = t.dst_offsets[n + 1] - e0;
     seed_bar.middleRows(e0, ne).noalias() = isd[n] * (c.g.middleRows(e0, ne) * A_bar.transpose());
     g_bar.middleRows(e0, ne).noalias() = isd[n] * (c.seed.middleRows(e0, ne) * A_bar);
+    if (!geo.gate.empty())  // bridging: seed_bar, g_bar above are w.r.t. the gated product
+      for (int e = e0; e < e0 + ne; ++e) {
+        gb.gate[e] += seed_bar.row(e).dot(c.seed.row(e));
+        seed_bar.row(e) *= geo.gate[e];
+        g_bar.row(e) *= geo.gate[e];
+      }
   }
   // g = silu(g1) W_g2, g1 = gin W_g1, gin[:ro] = silu(p1) W_p2, p1 = rbf W_p1.
   Mat<T> g1_bar = (g_bar * w.es_g2.transpose()).cwiseProduct(c.g1.unaryExpr([](T x) { return silu_grad(x); }));
@@ -181,9 +192,10 @@ void gie_forward(const Graph& t, const EdgeGeometry<T>& geo, const std::vector<T
     for (int p = C; p < D * C; ++p) xn[p] = 0;
     for (int e = t.dst_offsets[n]; e < t.dst_offsets[n + 1]; ++e) {
       const T* re = rho + static_cast<size_t>(e) * (L + 1) * C;
+      const T ge = geo.gate.empty() ? T(1) : geo.gate[e];  // bridging source gate
       for (int l = 1; l <= L; ++l)
         for (int m = -l; m <= l; ++m) {
-          const T z = isd[n] * geo.zonal(e, l, m);
+          const T z = ge * isd[n] * geo.zonal(e, l, m);
           T* xp = xn + static_cast<size_t>(packed_index(l, m)) * C;
           for (int c = 0; c < C; ++c) xp[c] += z * re[l * C + c];
         }
@@ -205,6 +217,8 @@ void gie_backward(const Graph& t, const EdgeGeometry<T>& geo, const std::vector<
       const T* re = rho + static_cast<size_t>(e) * (L + 1) * C;
       T* rb = rho_bar + static_cast<size_t>(e) * (L + 1) * C;
       T* Db = &gb.D[static_cast<size_t>(e) * geo.wsize];
+      const T ge = geo.gate.empty() ? T(1) : geo.gate[e];  // bridging source gate
+      T gate_bar = 0;
       for (int l = 1; l <= L; ++l)
         for (int m = -l; m <= l; ++m) {
           const T* xp = xb + static_cast<size_t>(packed_index(l, m)) * C;
@@ -212,10 +226,12 @@ void gie_backward(const Graph& t, const EdgeGeometry<T>& geo, const std::vector<
           T zb = 0;
           for (int c = 0; c < C; ++c) {
             zb += xp[c] * re[l * C + c];
-            rb[l * C + c] += isd[n] * xp[c] * z;
+            rb[l * C + c] += ge * isd[n] * xp[c] * z;
           }
-          Db[wigner_offset(l) + l * (2 * l + 1) + (m + l)] += isd[n] * zb;
+          Db[wigner_offset(l) + l * (2 * l + 1) + (m + l)] += ge * isd[n] * zb;
+          gate_bar += isd[n] * zb * z;
         }
+      if (!geo.gate.empty()) gb.gate[e] += gate_bar;
     }
   }
 }

@@ -63,7 +63,8 @@ void block_forward(const ModelW<T>& w, const BlockW<T>& bw, const FFNGrid<T>& gr
   bc.H.resize(static_cast<size_t>(t.n_total) * D * Cw);
   per_degree_linear(X, t.n_total, L, C, bw.pre_focus_mix, bc.H.data(), Cw);
   attention_node_forward(w, bw, t, bc.H.data(), bc.att);
-  attention_softmax_forward(w, bw, t, geo.env.data(), radial_l0_hidden(w, bw, R, t.n_edges()), bc.att);
+  attention_softmax_forward(w, bw, t, geo.env.data(), geo.gate.empty() ? nullptr : geo.gate.data(),
+                            radial_l0_hidden(w, bw, R, t.n_edges()), bc.att);
 
   bc.P.assign(static_cast<size_t>(N) * D * Cw, T(0));
   const int ntiles = static_cast<int>(tiles.size()) - 1;
@@ -194,8 +195,9 @@ void block_backward(const ModelW<T>& w, const BlockW<T>& bw, const FFNGrid<T>& g
       }
       Rhat_bar.setZero(Ec, (L + 1) * Cw);
       Mat<T> Rhat0_bar = Mat<T>::Zero(Ec, Cw);
-      attention_softmax_backward(w, bw, t, geo.env.data(), bc.att, e0, e0 + Ec, alpha_bar, q_bar, k_bar_t[tid],
-                                 Rhat0_bar, gb.env.data());
+      attention_softmax_backward(w, bw, t, geo.env.data(), geo.gate.empty() ? nullptr : geo.gate.data(), bc.att,
+                                 e0, e0 + Ec, alpha_bar, q_bar, k_bar_t[tid], Rhat0_bar, gb.env.data(),
+                                 gb.gate.empty() ? nullptr : gb.gate.data());
       Rhat_bar.leftCols(Cw) = Rhat0_bar;
       so2_tile_backward(w, bw, t, geo, bc.H.data(), s, M_bar, H_bar_t[tid].data(), R_bar, &Rhat_bar, gb);
     }

@@ -4,8 +4,17 @@
 #include <chrono>
 
 #include "common/error.h"
+#include "engine/bridging.h"
+#include "engine/zbl.h"
+#include "model/charge_spin.h"
 
 namespace sezm {
+
+template <class T>
+SezmEngine<T>::SezmEngine(ModelW<T> w)
+    : w_(std::move(w)), grid_(w_.cfg.lmax, w_.cfg.any_so3_grid() ? w_.cfg.kmax : -1) {
+  require_charge_spin_applied(w_);  // docs/model.md §10: the frame's (Q, S) is part of the weights
+}
 
 template <class T>
 EngineResult SezmEngine<T>::compute(const Graph& g, bool gradients, FeatureExchange<T>* ex) const {
@@ -21,8 +30,12 @@ EngineResult SezmEngine<T>::compute(const Graph& g, bool gradients, FeatureExcha
   const std::vector<int> tiles = make_edge_tiles(t);
 
   // ---- geometry and initial embedding ----
+  // Bridging (docs/model.md §9): the descriptor sees the clamped edge vectors and the source gate.
+  BridgingState br;
+  if (cfg.zbl) bridging_clamp_forward(cfg, g, br);
   EdgeGeometry<T> geo;
-  edge_geometry_forward(w_, g.vec.data(), E, geo);
+  edge_geometry_forward(w_, cfg.zbl ? br.vc.data() : g.vec.data(), E, geo);
+  if (cfg.zbl) bridging_gate_forward(g, br, ex, geo.gate);
   std::vector<T> isd;
   degree_forward(t, geo, isd);
   Mat<T> tf;
@@ -64,6 +77,10 @@ EngineResult SezmEngine<T>::compute(const Graph& g, bool gradients, FeatureExcha
   res.atom_energy.resize(N);
   FittingCache<T> fc;
   fitting_forward(w_, desc, g.types.data(), res.atom_energy.data(), fc);
+  if (cfg.zbl) {  // the ZBL pair energy on the raw edges (docs/model.md §9.3)
+    res.edge_grad.assign(gradients ? 3 * static_cast<size_t>(E) : 0, 0.0);
+    zbl_forward_backward(g, w_.zbl_z, res.atom_energy.data(), gradients ? res.edge_grad.data() : nullptr);
+  }
   for (double e : res.atom_energy) res.energy += e;
   const auto t_forward = clock::now();
   res.seconds_forward = std::chrono::duration<double>(t_forward - t_start).count();
@@ -102,8 +119,12 @@ EngineResult SezmEngine<T>::compute(const Graph& g, bool gradients, FeatureExcha
     gb.env[e] += acc;
   }
   radial_mlp_backward(w_, hrad.data(), E, M_bar.data(), gb.rbf.data());
-  res.edge_grad.resize(3 * static_cast<size_t>(E));
-  edge_geometry_backward(w_, geo, gb, res.edge_grad.data());
+  std::vector<double> learned_grad(3 * static_cast<size_t>(E));
+  edge_geometry_backward(w_, geo, gb, learned_grad.data());
+  if (cfg.zbl) bridging_backward(g, br, gb.gate, ex, learned_grad.data());  // d/d(clamped v) -> d/dv
+  if (res.edge_grad.empty()) res.edge_grad = std::move(learned_grad);
+  else
+    for (size_t i = 0; i < learned_grad.size(); ++i) res.edge_grad[i] += learned_grad[i];
   res.seconds_backward = std::chrono::duration<double>(clock::now() - t_forward).count();
   return res;
 }

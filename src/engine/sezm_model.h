@@ -21,8 +21,7 @@ namespace sezm {
 template <class T>
 class SezmEngine {
  public:
-  explicit SezmEngine(ModelW<T> w)
-      : w_(std::move(w)), grid_(w_.cfg.lmax, w_.cfg.any_so3_grid() ? w_.cfg.kmax : -1) {}
+  explicit SezmEngine(ModelW<T> w);
   const ModelConfig& config() const { return w_.cfg; }
   const ModelW<T>& weights() const { return w_; }
 

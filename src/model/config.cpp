@@ -1,6 +1,7 @@
 #include "model/config.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <set>
 
@@ -214,8 +215,19 @@ void parse_descriptor(Section& d, ModelConfig& c) {
   d.fixed("lebedev_quadrature", true);
   d.fixed("activation_function", "silu");
   d.fixed("glu_activation", true);  // the auto widths below assume GLU
-  d.fixed("add_chg_spin_ebd", false, true);
-  d.fixed("default_chg_spin", nullptr, true);
+  // Charge/spin conditioning (docs/model.md §10): a frame-level (Q, S) embedding added to the
+  // type embedding; the value itself is an input (pair_style ... charge_spin, --charge-spin).
+  if (const json* v = d.optional("add_chg_spin_ebd"); v && !v->is_boolean())
+    d.refuse("add_chg_spin_ebd", *v, "true or false");
+  else
+    c.chg_spin = v && v->get<bool>();
+  if (const json* v = d.optional("default_chg_spin"); v && !v->is_null()) {
+    const bool ok = v->is_array() && v->size() == 2 && (*v)[0].is_number() && (*v)[1].is_number();
+    if (!ok) d.refuse("default_chg_spin", *v, "null or [charge, spin]");
+    c.has_default_chg_spin = true;
+    c.default_charge = (*v)[0].get<double>();
+    c.default_spin = (*v)[1].get<double>();
+  }
   d.fixed("exclude_types", json::array(), true);
   d.ignore({"seed", "trainable", "random_gamma", "use_amp", "sel"});
   d.finish();
@@ -269,7 +281,9 @@ ModelConfig parse_model_config(const nlohmann::json& model_params, const std::st
       throw Error(source + ": unsupported model type " + type.dump() + " (supported: \"dpa4\")");
   }
   if (const json* spin = m.optional("spin"); spin && !spin->is_null())
-    m.refuse("spin", *spin, "null", "spin models are not supported");
+    m.refuse("spin", *spin, "null",
+             "native spin models are not supported; they belong to deepmd-kit's own LAMMPS pair "
+             "style (pair_style deepspin)");
   for (const char* key : {"use_srtab", "srtab"})
     if (const json* v = m.optional(key))
       m.refuse(key, *v, "absent", "tabulated short-range pair potentials are not supported");
@@ -290,7 +304,28 @@ ModelConfig parse_model_config(const nlohmann::json& model_params, const std::st
   // have the feature, i.e. it is off.
   m.fixed("pair_exclude_types", json::array(), true);
   m.fixed("atom_exclude_types", json::array(), true);
-  m.fixed("bridging_method", "None", true, "ZBL bridging is not supported");
+  // ZBL bridging (docs/model.md §9): deepmd-kit upper-cases the method; "none" is off.
+  if (const json* v = m.optional("bridging_method"); v && !v->is_null()) {
+    std::string method = v->is_string() ? v->get<std::string>() : "?";
+    for (char& ch : method) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    if (method == "ZBL") {
+      c.zbl = true;
+    } else if (method != "NONE" && method != "") {
+      m.refuse("bridging_method", *v, "\"zbl\" or \"None\"");
+    }
+  }
+  if (c.zbl) {
+    // deepmd-kit's defaults where a key is absent (model/__init__.py): 0.5 and 0.8 Å.
+    const json* ri = m.optional("bridging_r_inner");
+    const json* ro = m.optional("bridging_r_outer");
+    if (ri && !ri->is_number()) m.refuse("bridging_r_inner", *ri, "a number > 0");
+    if (ro && !ro->is_number()) m.refuse("bridging_r_outer", *ro, "a number > 0");
+    c.bridging_r_inner = ri ? ri->get<double>() : 0.5;
+    c.bridging_r_outer = ro ? ro->get<double>() : 0.8;
+    if (!(c.bridging_r_inner > 0) || !(c.bridging_r_outer > c.bridging_r_inner))
+      m.refuse("bridging_r_outer", c.bridging_r_outer,
+               "0 < bridging_r_inner < bridging_r_outer, here r_inner = " + json(c.bridging_r_inner).dump());
+  }
   // LoRA fine-tuning (deepmd-kit 3.2.0): the adapters are folded into the base weights at load
   // (model/lora.h); rank and alpha only check the stored adapters and scaling.
   if (const json* v = m.optional("lora"); v && !v->is_null()) {
@@ -306,7 +341,7 @@ ModelConfig parse_model_config(const nlohmann::json& model_params, const std::st
   m.fixed("preset_out_bias", nullptr, true);
   m.ignore({"data_stat_nbatch", "data_stat_protect", "data_bias_nsample", "srtab_add_bias",
             "use_compile", "enable_tf32", "model_branch_alias", "info", "bridging_r_inner",
-            "bridging_r_outer"});
+            "bridging_r_outer"});  // the radii are read above when bridging is on
   m.finish();
   return c;
 }

@@ -45,6 +45,14 @@ struct ModelConfig {
   int n_frames() const { return 2 * kmax + 1; }  // K
   // ---- fitting ----
   std::vector<int> fitting_neuron;  // as written in the config (0 = auto width)
+  // ---- ZBL bridging (model.bridging_method "zbl"; docs/model.md §9) ----
+  bool zbl = false;
+  double bridging_r_inner = 0.0;  // the descriptor's clamp / freeze radius (Å)
+  double bridging_r_outer = 0.0;  // end of the transition zone (Å)
+  // ---- charge/spin conditioning (descriptor.add_chg_spin_ebd; docs/model.md §10) ----
+  bool chg_spin = false;
+  bool has_default_chg_spin = false;
+  double default_charge = 0.0, default_spin = 0.0;  // descriptor.default_chg_spin
   int dim_case_embd = 0;            // K: width of the case (head) one-hot; 0 = none
   bool case_film_embd = false;      // with K > 0: FiLM of the fitting layers, else concatenated
   // ---- multi-task (model_dict): the chosen head, set by load_model_weights ----

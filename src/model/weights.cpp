@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "io/checkpoint.h"
+#include "model/elements.h"
 #include "model/fitting_weights.h"
 #include "model/lora.h"
 
@@ -262,6 +263,32 @@ ModelW<T> load_weights(const Checkpoint& ckpt, const ModelConfig& cfg) {
   }
   w.fit_out = fw.out.cast<T>();
   w.atom_bias = fw.atom_bias;
+
+  if (cfg.zbl) {
+    // Z from the element symbols (deepmd-kit's table); the checkpoint's own copy must agree.
+    const std::string key = "inter_potential.atomic_numbers";
+    const TensorData* stored = ckpt.has(key) ? &ckpt.get(key) : nullptr;
+    if (stored && stored->shape != std::vector<int64_t>{nt})
+      throw Error(ckpt.path + ": tensor '" + key + "' has shape " + shape_string(stored->shape) +
+                  ", the type_map implies " + shape_string({nt}));
+    for (int t = 0; t < nt; ++t) {
+      const int z = atomic_number(cfg.type_map[t]);
+      if (z == 0)
+        throw Error(ckpt.path + ": ZBL bridging needs element symbols in type_map; '" + cfg.type_map[t] +
+                    "' is not one");
+      if (stored && stored->data[t] != z)
+        throw Error(ckpt.path + ": tensor '" + key + "' gives Z = " + std::to_string(stored->data[t]) + " for '" +
+                    cfg.type_map[t] + "', the element table " + std::to_string(z));
+      w.zbl_z.push_back(z);
+    }
+  }
+  if (cfg.chg_spin) {
+    const std::string cs = d + "charge_spin_embedding.";
+    w.cs_charge = ld.mat<T>(cs + "charge_embedding.adam_type_embedding", 200, C);
+    w.cs_spin = ld.mat<T>(cs + "spin_embedding.adam_type_embedding", 100, C);
+    w.cs_mix_w = ld.mat<T>(cs + "mix_layer.matrix", 2 * C, C);
+    w.cs_mix_b = ld.vec<T>(cs + "mix_layer.bias", {C});
+  }
   return w;
 }
 

@@ -113,6 +113,17 @@ struct ModelW {
   std::vector<Vec<T>> fit_b;           // 2H_k
   Vec<T> fit_out;                      // H_last
   std::vector<double> atom_bias;       // per type: bias_atom_e + out_bias (kept in double)
+  // ZBL bridging (cfg.zbl; docs/model.md §9): nuclear charge per type, from type_map.
+  std::vector<double> zbl_z;
+  // Charge/spin conditioning (cfg.chg_spin; docs/model.md §10). The frame's condition
+  // silu([Ec[Q+100], Es[S]] W + b) is added to every row of type_embedding by
+  // apply_charge_spin (model/charge_spin.h) before an engine is made; engines refuse a
+  // conditioned model whose condition was not applied.
+  Mat<T> cs_charge;                    // 200 x C, row Q + 100
+  Mat<T> cs_spin;                      // 100 x C, row S
+  Mat<T> cs_mix_w;                     // 2C x C
+  Vec<T> cs_mix_b;                     // C
+  bool cs_applied = false;
 };
 
 template <class T>

@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <optional>
 #include <vector>
 
 #include "atom.h"
@@ -192,8 +193,16 @@ int run_ref(int argc, char **argv) {
     return 2;
   }
 
+  // A frame with a charge/spin (docs/model.md §10) runs with `pair_style ... charge_spin Q S`;
+  // without one, both sides use the model's default_chg_spin.
+  std::optional<sezm::ChargeSpin> cs;
+  std::string cs_args;
+  if (cfg.contains("charge_spin") && !cfg["charge_spin"].is_null()) {
+    cs = sezm::ChargeSpin{cfg["charge_spin"][0].get<double>(), cfg["charge_spin"][1].get<double>()};
+    cs_args = " charge_spin " + std::to_string(cs->charge) + " " + std::to_string(cs->spin);
+  }
   // Engine on the same coordinates (every rank computes it; it is small).
-  const sezm::Potential pot = sezm::Potential::load(model, {}, head);
+  const sezm::Potential pot = sezm::Potential::load(model, {}, head, cs);
   const sezm::Evaluation ev = pot.evaluate(pos.data(), types.data(), n, periodic ? cell.data() : nullptr, true, true);
 
   // Data file written by rank 0; read_data wraps atoms outside the periodic box.
@@ -232,7 +241,7 @@ int run_ref(int argc, char **argv) {
   cmd(lmp, periodic ? "boundary p p p" : "boundary f f f");
   if (px > 0) cmd(lmp, "processors " + std::to_string(px) + " " + std::to_string(py) + " " + std::to_string(pz));
   cmd(lmp, "read_data " + data_path);
-  cmd(lmp, "pair_style sezm " + model + (head.empty() ? "" : " head " + head));
+  cmd(lmp, "pair_style sezm " + model + (head.empty() ? "" : " head " + head) + cs_args);
   std::string pc = "pair_coeff * *";
   for (const auto &e : tmap) pc += " " + e;
   cmd(lmp, pc);
