@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -67,6 +68,28 @@ struct System {
 inline sezm::Evaluation evaluate(const sezm::Potential& p, const System& s, bool forces = true,
                                  bool atom_virial = false) {
   return p.evaluate(s.pos.data(), s.types.data(), s.n(), s.cell_ptr(), forces, atom_virial);
+}
+
+// Fourth-order central difference of f at 0 with step h.
+inline double fd4(const std::function<double(double)>& f, double h) {
+  return (f(-2 * h) - 8 * f(-h) + 8 * f(h) - f(2 * h)) / (12 * h);
+}
+
+// dE/d eps_kj of the homogeneous deformation (I + eps) applied to positions and cell rows, by fd4:
+// minus the virial W[3k + j] (LAMMPS sign).
+inline double strain_derivative(const System& s0, int k, int j, double h,
+                                const std::function<double(const System&)>& energy) {
+  return fd4(
+      [&](double d) {
+        System s = s0;
+        auto strain = [&](std::vector<double>& rows) {
+          for (size_t r = 0; r < rows.size(); r += 3) rows[r + k] += d * rows[r + j];
+        };
+        strain(s.pos);
+        strain(s.cell);
+        return energy(s);
+      },
+      h);
 }
 
 inline double max_abs(const std::vector<double>& v) {

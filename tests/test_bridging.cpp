@@ -24,10 +24,6 @@ using namespace sezm_test;
 const char* kZblModel = "recipes/zbl_plain_f64.pt";
 const char* kZblRef = "recipes/ref_zbl_plain_f64.json";
 
-double fd4(const std::function<double(double)>& f, double h) {
-  return (f(-2 * h) - 8 * f(-h) + 8 * f(h) - f(2 * h)) / (12 * h);
-}
-
 TEST(Bridging, ClampAndSwitchShape) {
   const double ri = 0.5, ro = 0.8;
   double c, dc, s, ds;
@@ -141,17 +137,7 @@ void check_fd(const BridgedEval& eval, const System& s0, const char* label) {
   }
   for (int k = 0; k < 3; ++k)
     for (int j = 0; j < 3; ++j) {
-      const double dE = fd4(
-          [&](double d) {
-            System s = s0;
-            auto strain = [&](std::vector<double>& rows) {
-              for (size_t r = 0; r < rows.size(); r += 3) rows[r + k] += d * rows[r + j];
-            };
-            strain(s.pos);
-            strain(s.cell);
-            return eval(s, false).energy;
-          },
-          kH);
+      const double dE = strain_derivative(s0, k, j, kH, [&](const System& s) { return eval(s, false).energy; });
       w_err = std::max(w_err, std::abs(-dE - ev.virial[3 * k + j]) / w_scale);
       EXPECT_NEAR(ev.virial[3 * k + j], -dE, 1e-9 * w_scale + noise) << label << " virial " << k << j;
     }

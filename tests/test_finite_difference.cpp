@@ -31,10 +31,6 @@ using namespace sezm_test;
 constexpr double kRel = 1e-9;
 constexpr double kRound = 1.5 * 8 * 2.220446049250313e-16;
 
-double fd4(const std::function<double(double)>& f, double h) {
-  return (f(-2 * h) - 8 * f(-h) + 8 * f(h) - f(2 * h)) / (12 * h);
-}
-
 struct FdCase {
   std::string model;  // key for sezm_test::model()
   std::string system;
@@ -86,17 +82,7 @@ TEST_P(FiniteDifference, ForcesAndVirial) {
   const double w_scale = max_abs(ev.virial);
   for (int k = 0; k < 3; ++k)
     for (int j = 0; j < 3; ++j) {
-      const double dE = fd4(
-          [&](double d) {
-            System s = s0;
-            auto strain = [&](std::vector<double>& rows) {
-              for (size_t r = 0; r < rows.size(); r += 3) rows[r + k] += d * rows[r + j];
-            };
-            strain(s.pos);
-            strain(s.cell);
-            return evaluate(*pot, s, false).energy;
-          },
-          kH);
+      const double dE = strain_derivative(s0, k, j, kH, [&](const System& s) { return evaluate(*pot, s, false).energy; });
       w_err = std::max(w_err, std::abs(-dE - ev.virial[3 * k + j]) / w_scale);
       EXPECT_NEAR(ev.virial[3 * k + j], -dE, kRel * w_scale + noise) << "virial " << k << j;
     }
