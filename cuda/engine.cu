@@ -10,6 +10,11 @@
 // chunk's rotation and whole stack; in fast mode the forward keeps the gated layers'
 // pre-activations of every edge, and the backward replays those layers elementwise (no GEMM),
 // recomputing only the rotation and the final linear layer.
+//
+// ZBL bridging (docs/model.md §9) runs on the host around this orchestration (bridging.cuh): the
+// clamped edge vectors replace the raw ones before the geometry, the per-edge gate goes to the
+// env-seed, GIE and softmax launchers (nullptr for an unbridged model), the pair energy is added
+// to the per-atom energies, and the gate's adjoint is mapped back after the geometry backward.
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>

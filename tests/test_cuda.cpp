@@ -1,6 +1,7 @@
 // CUDA engine, in both modes (lean, fast), against the float64 CPU engine on the same weights and
 // against deepmd-kit's references; finite differences of the GPU energy; repeatability; fast vs
-// lean; chunking and the ghost exchange path. Every test skips cleanly when the build has no CUDA engine or no GPU is usable.
+// lean; chunking and the ghost exchange path; ZBL bridging (the learned part alone, chunked and
+// through ghost rows). Every test skips cleanly when the build has no CUDA engine or no GPU is usable.
 #include <gtest/gtest.h>
 
 #include <algorithm>
