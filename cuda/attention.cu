@@ -54,7 +54,8 @@ __global__ void attention_node_forward_k(Dims d, BlockWDev w, int N, int NT, con
 // (docs/model.md §5.7.2, shifted form). Warp reductions in a fixed tree: deterministic.
 __global__ void softmax_forward_k(Dims d, BlockWDev w, int N, const int* __restrict__ src, const int* __restrict__ off,
                                   const float* __restrict__ env, EdgeRadialIn R,
-                                  const float* __restrict__ q, const float* __restrict__ k, float* alpha) {
+                                  const float* __restrict__ q, const float* __restrict__ k, float* alpha,
+                                  const float* __restrict__ gate) {
   const long gw = ((long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (gw >= (long)N * d.F) return;  // whole warps leave together
@@ -65,20 +66,22 @@ __global__ void softmax_forward_k(Dims d, BlockWDev w, int N, const int* __restr
   const float log_null = w.log_zeta[f];
   float mx = log_null;
   for (int e = off[n] + lane; e < off[n + 1]; e += 32) {
-    if (!(env[e] > 0.0f)) continue;
+    if (!(env[e] > 0.0f) || (gate && !(gate[e] > 0.0f))) continue;
     const float* kn = k + (size_t)src[e] * d.Cw + f * Cf;
     float l = 0.0f;
     for (int c = 0; c < Cf; ++c) l += qn[c] * kn[c];
     l *= scale;
     for (int c = 0; c < d.C; ++c) l += R(d, e, 0, c) * u[c];
-    const float eff = l + 2.0f * logf(env[e]);
+    float eff = l + 2.0f * logf(env[e]);
+    if (gate) eff += logf(gate[e]);  // bridging: the mass times gate_e
     alpha[(size_t)e * d.F + f] = eff;  // stash the logit, normalised below
     mx = fmaxf(mx, eff);
   }
   for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
   float part = 0.0f;
   for (int e = off[n] + lane; e < off[n + 1]; e += 32) {
-    const float a = env[e] > 0.0f ? expf(alpha[(size_t)e * d.F + f] - mx) : 0.0f;
+    const bool live = env[e] > 0.0f && (!gate || gate[e] > 0.0f);
+    const float a = live ? expf(alpha[(size_t)e * d.F + f] - mx) : 0.0f;
     alpha[(size_t)e * d.F + f] = a;
     part += a;
   }
@@ -123,7 +126,8 @@ __global__ void gate_backward_k(Dims d, int N, const float* __restrict__ gamma, 
 __global__ void softmax_backward_k(Dims d, BlockWDev w, int n0, int e0, const int* __restrict__ src,
                                    const int* __restrict__ off, const float* __restrict__ env,
                                    const float* __restrict__ alpha, const float* __restrict__ alpha_bar,
-                                   const float* __restrict__ k, float* lbar, float* q_bar, float* env_bar) {
+                                   const float* __restrict__ k, float* lbar, float* q_bar, float* env_bar,
+                                   const float* __restrict__ gate, float* gate_bar) {
   __shared__ float red[32 * 8], dots[8];
   extern __shared__ float qpart[];  // (R - 1) x Cw
   const int n = n0 + blockIdx.x, c = threadIdx.x, y = threadIdx.y, R = blockDim.y;
@@ -136,14 +140,16 @@ __global__ void softmax_backward_k(Dims d, BlockWDev w, int n0, int e0, const in
     for (int f = 0; f < d.F; ++f) part[f] += alpha[(size_t)e * d.F + f] * alpha_bar[(size_t)(e - e0) * d.F + f];
   cta_sum<8>(part, red, dots);
   for (int e = s0 + tid; e < s1; e += nt) {
-    float eb = 0.0f;
+    float eb = 0.0f, gb = 0.0f;
     for (int f = 0; f < d.F; ++f) {
       const float lb = alpha[(size_t)e * d.F + f] * (alpha_bar[(size_t)(e - e0) * d.F + f] - dots[f]);
-      const bool live = env[e] > 0.0f;
+      const bool live = env[e] > 0.0f && (!gate || gate[e] > 0.0f);
       lbar[(size_t)(e - e0) * d.F + f] = live ? lb : 0.0f;
       if (live) eb += 2.0f * lb / env[e];
+      if (live && gate) gb += lb / gate[e];
     }
     env_bar[e] += eb;
+    if (gate) gate_bar[e] += gb;  // each edge belongs to one thread of one CTA: no race
   }
   __syncthreads();  // lbar of this segment is complete
   const int f = c / d.Cf;
@@ -200,7 +206,7 @@ void launch_attention_node_forward(const Dims& d, const BlockWDev& w, const Atte
 void launch_attention_softmax_forward(const Dims& d, const BlockWDev& w, const SoftmaxArgs& a, cudaStream_t s) {
   if (a.N == 0) return;
   softmax_forward_k<<<div_up((long)a.N * d.F * 32, kT), kT, 0, s>>>(d, w, a.N, a.src, a.off, a.env, a.R, a.q, a.k,
-                                                                    a.alpha);
+                                                                    a.alpha, a.gate);
   SEZM_LAUNCH("softmax_forward");
 }
 void launch_gate_post(const Dims& d, const OutputGateArgs& a, cudaStream_t s) {
@@ -221,7 +227,7 @@ void launch_softmax_backward(const Dims& d, const BlockWDev& w, const SoftmaxBac
   const dim3 block(d.Cw, rows);
   const size_t bytes = (size_t)(rows - 1) * d.Cw * sizeof(float);
   softmax_backward_k<<<a.n1 - a.n0, block, bytes, s>>>(d, w, a.n0, a.e0, a.src, a.off, a.env, a.alpha, a.alpha_bar,
-                                                       a.k, a.lbar, a.q_bar, a.env_bar);
+                                                       a.k, a.lbar, a.q_bar, a.env_bar, a.gate, a.gate_bar);
   SEZM_LAUNCH("softmax_backward");
 }
 void launch_attention_node_backward(const Dims& d, const BlockWDev& w, const AttentionNodeArgs& a, cudaStream_t s) {

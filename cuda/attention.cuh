@@ -17,7 +17,9 @@ struct AttentionNodeArgs {
 void launch_attention_node_forward(const Dims& d, const BlockWDev& w, const AttentionNodeArgs& a, cudaStream_t s);
 void launch_attention_node_backward(const Dims& d, const BlockWDev& w, const AttentionNodeArgs& a, cudaStream_t s);
 
-// The envelope softmax over each centre's in-edges, all foci: alpha (E, F).
+// The envelope softmax over each centre's in-edges, all foci: alpha (E, F). With a bridging gate
+// (docs/model.md §9.2) an edge's mass env^2 exp(logit) is multiplied by gate_e; an edge with a
+// zero gate leaves the segment like one with a zero envelope.
 struct SoftmaxArgs {
   int N;
   const int *src, *off;
@@ -25,6 +27,7 @@ struct SoftmaxArgs {
   EdgeRadialIn R;  // the radial logit bias reads R(e, 0, :)
   const float *q, *k;
   float* alpha;  // written
+  const float* gate = nullptr;  // bridging source gate (E), a factor of each edge's mass; nullptr: none
 };
 void launch_attention_softmax_forward(const Dims& d, const BlockWDev& w, const SoftmaxArgs& a, cudaStream_t s);
 
@@ -35,6 +38,8 @@ struct SoftmaxBackwardArgs {
   const int *src, *off;
   const float *env, *alpha, *alpha_bar, *k;
   float *lbar, *q_bar, *env_bar;
+  const float* gate = nullptr;  // bridging source gate (E, absolute edge index), or nullptr
+  float* gate_bar = nullptr;    // with a gate: dE/dgate (E), added into
 };
 void launch_softmax_backward(const Dims& d, const BlockWDev& w, const SoftmaxBackwardArgs& a, cudaStream_t s);
 

@@ -167,9 +167,8 @@ Dims model_dims(const ModelW<double>& w) {
   // Charge/spin conditioning needs nothing here: the frame's condition is folded into
   // type_embedding on the host (model/charge_spin.h) and uploaded with it.
   require_charge_spin_applied(w);
-  if (c.zbl)
-    throw Error("device cuda: ZBL bridging (model.bridging_method \"zbl\": inner clamp, source gate and ZBL pair "
-                "term, docs/model.md §9) is computed by the CPU engine only so far; use device cpu");
+  // ZBL bridging (docs/model.md §9) needs nothing here either: its clamp, gate and pair term run on
+  // the host (bridging.cuh) and reach the kernels as per-edge arrays.
   d.C = c.channels; d.L = c.lmax; d.D = c.n_coeff(); d.Dm = c.n_reduced(); d.F = c.n_focus;
   d.Cf = c.focus_width(); d.Cw = c.wide(); d.ROW = d.Dm * d.Cf; d.M0 = (d.L + 1) * d.Cf; d.M1 = d.L * d.Cf;
   d.K = (d.L + 1) * (d.L + 1) + d.L * d.L; d.H = c.ffn_hidden(); d.nr = c.n_radial; d.ntypes = w.ntypes;

@@ -91,7 +91,8 @@ __global__ void __launch_bounds__(kNodeT) env_seed_node_forward_k(Dims d, ModelW
                                                                   const int* __restrict__ types,
                                                                   const float* __restrict__ g,
                                                                   const float* __restrict__ seed,
-                                                                  const float* __restrict__ isd, float* A_o,
+                                                                  const float* __restrict__ isd,
+                                                                  const float* __restrict__ gate, float* A_o,
                                                                   float* f_o, float* X0) {
   __shared__ float A[4 * 128], f[2 * kMaxC];
   const int n = blockIdx.x, t = threadIdx.x;
@@ -99,7 +100,10 @@ __global__ void __launch_bounds__(kNodeT) env_seed_node_forward_k(Dims d, ModelW
   for (int idx = t; idx < 4 * emb; idx += kNodeT) {
     const int k = idx / emb, i = idx % emb;
     float a = 0.0f;
-    for (int e = off[n]; e < off[n + 1]; ++e) a += seed[4 * (size_t)e + k] * g[(size_t)e * emb + i];
+    if (gate)  // bridging: each edge's outer product times its source gate
+      for (int e = off[n]; e < off[n + 1]; ++e) a += seed[4 * (size_t)e + k] * (gate[e] * g[(size_t)e * emb + i]);
+    else
+      for (int e = off[n]; e < off[n + 1]; ++e) a += seed[4 * (size_t)e + k] * g[(size_t)e * emb + i];
     a *= isd[n];
     A[idx] = a;
     A_o[(size_t)n * 4 * emb + idx] = a;
@@ -205,7 +209,8 @@ __global__ void env_seed_edge_backward_k(Dims d, ModelWDev w, int E, const int* 
                                          const float* __restrict__ env, const float* __restrict__ denv,
                                          const float* __restrict__ rbf, const float* __restrict__ isd,
                                          const float* __restrict__ g_i, const float* __restrict__ seed_i,
-                                         const float* __restrict__ A_bar, float* rbf_bar, float* vec_bar) {
+                                         const float* __restrict__ A_bar, float* rbf_bar, float* vec_bar,
+                                         const float* __restrict__ gate, float* gate_bar) {
   const int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= E) return;
   const int n = dst[e], emb = d.es_emb;
@@ -218,12 +223,19 @@ __global__ void env_seed_edge_backward_k(Dims d, ModelWDev w, int E, const int* 
     for (int i = 0; i < emb; ++i) a += Ab[k * emb + i] * ge[i];
     sb[k] = isd[n] * a;
   }
+  if (gate) {  // bridging: sb above is w.r.t. the gated product seed^T (gate g)
+    float gsum = 0.0f;
+    for (int k = 0; k < 4; ++k) gsum += sb[k] * se[k];
+    gate_bar[e] += gsum;
+    for (int k = 0; k < 4; ++k) sb[k] *= gate[e];
+  }
   float p1[kMaxHid], gin[kMaxHid], g1[kMaxHid], gb[kMaxHid];
   env_seed_edge(d, w, rbf + (size_t)e * d.nr, types[src[e]], types[dst[e]], p1, gin, g1, gb);
   for (int i = 0; i < emb; ++i) {
     float a = 0.0f;
     for (int k = 0; k < 4; ++k) a += Ab[k * emb + i] * se[k];
     gb[i] = isd[n] * a;
+    if (gate) gb[i] *= gate[e];
   }
   // back through g = silu(g1) Wg2, g1 = gin Wg1 (only the rbf-projection part of gin matters).
   for (int o = 0; o < d.es_hid; ++o) {
@@ -256,15 +268,21 @@ __global__ void env_seed_edge_backward_k(Dims d, ModelWDev w, int E, const int* 
 
 // GIE rows l >= 1: one thread per (node, packed row p >= 1, channel).
 __global__ void gie_forward_k(Dims d, int N, const int* __restrict__ off, const float* __restrict__ Dc,
-                              const float* __restrict__ isd, const float* __restrict__ rho, float* X0) {
+                              const float* __restrict__ isd, const float* __restrict__ rho,
+                              const float* __restrict__ gate, float* X0) {
   const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
   const int C = d.C;
   if (idx >= (long)N * (d.D - 1) * C) return;
   const int c = idx % C, p = 1 + (idx / C) % (d.D - 1), n = idx / ((long)C * (d.D - 1));
   const int l = degree_of_packed(p), m = p - l * l - l;
   float acc = 0.0f;
-  for (int e = off[n]; e < off[n + 1]; ++e)
-    acc += Dc[(size_t)e * d.dc_size + dc_off(l) + (2 * l + 1) + m + l] * rho[((size_t)e * (d.L + 1) + l) * C + c];
+  if (gate)  // bridging: each message times its source gate
+    for (int e = off[n]; e < off[n + 1]; ++e)
+      acc += gate[e] * (Dc[(size_t)e * d.dc_size + dc_off(l) + (2 * l + 1) + m + l] *
+                        rho[((size_t)e * (d.L + 1) + l) * C + c]);
+  else
+    for (int e = off[n]; e < off[n + 1]; ++e)
+      acc += Dc[(size_t)e * d.dc_size + dc_off(l) + (2 * l + 1) + m + l] * rho[((size_t)e * (d.L + 1) + l) * C + c];
   X0[((size_t)n * d.D + p) * C + c] = isd[n] * acc;
 }
 
@@ -281,7 +299,8 @@ __global__ void gie_isd_backward_k(Dims d, int N, const float* __restrict__ isd,
 //  rho_bar[e, l, c] += isd[n] sum_m X0_bar[n, p(l,m), c] Dc[e, k(l,m)]   (thread per (e, l >= 1, c));
 //  Dc_bar[e, k(l,m)] += isd[n] sum_c X0_bar[n, p(l,m), c] rho[e, l, c]   (thread per (e, p >= 1)).
 __global__ void gie_rho_backward_k(Dims d, int E, const int* __restrict__ dst, const float* __restrict__ Dc,
-                                   const float* __restrict__ isd, const float* __restrict__ X0_bar, float* rho_bar) {
+                                   const float* __restrict__ isd, const float* __restrict__ X0_bar,
+                                   const float* __restrict__ gate, float* rho_bar) {
   const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
   const int C = d.C;
   if (idx >= (long)E * d.L * C) return;
@@ -291,11 +310,13 @@ __global__ void gie_rho_backward_k(Dims d, int E, const int* __restrict__ dst, c
   const float* z = Dc + (size_t)e * d.dc_size + dc_off(l) + (2 * l + 1) + l;
   float rb = 0.0f;
   for (int m = -l; m <= l; ++m) rb += xb[(size_t)packed(l, m) * C] * z[m];
+  if (gate) rb *= gate[e];
   rho_bar[((size_t)e * (d.L + 1) + l) * C + c] += isd[n] * rb;
 }
 
 __global__ void gie_dc_backward_k(Dims d, int E, const int* __restrict__ dst, const float* __restrict__ isd,
-                                  const float* __restrict__ rho, const float* __restrict__ X0_bar, float* Dc_bar) {
+                                  const float* __restrict__ rho, const float* __restrict__ X0_bar,
+                                  const float* __restrict__ gate, float* Dc_bar) {
   const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
   if (idx >= (long)E * (d.D - 1)) return;
   const int p = 1 + (int)(idx % (d.D - 1)), e = (int)(idx / (d.D - 1)), n = dst[e], C = d.C;
@@ -304,7 +325,28 @@ __global__ void gie_dc_backward_k(Dims d, int E, const int* __restrict__ dst, co
   const float* re = rho + ((size_t)e * (d.L + 1) + l) * C;
   float zb = 0.0f;
   for (int c = 0; c < C; ++c) zb += xb[c] * re[c];
+  if (gate) zb *= gate[e];
   Dc_bar[(size_t)e * d.dc_size + dc_off(l) + (2 * l + 1) + m + l] += isd[n] * zb;
+}
+
+// Bridging only: the GIE's share of dE/dgate_e = isd[n] sum_{p >= 1, c} X0_bar[n, p, c] Dc[e, k(p)]
+// rho[e, l(p), c], one thread per edge (one writer per edge: deterministic, no atomics).
+__global__ void gie_gate_backward_k(Dims d, int E, const int* __restrict__ dst, const float* __restrict__ isd,
+                                    const float* __restrict__ Dc, const float* __restrict__ rho,
+                                    const float* __restrict__ X0_bar, float* gate_bar) {
+  const int e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= E) return;
+  const int n = dst[e], C = d.C;
+  float acc = 0.0f;
+  for (int p = 1; p < d.D; ++p) {
+    const int l = degree_of_packed(p), m = p - l * l - l;
+    const float* xb = X0_bar + ((size_t)n * d.D + p) * C;
+    const float* re = rho + ((size_t)e * (d.L + 1) + l) * C;
+    float zb = 0.0f;
+    for (int c = 0; c < C; ++c) zb += xb[c] * re[c];
+    acc += zb * Dc[(size_t)e * d.dc_size + dc_off(l) + (2 * l + 1) + m + l];
+  }
+  gate_bar[e] += isd[n] * acc;
 }
 
 constexpr int kThreads = 128;
@@ -329,7 +371,8 @@ void launch_env_seed_forward(const Dims& d, const ModelWDev& w, const EnvSeedArg
     SEZM_LAUNCH("env_seed_edge_forward");
   }
   if (g.N > 0) {
-    env_seed_node_forward_k<<<g.N, kNodeT, 0, s>>>(d, w, g.N, g.off, g.types, a.gemb, a.seed, a.isd, a.A, a.f, a.X0);
+    env_seed_node_forward_k<<<g.N, kNodeT, 0, s>>>(d, w, g.N, g.off, g.types, a.gemb, a.seed, a.isd, a.gate, a.A, a.f,
+                                                    a.X0);
     SEZM_LAUNCH("env_seed_node_forward");
   }
 }
@@ -343,20 +386,20 @@ void launch_env_seed_backward(const Dims& d, const ModelWDev& w, const EnvSeedAr
   if (g.E > 0) {
     env_seed_edge_backward_k<<<div_up(g.E, kThreads), kThreads, 0, s>>>(
         d, w, g.E, g.src, g.dst, g.types, a.geo.vecf, a.geo.r, a.geo.env, a.geo.denv, a.geo.rbf, a.isd, a.gemb, a.seed,
-        a.A_bar, a.rbf_bar, a.vec_bar);
+        a.A_bar, a.rbf_bar, a.vec_bar, a.gate, a.gate_bar);
     SEZM_LAUNCH("env_seed_edge_backward");
   }
 }
 void launch_gie_forward(const Dims& d, const GieArgs& a, cudaStream_t s) {
   const long n = (long)a.N * (d.D - 1) * d.C;
   if (n == 0) return;
-  gie_forward_k<<<div_up(n, 256), 256, 0, s>>>(d, a.N, a.off, a.Dc, a.isd, a.rho, a.X0);
+  gie_forward_k<<<div_up(n, 256), 256, 0, s>>>(d, a.N, a.off, a.Dc, a.isd, a.rho, a.gate, a.X0);
   SEZM_LAUNCH("gie_forward");
 }
 void launch_gie_rho_backward(const Dims& d, const GieArgs& a, cudaStream_t s) {
   if (a.E == 0 || d.L == 0) return;
   gie_rho_backward_k<<<div_up((long)a.E * d.L * d.C, kThreads), kThreads, 0, s>>>(d, a.E, a.dst, a.Dc, a.isd,
-                                                                                  a.X0_bar, a.rho_bar);
+                                                                                  a.X0_bar, a.gate, a.rho_bar);
   SEZM_LAUNCH("gie_rho_backward");
 }
 void launch_gie_backward(const Dims& d, const GieArgs& a, cudaStream_t s) {
@@ -366,8 +409,13 @@ void launch_gie_backward(const Dims& d, const GieArgs& a, cudaStream_t s) {
   }
   if (a.E > 0 && d.L > 0) {
     gie_dc_backward_k<<<div_up((long)a.E * (d.D - 1), kThreads), kThreads, 0, s>>>(d, a.E, a.dst, a.isd, a.rho,
-                                                                                   a.X0_bar, a.Dc_bar);
+                                                                                   a.X0_bar, a.gate, a.Dc_bar);
     SEZM_LAUNCH("gie_dc_backward");
+  }
+  if (a.E > 0 && d.L > 0 && a.gate) {
+    gie_gate_backward_k<<<div_up(a.E, kThreads), kThreads, 0, s>>>(d, a.E, a.dst, a.isd, a.Dc, a.rho, a.X0_bar,
+                                                                   a.gate_bar);
+    SEZM_LAUNCH("gie_gate_backward");
   }
 }
 

@@ -1,7 +1,9 @@
 #pragma once
 // The initial node embedding on the device (CPU twin: engine/embeddings.h): degree
 // normalisation, environment-seed FiLM of the type features (row 0 of X0) and the GIE (rows
-// l >= 1 of X0), forward and backward.
+// l >= 1 of X0), forward and backward. A bridged model's source gate (docs/model.md §9.2)
+// multiplies each edge's env-seed outer product and GIE message; without one (gate nullptr)
+// the kernels run exactly the unbridged arithmetic.
 #include "model_dev.cuh"
 
 namespace sezm::cuda {
@@ -28,6 +30,8 @@ struct EnvSeedArgs {
   float* X0;                   // forward: (N, D, C), row 0 written
   const float* X0_bar;         // backward
   float *A_bar, *isd_bar, *rbf_bar, *vec_bar;
+  const float* gate;  // bridging source gate (E) on each edge's outer product (docs/model.md §9.2), or nullptr
+  float* gate_bar;    // backward, with a gate: dE/dgate (E), added into
 };
 void launch_env_seed_forward(const Dims& d, const ModelWDev& w, const EnvSeedArgs& a, cudaStream_t s);
 void launch_env_seed_backward(const Dims& d, const ModelWDev& w, const EnvSeedArgs& a, cudaStream_t s);
@@ -42,6 +46,8 @@ struct GieArgs {
   float* X0;             // forward: rows l >= 1 written
   const float* X0_bar;   // backward
   float *isd_bar, *Dc_bar, *rho_bar;
+  const float* gate;  // bridging source gate (E, at the same first edge as dst) on each message, or nullptr
+  float* gate_bar;    // launch_gie_backward, with a gate: dE/dgate (E), added into
 };
 void launch_gie_forward(const Dims& d, const GieArgs& a, cudaStream_t s);
 void launch_gie_backward(const Dims& d, const GieArgs& a, cudaStream_t s);

@@ -10,12 +10,18 @@
 // chunk's rotation and whole stack; in fast mode the forward keeps the gated layers'
 // pre-activations of every edge, and the backward replays those layers elementwise (no GEMM),
 // recomputing only the rotation and the final linear layer.
+//
+// ZBL bridging (docs/model.md §9) runs on the host around this orchestration (bridging.cuh): the
+// clamped edge vectors replace the raw ones before the geometry, the per-edge gate goes to the
+// env-seed, GIE and softmax launchers (nullptr for an unbridged model), the pair energy is added
+// to the per-atom energies, and the gate's adjoint is mapped back after the geometry backward.
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <vector>
 
 #include "attention.cuh"
+#include "bridging.cuh"
 #include "buffers.cuh"
 #include "chunks.cuh"
 #include "device.cuh"
@@ -57,6 +63,7 @@ struct CudaEngine::Impl : EngineBuffers {
   DeviceWeights dw;
   ChunkPlan plan;
   GhostStaging ghosts;
+  BridgingHost bridge;  // ZBL bridging (bridging.cuh); off for a model without it
   PhaseTimer timer;
   void mark(const char* what) { timer.mark(what, s); }
 
@@ -69,6 +76,7 @@ struct CudaEngine::Impl : EngineBuffers {
     const char* tv = std::getenv("SEZM_CUDA_TIMING");
     timer.enabled = tv && *tv && *tv != '0';
     dw.upload(w, d, &mem, s);
+    bridge.init(w);
   }
   ~Impl() {
     if (s) cudaStreamDestroy(s);
@@ -89,12 +97,14 @@ struct CudaEngine::Impl : EngineBuffers {
     a.geo = geom();
     a.isd = isd.data();
     a.gemb = g.data(); a.seed = seed.data(); a.A = A.data(); a.f = f.data();
+    a.gate = bridge.gate(); a.gate_bar = bridge.gate_bar();
     return a;
   }
   GieArgs gie_args() {
     GieArgs a{};
     a.N = N; a.E = E; a.dst = dst.data(); a.off = off.data();
     a.Dc = Dc.data(); a.isd = isd.data(); a.rho = rho.data();
+    a.gate = bridge.gate(); a.gate_bar = bridge.gate_bar();
     return a;
   }
   AttentionNodeArgs attention_node_args(int b) {
@@ -252,7 +262,7 @@ struct CudaEngine::Impl : EngineBuffers {
     launch_softmax_backward(d, w,
                             SoftmaxBackwardArgs{c.n0, c.n1, c.e0, src.data(), off.data(), env.data(), alpha[b].data(),
                                                 alpha_bar.data(), k[b].data(), lbar.data(), q_bar.data(),
-                                                env_bar.data()},
+                                                env_bar.data(), bridge.gate(), bridge.gate_bar()},
                             s);
     mark("bwd: focus compete");
     launch_focus_compete_backward(d, w,
@@ -349,6 +359,8 @@ struct CudaEngine::Impl : EngineBuffers {
       if (gv.types[i] < 0 || gv.types[i] >= d.ntypes)
         throw Error("CudaEngine: atom type index " + std::to_string(gv.types[i]) + " outside the model's type_map");
     prepare_call(gv, gradients);
+    // Bridging (docs/model.md §9): the device sees the clamped edge vectors and the source gate.
+    if (bridge.on()) bridge.forward(gv, ex, vec, gradients, &mem, s);
     const size_t Er = static_cast<size_t>(E), W = static_cast<size_t>(d.L + 1) * d.C;
     const size_t nodeW = static_cast<size_t>(d.D) * d.C, nodeWw = static_cast<size_t>(d.D) * d.Cw;
     const int nb = cfg.n_blocks;
@@ -382,9 +394,10 @@ struct CudaEngine::Impl : EngineBuffers {
       launch_per_degree_linear(NT, d.L, d.C, d.Cw, X[b].data(), w.pre, H[b].data(), false, false, s);
       grow_block(b, d);
       launch_attention_node_forward(d, w, attention_node_args(b), s);
-      launch_attention_softmax_forward(
-          d, w, SoftmaxArgs{N, src.data(), off.data(), env.data(), radial_in(), q[b].data(), k[b].data(), alpha[b].data()},
-          s);
+      launch_attention_softmax_forward(d, w,
+                                       SoftmaxArgs{N, src.data(), off.data(), env.data(), radial_in(), q[b].data(),
+                                                   k[b].data(), alpha[b].data(), bridge.gate()},
+                                       s);
       const bool fused = b == fused_block;
       if (fused) {
         plan.group_sources(gv, &mem, s, timer.enabled);
@@ -428,6 +441,7 @@ struct CudaEngine::Impl : EngineBuffers {
     if (N) SEZM_CUDA(cudaMemcpyAsync(res.atom_energy.data(), atom_energy.data(), N * sizeof(double),
                                      cudaMemcpyDeviceToHost, s));
     SEZM_CUDA(cudaStreamSynchronize(s));
+    if (bridge.on()) bridge.zbl_energy(gv, gradients, res.atom_energy.data());  // on the raw edges (§9.3)
     for (double e : res.atom_energy) res.energy += e;
     const auto t1 = clock::now();
     res.seconds_forward = std::chrono::duration<double>(t1 - t0).count();
@@ -460,6 +474,7 @@ struct CudaEngine::Impl : EngineBuffers {
       GieArgs gc = gie;  // the chunk's edges
       gc.E = c.e1 - c.e0; gc.dst = dst.data() + c.e0; gc.Dc = Dc.data() + (size_t)c.e0 * d.dc_size;
       gc.rho_bar = rho_bar_c.data();
+      if (gc.gate) gc.gate += c.e0;
       launch_gie_rho_backward(d, gc, s);
       mark("bwd: radial");
       radial_backward_chunk(c);
@@ -475,6 +490,7 @@ struct CudaEngine::Impl : EngineBuffers {
     if (E) SEZM_CUDA(cudaMemcpyAsync(res.edge_grad.data(), edge_grad.data(), 3 * Er * sizeof(double),
                                      cudaMemcpyDeviceToHost, s));
     SEZM_CUDA(cudaStreamSynchronize(s));
+    if (bridge.on()) bridge.backward(gv, ex, res.edge_grad, s);  // d/d(clamped v) -> d/dv, plus ZBL
     mark("end");
     timer.report(s);
     res.seconds_backward = std::chrono::duration<double>(clock::now() - t1).count();

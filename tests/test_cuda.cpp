@@ -1,6 +1,7 @@
 // CUDA engine, in both modes (lean, fast), against the float64 CPU engine on the same weights and
 // against deepmd-kit's references; finite differences of the GPU energy; repeatability; fast vs
-// lean; chunking and the ghost exchange path. Every test skips cleanly when the build has no CUDA engine or no GPU is usable.
+// lean; chunking and the ghost exchange path; ZBL bridging (the learned part alone, chunked and
+// through ghost rows). Every test skips cleanly when the build has no CUDA engine or no GPU is usable.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -151,7 +152,11 @@ INSTANTIATE_TEST_SUITE_P(
                           // deepmd-kit's recipes by 3.2.0 (tests/data/recipes/make_recipes.py)
                           Case{"recipes/mini_f64.pt", "recipes/ref_mini_f64.json", false},
                           Case{"recipes/mini_f32.pt", "recipes/ref_mini_f32.json", false},
-                          Case{"recipes/lora_f32.pt", "recipes/ref_lora_f32.json", false}),
+                          Case{"recipes/lora_f32.pt", "recipes/ref_lora_f32.json", false},
+                          // ZBL bridging (docs/model.md §9; cuda/bridging.cuh): close pairs, forces
+                          // up to ~1e4 eV/A, compared relative to the largest reference value
+                          Case{"recipes/zbl_plain_f64.pt", "recipes/ref_zbl_plain_f64.json", false},
+                          Case{"recipes/zbl_mini_f64.pt", "recipes/ref_zbl_mini_f64.json", false}),
         ::testing::Values(0, 1)),
     [](const auto& info) {
       const std::string& m = std::get<0>(info.param).model;
@@ -342,18 +347,10 @@ TEST_P(CudaModes, ChargeSpinModelMatchesCpuAndDeepmd) {
 #endif
 }
 
-// ZBL bridging is computed by the CPU engine only (docs/model.md §9): the CUDA engine refuses a
-// bridged model by name, and a conditioned model whose charge/spin was not applied.
-TEST(Cuda, RefusesZblModelAndUnappliedChargeSpin) {
+// The CUDA engine refuses a conditioned model whose charge/spin was not applied (docs/model.md §10).
+TEST(Cuda, RefusesUnappliedChargeSpin) {
   SEZM_REQUIRE_GPU();
 #ifdef SEZM_HAVE_CUDA
-  try {
-    sezm::CudaEngine e(sezm::load_model_weights(sezm_test::data_path("recipes/zbl_plain_f64.pt")), 0,
-                       sezm::CudaMode::kLean);
-    FAIL() << "the CUDA engine took a ZBL-bridged model";
-  } catch (const sezm::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("ZBL bridging"), std::string::npos) << e.what();
-  }
   try {
     sezm::CudaEngine e(sezm::load_model_weights(sezm_test::data_path("recipes/chgspin_plain_f64.pt")), 0,
                        sezm::CudaMode::kLean);
@@ -361,6 +358,68 @@ TEST(Cuda, RefusesZblModelAndUnappliedChargeSpin) {
   } catch (const sezm::Error& e) {
     EXPECT_NE(std::string(e.what()).find("no charge/spin condition was applied"), std::string::npos) << e.what();
   }
+#endif
+}
+
+// ZBL bridging (docs/model.md §9; host side cuda/bridging.cuh, gate in the embedding and softmax
+// kernels): the learned part alone (Z = 0, so that the pair term, computed in double on the host
+// and ~1e4 eV/A here, cannot hide an error of the clamp or the gate) on the close-pair cells, in
+// several chunks (the gate and its adjoint addressed per chunk) and through ghost rows (eta
+// exchanged forward and its adjoint back), against the float64 CPU engine on the same
+// fp32-rounded weights; the energy-only call gives the gradient call's energy to the last bit.
+TEST_P(CudaModes, ZblLearnedPartChunkedAndGhostsMatchCpu) {
+  SEZM_REQUIRE_GPU();
+#ifdef SEZM_HAVE_CUDA
+  const std::string mp = sezm_test::data_path("recipes/zbl_plain_f64.pt");
+  sezm::Checkpoint ck = sezm::read_checkpoint(mp);
+  const sezm::ModelConfig cfg = sezm::parse_model_config(ck.model_params, mp);
+  ASSERT_TRUE(cfg.zbl);
+  for (auto& kv : ck.tensors)
+    for (double& x : kv.second.data) x = static_cast<double>(static_cast<float>(x));
+  sezm::ModelW<double> w32 = sezm::load_weights<double>(ck, cfg);
+  std::fill(w32.zbl_z.begin(), w32.zbl_z.end(), 0.0);
+  const sezm::SezmEngine<double> cpu(w32);
+  sezm::CudaEngine gpu(w32, 0, cuda_mode(GetParam()));
+  gpu.set_chunk_edges(100);
+  const auto ref = sezm::test::read_ref(sezm_test::data_path("recipes/ref_zbl_plain_f64.json"));
+  int checked = 0;
+  for (const auto& c : ref.configs) {
+    if (c.name.rfind("zbl_", 0) != 0) continue;  // zbl_open10 (a pair inside r_inner: gate 0), zbl_tric9, zbl_tric28
+    SCOPED_TRACE(c.name);
+    const sezm::Graph g =
+        sezm::build_graph(c.coords.data(), c.types.data(), c.natoms, c.periodic ? c.cell.data() : nullptr, cfg.rcut);
+    double rmin = 1e30;  // the cell reaches the clamp and the gate (r < r_outer)
+    for (int e = 0; e < g.n_edges(); ++e)
+      rmin = std::min(rmin, std::sqrt(g.vec[3 * e] * g.vec[3 * e] + g.vec[3 * e + 1] * g.vec[3 * e + 1] +
+                                       g.vec[3 * e + 2] * g.vec[3 * e + 2]));
+    ASSERT_LT(rmin, cfg.bridging_r_outer);
+    if (c.periodic) ASSERT_GT(g.n_edges(), 3 * 100);  // the cells: several chunks of at most 100 edges
+    const sezm::Evaluation a = sezm::make_evaluation(g, cpu.compute(g, true), true, false);
+    const sezm::EngineResult full = gpu.compute(g, true);
+    EXPECT_EQ(gpu.compute(g, false).energy, full.energy);
+    const sezm::Evaluation b = sezm::make_evaluation(g, full, true, false);
+    std::printf("[cuda %s] zbl learned part %-10s vs CPU f64: E %.2e F %.2e W %.2e (max |F| %.3g)\n",
+                mode_name(GetParam()), c.name.c_str(), std::fabs(b.energy - a.energy) / std::fabs(a.energy),
+                max_diff(b.forces, a.forces) / max_abs(a.forces), max_diff(b.virial, a.virial) / max_abs(a.virial),
+                max_abs(a.forces));
+    EXPECT_NEAR(b.energy, a.energy, 1e-6 * std::fabs(a.energy));
+    EXPECT_LE(max_diff(b.forces, a.forces), 1e-5 * max_abs(a.forces));
+    EXPECT_LE(max_diff(b.virial, a.virial), 1e-5 * max_abs(a.virial));
+    if (c.periodic) {
+      const sezm_test::GhostGraph gg = sezm_test::make_ghost_graph(g, c.coords.data(), c.types.data());
+      ASSERT_GT(gg.n_total, gg.n_nodes);
+      sezm_test::OwnerExchange<double> ex(gg);
+      const sezm::Graph& gv = gg.view();
+      const sezm::Evaluation h = sezm::make_evaluation(gv, gpu.compute(gv, true, &ex), true, false);
+      EXPECT_EQ(ex.forwards, cfg.n_blocks + 1);  // + the gate's eta
+      EXPECT_EQ(ex.reverses, cfg.n_blocks + 1);
+      EXPECT_NEAR(h.energy, a.energy, 1e-6 * std::fabs(a.energy));
+      EXPECT_LE(max_diff(sezm_test::fold_forces(gg, h.forces), a.forces), 1e-5 * max_abs(a.forces));
+      EXPECT_LE(max_diff(h.virial, a.virial), 1e-5 * max_abs(a.virial));
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 3);
 #endif
 }
 
