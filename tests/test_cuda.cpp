@@ -16,6 +16,7 @@
 #include "ghost_graph.h"
 #include "io/checkpoint.h"
 #include "model/charge_spin.h"
+#include "model/lora.h"
 #include "model/multitask.h"
 #include "model/weights.h"
 #include "api/engine_factory.h"
@@ -86,6 +87,7 @@ TEST_P(CudaReference, MatchesCpuFloat64AndDeepmd) {
         return sezm::choose_head(p, order, k.head, mp).branch;
       });
   const sezm::ModelConfig cfg = sezm::parse_model_config(ck.model_params, mp);
+  sezm::fold_lora(ck, cfg);  // a LoRA checkpoint's adapters, folded in double as load_model_weights does
   const sezm::SezmEngine<double> cpu_exact(sezm::load_weights<double>(ck, cfg));
   for (auto& kv : ck.tensors)
     for (double& x : kv.second.data) x = static_cast<double>(static_cast<float>(x));
