@@ -79,11 +79,14 @@ def rel(a, b):
     return float(np.max(np.abs(a - b)) / (s if s > 0 else 1.0))
 
 
-def evaluate(dp, c, tol):
+def evaluate(dp, c, tol, charge_spin=None):
+    """DeepPot on one configuration (with the frame's [charge, spin] when given), checked for the
+    conventions below; make_recipes.py uses it too."""
     n = len(c["types"])
     x = np.asarray(c["coords"], float).reshape(1, 3 * n)
     cell = None if c["cell"] is None else np.asarray(c["cell"], float).reshape(1, 9)
-    e, f, v, ae, av = dp.eval(x, cell, np.asarray(c["types"]), atomic=True)
+    kw = {} if charge_spin is None else {"charge_spin": np.asarray(charge_spin, float).reshape(1, 2)}
+    e, f, v, ae, av = dp.eval(x, cell, np.asarray(c["types"]), atomic=True, **kw)
     r = {"energy": float(np.asarray(e).reshape(-1)[0]), "forces": np.asarray(f, float).reshape(-1).tolist(),
          "virial": np.asarray(v, float).reshape(-1).tolist(),
          "atom_energy": np.asarray(ae, float).reshape(-1).tolist(),
