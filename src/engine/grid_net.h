@@ -215,6 +215,18 @@ void grid_self_backward(const GridNetW<T>& w, const SO3GridMats<T>& gm, const T*
 }
 
 // ---- cross mode (message-node, §5.11) -----------------------------------------------------
+// Node n's core inputs in cross mode: X_L, X_R = its rows of u = q . E and v = x . E (J, C), and
+// s = [q(row 0), x(row 0)], the raw l = 0 rows before the expansion.
+template <class T>
+void load_cross_operands(const SO3GridMats<T>& gm, int C, int n, const T* u, const T* v, const T* q, const T* x,
+                         GridNetWork<T>& wk) {
+  const size_t o = static_cast<size_t>(n) * gm.J * C;
+  wk.XL = view(u + o, gm.J, C);
+  wk.XR = view(v + o, gm.J, C);
+  wk.s.resize(2 * C);
+  wk.s << view(q + static_cast<size_t>(n) * gm.D * C, 1, C), view(x + static_cast<size_t>(n) * gm.D * C, 1, C);
+}
+
 // q, x (N, D, C) -> Z (N, D, C) = ((Y . Q) (.) rho) with Y the core output on X_L = q . E,
 // X_R = x . E and s = [q(row 0), x(row 0)].
 template <class T>
@@ -230,10 +242,7 @@ void grid_cross_forward(const GridNetW<T>& w, const SO3GridMats<T>& gm, int L, c
 #pragma omp for schedule(static)
     for (int n = 0; n < N; ++n) {
       const size_t o = static_cast<size_t>(n) * gm.J * C;
-      wk.XL = view(u.data() + o, gm.J, C);
-      wk.XR = view(v.data() + o, gm.J, C);
-      wk.s.resize(2 * C);
-      wk.s << view(q + static_cast<size_t>(n) * gm.D * C, 1, C), view(x + static_cast<size_t>(n) * gm.D * C, 1, C);
+      load_cross_operands(gm, C, n, u.data(), v.data(), q, x, wk);
       grid_core_forward(w, gm, wk);
       view(Y.data() + o, gm.J, C) = wk.Y;
     }
@@ -263,10 +272,7 @@ void grid_cross_backward(const GridNetW<T>& w, const SO3GridMats<T>& gm, int L, 
 #pragma omp for schedule(static)
     for (int n = 0; n < N; ++n) {
       const size_t o = static_cast<size_t>(n) * gm.J * C;
-      wk.XL = view(u.data() + o, gm.J, C);
-      wk.XR = view(v.data() + o, gm.J, C);
-      wk.s.resize(2 * C);
-      wk.s << view(q + static_cast<size_t>(n) * gm.D * C, 1, C), view(x + static_cast<size_t>(n) * gm.D * C, 1, C);
+      load_cross_operands(gm, C, n, u.data(), v.data(), q, x, wk);
       grid_core_forward(w, gm, wk);
       Ybn = view(Yb.data() + o, gm.J, C);
       grid_core_backward(w, gm, Ybn, wk);
