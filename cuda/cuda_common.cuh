@@ -25,6 +25,14 @@ inline void check(cudaError_t e, const char* what, const char* file, int line) {
 #define SEZM_CUDA(x) ::sezm::cuda::check((x), #x, __FILE__, __LINE__)
 #define SEZM_LAUNCH(what) ::sezm::cuda::check(cudaGetLastError(), what, __FILE__, __LINE__)
 
+// cudaMalloc found too little device memory. CudaEngine::compute adds the mode, the chunk size and
+// the graph to the message and suggests `mode lean` or a smaller `chunk` (docs/errors.md).
+class OutOfMemory : public Error {
+ public:
+  OutOfMemory(const std::string& what, size_t bytes, size_t held) : Error(what), bytes(bytes), held(held) {}
+  size_t bytes, held;  // the failed request, and what the engine held at the time
+};
+
 // Byte accounting for the engine's own allocations (peak is what the benchmark reports).
 struct MemCounter {
   size_t current = 0, peak = 0;
@@ -62,11 +70,12 @@ class DBuf {
         cudaGetLastError();
         p_ = nullptr;
         char msg[320];
+        const size_t held = mem_ ? mem_->current : 0;
         std::snprintf(msg, sizeof msg,
                       "device cuda: out of GPU memory allocating %.2f GiB (the engine holds %.2f GiB already); "
-                      "use mode lean, or fewer atoms per GPU (more MPI ranks / GPUs)",
-                      cap * sizeof(T) / 1073741824.0, mem_ ? mem_->current / 1073741824.0 : 0.0);
-        throw Error(msg);
+                      "use mode lean, a smaller chunk, or fewer atoms per GPU (more MPI ranks / GPUs)",
+                      cap * sizeof(T) / 1073741824.0, held / 1073741824.0);
+        throw OutOfMemory(msg, cap * sizeof(T), held);
       }
       SEZM_CUDA(e);
       cap_ = cap;

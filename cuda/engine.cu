@@ -507,7 +507,23 @@ std::string CudaEngine::description() const {
          cuda_mode_name(impl_->mode) + ", " + std::to_string(impl_->effective_chunk_edges()) + " edges per chunk";
 }
 EngineResult CudaEngine::compute(const Graph& g, bool gradients, FeatureExchange<double>* ex) {
-  return impl_->compute(g, gradients, ex);
+  try {
+    return impl_->compute(g, gradients, ex);
+  } catch (const cuda::OutOfMemory& e) {
+    // Name what the chunking and the mode cost and what to change (docs/errors.md; the bytes per
+    // edge of each mode are in docs/ARCHITECTURE.md, "Device memory per edge").
+    const bool fast = impl_->mode == CudaMode::kFast;
+    char msg[768];
+    std::snprintf(msg, sizeof msg,
+                  "device cuda (GPU %d, mode %s, %d edges per chunk): out of GPU memory allocating %.2f GiB (the "
+                  "engine holds %.2f GiB already) for %d atoms and %d edges; %s a smaller chunk (pair_style ... "
+                  "chunk N, sezm-bench --chunk N; each chunk edge costs about 16 kB), or fewer atoms per GPU "
+                  "(more MPI ranks / GPUs)",
+                  impl_->device, cuda_mode_name(impl_->mode), impl_->effective_chunk_edges(), e.bytes / 1073741824.0,
+                  e.held / 1073741824.0, g.n_total, g.n_edges(),
+                  fast ? "use mode lean (it keeps about 5 kB less per edge), or" : "use");
+    throw Error(msg);
+  }
 }
 void CudaEngine::set_chunk_edges(int n) { impl_->chunk_edges = n > 0 ? n : 0; }
 int CudaEngine::chunk_edges() const { return impl_->effective_chunk_edges(); }

@@ -20,6 +20,7 @@
 
 #include "engine/linalg.h"
 #include "engine/so3_grid.h"
+#include "engine/threads.h"
 #include "model/weights.h"
 
 namespace sezm {
@@ -174,16 +175,18 @@ void grid_self_load(const GridNetW<T>& w, const SO3GridMats<T>& gm, const T* hn,
 template <class T>
 void grid_self_forward(const GridNetW<T>& w, const SO3GridMats<T>& gm, const T* h, int N, T* Y) {
   const int C = w.C, KC = gm.K * C;
+  ParallelErrors errors;  // nothing may leave the region (threads.h)
 #pragma omp parallel
   {
     GridNetWork<T> wk;
 #pragma omp for schedule(static)
-    for (int n = 0; n < N; ++n) {
+    for (int n = 0; n < N; ++n) errors.run([&] {
       grid_self_load(w, gm, h + static_cast<size_t>(n) * gm.D * 2 * KC, wk);
       grid_core_forward(w, gm, wk);
       view(Y + static_cast<size_t>(n) * gm.J * C, gm.J, C) = wk.Y;
-    }
+    });
   }
+  errors.rethrow();
 }
 
 // Y_bar (N, D, K C) -> h_bar (N, D, 2 K C), overwritten.
@@ -191,12 +194,13 @@ template <class T>
 void grid_self_backward(const GridNetW<T>& w, const SO3GridMats<T>& gm, const T* h, int N, const T* Y_bar,
                         T* h_bar) {
   const int C = w.C, K = gm.K, KC = K * C;
+  ParallelErrors errors;  // nothing may leave the region (threads.h)
 #pragma omp parallel
   {
     GridNetWork<T> wk;
     Mat<T> Yb;
 #pragma omp for schedule(static)
-    for (int n = 0; n < N; ++n) {
+    for (int n = 0; n < N; ++n) errors.run([&] {
       grid_self_load(w, gm, h + static_cast<size_t>(n) * gm.D * 2 * KC, wk);
       grid_core_forward(w, gm, wk);
       Yb = view(Y_bar + static_cast<size_t>(n) * gm.J * C, gm.J, C);
@@ -210,8 +214,9 @@ void grid_self_backward(const GridNetW<T>& w, const SO3GridMats<T>& gm, const T*
             hb[static_cast<size_t>(d) * 2 * KC + p * C + c] = wk.XLbar(d * K + p, c);
             hb[static_cast<size_t>(d) * 2 * KC + KC + p * C + c] = wk.XRbar(d * K + p, c);
           }
-    }
+    });
   }
+  errors.rethrow();
 }
 
 // ---- cross mode (message-node, §5.11) -----------------------------------------------------
@@ -236,17 +241,19 @@ void grid_cross_forward(const GridNetW<T>& w, const SO3GridMats<T>& gm, int L, c
   std::vector<T> u(static_cast<size_t>(N) * gm.D * KC), v(u.size()), Y(u.size());
   per_degree_linear(q, N, L, C, w.expand, u.data(), KC);
   per_degree_linear(x, N, L, C, w.expand, v.data(), KC);
+  ParallelErrors errors;  // nothing may leave the region (threads.h)
 #pragma omp parallel
   {
     GridNetWork<T> wk;
 #pragma omp for schedule(static)
-    for (int n = 0; n < N; ++n) {
+    for (int n = 0; n < N; ++n) errors.run([&] {
       const size_t o = static_cast<size_t>(n) * gm.J * C;
       load_cross_operands(gm, C, n, u.data(), v.data(), q, x, wk);
       grid_core_forward(w, gm, wk);
       view(Y.data() + o, gm.J, C) = wk.Y;
-    }
+    });
   }
+  errors.rethrow();
   per_degree_linear(Y.data(), N, L, KC, w.contract, Z, C);
   auto Zm = view(Z, static_cast<Eigen::Index>(N) * gm.D, C);
   Zm = Zm * w.residual_scale.asDiagonal();
@@ -265,12 +272,13 @@ void grid_cross_backward(const GridNetW<T>& w, const SO3GridMats<T>& gm, int L, 
     per_degree_linear(Zs.data(), N, L, C, w.contract, Yb.data(), KC, false, true);
   }
   std::vector<T> sb(static_cast<size_t>(N) * 2 * C);
+  ParallelErrors errors;  // nothing may leave the region (threads.h)
 #pragma omp parallel
   {
     GridNetWork<T> wk;
     Mat<T> Ybn;
 #pragma omp for schedule(static)
-    for (int n = 0; n < N; ++n) {
+    for (int n = 0; n < N; ++n) errors.run([&] {
       const size_t o = static_cast<size_t>(n) * gm.J * C;
       load_cross_operands(gm, C, n, u.data(), v.data(), q, x, wk);
       grid_core_forward(w, gm, wk);
@@ -279,8 +287,9 @@ void grid_cross_backward(const GridNetW<T>& w, const SO3GridMats<T>& gm, int L, 
       view(ub.data() + o, gm.J, C) = wk.XLbar;
       view(vb.data() + o, gm.J, C) = wk.XRbar;
       view(sb.data() + static_cast<size_t>(n) * 2 * C, 1, 2 * C) = wk.sbar;
-    }
+    });
   }
+  errors.rethrow();
   per_degree_linear(ub.data(), N, L, KC, w.expand, q_bar, C, true, true);
   per_degree_linear(vb.data(), N, L, KC, w.expand, x_bar, C, true, true);
   for (int n = 0; n < N; ++n)

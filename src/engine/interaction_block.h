@@ -68,21 +68,25 @@ void block_forward(const ModelW<T>& w, const BlockW<T>& bw, const FFNGrid<T>& gr
 
   bc.P.assign(static_cast<size_t>(N) * D * Cw, T(0));
   const int ntiles = static_cast<int>(tiles.size()) - 1;
+  ParallelErrors errors;  // nothing may leave the region (threads.h)
 #pragma omp parallel
   {
     SO2Tile<T> s;
 #pragma omp for schedule(dynamic)
     for (int it = 0; it < ntiles; ++it) {
-      so2_tile_forward(w, bw, t, geo, bc.H.data(), R, tiles[it], tiles[it + 1] - tiles[it], s);
-      for (int i = 0; i < s.Ec; ++i) {
-        const int e = s.e0 + i;
-        T* Pn = bc.P.data() + static_cast<size_t>(t.dst[e]) * D * Cw;
-        const T* Me = s.M.data() + static_cast<size_t>(i) * D * Cw;
-        for (int d = 0; d < D; ++d)
-          for (int c = 0; c < Cw; ++c) Pn[d * Cw + c] += bc.att.alpha(e, c / Cf) * Me[d * Cw + c];
-      }
+      errors.run([&] {
+        so2_tile_forward(w, bw, t, geo, bc.H.data(), R, tiles[it], tiles[it + 1] - tiles[it], s);
+        for (int i = 0; i < s.Ec; ++i) {
+          const int e = s.e0 + i;
+          T* Pn = bc.P.data() + static_cast<size_t>(t.dst[e]) * D * Cw;
+          const T* Me = s.M.data() + static_cast<size_t>(i) * D * Cw;
+          for (int d = 0; d < D; ++d)
+            for (int c = 0; c < Cw; ++c) Pn[d * Cw + c] += bc.att.alpha(e, c / Cf) * Me[d * Cw + c];
+        }
+      });
     }
   }
+  errors.rethrow();
 
   // Gate, post mix, post norm, residual; then the FFN branch.
   std::vector<T> A(bc.P.size());
@@ -168,15 +172,18 @@ void block_backward(const ModelW<T>& w, const BlockW<T>& bw, const FFNGrid<T>& g
   std::vector<Mat<T>> k_bar_t(nth);
   Mat<T> q_bar = Mat<T>::Zero(NT, F * Cf);
   const int ntiles = static_cast<int>(tiles.size()) - 1;
+  ParallelErrors errors;  // nothing may leave the region (threads.h)
 #pragma omp parallel
   {
     const int tid = engine_thread_id();
-    H_bar_t[tid].assign(static_cast<size_t>(NT) * D * Cw, T(0));
-    k_bar_t[tid].setZero(NT, F * Cf);
+    errors.run([&] {
+      H_bar_t[tid].assign(static_cast<size_t>(NT) * D * Cw, T(0));
+      k_bar_t[tid].setZero(NT, F * Cf);
+    });
     SO2Tile<T> s;
     Mat<T> M_bar, alpha_bar, Rhat_bar;
 #pragma omp for schedule(dynamic)
-    for (int it = 0; it < ntiles; ++it) {
+    for (int it = 0; it < ntiles; ++it) errors.run([&] {
       const int e0 = tiles[it], Ec = tiles[it + 1] - e0;
       so2_tile_forward(w, bw, t, geo, bc.H.data(), R, e0, Ec, s);
       M_bar.resize(Ec, D * Cw);
@@ -200,8 +207,9 @@ void block_backward(const ModelW<T>& w, const BlockW<T>& bw, const FFNGrid<T>& g
                                  gb.gate.empty() ? nullptr : gb.gate.data());
       Rhat_bar.leftCols(Cw) = Rhat0_bar;
       so2_tile_backward(w, bw, t, geo, bc.H.data(), s, M_bar, H_bar_t[tid].data(), R_bar, &Rhat_bar, gb);
-    }
+    });
   }
+  errors.rethrow();
   // Reduce the per-thread source-side accumulators.
   std::vector<T> H_bar(std::move(H_bar_t[0]));
   Mat<T> k_bar = std::move(k_bar_t[0]);

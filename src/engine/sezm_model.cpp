@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <new>
 
 #include "common/error.h"
 #include "engine/bridging.h"
@@ -18,6 +19,17 @@ SezmEngine<T>::SezmEngine(ModelW<T> w)
 
 template <class T>
 EngineResult SezmEngine<T>::compute(const Graph& g, bool gradients, FeatureExchange<T>* ex) const {
+  MemoryStep step;
+  try {
+    return compute_steps(g, gradients, ex, step);
+  } catch (const std::bad_alloc&) {
+    throw Error(out_of_memory_message("CPU engine", step, g, w_.cfg.rcut));
+  }
+}
+
+template <class T>
+EngineResult SezmEngine<T>::compute_steps(const Graph& g, bool gradients, FeatureExchange<T>* ex,
+                                          MemoryStep& step) const {
   const ModelConfig& cfg = w_.cfg;
   const int L = cfg.lmax, C = cfg.channels, D = cfg.n_coeff(), N = g.n_nodes, NT = g.n_total, E = g.n_edges();
   if (NT > N && ex == nullptr) throw Error("SezmEngine: a graph with ghost nodes needs a feature exchange");
@@ -28,8 +40,24 @@ EngineResult SezmEngine<T>::compute(const Graph& g, bool gradients, FeatureExcha
   const auto t_start = clock::now();
   const Graph& t = g;
   const std::vector<int> tiles = make_edge_tiles(t);
+  // What each phase allocates, for the out-of-memory error (engine/out_of_memory.h).
+  const double sb = sizeof(T), per_edge_rad = sb * E * (3.0 * (L + 1) * C + C);
+  int largest_tile = 0;
+  for (size_t k = 0; k + 1 < tiles.size(); ++k) largest_tile = std::max(largest_tile, tiles[k + 1] - tiles[k]);
+  const double tile_bytes = so2_tile_bytes_per_edge(cfg, sizeof(T)) * largest_tile;
+  const int threads = std::max(1, std::min(engine_threads(), static_cast<int>(tiles.size()) - 1));  // busy ones
+  const auto tile_step = [&](int b, bool backward) {
+    // The backward adds per-thread source-side accumulators (n_total x D x Cw each).
+    step.at("block " + std::to_string(b) + (backward ? " backward" : " forward") +
+                ": SO(2) value path scratch of the largest edge tile (" + std::to_string(largest_tile) +
+                " edges; whole destination segments) in each of " + std::to_string(threads) + " threads" +
+                (backward ? ", and per-thread source accumulators" : ""),
+            threads * (tile_bytes + (backward ? sb * NT * D * cfg.wide() : 0.0)));
+  };
 
   // ---- geometry and initial embedding ----
+  step.at("edge geometry (" + std::to_string(E) + " edges: lengths, radial basis, Wigner-D blocks)",
+          sb * E * (wigner_size(L) + cfg.n_radial + 6.0));
   // Bridging (docs/model.md §9): the descriptor sees the clamped edge vectors and the source gate.
   BridgingState br;
   if (cfg.zbl) bridging_clamp_forward(cfg, g, br);
@@ -40,6 +68,9 @@ EngineResult SezmEngine<T>::compute(const Graph& g, bool gradients, FeatureExcha
   degree_forward(t, geo, isd);
   Mat<T> tf;
   edge_type_features(w_, t, tf);
+  step.at("radial features (" + std::to_string(E) + " edges x " + std::to_string(L + 1) + " degrees x " +
+              std::to_string(C) + " channels, three copies)",
+          per_edge_rad);
   std::vector<T> Mrad(static_cast<size_t>(E) * (L + 1) * C), hrad(static_cast<size_t>(E) * C);
   radial_mlp_forward(w_, geo.rbf.data(), E, Mrad.data(), hrad.data());
   std::vector<T> rho(Mrad.size());  // enveloped radial features (version 1.1)
@@ -48,6 +79,9 @@ EngineResult SezmEngine<T>::compute(const Graph& g, bool gradients, FeatureExcha
       rho[static_cast<size_t>(e) * (L + 1) * C + i] = geo.env[e] * Mrad[static_cast<size_t>(e) * (L + 1) * C + i];
 
   const size_t width = static_cast<size_t>(D) * C;
+  step.at("node features (" + std::to_string(cfg.n_blocks + 1) + " x " + std::to_string(NT) + " atoms x " +
+              std::to_string(width) + ")",
+          sb * (cfg.n_blocks + 1.0) * NT * width);
   std::vector<std::vector<T>> X(cfg.n_blocks + 1, std::vector<T>(static_cast<size_t>(NT) * width, T(0)));
   EnvSeedCache<T> esc;
   {
@@ -67,10 +101,12 @@ EngineResult SezmEngine<T>::compute(const Graph& g, bool gradients, FeatureExcha
   std::vector<BlockCache<T>> caches(cfg.n_blocks);
   for (int b = 0; b < cfg.n_blocks; ++b) {
     if (ex) ex->forward(X[b].data(), static_cast<int>(width));
+    tile_step(b, false);
     block_forward(w_, w_.blocks[b], grid_, t, geo, tiles, X[b].data(), R.data(), X[b + 1].data(), caches[b]);
   }
 
   // ---- read-out and fitting ----
+  step.at("read-out and fitting (" + std::to_string(N) + " atoms)", 0);
   Mat<T> desc;
   readout_forward(w_, grid_, X[cfg.n_blocks].data(), N, desc);
   EngineResult res;
@@ -87,6 +123,7 @@ EngineResult SezmEngine<T>::compute(const Graph& g, bool gradients, FeatureExcha
   if (!gradients) return res;
 
   // ---- backward ----
+  step.at("backward of the read-out and fitting (" + std::to_string(N) + " atoms)", 0);
   Mat<T> desc_bar;
   fitting_backward(w_, fc, desc_bar);
   std::vector<T> Xb(static_cast<size_t>(NT) * width, T(0)), Xb_prev(Xb.size());
@@ -95,12 +132,14 @@ EngineResult SezmEngine<T>::compute(const Graph& g, bool gradients, FeatureExcha
   gb.reset(geo);
   std::vector<T> rho_bar(rho.size(), T(0));
   for (int b = cfg.n_blocks - 1; b >= 0; --b) {
+    tile_step(b, true);
     block_backward(w_, w_.blocks[b], grid_, t, geo, tiles, R.data(), caches[b], Xb.data(), Xb_prev.data(),
                    rho_bar.data(), gb);
     if (ex) ex->reverse(Xb_prev.data(), static_cast<int>(width));
     std::swap(Xb, Xb_prev);
   }
   // Xb is now dE/dX0 on the centres.
+  step.at("backward of the embedding and edge geometry (" + std::to_string(E) + " edges)", per_edge_rad);
   std::vector<T> isd_bar(N, T(0)), x0_bar(static_cast<size_t>(N) * C);
   for (int n = 0; n < N; ++n)
     for (int c = 0; c < C; ++c) x0_bar[static_cast<size_t>(n) * C + c] = Xb[n * width + c];

@@ -12,6 +12,7 @@
 #include "engine/ffn.h"
 #include "engine/fitting.h"
 #include "engine/interaction_block.h"
+#include "engine/out_of_memory.h"
 #include "engine/radial_mlp.h"
 #include "engine/readout.h"
 #include "model/weights.h"
@@ -25,9 +26,12 @@ class SezmEngine {
   const ModelConfig& config() const { return w_.cfg; }
   const ModelW<T>& weights() const { return w_; }
 
+  // Throws sezm::Error for a bad graph and, when memory runs out, one naming the step and its
+  // allocation (engine/out_of_memory.h) instead of std::bad_alloc.
   EngineResult compute(const Graph& g, bool gradients, FeatureExchange<T>* ex = nullptr) const;
 
  private:
+  EngineResult compute_steps(const Graph& g, bool gradients, FeatureExchange<T>* ex, MemoryStep& step) const;
   ModelW<T> w_;
   FFNGrid<T> grid_;
 };
