@@ -1,6 +1,12 @@
 #include "sezm_edge_buffers.h"
 
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <new>
+#include <string>
+
+#include "common/error.h"
 
 namespace sezm_kk {
 
@@ -56,22 +62,42 @@ const sezm::Graph& EdgeBuffers::build(const ListInput& in) {
   // bulk of the work, ~2.4 M pairs at 4096 diamond atoms) are OpenMP loops over the Views' host
   // data instead. Each centre writes only its own count and edge range, so the result does not
   // depend on the thread count. Same selection as the standalone builder: 1e-10 < r^2 <= rcut^2.
-  auto within = [=](int i, int j, double& dx, double& dy, double& dz) {
+  // Closer than 1e-5 Å (r^2 <= 1e-10) is not an edge but two coincident atoms: an error naming
+  // both (docs/errors.md; the standalone search does the same). LAMMPS lists never hold an atom
+  // itself, and a periodic image of it is a box length away.
+  constexpr double kCoincident2 = 1e-10;
+  auto within = [=](int i, int j, double& dx, double& dy, double& dz, double& r2) {
     dx = x[3 * j] - x[3 * i];
     dy = x[3 * j + 1] - x[3 * i + 1];
     dz = x[3 * j + 2] - x[3 * i + 2];
-    const double r2 = dx * dx + dy * dy + dz * dz;
-    return r2 > 1e-10 && r2 <= rc2;
+    r2 = dx * dx + dy * dy + dz * dz;
+    return r2 > kCoincident2 && r2 <= rc2;
   };
   int* cnt = count.data();
+  int bad_ii = inum, bad_j = -1;  // the first centre (in list order) with a coincident neighbour
+  double bad_r2 = 0;
 #pragma omp parallel for schedule(static)
   for (int ii = 0; ii < inum; ++ii) {
     const int i = ilist[ii];
     const int* jl = firstneigh[i];
     int c = 0;
-    double dx, dy, dz;
-    for (int jj = 0; jj < numneigh[i]; ++jj) c += within(i, jl[jj] & mask, dx, dy, dz);
+    double dx, dy, dz, r2;
+    for (int jj = 0; jj < numneigh[i]; ++jj) {
+      const int j = jl[jj] & mask;
+      c += within(i, j, dx, dy, dz, r2);
+      if (r2 <= kCoincident2) {  // rare: only for the error
+#pragma omp critical(sezm_edge_coincident)
+        if (ii < bad_ii) bad_ii = ii, bad_j = j, bad_r2 = r2;
+      }
+    }
     cnt[i] = c;
+  }
+  if (bad_j >= 0) {
+    char d[32];
+    std::snprintf(d, sizeof d, "%.6g", std::sqrt(bad_r2));
+    throw sezm::AtomError("edge list",
+                          std::string("are coincident: distance ") + d + " Å, below 1e-05 Å (remove the duplicate atom)",
+                          ilist[bad_ii], bad_j);
   }
   int total = 0;
   Kokkos::parallel_scan(
@@ -81,9 +107,16 @@ const sezm::Graph& EdgeBuffers::build(const ListInput& in) {
         if (i < nlocal) partial += count(i);
       },
       total);
-  reallocations_ += resize(g_.src, total);
-  reallocations_ += resize(g_.dst, total);
-  reallocations_ += resize(g_.vec, 3 * static_cast<size_t>(total));
+  try {
+    reallocations_ += resize(g_.src, total);
+    reallocations_ += resize(g_.dst, total);
+    reallocations_ += resize(g_.vec, 3 * static_cast<size_t>(total));
+  } catch (const std::bad_alloc&) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.3g", total * (2.0 * sizeof(int) + 3.0 * sizeof(double)) / 1048576.0);
+    throw sezm::Error("edge list: out of memory for " + std::to_string(total) + " edges (" + b + " MiB) of " +
+                      std::to_string(nlocal) + " owned atoms");
+  }
 
   int* src = g_.src.data();
   int* dst = g_.dst.data();
@@ -93,10 +126,10 @@ const sezm::Graph& EdgeBuffers::build(const ListInput& in) {
     const int i = ilist[ii];
     const int* jl = firstneigh[i];
     int e = offsets(i);
-    double dx, dy, dz;
+    double dx, dy, dz, r2;
     for (int jj = 0; jj < numneigh[i]; ++jj) {
       const int j = jl[jj] & mask;
-      if (!within(i, j, dx, dy, dz)) continue;
+      if (!within(i, j, dx, dy, dz, r2)) continue;
       src[e] = owner && j >= nlocal ? owner[j - nlocal] : j;
       dst[e] = i;
       vec[3 * static_cast<size_t>(e)] = dx;

@@ -44,7 +44,9 @@ class EdgeBuffers {
  public:
   EdgeBuffers();
   // Counts, scans and fills the graph for this step. Capacity only grows (by 1/8 headroom), so
-  // steady-state steps allocate nothing. The graph stays valid until the next build.
+  // steady-state steps allocate nothing. The graph stays valid until the next build. Two atoms
+  // closer than 1e-5 Å are a sezm::AtomError naming their local indices (LAMMPS indices: the
+  // caller names them by atom ID); running out of memory is a sezm::Error with the edge count.
   const sezm::Graph& build(const ListInput& in);
 
   const sezm::Graph& graph() const { return g_; }

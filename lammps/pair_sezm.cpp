@@ -3,6 +3,8 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <optional>
@@ -50,6 +52,13 @@ void rev_comm(Comm *comm, Pair *p) {
 #else
   comm->reverse_comm_pair(p);
 #endif
+}
+
+// "atom ID 12" / "atoms ID 12 and ID 40": the local indices of a sezm::AtomError (edge layer,
+// engine result) named by LAMMPS atom ID (docs/errors.md).
+std::string atom_ids(const sezm::AtomError &e, const tagint *tag) {
+  const auto id = [tag](int i) { return "ID " + std::to_string(static_cast<long long>(tag[i])); };
+  return e.other() < 0 ? "atom " + id(e.atom()) : "atoms " + id(e.atom()) + " and " + id(e.other());
 }
 
 // Feature exchange handed to the engine: it never sees LAMMPS, only these two hooks.
@@ -361,6 +370,21 @@ void PairSezm::compute(int eflag, int vflag) {
   const int nlocal = atom->nlocal;
   const int nall = nlocal + atom->nghost;
 
+  // A non-finite position fails every distance test, so the atom's edges would vanish and the
+  // step return finite numbers for a broken state: stop, naming the atom (docs/errors.md).
+  // LAMMPS itself checks coordinates only when it re-neighbours (Domain::pbc).
+  for (int i = 0; i < nlocal; i++) {
+    const double *xi = atom->x[i];
+    if (!std::isfinite(xi[0]) || !std::isfinite(xi[1]) || !std::isfinite(xi[2])) {
+      char pos[96];
+      std::snprintf(pos, sizeof pos, "(%g, %g, %g)", xi[0], xi[1], xi[2]);
+      error->one(FLERR, "pair_style sezm: atom ID " + std::to_string(static_cast<long long>(atom->tag[i])) +
+                            " has a non-finite position " + pos + " at step " +
+                            std::to_string(static_cast<long long>(update->ntimestep)) +
+                            " (an unstable run: check the time step, the forces and the input)");
+    }
+  }
+
   find_ghost_owners(nlocal, nall);  // its comm time counts as comm forward, not edge or engine time
   const auto t_edges = Clock::now();
 
@@ -381,6 +405,8 @@ void PairSezm::compute(int eflag, int vflag) {
   in.ghost_owner = owners_valid_ ? ghost_owner_.data() : nullptr;
   try {
     edges_->build(in);
+  } catch (sezm::AtomError &e) {  // coincident atoms
+    error->one(FLERR, "pair_style sezm: " + atom_ids(e, atom->tag) + " " + e.reason());
   } catch (std::exception &e) {
     error->one(FLERR, std::string("pair_style sezm: edge building failed: ") + e.what());
   }
@@ -393,6 +419,9 @@ void PairSezm::compute(int eflag, int vflag) {
   sezm::EngineResult r;
   try {
     r = engine_->compute(g, true, ex);
+    sezm::require_finite_result(g, r);  // a NaN stops the run, naming the atom
+  } catch (sezm::AtomError &e) {
+    error->one(FLERR, "pair_style sezm: " + atom_ids(e, atom->tag) + " " + e.reason());
   } catch (std::exception &e) {
     error->one(FLERR, std::string("pair_style sezm: ") + e.what());
   }

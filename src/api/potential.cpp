@@ -63,7 +63,9 @@ Evaluation make_evaluation(const Graph& g, const EngineResult& r, bool forces, b
 Evaluation Potential::evaluate(const double* positions, const int* types, int n, const double* cell, bool forces,
                                bool atom_virial) const {
   const Graph g = build_graph(positions, types, n, cell, config().rcut);
-  return make_evaluation(g, engine_->compute(g, forces), forces, atom_virial);
+  const EngineResult r = engine_->compute(g, forces);
+  require_finite_result(g, r);  // a NaN is an error naming the atom, never a printed number
+  return make_evaluation(g, r, forces, atom_virial);
 }
 
 }  // namespace sezm

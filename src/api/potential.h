@@ -52,7 +52,10 @@ class Potential {
   const std::string& path() const { return path_; }
   int type_index(const std::string& element) const { return model_type_index(config(), element, path_); }
 
-  // cell: 9 values, rows = lattice vectors, or nullptr for an open system.
+  // cell: 9 values, rows = lattice vectors, or nullptr for an open system. Run-time errors
+  // (docs/errors.md): sezm::AtomError, by index into positions, for a non-finite coordinate, two
+  // atoms closer than 1e-5 Å, or a non-finite result; sezm::Error naming the step and its size
+  // when memory runs out.
   Evaluation evaluate(const double* positions, const int* types, int n, const double* cell, bool forces,
                       bool atom_virial = false) const;
 

@@ -1,6 +1,11 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "common/error.h"
 
 #include "engine/threads.h"
 
@@ -8,6 +13,25 @@ namespace sezm {
 
 const char* device_name(Device d) { return d == Device::kCuda ? "cuda" : "cpu"; }
 const char* cuda_mode_name(CudaMode m) { return m == CudaMode::kFast ? "fast" : "lean"; }
+
+void require_finite_result(const Graph& g, const EngineResult& r) {
+  char v[64];
+  for (size_t i = 0; i < r.atom_energy.size(); ++i)
+    if (!std::isfinite(r.atom_energy[i])) {
+      std::snprintf(v, sizeof v, "%g", r.atom_energy[i]);
+      throw AtomError("engine result", std::string("has a non-finite energy (") + v +
+                                           " eV): non-finite weights or positions, or a numerical overflow",
+                      static_cast<int>(i));
+    }
+  for (size_t k = 0; k < r.edge_grad.size(); ++k)
+    if (!std::isfinite(r.edge_grad[k])) {
+      const size_t e = k / 3;
+      std::snprintf(v, sizeof v, "%g", r.edge_grad[k]);
+      throw AtomError("engine result", std::string("have a non-finite force along their edge (dE/dv = ") + v +
+                                           "): non-finite weights or positions, or a numerical overflow",
+                      g.dst[e], g.src[e]);
+    }
+}
 
 namespace {
 void add_edge_virial(const double* ge, const double* v, double* w) {

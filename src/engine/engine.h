@@ -81,6 +81,11 @@ class Engine {
   virtual int chunk_edges() const { return 0; }
 };
 
+// Throws sezm::AtomError for the first non-finite per-atom energy (naming the atom) or edge
+// gradient (naming the edge's two atoms) of r, graph indices, so that a NaN never reaches an
+// output as a number (docs/errors.md, "Run time"). O(N + E); the front ends call it per evaluation.
+void require_finite_result(const Graph& g, const EngineResult& r);
+
 // Forces on the n_total nodes (F_k = sum_{dst=k} g_e - sum_{src=k} g_e), the global virial
 // W[3k+j] = -sum_e g_{e,k} v_{e,j} (the LAMMPS sign) and optionally the per-atom virial
 // (n_total x 9, half of each edge's term on each endpoint). Outputs are accumulated; each may be

@@ -5,6 +5,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdio>
+#include <new>
 #include <string>
 #include <tuple>
 
@@ -13,7 +14,10 @@
 namespace sezm {
 namespace {
 
-// Pairs closer than this (squared, Å^2) are coincident and dropped, as in deepmd-kit.
+// Two atoms closer than this (squared, Å^2: 1e-5 Å) are coincident: an error naming both
+// (docs/errors.md), since the model's edge is undefined at zero length and dropping the pair
+// would change the energy silently. Periodic self-images that close (a lattice translation of
+// 1e-5 Å) are not edges.
 constexpr double kMinDist2 = 1e-10;
 // Bins are made this much (relatively) wider than rcut so that rounding in the fractional
 // coordinates used for binning can never hide a pair that the exact distance test keeps.
@@ -157,27 +161,30 @@ Grid open_grid(const double* pos, int n, double rcut) {
   return g;
 }
 
+[[noreturn]] void throw_coincident(int i, int j, double d, const std::array<int, 3>& shift) {
+  std::string how;
+  if (shift != std::array<int, 3>{0, 0, 0})
+    how = " through the periodic image (" + std::to_string(shift[0]) + ", " + std::to_string(shift[1]) + ", " +
+          std::to_string(shift[2]) + ")";
+  throw AtomError("neighbour list",
+                  "are coincident" + how + ": distance " + fmt(d) + " Å, below 1e-05 Å (remove the duplicate atom)",
+                  std::min(i, j), std::max(i, j));
+}
+
 struct Candidate {
   int src;
   std::array<int, 3> shift;
   std::array<double, 3> vec;
 };
 
-}  // namespace
+// How far the edge collection got, for the out-of-memory error.
+struct Progress {
+  int centre = 0;
+  size_t edges = 0;
+};
 
-Graph build_graph(const double* positions, const int* types, int n, const double* cell, double rcut) {
-  if (n < 0) throw Error("neighbour list: negative atom count " + std::to_string(n));
-  if (!std::isfinite(rcut) || !(rcut > 0)) {
-    throw Error("neighbour list: rcut must be positive and finite, got " + fmt(rcut));
-  }
-  for (int i = 0; i < 3 * n; ++i) {
-    if (!std::isfinite(positions[i])) {
-      throw Error("neighbour list: coordinate " + std::to_string(i % 3) + " of atom " +
-                  std::to_string(i / 3) + " is not finite");
-    }
-  }
-  const Grid g = cell ? periodic_grid(positions, n, cell, rcut) : open_grid(positions, n, rcut);
-
+Graph collect_edges(const Grid& g, const double* positions, const int* types, int n, const double* cell, double rcut,
+                    Progress& progress) {
   // Counting sort of the atoms by bin (row-major bin id).
   const auto& nb = g.nbins;
   const auto bin_id = [&nb](int x, int y, int z) { return (x * nb[1] + y) * nb[2] + z; };
@@ -199,7 +206,7 @@ Graph build_graph(const double* positions, const int* types, int n, const double
   const double rcut2 = rcut * rcut;
   const double screen2 = rcut2 * (1 + kScreenSlack);
   std::vector<Candidate> found;
-  for (int i = 0; i < n; ++i) {
+  for (int i = 0; i < n; progress.centre = ++i) {
     found.clear();
     const double* ri = positions + 3 * i;
     // Walk the bins within reach. On a periodic axis the walked index c maps to bin
@@ -245,6 +252,7 @@ Graph build_graph(const double* positions, const int* types, int n, const double
             const double* rj = positions + 3 * j;
             for (int k = 0; k < 3; ++k) e.vec[k] = rj[k] + sv[k] - ri[k];
             const double d2 = dot(e.vec.data(), e.vec.data());
+            if (d2 <= kMinDist2 && j != i) throw_coincident(i, j, std::sqrt(d2), e.shift);
             if (d2 > kMinDist2 && d2 <= rcut2) found.push_back(e);
           }
         }
@@ -262,8 +270,36 @@ Graph build_graph(const double* positions, const int* types, int n, const double
       throw Error("neighbour list: more than 2^31 edges; rcut is too large for this system");
     }
     out.dst_offsets.push_back(static_cast<int>(out.src.size()));
+    progress.edges = out.src.size();
   }
   return out;
+}
+
+}  // namespace
+
+Graph build_graph(const double* positions, const int* types, int n, const double* cell, double rcut) {
+  if (n < 0) throw Error("neighbour list: negative atom count " + std::to_string(n));
+  if (!std::isfinite(rcut) || !(rcut > 0)) {
+    throw Error("neighbour list: rcut must be positive and finite, got " + fmt(rcut));
+  }
+  for (int i = 0; i < 3 * n; ++i) {
+    if (!std::isfinite(positions[i])) {
+      throw AtomError("neighbour list", "has a non-finite coordinate " + std::string(1, "xyz"[i % 3]) + " = " +
+                                            fmt(positions[i]),
+                      i / 3);
+    }
+  }
+  Progress progress;
+  try {
+    const Grid g = cell ? periodic_grid(positions, n, cell, rcut) : open_grid(positions, n, rcut);
+    return collect_edges(g, positions, types, n, cell, rcut, progress);
+  } catch (const std::bad_alloc&) {
+    // A cell far smaller than rcut makes every image an edge (docs/errors.md).
+    throw Error("neighbour list: out of memory at atom " + std::to_string(progress.centre) + " of " +
+                std::to_string(n) + " after " + std::to_string(progress.edges) + " edges (" +
+                fmt(progress.edges * (2.0 * sizeof(int) + 3.0 * sizeof(double)) / 1048576.0) +
+                " MiB) within rcut " + fmt(rcut) + " Å; is the periodic cell much smaller than rcut?");
+  }
 }
 
 }  // namespace sezm

@@ -16,8 +16,10 @@ namespace sezm {
 // Within a centre, edges are ordered by src, then by the image shift S (lexicographic), so
 // the result does not depend on the binning. vec is computed from the coordinates as given
 // (never from wrapped copies), with exactly the expression r_src + S·cell - r_dst.
-// O(N + E) time and memory (cell list). Throws sezm::Error for a singular cell, non-finite
-// coordinates, rcut <= 0, or a cell so small against rcut that the image count explodes.
+// O(N + E) time and memory (cell list). Throws sezm::Error for a singular cell, rcut <= 0, a
+// cell so small against rcut that the image count explodes, or memory exhaustion (naming the
+// edges built); sezm::AtomError for a non-finite coordinate and for two distinct atoms closer
+// than 1e-5 Å, also through a periodic image (docs/errors.md).
 Graph build_graph(const double* positions, const int* types, int n, const double* cell, double rcut);
 
 }  // namespace sezm
