@@ -5,13 +5,17 @@
 //
 // STRUCTURE is a LAMMPS data file (atom_style atomic; LAMMPS types map to --elements) or an
 // (extended) XYZ file; --json prints deepmd-kit's reference schema.
+//
+// Exit status (docs/errors.md): 0 success; 1 an error while loading, reading, computing or writing
+// the output (the cause on stderr, an atom named by its index and file line); 2 bad usage.
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <iostream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,16 +35,47 @@ void usage(std::FILE* out) {
                "                 [--charge-spin Q S]\n"
                "  MODEL      deepmd-kit SeZM/DPA4 training checkpoint (*.pt)\n"
                "  STRUCTURE  LAMMPS data file (atom_style atomic) or (extended) XYZ\n"
-               "  --elements element of each LAMMPS atom type, in type order (data files)\n"
+               "  --elements element of each LAMMPS atom type, in type order (data files only: an\n"
+               "             XYZ file names its species)\n"
                "  --json     print {\"energy\", \"atom_energy\", \"forces\", \"virial\"[, \"atom_virial\"]}\n"
                "  --no-forces      energy only\n"
                "  --atom-virial    also per-atom virials (9 per atom, LAMMPS sign)\n"
                "  --device   cpu (float64 reference engine, default) or cuda (fp32 CUDA engine)\n"
                "  --gpu N    CUDA device ordinal (default 0); --mode: what the CUDA forward keeps\n"
+               "             (both with --device cuda only)\n"
                "  --head NAME  branch (or alias, any case) of a multi-task model; default: the one\n"
                "             aliased \"Default\"\n"
                "  --charge-spin Q S  total charge and spin multiplicity of the frame, for models with a\n"
-               "             charge/spin embedding (default: the model's default_chg_spin)\n");
+               "             charge/spin embedding (default: the model's default_chg_spin)\n"
+               "exit status: 0 success, 1 error (cause on stderr), 2 bad usage\n");
+}
+
+// A non-negative int, the whole token; nullopt otherwise.
+std::optional<int> parse_index(const char* s) {
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(s, &end, 10);
+  if (!*s || *end != '\0' || errno == ERANGE || v < 0 || v > INT_MAX) return std::nullopt;
+  return static_cast<int>(v);
+}
+
+// "atom 3 (line 5 of FILE)": the index sezm::AtomError carries, with the file line it came from.
+std::string name_atom(const sezm::Structure& s, const std::string& file, int i) {
+  std::string out = "atom " + std::to_string(i);
+  if (i >= 0 && static_cast<size_t>(i) < s.lines.size())
+    out += " (line " + std::to_string(s.lines[i]) + " of " + file + ")";
+  return out;
+}
+
+// Output that could not be written (a full disk, a closed pipe) is an error, not exit 0.
+int finish_output() {
+  const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout);
+  const int err = errno;
+  if (failed || std::fclose(stdout) != 0) {
+    std::fprintf(stderr, "sezm-eval: cannot write the output: %s\n", std::strerror(failed ? err : errno));
+    return 1;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -50,6 +85,7 @@ int main(int argc, char** argv) {
   bool json = false, forces = true, atom_virial = false;
   std::string device = "cpu", mode = "lean", head;
   int gpu = 0;
+  bool gpu_given = false, mode_given = false;
   std::optional<sezm::ChargeSpin> charge_spin;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -69,8 +105,16 @@ int main(int argc, char** argv) {
       }
       const std::string v = argv[++i];
       if (a == "--device") device = v;
-      else if (a == "--mode") mode = v;
-      else gpu = std::atoi(v.c_str());
+      else if (a == "--mode") mode = v, mode_given = true;
+      if (a == "--gpu") {
+        const std::optional<int> g = parse_index(v.c_str());
+        if (!g) {
+          std::fprintf(stderr, "sezm-eval: --gpu needs a non-negative device index, got '%s'\n", v.c_str());
+          return 2;
+        }
+        gpu = *g;
+        gpu_given = true;
+      }
       if ((a == "--device" && v != "cpu" && v != "cuda") || (a == "--mode" && v != "lean" && v != "fast")) {
         std::fprintf(stderr, "sezm-eval: bad value '%s' for %s\n", v.c_str(), a.c_str());
         return 2;
@@ -115,6 +159,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "sezm-eval: --atom-virial needs forces (drop --no-forces)\n");
     return 2;
   }
+  if (device != "cuda" && (gpu_given || mode_given)) {  // as pair_style sezm: never silently ignored
+    std::fprintf(stderr, "sezm-eval: --gpu and --mode apply to --device cuda only\n");
+    return 2;
+  }
   try {
     const auto t0 = std::chrono::steady_clock::now();
     sezm::EngineOptions opt;
@@ -132,8 +180,16 @@ int main(int argc, char** argv) {
     std::vector<int> types(s.size());
     for (size_t i = 0; i < s.size(); ++i) types[i] = pot.type_index(s.species[i]);
     const auto t1 = std::chrono::steady_clock::now();
-    const sezm::Evaluation ev = pot.evaluate(s.positions.data(), types.data(), static_cast<int>(s.size()),
-                                             s.periodic ? s.cell.data() : nullptr, forces, atom_virial);
+    sezm::Evaluation ev;
+    try {
+      ev = pot.evaluate(s.positions.data(), types.data(), static_cast<int>(s.size()),
+                        s.periodic ? s.cell.data() : nullptr, forces, atom_virial);
+    } catch (const sezm::AtomError& e) {  // name the atoms by their lines in the structure file
+      const std::string& f = positional[1];
+      throw sezm::Error(e.other() < 0 ? name_atom(s, f, e.atom()) + " " + e.reason()
+                                      : "atoms " + name_atom(s, f, e.atom()).substr(5) + " and " +
+                                            name_atom(s, f, e.other()).substr(5) + " " + e.reason());
+    }
     const auto t2 = std::chrono::steady_clock::now();
     if (json) {
       nlohmann::json j;
@@ -148,8 +204,8 @@ int main(int argc, char** argv) {
         j["head"] = pot.config().head;
         j["head_reason"] = pot.config().head_reason;
       }
-      std::cout << j.dump() << "\n";
-      return 0;
+      std::fputs((j.dump() + "\n").c_str(), stdout);
+      return finish_output();
     }
     const auto& cfg = pot.config();
     std::printf("model     : %s (descriptor version %g, %s, channels %d, lmax %d, %d blocks, rcut %g)\n",
@@ -176,5 +232,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "sezm-eval: %s\n", e.what());
     return 1;
   }
-  return 0;
+  return finish_output();
 }

@@ -4,7 +4,6 @@
 // same checkpoint, and both refusing a model they cannot compute with exit code 1 and the
 // cause on stderr.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cmath>
 #include <cstdio>
@@ -14,30 +13,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "exec_util.h"
 #include "model_test_util.h"
 
 using namespace sezm_test;
 
 namespace {
-
-struct Exec {
-  int status = -1;
-  std::string out;  // stdout and stderr together
-};
-
-Exec run(const std::string& cmd) {
-  Exec r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
-
-std::string quote(const std::string& s) { return "'" + s + "'"; }
 
 // Extended XYZ of a reference configuration, coordinates to 17 significant digits (exact).
 std::string write_xyz(const sezm::test::RefConfig& c, const std::vector<std::string>& type_map) {

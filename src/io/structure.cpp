@@ -252,6 +252,7 @@ Structure read_lammps_data(const std::string& path, const std::vector<std::strin
   for (const Atom& a : atoms) {
     s.positions.insert(s.positions.end(), a.r.begin(), a.r.end());
     s.species.push_back(elements[a.type - 1]);
+    s.lines.push_back(a.line);
   }
   return s;
 }
@@ -401,16 +402,36 @@ Structure read_extxyz(const std::string& path) {
                        ", got '" + sym + "'");
     }
     s.species.push_back(sym);
+    s.lines.push_back(line);
     for (int k = 0; k < 3; ++k) {
       s.positions.push_back(f.real(t[cols.pos + k], line, std::string(1, "xyz"[k])));
     }
+  }
+  // Only the first frame is read, but a count smaller than the atom lines is a truncated frame,
+  // not a second one: what follows the N atom lines must be blank or the next frame's count.
+  for (size_t line = 3 + static_cast<size_t>(natoms); line <= f.size(); ++line) {
+    const Tokens t = split(f.line(line));
+    if (t.empty()) continue;
+    long long next = 0;
+    const auto [end, ec] = std::from_chars(t[0].data(), t[0].data() + t[0].size(), next);
+    if (t.size() != 1 || ec != std::errc() || end != t[0].data() + t[0].size() || next < 0) {
+      f.fail(line, "more atom lines than the " + std::to_string(natoms) +
+                       " declared on line 1 (or a second frame without its atom count); fix the count");
+    }
+    break;
   }
   return s;
 }
 
 Structure read_structure(const std::string& path, const std::vector<std::string>& elements) {
   const std::string ext = lower(std::filesystem::path(path).extension().string());
-  if (ext == ".xyz" || ext == ".extxyz") return read_extxyz(path);
+  if (ext == ".xyz" || ext == ".extxyz") {
+    // Element names for an XYZ file would be ignored silently: refuse them (docs/errors.md).
+    if (!elements.empty())
+      throw Error(path + ": an XYZ file names the species of its atoms; element names for LAMMPS types "
+                         "(--elements) apply to LAMMPS data files only: drop them");
+    return read_extxyz(path);
+  }
   return read_lammps_data(path, elements);
 }
 

@@ -13,6 +13,7 @@ struct Structure {
   std::vector<std::string> species;       // N element symbols
   bool periodic = false;
   std::array<double, 9> cell{};           // rows = lattice vectors (valid if periodic)
+  std::vector<size_t> lines;              // N: the file line of each atom (1-based), for errors
   size_t size() const { return species.size(); }
 };
 
@@ -32,11 +33,12 @@ Structure read_lammps_data(const std::string& path, const std::vector<std::strin
 // columns are located through Properties, which may declare further columns (forces etc.);
 // every atom line must then have exactly the declared column count. Without Properties the
 // columns are "species x y z" and extra trailing columns are ignored (plain XYZ). Only the
-// first frame is read.
+// first frame is read; after its N atom lines only blank lines or the next frame's count may
+// follow (more atom lines than N are an error, not a silently shorter structure).
 Structure read_extxyz(const std::string& path);
 
-// By extension: ".xyz"/".extxyz" (any case) -> read_extxyz (elements unused, the file names
-// its species); anything else -> read_lammps_data.
+// By extension: ".xyz"/".extxyz" (any case) -> read_extxyz (the file names its species: non-empty
+// elements are an error); anything else -> read_lammps_data.
 Structure read_structure(const std::string& path, const std::vector<std::string>& elements);
 
 }  // namespace sezm
