@@ -192,3 +192,19 @@ TEST(SezmEval, MemoryExhaustionIsAnError) {
   expect_contains(r.out, {"sezm-eval: ", "out of memory in ", "the graph has 1 atoms and ", "edges within rcut 6 Å",
                           "More than 10^4 neighbours of one atom: is the periodic cell much smaller than rcut"});
 }
+
+// 64 atoms in the same 0.15 Å cell: ~1.7e7 edges per atom, so the neighbour search itself runs out
+// of a 1.5 GB limit; the error names the atom reached and the edges found (it used to be a bare
+// "std::bad_alloc").
+TEST(SezmEval, NeighbourListMemoryExhaustionIsAnError) {
+  std::string atoms;
+  for (int i = 0; i < 64; ++i)
+    atoms += "C " + std::to_string(0.0375 * (i % 4)) + " " + std::to_string(0.0375 * (i / 4 % 4)) + " " +
+             std::to_string(0.0375 * (i / 16)) + "\n";
+  const std::string cell = xyz("dense", 64, "Lattice=\"0.15 0 0 0 0.15 0 0 0 0.15\" pbc=\"T T T\"", atoms);
+  const Exec r = run("ulimit -v 1500000 && OMP_NUM_THREADS=1 " + quote(SEZM_EVAL_EXE) + " " + quote(kModel) + " " +
+                     quote(cell));
+  EXPECT_EQ(r.status, 1) << r.out;
+  expect_contains(r.out, {"sezm-eval: neighbour list: out of memory at atom ", " of 64 after ",
+                          " within rcut 6 Å; is the periodic cell much smaller than rcut?"});
+}

@@ -179,8 +179,8 @@ struct Candidate {
 
 // How far the edge collection got, for the out-of-memory error.
 struct Progress {
-  int centre = 0;
-  size_t edges = 0;
+  int centre = 0;    // the centre being searched
+  size_t edges = 0;  // edges found so far, the centre's included
 };
 
 Graph collect_edges(const Grid& g, const double* positions, const int* types, int n, const double* cell, double rcut,
@@ -253,7 +253,10 @@ Graph collect_edges(const Grid& g, const double* positions, const int* types, in
             for (int k = 0; k < 3; ++k) e.vec[k] = rj[k] + sv[k] - ri[k];
             const double d2 = dot(e.vec.data(), e.vec.data());
             if (d2 <= kMinDist2 && j != i) throw_coincident(i, j, std::sqrt(d2), e.shift);
-            if (d2 > kMinDist2 && d2 <= rcut2) found.push_back(e);
+            if (d2 > kMinDist2 && d2 <= rcut2) {
+              found.push_back(e);
+              ++progress.edges;
+            }
           }
         }
       }
@@ -270,7 +273,6 @@ Graph collect_edges(const Grid& g, const double* positions, const int* types, in
       throw Error("neighbour list: more than 2^31 edges; rcut is too large for this system");
     }
     out.dst_offsets.push_back(static_cast<int>(out.src.size()));
-    progress.edges = out.src.size();
   }
   return out;
 }
@@ -296,7 +298,7 @@ Graph build_graph(const double* positions, const int* types, int n, const double
   } catch (const std::bad_alloc&) {
     // A cell far smaller than rcut makes every image an edge (docs/errors.md).
     throw Error("neighbour list: out of memory at atom " + std::to_string(progress.centre) + " of " +
-                std::to_string(n) + " after " + std::to_string(progress.edges) + " edges (" +
+                std::to_string(n) + " after " + std::to_string(progress.edges) + " edges (about " +
                 fmt(progress.edges * (2.0 * sizeof(int) + 3.0 * sizeof(double)) / 1048576.0) +
                 " MiB) within rcut " + fmt(rcut) + " Å; is the periodic cell much smaller than rcut?");
   }
