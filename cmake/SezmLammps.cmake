@@ -144,6 +144,9 @@ endfunction()
 
 # mpiexec and whether it is Open MPI's (which needs --allow-run-as-root / --oversubscribe).
 function(_sezm_mpiexec route exe)
+  if(NOT exe)
+    set(exe mpiexec)  # none found beside the MPI: whatever is on PATH when the tests run
+  endif()
   set(_cmd "${exe}")
   set(_ompi OFF)
   execute_process(COMMAND "${exe}" --version OUTPUT_VARIABLE _v ERROR_VARIABLE _e TIMEOUT 30)
