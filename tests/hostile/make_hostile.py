@@ -215,83 +215,66 @@ def make_cases(base):
         cases[fn.__name__] = fn
         return fn
 
+    def weight_case(alter):
+        """A case that alters the weight matrix with the most rows: alter(checkpoint, tensor)."""
+        def make(out, deflate):
+            ck = Checkpoint(base)
+            name, t = largest_2d(ck)
+            alter(ck, t)
+            ck.write(out, deflate=deflate)
+            return {"tensor": name, "storage": t.storage.key}
+        make.__name__ = alter.__name__
+        return case(make)
+
     # 1. numel x element size wraps to one element's bytes: 2^64 / size + 1 elements (2^61 + 1
     # for float64, 2^62 + 1 for float32); the tensor then reads far past the storage's bytes
     # (before: SIGSEGV).
     def wrapping_numel(t):
         return (1 << 64) // STORAGE_TYPES[t.storage.kind] + 1
 
-    @case
-    def numel_overflow(out, deflate):
-        ck = Checkpoint(base)
-        name, t = largest_2d(ck)
+    @weight_case
+    def numel_overflow(ck, t):
         t.storage.numel = wrapping_numel(t)
         t.offset = 1 << 40
-        ck.write(out, deflate=deflate)
-        return {"tensor": name, "storage": t.storage.key}
 
     # 1b. The same with the tensor moved just past its real storage bytes: the over-read heap
     # bytes became weights (before: exit 0 with a wrong energy).
-    @case
-    def numel_overflow_offset(out, deflate):
-        ck = Checkpoint(base)
-        name, t = largest_2d(ck)
+    @weight_case
+    def numel_overflow_offset(ck, t):
         t.storage.numel = wrapping_numel(t)
         t.offset = len(ck.blobs[t.storage.key]) // STORAGE_TYPES[t.storage.kind]
-        ck.write(out, deflate=deflate)
-        return {"tensor": name, "storage": t.storage.key}
 
     # 2. stride x (shape - 1) wraps to a small number and passed the bounds check.
-    @case
-    def stride_overflow(out, deflate):
-        ck = Checkpoint(base)
-        name, t = largest_2d(ck)
+    @weight_case
+    def stride_overflow(ck, t):
         rows = t.size[0]
         # (rows - 1) * stride0 wraps to a little above 2^64 (or just below, -2, for 3 rows)
         stride0 = min(-(-(1 << 64) // (rows - 1)), (1 << 63) - 1)
         assert -rows < signed_wrap((rows - 1) * stride0) < rows
         t.stride = (stride0,) + t.stride[1:]
-        ck.write(out, deflate=deflate)
-        return {"tensor": name, "storage": t.storage.key}
 
     # 3. nesting: 10^6-deep list in data.pkl (recursive destructor), 2x10^5-deep and
     # self-containing lists in model_params (recursive to_json), 2^60-value shared lists.
-    @case
-    def deep_list_pickle(out, deflate):
-        ck = Checkpoint(base)
-        ck.write(out, pkl=inject(ck, "root", deep_list(10 ** 6)), deflate=True)
+    def nesting_case(name, where, opcodes, always_deflate=False):
+        def make(out, deflate):
+            ck = Checkpoint(base)
+            ck.write(out, pkl=inject(ck, where, opcodes), deflate=deflate or always_deflate)
+        make.__name__ = name
+        case(make)
 
-    @case
-    def deep_list_params(out, deflate):
-        ck = Checkpoint(base)
-        ck.write(out, pkl=inject(ck, "model_params", deep_list(2 * 10 ** 5)), deflate=True)
-
-    @case
-    def self_list_params(out, deflate):
-        ck = Checkpoint(base)
-        ck.write(out, pkl=inject(ck, "model_params", self_list()), deflate=deflate)
-
-    @case
-    def doubling_list_params(out, deflate):
-        ck = Checkpoint(base)
-        ck.write(out, pkl=inject(ck, "model_params", doubling_list(60)), deflate=deflate)
+    nesting_case("deep_list_pickle", "root", deep_list(10 ** 6), always_deflate=True)
+    nesting_case("deep_list_params", "model_params", deep_list(2 * 10 ** 5), always_deflate=True)
+    nesting_case("self_list_params", "model_params", self_list())
+    nesting_case("doubling_list_params", "model_params", doubling_list(60))
 
     # 4. declared sizes far beyond the file: (2^30, 4) and (2^28,) broadcasts with stride 0.
-    @case
-    def huge_shape(out, deflate):
-        ck = Checkpoint(base)
-        name, t = largest_2d(ck)
+    @weight_case
+    def huge_shape(ck, t):
         t.size, t.stride = (2 ** 30, 4), (0, 0)
-        ck.write(out, deflate=deflate)
-        return {"tensor": name, "storage": t.storage.key}
 
-    @case
-    def stride0_broadcast(out, deflate):
-        ck = Checkpoint(base)
-        name, t = largest_2d(ck)
+    @weight_case
+    def stride0_broadcast(ck, t):
         t.size, t.stride = (2 ** 28,), (0,)
-        ck.write(out, deflate=deflate)
-        return {"tensor": name, "storage": t.storage.key}
 
     # Two storages under one key with different types: the second, larger one was checked
     # against nothing once the first had been read (before: over-read).
@@ -311,18 +294,14 @@ def make_cases(base):
         return {"tensor": next(k for k, t in ck.tensors() if t is big), "storage": small.key}
 
     # Delivery 3: a NaN (and an infinity) in a weight the model uses.
-    @case
-    def nan_weight(out, deflate):
-        ck = Checkpoint(base)
-        name, t = largest_2d(ck)
+    @weight_case
+    def nan_weight(ck, t):
         fmt = "<f" if t.storage.kind == "FloatStorage" else "<d"
         size = struct.calcsize(fmt)
         blob = bytearray(ck.blobs[t.storage.key])
         for element, value in ((t.offset + 5, float("nan")), (t.offset + 7, float("inf"))):
             struct.pack_into(fmt, blob, element * size, value)
         ck.blobs[t.storage.key] = bytes(blob)
-        ck.write(out, deflate=deflate)
-        return {"tensor": name, "storage": t.storage.key}
 
     return cases
 
