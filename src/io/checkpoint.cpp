@@ -44,9 +44,12 @@ struct JsonBudget {
 // model_params is plain JSON-like data; anything else in it means a format we do not know.
 nlohmann::json to_json(const PyValue& v, const JsonPath& where, JsonBudget& budget, int depth) {
   const std::string& path = budget.path;
-  if (depth > kMaxParamsDepth)
-    throw Error(path + ": " + where.str() + ": model_params nests deeper than " +
+  if (depth > kMaxParamsDepth) {
+    std::string at = where.str();
+    if (at.size() > 120) at = at.substr(0, 100) + "...";
+    throw Error(path + ": " + at + ": model_params nests deeper than " +
                 std::to_string(kMaxParamsDepth) + " levels (a self-containing or corrupt list)");
+  }
   if (++budget.values > kMaxParamsValues)
     throw Error(path + ": model_params holds more than " + std::to_string(kMaxParamsValues) +
                 " values (counting shared containers once per use); not a deepmd-kit configuration");
