@@ -75,6 +75,14 @@ TEST_F(HostileCheckpoint, BroadcastLargerThanStorage) {
                    "strides (0)", "broadcast"});
 }
 
+// A zip entry's declared size is what read() allocates: a stored entry claiming ~4 GiB from
+// 41 kB is refused before any allocation (before: 4.2 GB and 9 s, then libzip's complaint).
+TEST_F(HostileCheckpoint, ZipEntryDeclaresMoreThanItHolds) {
+  expect_contains(load_error("zip_size_lie"),
+                  {file("zip_size_lie"), "zip entry 'mini_f32/data.pkl' declares 4294967040 bytes from",
+                   "stored: the two must be equal"});
+}
+
 // A key read once must still be checked against every later storage that names it.
 TEST_F(HostileCheckpoint, StorageKeyReusedWithLargerType) {
   const std::string name = "storage_key_reused";

@@ -192,6 +192,23 @@ def inject(ck, where, opcodes, deflate=False):
         del target["hostile"]
 
 
+def lie_about_size(path, suffix, size):
+    """Rewrites the uncompressed size that `path`'s local and central headers record for the
+    entry ending in `suffix` (both, so that libzip's consistency check agrees with itself)."""
+    data = bytearray(open(path, "rb").read())
+    eocd = len(data) - 22  # written without an archive comment
+    assert data[eocd:eocd + 4] == b"PK\x05\x06"
+    count, cd = struct.unpack_from("<H", data, eocd + 10)[0], struct.unpack_from("<I", data, eocd + 16)[0]
+    for _ in range(count):
+        n, m, k = struct.unpack_from("<HHH", data, cd + 28)
+        if data[cd + 46:cd + 46 + n].decode().endswith(suffix):
+            local = struct.unpack_from("<I", data, cd + 42)[0]
+            struct.pack_into("<I", data, cd + 24, size)
+            struct.pack_into("<I", data, local + 22, size)
+        cd += 46 + n + m + k
+    open(path, "wb").write(data)
+
+
 def largest_2d(ck):
     """The tensor with the most rows (>= 3), 2-D if there is one: a weight matrix."""
     best = None
@@ -275,6 +292,14 @@ def make_cases(base):
     @weight_case
     def stride0_broadcast(ck, t):
         t.size, t.stride = (2 ** 28,), (0,)
+
+    # A zip entry declaring ~4 GiB from a few stored bytes: read() allocated the declared size
+    # before libzip found the lie (before: a 4 GiB allocation, or std::bad_alloc).
+    @case
+    def zip_size_lie(out, deflate):
+        Checkpoint(base).write(out)
+        lie_about_size(out, "data.pkl", 0xFFFFFF00)
+        return {"entry": "data.pkl"}
 
     # Two storages under one key with different types: the second, larger one was checked
     # against nothing once the first had been read (before: over-read).
