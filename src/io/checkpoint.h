@@ -34,11 +34,15 @@ struct Checkpoint {
   // branch's entry model_dict.<branch>
   nlohmann::json model_params;
   std::string branch;  // the chosen model_dict key of a multi-task file; empty otherwise
+  std::string tensor_prefix;  // "model.<branch>.", stripped from the state-dict names below
   // key = state-dict name without the "model.<branch>." prefix,
   // e.g. "atomic_model.descriptor.blocks.0.post_so2_norm.bias"
   std::map<std::string, TensorData> tensors;
   bool has(const std::string& key) const;
   const TensorData& get(const std::string& key) const;  // Error naming path and key if missing
+  // get(), and an Error naming the full state-dict name, the first bad element and the count
+  // if the tensor holds a NaN or an infinity (the model loaders read weights through this).
+  const TensorData& get_finite(const std::string& key) const;
 };
 
 // Given the whole model_params of a multi-task file and its model_dict keys in file order (the

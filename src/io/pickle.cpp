@@ -11,7 +11,7 @@ namespace sezm {
 const PyValue* PyValue::find(const std::string& key) const {
   if (kind != Kind::Dict) return nullptr;
   for (const auto& [k, v] : entries)
-    if (k->kind == Kind::String && k->text == key) return v.get();
+    if (k->kind == Kind::String && k->text == key) return v;
   return nullptr;
 }
 
@@ -38,18 +38,6 @@ namespace {
 
 using Kind = PyValue::Kind;
 
-PyValuePtr make(Kind kind) {
-  auto v = std::make_shared<PyValue>();
-  v->kind = kind;
-  return v;
-}
-
-PyValuePtr make_text(Kind kind, std::string text) {
-  auto v = make(kind);
-  v->text = std::move(text);
-  return v;
-}
-
 // torch.<Name>Storage -> dtype. Element size 0 marks a dtype we cannot convert.
 struct StorageType {
   const char* name;
@@ -74,12 +62,50 @@ enum Op : uint8_t {
   BINUNICODE8 = 0x8d, BINBYTES8 = 0x8e, STACK_GLOBAL = 0x93, MEMOIZE = 0x94, FRAME = 0x95,
 };
 
+// All values of one pickle; see pickle.h (ownership). A deque never moves its elements, so the
+// pointers containers hold stay valid while it grows.
+struct Arena {
+  std::deque<PyValue> values;
+};
+
+// Values are mutable while the pickle is being built; readers see const PyValue.
+using Val = PyValue*;
+
+// What one pickle may hold: values, memo entries and marks together (docs/checkpoint-reader.md).
+// A real checkpoint's data.pkl holds ~10 per tensor (~10^4 for a model with its optimizer
+// state); each costs ~120 bytes, so this bounds the tree at ~1.2 GB even for a data.pkl that
+// a deflated entry expands 1000-fold.
+constexpr size_t kMaxUnits = 10000000;
+
 class Unpickler {
  public:
   Unpickler(const std::string& bytes, const std::string& source)
-      : bytes_(bytes), source_(source) {}
+      : bytes_(bytes), source_(source), arena_(std::make_shared<Arena>()) {}
 
   PyValuePtr run() {
+    const PyValue* root = parse();
+    return PyValuePtr(arena_, root);  // shares ownership of the arena, points at the root
+  }
+
+ private:
+  void count() {
+    if (++units_ > kMaxUnits)
+      fail("more than " + std::to_string(kMaxUnits) +
+           " values, memo entries and marks; not a deepmd-kit checkpoint pickle");
+  }
+  Val make(Kind kind) {
+    count();
+    PyValue& v = arena_->values.emplace_back();
+    v.kind = kind;
+    return &v;
+  }
+  Val make_text(Kind kind, std::string text) {
+    Val v = make(kind);
+    v->text = std::move(text);
+    return v;
+  }
+
+  const PyValue* parse() {
     for (;;) {
       op_offset_ = pos_;
       const uint8_t op = u8();
@@ -88,18 +114,18 @@ class Unpickler {
           if (u8() > 5) fail("unsupported pickle protocol");
           break;
         case FRAME: take(8); break;  // framing only groups opcodes; the stream reads through
-        case STOP: {
-          PyValuePtr result = pop();
-          return result;
-        }
-        case MARK: marks_.push_back(stack_.size()); break;
+        case STOP: return pop();
+        case MARK:
+          count();
+          marks_.push_back(stack_.size());
+          break;
         case POP: pop(); break;
         case POP_MARK: pop_mark(); break;
         case DUP: push(top()); break;
         case NONE: push(make(Kind::None)); break;
         case NEWTRUE:
         case NEWFALSE: {
-          auto v = make(Kind::Bool);
+          Val v = make(Kind::Bool);
           v->boolean = op == NEWTRUE;
           push(v);
           break;
@@ -117,7 +143,7 @@ class Unpickler {
         case BINFLOAT: {
           uint64_t raw = 0;  // big-endian IEEE double
           for (int i = 0; i < 8; ++i) raw = (raw << 8) | u8();
-          auto v = make(Kind::Float);
+          Val v = make(Kind::Float);
           std::memcpy(&v->real, &raw, sizeof raw);
           push(v);
           break;
@@ -138,20 +164,20 @@ class Unpickler {
         case TUPLE3: {
           const size_t n = op - TUPLE1 + 1;
           if (stack_.size() < n + stack_floor()) fail("stack underflow");
-          std::vector<PyValuePtr> items(stack_.end() - static_cast<long>(n), stack_.end());
+          std::vector<Val> items(stack_.end() - static_cast<long>(n), stack_.end());
           stack_.resize(stack_.size() - n);
           push(sequence(Kind::Tuple, std::move(items)));
           break;
         }
         case DICT: {
-          auto dict = make(Kind::Dict);
+          Val dict = make(Kind::Dict);
           set_items(*dict, pop_mark());
           push(dict);
           break;
         }
         case SETITEM: {
-          PyValuePtr value = pop();
-          PyValuePtr key = pop();
+          Val value = pop();
+          Val key = pop();
           set_items(expect_top(Kind::Dict, "SETITEM"), {key, value});
           break;
         }
@@ -161,7 +187,7 @@ class Unpickler {
           break;
         }
         case APPEND: {
-          PyValuePtr value = pop();
+          Val value = pop();
           expect_top(Kind::List, "APPEND").items.push_back(value);
           break;
         }
@@ -171,9 +197,9 @@ class Unpickler {
           list.insert(list.end(), items.begin(), items.end());
           break;
         }
-        case BINPUT: memo_[u8()] = top(); break;
-        case LONG_BINPUT: memo_[u32()] = top(); break;
-        case MEMOIZE: memo_[memo_.size()] = top(); break;
+        case BINPUT: memo_put(u8()); break;
+        case LONG_BINPUT: memo_put(u32()); break;
+        case MEMOIZE: memo_put(memo_.size()); break;
         case BINGET: push(memo_get(u8())); break;
         case LONG_BINGET: push(memo_get(u32())); break;
         case GLOBAL: {
@@ -182,23 +208,23 @@ class Unpickler {
           break;
         }
         case STACK_GLOBAL: {
-          PyValuePtr name = pop();
-          PyValuePtr module = pop();
+          Val name = pop();
+          Val module = pop();
           if (!name->is(Kind::String) || !module->is(Kind::String))
             fail("STACK_GLOBAL needs two strings");
           push(make_text(Kind::Global, module->text + "." + name->text));
           break;
         }
         case REDUCE: {
-          PyValuePtr args = pop();
-          PyValuePtr callable = pop();
+          Val args = pop();
+          Val callable = pop();
           if (!args->is(Kind::Tuple)) fail("REDUCE arguments are a " + args->describe());
           push(reduce(*callable, *args));
           break;
         }
         case NEWOBJ: {
           pop();  // constructor arguments: opaque objects keep nothing
-          PyValuePtr cls = pop();
+          Val cls = pop();
           push(make_text(Kind::Object, cls->text));
           break;
         }
@@ -218,7 +244,6 @@ class Unpickler {
     }
   }
 
- private:
   [[noreturn]] void fail(const std::string& why) const {
     throw Error(source_ + ": bad pickle: " + why + " (opcode at byte offset " +
                 std::to_string(op_offset_) + ")");
@@ -262,9 +287,9 @@ class Unpickler {
     return s;
   }
 
-  void push(PyValuePtr v) { stack_.push_back(std::move(v)); }
+  void push(Val v) { stack_.push_back(v); }
   void push_int(int64_t i) {
-    auto v = make(Kind::Int);
+    Val v = make(Kind::Int);
     v->integer = i;
     push(v);
   }
@@ -275,20 +300,20 @@ class Unpickler {
 
   // Values below the innermost MARK belong to an enclosing construct.
   size_t stack_floor() const { return marks_.empty() ? 0 : marks_.back(); }
-  const PyValuePtr& top() const {
+  Val top() const {
     if (stack_.size() <= stack_floor()) fail("stack underflow");
     return stack_.back();
   }
-  PyValuePtr pop() {
-    PyValuePtr v = top();
+  Val pop() {
+    Val v = top();
     stack_.pop_back();
     return v;
   }
-  std::vector<PyValuePtr> pop_mark() {
+  std::vector<Val> pop_mark() {
     if (marks_.empty()) fail("no MARK on the stack");
     const size_t mark = marks_.back();
     marks_.pop_back();
-    std::vector<PyValuePtr> items(stack_.begin() + static_cast<long>(mark), stack_.end());
+    std::vector<Val> items(stack_.begin() + static_cast<long>(mark), stack_.end());
     stack_.resize(mark);
     return items;
   }
@@ -297,39 +322,48 @@ class Unpickler {
     if (!t.is(kind)) fail(std::string(opname) + " applied to a " + t.describe());
     return t;
   }
-  PyValuePtr memo_get(uint64_t index) const {
+  void memo_put(uint64_t index) {
+    Val v = top();
+    const auto [it, fresh] = memo_.emplace(index, v);
+    if (fresh) count();
+    it->second = v;
+  }
+  Val memo_get(uint64_t index) const {
     const auto it = memo_.find(index);
     if (it == memo_.end()) fail("memo index " + std::to_string(index) + " was never stored");
     return it->second;
   }
 
-  static PyValuePtr sequence(Kind kind, std::vector<PyValuePtr> items) {
-    auto v = make(kind);
-    v->items = std::move(items);
+  Val sequence(Kind kind, std::vector<Val> items) {
+    Val v = make(kind);
+    v->items.assign(items.begin(), items.end());
     return v;
   }
-  void set_items(PyValue& dict, std::vector<PyValuePtr> kv) {
+  void set_items(PyValue& dict, const std::vector<Val>& kv) {
     if (kv.size() % 2) fail("odd number of items for a dict");
+    // Python dict semantics: a repeated string key replaces the value in place. The index of
+    // each dict's string keys keeps this linear in the number of items (a scan per item made a
+    // hostile dict of 10^5 keys cost minutes).
+    auto& index = string_keys_[&dict];
     for (size_t i = 0; i < kv.size(); i += 2) {
-      // Python dict semantics: a repeated key replaces the value in place.
-      bool replaced = false;
-      if (kv[i]->is(Kind::String))
-        for (auto& [k, v] : dict.entries)
-          if (k->is(Kind::String) && k->text == kv[i]->text) {
-            v = kv[i + 1];
-            replaced = true;
-          }
-      if (!replaced) dict.entries.emplace_back(kv[i], kv[i + 1]);
+      if (kv[i]->is(Kind::String)) {
+        const auto [it, fresh] = index.emplace(kv[i]->text, dict.entries.size());
+        if (!fresh) {
+          dict.entries[it->second].second = kv[i + 1];
+          continue;
+        }
+      }
+      dict.entries.emplace_back(kv[i], kv[i + 1]);
     }
   }
 
-  PyValuePtr reduce(const PyValue& callable, const PyValue& args) {
+  Val reduce(const PyValue& callable, const PyValue& args) {
     if (!callable.is(Kind::Global)) return make_text(Kind::Object, "result of " + callable.describe());
     const std::string& name = callable.text;
     if (name == "collections.OrderedDict") {
-      auto dict = make(Kind::Dict);
+      Val dict = make(Kind::Dict);
       if (!args.items.empty()) {  // OrderedDict([(k, v), ...])
-        std::vector<PyValuePtr> kv;
+        std::vector<Val> kv;
         for (const auto& pair : args.items[0]->items) {
           if (pair->items.size() != 2) fail("OrderedDict item is not a (key, value) pair");
           kv.push_back(pair->items[0]);
@@ -350,7 +384,7 @@ class Unpickler {
 
   // _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad, backward_hooks
   //                    [, metadata])
-  PyValuePtr rebuild_tensor(const PyValue& args) {
+  Val rebuild_tensor(const PyValue& args) {
     const auto& a = args.items;
     auto int_tuple = [&](const PyValue& t, std::vector<int64_t>& out) {
       if (!t.is(Kind::Tuple)) return false;
@@ -360,26 +394,28 @@ class Unpickler {
       }
       return true;
     };
-    auto v = make(Kind::Tensor);
-    TensorRef& t = v->tensor;
+    Val v = make(Kind::Tensor);
+    v->ref = std::make_unique<TensorRef>();
+    TensorRef& t = *v->ref;
     if (a.size() < 4 || !a[0]->is(Kind::Storage) || !a[1]->is(Kind::Int) ||
         !int_tuple(*a[2], t.shape) || !int_tuple(*a[3], t.stride) ||
         t.shape.size() != t.stride.size())
       fail("malformed torch._utils._rebuild_tensor_v2 arguments");
-    t.storage = a[0]->storage;
+    t.storage = a[0]->storage();
     t.offset = a[1]->integer;
     return v;
   }
 
   // torch.save's persistent id: ('storage', torch.<Type>Storage, key, location, numel).
-  PyValuePtr persistent(const PyValue& pid) {
+  Val persistent(const PyValue& pid) {
     const auto& p = pid.items;
     if (!pid.is(Kind::Tuple) || p.size() != 5 || !p[0]->is(Kind::String) ||
         p[0]->text != "storage" || !p[1]->is(Kind::Global) || !p[2]->is(Kind::String) ||
         !p[3]->is(Kind::String) || !p[4]->is(Kind::Int) || p[4]->integer < 0)
       return make_text(Kind::Object, "persistent id");
-    auto v = make(Kind::Storage);
-    StorageRef& s = v->storage;
+    Val v = make(Kind::Storage);
+    v->ref = std::make_unique<TensorRef>();
+    StorageRef& s = v->ref->storage;
     s.key = p[2]->text;
     s.location = p[3]->text;
     s.numel = p[4]->integer;
@@ -396,9 +432,12 @@ class Unpickler {
   const std::string& source_;
   size_t pos_ = 0;
   size_t op_offset_ = 0;
-  std::vector<PyValuePtr> stack_;
+  size_t units_ = 0;
+  std::shared_ptr<Arena> arena_;
+  std::vector<Val> stack_;
   std::vector<size_t> marks_;
-  std::unordered_map<uint64_t, PyValuePtr> memo_;
+  std::unordered_map<uint64_t, Val> memo_;
+  std::unordered_map<const PyValue*, std::unordered_map<std::string, size_t>> string_keys_;
 };
 
 }  // namespace

@@ -10,7 +10,13 @@
 // Any other global (optimizer classes, ...) becomes an opaque Object, so it only fails if a
 // caller actually needs it. Malformed input (unknown opcode, truncation, stack misuse) throws
 // sezm::Error naming the source, the byte offset and the cause.
+//
+// Ownership: every value of one unpickle() lives in one arena that the returned root pointer
+// shares; containers hold plain pointers into it. Destroying a value therefore never recurses,
+// however deeply lists nest, and a list that contains itself (legal pickle: memo + APPEND) is
+// freed with the rest instead of leaking or recursing forever (docs/checkpoint-reader.md).
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <utility>
@@ -19,7 +25,8 @@
 namespace sezm {
 
 struct PyValue;
-using PyValuePtr = std::shared_ptr<PyValue>;
+// The root of an unpickled tree; it keeps the whole arena alive.
+using PyValuePtr = std::shared_ptr<const PyValue>;
 
 struct StorageRef {
   std::string key;       // zip entry name below <prefix>/data/
@@ -44,12 +51,15 @@ struct PyValue {
   int64_t integer = 0;
   double real = 0.0;
   std::string text;  // String / Bytes payload; "module.name" for Global and Object
-  std::vector<PyValuePtr> items;                           // List, Tuple
-  std::vector<std::pair<PyValuePtr, PyValuePtr>> entries;  // Dict, in insertion order
-  StorageRef storage;  // Storage
-  TensorRef tensor;    // Tensor
+  std::vector<PyValue*> items;                          // List, Tuple
+  std::vector<std::pair<PyValue*, PyValue*>> entries;  // Dict, in insertion order
+  // Storage (ref->storage) and Tensor; kept out of line so that the many plain values of an
+  // optimizer state stay small (an arena value costs ~120 bytes, about one per pickle byte).
+  std::unique_ptr<TensorRef> ref;
 
   bool is(Kind k) const { return kind == k; }
+  const StorageRef& storage() const { return ref->storage; }  // Storage and Tensor only
+  const TensorRef& tensor() const { return *ref; }            // Tensor only
   // Dict only: the value stored under string key `key`, or nullptr.
   const PyValue* find(const std::string& key) const;
   // "dict", "tensor", "object torch.optim.Adam", ... for error messages.

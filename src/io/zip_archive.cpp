@@ -36,6 +36,8 @@ ZipArchive::ZipArchive(const std::string& path) : path_(path) {
   if (!std::filesystem::exists(path, ec)) throw Error(path + ": no such file");
   if (std::filesystem::is_directory(path, ec)) throw Error(path + ": is a directory, not a file");
 
+  file_size_ = std::filesystem::file_size(path, ec);
+  if (ec) throw Error(path + ": cannot read the file size (" + ec.message() + ")");
   int code = 0;
   archive_ = zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &code);
   if (archive_) return;
@@ -82,9 +84,22 @@ size_t ZipArchive::entry_size(const std::string& name) const {
   const auto index = static_cast<zip_uint64_t>(index_of(name));
   zip_stat_t st;
   zip_stat_init(&st);
-  if (zip_stat_index(archive_, index, 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE))
+  if (zip_stat_index(archive_, index, 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE) ||
+      !(st.valid & ZIP_STAT_COMP_SIZE) || !(st.valid & ZIP_STAT_COMP_METHOD))
     throw Error(path_ + ": cannot stat zip entry '" + name + "' (libzip: " +
                 zip_strerror(archive_) + ")");
+  // The declared (uncompressed) size is what read() allocates, so it must be plausible before
+  // anything is allocated (docs/checkpoint-reader.md): a stored entry (torch.save's only kind)
+  // is exactly its bytes in the file; a compressed one expands at most 1032-fold (deflate's
+  // limit), so a larger claim is a lie or a zip bomb.
+  constexpr uint64_t kMaxRatio = 1032;
+  const bool stored = st.comp_method == ZIP_CM_STORE;
+  if (st.comp_size > file_size_ || (stored && st.size != st.comp_size) ||
+      (!stored && st.size / kMaxRatio > st.comp_size))
+    throw Error(path_ + ": zip entry '" + name + "' declares " + std::to_string(st.size) +
+                " bytes from " + std::to_string(st.comp_size) + " bytes in a " + std::to_string(file_size_) +
+                "-byte file (" + (stored ? "stored: the two must be equal" : "compressed: at most 1032x") +
+                "); the archive is corrupt");
   return static_cast<size_t>(st.size);
 }
 

@@ -18,9 +18,11 @@ class ZipArchive {
   ZipArchive& operator=(const ZipArchive&) = delete;
 
   const std::string& path() const { return path_; }
+  unsigned long long file_size() const { return file_size_; }
   std::vector<std::string> entry_names() const;
   bool has(const std::string& name) const;
-  // Size in bytes of entry `name` (uncompressed), without reading it.
+  // Size in bytes of entry `name` (uncompressed), without reading it; an implausible declared
+  // size (larger than the entry's bytes allow) is an Error.
   size_t entry_size(const std::string& name) const;
   // The whole (uncompressed) entry; CRC errors and short reads are reported.
   std::string read(const std::string& name) const;
@@ -29,6 +31,7 @@ class ZipArchive {
   long long index_of(const std::string& name) const;  // throws if absent
 
   std::string path_;
+  unsigned long long file_size_ = 0;
   ::zip* archive_ = nullptr;
 };
 

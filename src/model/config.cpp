@@ -276,9 +276,20 @@ ModelConfig parse_model_config(const nlohmann::json& model_params, const std::st
   if (model_params.contains("model_dict"))
     throw Error(source + ": multi-task model (model_dict); only single-task models are supported");
   {
-    const json& type = m.required("type");
-    if (type != "dpa4")
-      throw Error(source + ": unsupported model type " + type.dump() + " (supported: \"dpa4\")");
+    // deepmd-kit writes "type" only for special model kinds (dpa4, zbl, linear_ener, ...); its
+    // ordinary models (se_e2_a, dpa1-3, ...) have none and name their kind in descriptor.type.
+    const json* type = m.optional("type");
+    if (!type || *type != "dpa4") {
+      const json* desc = model_params.contains("descriptor") ? &model_params["descriptor"] : nullptr;
+      const json* dtype = desc && desc->is_object() && desc->contains("type") ? &(*desc)["type"] : nullptr;
+      std::string what = "a deepmd-kit model";
+      if (type) what += " of type " + type->dump();
+      if (dtype) what += std::string(type ? " and" : " with") + " descriptor " + dtype->dump();
+      if (!type && !dtype) what = "not a deepmd-kit DPA4 model (model_params has no type and no descriptor.type)";
+      throw Error(source + ": unsupported model: " + what +
+                  "; this project evaluates only DPA4/SeZM models (model type \"dpa4\"); use deepmd-kit's own "
+                  "LAMMPS pair style (pair_style deepmd) for other models");
+    }
   }
   if (const json* spin = m.optional("spin"); spin && !spin->is_null())
     m.refuse("spin", *spin, "null",

@@ -17,7 +17,7 @@ const TensorData& get(const Checkpoint& ckpt, const std::string& name, const std
   if (!ckpt.has(key))
     throw Error(ckpt.path + ": tensor '" + key + "' is missing (expected shape " + shape_string(shape) + ")" +
                 (why.empty() ? "" : "; " + why));
-  const TensorData& t = ckpt.get(key);
+  const TensorData& t = ckpt.get_finite(key);
   if (t.shape != shape)
     throw Error(ckpt.path + ": tensor '" + key + "' has shape " + shape_string(t.shape) +
                 ", the model config implies " + shape_string(shape));

@@ -108,6 +108,7 @@ class Folder {
       throw Error(ckpt_.path + ": LoRA adapter '" + adapter + "' has no '" + key +
                   "' to fold into (a LoRA adapter needs its A, its B, the base weight and the "
                   "module's lora_scaling)");
+    ckpt_.get_finite(key);  // a NaN adapter would otherwise surface as a NaN base weight
     return it->second;
   }
   [[noreturn]] void bad_shape(const std::string& key, const TensorData& t, const std::string& expected) const {

@@ -23,7 +23,7 @@ class Loader {
     if (!ckpt_.has(key))
       throw Error(ckpt_.path + ": tensor '" + key + "' is missing (expected shape " +
                   shape_string(shape) + ")");
-    const TensorData& t = ckpt_.get(key);
+    const TensorData& t = ckpt_.get_finite(key);
     if (t.shape != shape)
       throw Error(ckpt_.path + ": tensor '" + key + "' has shape " + shape_string(t.shape) +
                   ", the model config implies " + shape_string(shape));

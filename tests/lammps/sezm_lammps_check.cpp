@@ -3,10 +3,14 @@
 //   sezm_lammps_check ref JSON CONFIG [--procs PX PY PZ] [--triclinic XY XZ YZ] [--out FILE]
 //                        [--expect-empty-rank] [--tol-engine T] [--tol-ref T] [--model PT]
 //                        [--head NAME]   (multi-task: pair_style ... head NAME, the CONFIG of that head)
+//                        [--types E1,E2,...]
 //       `run 0` on a reference configuration: energy, forces, per-atom energies, global and
 //       per-atom virial against the CPU engine (sezm::Potential on the same coordinates) and,
 //       for the unmodified configuration, against deepmd-kit's reference values (per-atom
 //       virials too where the JSON has "atom_virial", tests/data/recipes).
+//       --types gives LAMMPS atom type i the element Ei (`pair_coeff * * E1 E2 ...`) instead of
+//       the type_map order: any permutation, an element may be listed under several types (its
+//       atoms are dealt to those types in turn), elements the configuration lacks may be listed.
 //       --triclinic shears the cell (lower-triangular tilts, fractional coordinates kept), so
 //       only the engine comparison applies; `press` is checked against the engine virial.
 //   sezm_lammps_check compare FILE_A FILE_B TOL
@@ -125,7 +129,7 @@ int run_ref(int argc, char **argv) {
   int px = 0, py = 0, pz = 0;
   bool tric = false, expect_empty = false;
   double tilt[3] = {0, 0, 0}, tol_engine = 1e-10, tol_ref = 1e-9;
-  std::string out, model_override, head;
+  std::string out, model_override, head, types_arg;
   for (int i = 4; i < argc; i++) {
     const std::string a = argv[i];
     if (a == "--procs") {
@@ -137,6 +141,8 @@ int run_ref(int argc, char **argv) {
       model_override = argv[++i];
     } else if (a == "--head") {
       head = argv[++i];
+    } else if (a == "--types") {
+      types_arg = argv[++i];
     } else if (a == "--out") {
       out = argv[++i];
     } else if (a == "--expect-empty-rank") {
@@ -168,6 +174,36 @@ int run_ref(int argc, char **argv) {
   const std::vector<int> types = cfg["types"].get<std::vector<int>>();
   const std::vector<std::string> tmap = ref["type_map"].get<std::vector<std::string>>();
   const bool periodic = cfg["periodic"];
+  // LAMMPS atom types: element per type, and each atom's type (model types stay as they are for
+  // the engine and the reference values).
+  std::vector<std::string> ltypes;
+  if (types_arg.empty()) {
+    ltypes = tmap;
+  } else {
+    std::istringstream ss(types_arg);
+    for (std::string e; std::getline(ss, e, ',');) ltypes.push_back(e);
+  }
+  std::vector<int> atom_ltype(n);
+  {
+    std::vector<std::vector<int>> of_elem(tmap.size());  // model type -> LAMMPS types (0-based)
+    for (size_t j = 0; j < ltypes.size(); j++) {
+      const auto it = std::find(tmap.begin(), tmap.end(), ltypes[j]);
+      if (it == tmap.end()) {
+        if (me == 0) std::fprintf(stderr, "--types: element %s is not in the type_map\n", ltypes[j].c_str());
+        return 2;
+      }
+      of_elem[it - tmap.begin()].push_back(static_cast<int>(j));
+    }
+    std::vector<size_t> dealt(tmap.size(), 0);
+    for (int i = 0; i < n; i++) {
+      const auto &choices = of_elem[types[i]];
+      if (choices.empty()) {
+        if (me == 0) std::fprintf(stderr, "--types: no LAMMPS type for element %s\n", tmap[types[i]].c_str());
+        return 2;
+      }
+      atom_ltype[i] = choices[dealt[types[i]]++ % choices.size()];
+    }
+  }
   std::vector<double> cell;
   if (periodic) {
     cell = cfg["cell"].get<std::vector<double>>();
@@ -209,7 +245,7 @@ int run_ref(int argc, char **argv) {
   std::string data_path = out.empty() ? ("sezm_check_" + name + ".data") : (out + ".data");
   if (me == 0) {
     FILE *fp = std::fopen(data_path.c_str(), "w");
-    std::fprintf(fp, "sezm check %s\n\n%d atoms\n%zu atom types\n\n", name.c_str(), n, tmap.size());
+    std::fprintf(fp, "sezm check %s\n\n%d atoms\n%zu atom types\n\n", name.c_str(), n, ltypes.size());
     if (periodic) {
       std::fprintf(fp, "0 %.17g xlo xhi\n0 %.17g ylo yhi\n0 %.17g zlo zhi\n", cell[0], cell[4], cell[8]);
       if (tric || cell[3] != 0 || cell[6] != 0 || cell[7] != 0)
@@ -226,10 +262,10 @@ int run_ref(int argc, char **argv) {
                    lo[1] - 2, hi[1] + 2, lo[2] - 2, hi[2] + 2);
     }
     std::fprintf(fp, "\nMasses\n\n");
-    for (size_t t = 0; t < tmap.size(); t++) std::fprintf(fp, "%zu 1.0\n", t + 1);
+    for (size_t t = 0; t < ltypes.size(); t++) std::fprintf(fp, "%zu 1.0\n", t + 1);
     std::fprintf(fp, "\nAtoms # atomic\n\n");
     for (int i = 0; i < n; i++)
-      std::fprintf(fp, "%d %d %.17g %.17g %.17g\n", i + 1, types[i] + 1, pos[3 * i], pos[3 * i + 1], pos[3 * i + 2]);
+      std::fprintf(fp, "%d %d %.17g %.17g %.17g\n", i + 1, atom_ltype[i] + 1, pos[3 * i], pos[3 * i + 1], pos[3 * i + 2]);
     std::fclose(fp);
   }
   MPI_Barrier(MPI_COMM_WORLD);
@@ -243,7 +279,7 @@ int run_ref(int argc, char **argv) {
   cmd(lmp, "read_data " + data_path);
   cmd(lmp, "pair_style sezm " + model + (head.empty() ? "" : " head " + head) + cs_args);
   std::string pc = "pair_coeff * *";
-  for (const auto &e : tmap) pc += " " + e;
+  for (const auto &e : ltypes) pc += " " + e;
   cmd(lmp, pc);
   cmd(lmp, "compute pea all pe/atom pair");
   cmd(lmp, "compute sa all stress/atom NULL pair");
@@ -271,6 +307,12 @@ int run_ref(int argc, char **argv) {
   if (me == 0) {
     std::printf("%s/%s on %d rank(s) (atoms per rank %d..%d)%s: pe %.12f\n", ref["model"].get<std::string>().c_str(),
                 name.c_str(), nprocs, nl_min, nl_max, tric ? " triclinic" : "", pe);
+    if (!types_arg.empty()) {
+      std::printf("  %s; atoms per LAMMPS type:", pc.c_str());
+      for (size_t j = 0; j < ltypes.size(); j++)
+        std::printf(" %zu:%ld", j + 1, static_cast<long>(std::count(atom_ltype.begin(), atom_ltype.end(), static_cast<int>(j))));
+      std::printf("\n");
+    }
     bool ok = static_cast<int>(atoms.size()) == n;
     if (!ok) std::printf("  gathered %zu atoms, expected %d FAIL\n", atoms.size(), n);
     if (!head.empty()) {
