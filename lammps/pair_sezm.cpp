@@ -61,6 +61,13 @@ std::string atom_ids(const sezm::AtomError &e, const tagint *tag) {
   return e.other() < 0 ? "atom " + id(e.atom()) : "atoms " + id(e.atom()) + " and " + id(e.other());
 }
 
+// A run-time error that one rank may find alone: error->one (an MPI abort) on several ranks; on
+// one rank error->all, which ends the run cleanly (newer LAMMPS throws: lmp_sezm and Python catch).
+void fail_run(LAMMPS *lmp, const std::string &msg) {
+  if (lmp->comm->nprocs == 1) lmp->error->all(FLERR, msg);
+  lmp->error->one(FLERR, msg);
+}
+
 // Feature exchange handed to the engine: it never sees LAMMPS, only these two hooks.
 class LammpsExchange : public sezm::FeatureExchange<double> {
  public:
@@ -378,7 +385,7 @@ void PairSezm::compute(int eflag, int vflag) {
     if (!std::isfinite(xi[0]) || !std::isfinite(xi[1]) || !std::isfinite(xi[2])) {
       char pos[96];
       std::snprintf(pos, sizeof pos, "(%g, %g, %g)", xi[0], xi[1], xi[2]);
-      error->one(FLERR, "pair_style sezm: atom ID " + std::to_string(static_cast<long long>(atom->tag[i])) +
+      fail_run(lmp, "pair_style sezm: atom ID " + std::to_string(static_cast<long long>(atom->tag[i])) +
                             " has a non-finite position " + pos + " at step " +
                             std::to_string(static_cast<long long>(update->ntimestep)) +
                             " (an unstable run: check the time step, the forces and the input)");
@@ -406,9 +413,9 @@ void PairSezm::compute(int eflag, int vflag) {
   try {
     edges_->build(in);
   } catch (sezm::AtomError &e) {  // coincident atoms
-    error->one(FLERR, "pair_style sezm: " + atom_ids(e, atom->tag) + " " + e.reason());
+    fail_run(lmp, "pair_style sezm: " + atom_ids(e, atom->tag) + " " + e.reason());
   } catch (std::exception &e) {
-    error->one(FLERR, std::string("pair_style sezm: edge building failed: ") + e.what());
+    fail_run(lmp, std::string("pair_style sezm: edge building failed: ") + e.what());
   }
   const sezm::Graph &g = edges_->graph();
   t_edges_ += seconds_since(t_edges);
@@ -421,9 +428,9 @@ void PairSezm::compute(int eflag, int vflag) {
     r = engine_->compute(g, true, ex);
     sezm::require_finite_result(g, r);  // a NaN stops the run, naming the atom
   } catch (sezm::AtomError &e) {
-    error->one(FLERR, "pair_style sezm: " + atom_ids(e, atom->tag) + " " + e.reason());
+    fail_run(lmp, "pair_style sezm: " + atom_ids(e, atom->tag) + " " + e.reason());
   } catch (std::exception &e) {
-    error->one(FLERR, std::string("pair_style sezm: ") + e.what());
+    fail_run(lmp, std::string("pair_style sezm: ") + e.what());
   }
   const double comm_fwd = t_comm_fwd_ - fwd_before;
   const double comm_rev = t_comm_fwd_ + t_comm_rev_ - comm_before - comm_fwd;
