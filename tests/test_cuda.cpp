@@ -215,6 +215,35 @@ TEST(Cuda, FastModeIsBitIdenticalToLean) {
 #endif
 }
 
+// Out of GPU memory is a sezm::Error naming the mode and the chunk and saying what to change
+// (docs/errors.md), never an abort: one atom in a 0.03 A periodic cell has ~3.3e7 images within
+// rcut 6 A, whose per-edge storage (kB per edge, docs/ARCHITECTURE.md) is far beyond any GPU's
+// memory in fast mode, and in lean mode when the whole edge list is one chunk.
+TEST(Cuda, OutOfMemoryNamesModeAndChunk) {
+  SEZM_REQUIRE_GPU();
+#ifdef SEZM_HAVE_CUDA
+  const double cell[9] = {0.03, 0, 0, 0, 0.03, 0, 0, 0, 0.03};
+  const double pos[3] = {0, 0, 0};
+  const int type = 0;
+  const sezm::Graph g = sezm::build_graph(pos, &type, 1, cell, 6.0);
+  ASSERT_GT(g.n_edges(), 30000000);
+  const auto w = sezm::load_model_weights(sezm_test::data_path("c32_l3_f2_float64.pt"));
+  for (const sezm::CudaMode mode : {sezm::CudaMode::kFast, sezm::CudaMode::kLean}) {
+    sezm::CudaEngine gpu(w, 0, mode);
+    if (mode == sezm::CudaMode::kLean) gpu.set_chunk_edges(g.n_edges());
+    try {
+      gpu.compute(g, true);
+      ADD_FAILURE() << "no error for " << g.n_edges() << " edges";
+    } catch (const sezm::Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("out of GPU memory"), std::string::npos) << m;
+      EXPECT_NE(m.find(mode == sezm::CudaMode::kFast ? "mode fast" : "mode lean"), std::string::npos) << m;
+      EXPECT_NE(m.find(mode == sezm::CudaMode::kFast ? "use mode lean" : "a smaller chunk"), std::string::npos) << m;
+    }
+  }
+#endif
+}
+
 class CudaModes : public ::testing::TestWithParam<int> {};
 INSTANTIATE_TEST_SUITE_P(Modes, CudaModes, ::testing::Values(0, 1),
                          [](const auto& info) { return std::string(mode_name(info.param)); });
