@@ -128,6 +128,14 @@ TEST(ForeignCheckpoint, SeE2ASaysWhatItIs) {
                    "only DPA4/SeZM models", "pair_style deepmd"});
 }
 
+// A fuzzer finding (tests/fuzz/crashes): model_params' "type" holds invalid UTF-8. Making the
+// refusal message once threw nlohmann's type_error 316, naming neither file nor key.
+TEST(ForeignCheckpoint, InvalidUtf8InTheModelTypeIsNamedNotThrown) {
+  const std::string path = data_path("../fuzz/crashes/invalid_utf8_descriptor_type.pt");
+  expect_contains(error_of([&] { sezm::load_model_weights(path); }),
+                  {path, "unsupported model: a deepmd-kit model of type \"", "only DPA4/SeZM models"});
+}
+
 // Every case through the CLI: a non-zero exit and the loader's message, never a signal.
 TEST_F(HostileCheckpoint, SezmEvalExitsNonZeroWithTheMessage) {
   const std::string xyz = dir_ + "/three.xyz";

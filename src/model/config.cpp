@@ -26,7 +26,7 @@ class Section {
 
   [[noreturn]] void refuse(const std::string& key, const json& value, const std::string& supported,
                            const std::string& why = "") const {
-    throw Error(source_ + ": unsupported option " + prefix_ + key + " = " + value.dump() +
+    throw Error(source_ + ": unsupported option " + prefix_ + key + " = " + json_text(value) +
                 " (supported: " + supported + (why.empty() ? "" : "; " + why) + ")");
   }
 
@@ -47,7 +47,7 @@ class Section {
   void fixed(const std::string& key, const json& expected, bool absent_ok = false,
              const std::string& why = "") {
     const json* v = absent_ok ? optional(key) : &required(key);
-    if (v && *v != expected) refuse(key, *v, expected.dump(), why);
+    if (v && *v != expected) refuse(key, *v, json_text(expected), why);
   }
   int integer(const std::string& key, int min) {
     const json& v = required(key);
@@ -68,7 +68,7 @@ class Section {
   std::string one_of(const std::string& key, const std::vector<std::string>& allowed) {
     const json& v = required(key);
     std::string list;
-    for (const auto& a : allowed) list += (list.empty() ? "" : " or ") + json(a).dump();
+    for (const auto& a : allowed) list += (list.empty() ? "" : " or ") + json_text(json(a));
     if (!v.is_string() || std::find(allowed.begin(), allowed.end(), v.get<std::string>()) == allowed.end())
       refuse(key, v, list);
     return v.get<std::string>();
@@ -78,7 +78,7 @@ class Section {
     for (const auto& item : j_.items())
       if (!known_.count(item.key()))
         throw Error(source_ + ": unknown option " + prefix_ + item.key() + " = " +
-                    item.value().dump() + " (not part of the supported DPA4 option set)");
+                    json_text(item.value()) + " (not part of the supported DPA4 option set)");
   }
 
  private:
@@ -261,7 +261,7 @@ void parse_fitting(Section& f, ModelConfig& c) {
   {
     const json& v = f.required("precision");
     if (v != c.precision)
-      f.refuse("precision", v, json(c.precision).dump(), "must equal descriptor.precision");
+      f.refuse("precision", v, json_text(json(c.precision)), "must equal descriptor.precision");
   }
   f.ignore({"seed", "trainable", "rcond"});
   f.finish();
@@ -283,8 +283,8 @@ ModelConfig parse_model_config(const nlohmann::json& model_params, const std::st
       const json* desc = model_params.contains("descriptor") ? &model_params["descriptor"] : nullptr;
       const json* dtype = desc && desc->is_object() && desc->contains("type") ? &(*desc)["type"] : nullptr;
       std::string what = "a deepmd-kit model";
-      if (type) what += " of type " + type->dump();
-      if (dtype) what += std::string(type ? " and" : " with") + " descriptor " + dtype->dump();
+      if (type) what += " of type " + json_text(*type);
+      if (dtype) what += std::string(type ? " and" : " with") + " descriptor " + json_text(*dtype);
       if (!type && !dtype) what = "not a deepmd-kit DPA4 model (model_params has no type and no descriptor.type)";
       throw Error(source + ": unsupported model: " + what +
                   "; this project evaluates only DPA4/SeZM models (model type \"dpa4\"); use deepmd-kit's own "
@@ -335,7 +335,7 @@ ModelConfig parse_model_config(const nlohmann::json& model_params, const std::st
     c.bridging_r_outer = ro ? ro->get<double>() : 0.8;
     if (!(c.bridging_r_inner > 0) || !(c.bridging_r_outer > c.bridging_r_inner))
       m.refuse("bridging_r_outer", c.bridging_r_outer,
-               "0 < bridging_r_inner < bridging_r_outer, here r_inner = " + json(c.bridging_r_inner).dump());
+               "0 < bridging_r_inner < bridging_r_outer, here r_inner = " + json_text(json(c.bridging_r_inner)));
   }
   // LoRA fine-tuning (deepmd-kit 3.2.0): the adapters are folded into the base weights at load
   // (model/lora.h); rank and alpha only check the stored adapters and scaling.

@@ -9,6 +9,13 @@
 
 namespace sezm {
 
+// A JSON value as text for an error message. Strings from a damaged checkpoint may hold invalid
+// UTF-8, which nlohmann::json::dump() throws on (type_error 316, a message naming neither the
+// file nor the key); here such bytes become U+FFFD and the message is still made.
+inline std::string json_text(const nlohmann::json& v) {
+  return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 struct ModelConfig {
   // ---- model ----
   std::vector<std::string> type_map;

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "model/config.h"  // json_text
 
 namespace sezm {
 namespace {
@@ -53,7 +54,7 @@ std::vector<ModelHead> model_heads(const json& model_params, const std::vector<s
       bool ok = a->is_array();
       for (const auto& s : *a) ok = ok && s.is_string();
       if (!ok)
-        throw Error(source + ": model_dict." + name + ".model_branch_alias = " + a->dump() +
+        throw Error(source + ": model_dict." + name + ".model_branch_alias = " + json_text(*a) +
                     " is not a list of names");
       h.aliases = a->get<std::vector<std::string>>();
     }
