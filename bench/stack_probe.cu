@@ -9,8 +9,9 @@
 // layers' epilogues, beside cuBLAS's IEEE-fp32 SGEMM at the same shape when cuBLAS is found.
 // Part 2 times the real layer kernels (forward gated / linear, replay, backward) on E edges x F
 // foci with random weights of the given shape (default: potentials/C.pt's stack, L = 3, Cf = 32,
-// F = 2). Medians of R launches; TFLOP/s count the useful products only; the
-// H200's fp32 FFMA peak is 67 TFLOP/s. A probe for kernel work, not a test: no value is checked.
+// F = 2), in the engine's arithmetic (3xTF32) and with `precision tf32`. Medians of R launches;
+// TFLOP/s count the useful products only; the H200's fp32 FFMA peak is 67 TFLOP/s, its dense TF32
+// tensor-core peak ~495 TFLOP/s (3xTF32: a third of that, as useful products). A probe for kernel work, not a test: no value is checked.
 #include <cuda_runtime.h>
 #ifdef SEZM_PROBE_CUBLAS
 #include <cublas_v2.h>
@@ -29,8 +30,9 @@
 #include "stack_tile.cuh"
 
 // The stack's tile product alone, C (rows x N) = A (rows x K, row stride lda) B (K x N), N <= 192.
-// variant 0: the layers' 64-row tile; 1: 128 rows (8 per thread, one CTA per SM); 2: variant 0
-// with the k loop fully unrolled; 3: 128 rows at two CTAs per SM (N <= 128). A read from HBM, or
+// variants 0-3 in IEEE fp32 FFMA: 0 the 64-row tile; 1: 128 rows (8 per thread, one CTA per SM);
+// 2: variant 0 with the k loop fully unrolled; 3: 128 rows at two CTAs per SM (N <= 128); on
+// tensor cores: 4 the layers' 3xTF32 tile, 5 one TF32 pass. A read from HBM, or
 // (hbm_a false) made in registers: only B and C touch memory. Probe-only: the engine never
 // launches it, so it lives here rather than in cuda/.
 namespace sezm::cuda {
@@ -41,17 +43,17 @@ namespace {
 // streamed from HBM as the layer kernels stream it (hbm_a), or made in registers from (row, k)
 // so that no operand leaves the chip. Separates the inner product's own ceiling from what the
 // layer kernels add around it (residual epilogues, gate tables, HBM streaming).
-template <int TR, int NC4, bool kHbmA, int kMinBlocks, int kUnroll>
+template <int TR, int NC4, bool kHbmA, int kMinBlocks, int kUnroll, int kM>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     tile_probe_k(int rows, int K, int N, const float* __restrict__ A, int lda, const float* __restrict__ B, float* C) {
   extern __shared__ float4 smem4[];
   StackSmem sm;
   sm.As = reinterpret_cast<float*>(smem4);
-  sm.Bs = sm.As + kBK * Tile<TR>::AS;
+  sm.Bs = sm.As + Tile<TR>::kAFloats;
   const int row0 = blockIdx.x * Tile<TR>::BM;
   float acc[TR][4 * NC4];
   zero<TR, NC4>(acc);
-  tile_mma<TR, NC4, kUnroll>(sm, K, N, B,
+  tile_mma<TR, NC4, kM, kUnroll>(sm, K, N, B,
                              [&](int r, int k) {
                                const int rr = row0 + r;
                                if (kHbmA) return rr < rows ? ld4(A + (size_t)rr * lda + k) : zero4();
@@ -59,18 +61,20 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
                                return make_float4(v, v + 1e-3f, v - 1e-3f, v + 2e-3f);
                              },
                              acc);
-  for_each_quad<TR, NC4>(row0, rows, N, [&](int r, int j, int row, int c) {
+  for_each_quad<TR, NC4, kM>(row0, rows, N, [&](int r, int j, int row, int c) {
     st4(C + (size_t)row * N + c, quad<TR, NC4>(acc, r, j));
   });
 }
 
-template <int TR, int NC4, int kMinBlocks = (TR == 4 ? 2 : 1), int kUnroll = 4>
+template <int TR, int NC4, int kMinBlocks = (TR == 4 ? 2 : 1), int kUnroll = 4, int kM = kIeee>
 void launch_probe(bool hbm_a, int rows, int K, int N, const float* A, int lda, const float* B, float* C,
                   cudaStream_t s) {
-  const size_t bytes = ((size_t)kBK * Tile<TR>::AS + (size_t)kBK * 64 * NC4) * sizeof(float);
+  const size_t bytes = ((size_t)Tile<TR>::kAFloats + (size_t)kBK * 64 * NC4) * sizeof(float);
   const dim3 grid(div_up(rows, Tile<TR>::BM));
-  if (hbm_a) tile_probe_k<TR, NC4, true, kMinBlocks, kUnroll><<<grid, kThreads, bytes, s>>>(rows, K, N, A, lda, B, C);
-  else tile_probe_k<TR, NC4, false, kMinBlocks, kUnroll><<<grid, kThreads, bytes, s>>>(rows, K, N, A, lda, B, C);
+  if (hbm_a)
+    tile_probe_k<TR, NC4, true, kMinBlocks, kUnroll, kM><<<grid, kThreads, bytes, s>>>(rows, K, N, A, lda, B, C);
+  else
+    tile_probe_k<TR, NC4, false, kMinBlocks, kUnroll, kM><<<grid, kThreads, bytes, s>>>(rows, K, N, A, lda, B, C);
   SEZM_LAUNCH("tile_probe");
 }
 
@@ -90,9 +94,17 @@ void launch_tile_probe(int variant, bool hbm_a, int rows, int K, int N, const fl
       if (wide) launch_probe<4, 3, 2, kBK>(hbm_a, rows, K, N, A, lda, B, C, s);
       else launch_probe<4, 2, 2, kBK>(hbm_a, rows, K, N, A, lda, B, C, s);
       break;
-    default:  // 128 rows at 2 CTAs per SM (<= 128 registers: 8 x 8 per thread; N <= 128 only)
+    case 3:  // 128 rows at 2 CTAs per SM (<= 128 registers: 8 x 8 per thread; N <= 128 only)
       if (wide) throw Error("tile probe variant 3 takes N <= 128");
       launch_probe<8, 2, 2>(hbm_a, rows, K, N, A, lda, B, C, s);
+      break;
+    case 4:  // the layers' tile on tensor cores, 3xTF32 (the engine's default arithmetic)
+      if (wide) launch_probe<4, 3, 2, 4, kTf32x3>(hbm_a, rows, K, N, A, lda, B, C, s);
+      else launch_probe<4, 2, 2, 4, kTf32x3>(hbm_a, rows, K, N, A, lda, B, C, s);
+      break;
+    default:  // the layers' tile on tensor cores, one TF32 pass (`precision tf32`)
+      if (wide) launch_probe<4, 3, 2, 4, kTf32>(hbm_a, rows, K, N, A, lda, B, C, s);
+      else launch_probe<4, 2, 2, 4, kTf32>(hbm_a, rows, K, N, A, lda, B, C, s);
   }
 }
 
@@ -179,14 +191,31 @@ int main(int argc, char** argv) {
     std::printf("tile product alone, %d rows (edges x foci), median of %d:\n", rows, R);
     for (int K : {d.M0, 2 * d.M1}) {
       DevBuf A((size_t)rows * d.ROW, &rng, 1.0f), B((size_t)K * K, &rng, 0.1f), C((size_t)rows * K);
-      static const char* names[] = {"64-row tile (the layers')", "128-row tile, 1 CTA/SM", "64-row tile, k unrolled",
-                                    "128-row tile, 2 CTAs/SM"};
-      for (int v = 0; v < 4; ++v)
+      static const char* names[] = {"IEEE FFMA, 64-row tile", "IEEE FFMA, 128 rows, 1 CTA/SM",
+                                    "IEEE FFMA, 64 rows, k unrolled", "IEEE FFMA, 128 rows, 2 CTAs/SM",
+                                    "3xTF32, 64-row tile (engine)", "1xTF32, 64-row tile (tf32)"};
+      // Each variant's C (A from HBM) against the IEEE tile's: the split's and one pass's rounding.
+      std::vector<float> ref((size_t)rows * K), got((size_t)rows * K);
+      for (int v = 0; v < 6; ++v)
         for (bool hbm : {true, false}) {
           if (v == 3 && K > 128) continue;
           const double ms = median_ms(R, s, [&] { launch_tile_probe(v, hbm, rows, K, K, A.p, d.ROW, B.p, C.p, s); });
-          std::printf("  K = N = %3d, %-26s A %-9s %8.3f ms  %6.2f TFLOP/s\n", K, names[v],
-                      hbm ? "from HBM" : "on chip", ms, 2.0 * rows * K * K / (ms * 1e9));
+          std::string err;
+          if (hbm) {
+            SEZM_CUDA(cudaMemcpy((v == 0 ? ref : got).data(), C.p, got.size() * sizeof(float), cudaMemcpyDeviceToHost));
+            if (v > 0) {
+              double num = 0, den = 0;
+              for (size_t i = 0; i < got.size(); ++i) {
+                num = std::max(num, (double)std::fabs(got[i] - ref[i]));
+                den = std::max(den, (double)std::fabs(ref[i]));
+              }
+              char b[64];
+              std::snprintf(b, sizeof b, "  max|C - C_ieee|/max|C_ieee| %.1e", num / den);
+              err = b;
+            }
+          }
+          std::printf("  K = N = %3d, %-31s A %-9s %8.3f ms  %6.2f TFLOP/s%s\n", K, names[v],
+                      hbm ? "from HBM" : "on chip", ms, 2.0 * rows * K * K / (ms * 1e9), err.c_str());
         }
 #ifdef SEZM_PROBE_CUBLAS
       // The vendor's fp32 GEMM at the same shape, IEEE fp32 (pedantic math: no TF32), as a
@@ -241,6 +270,11 @@ int main(int argc, char** argv) {
            flop + 2 * gate, 3);
     report("backward, linear", median_ms(R, s, [&] { launch_stack_layer_backward(d, w, 2, E, U.p, V.p, nullptr, s); }),
            flop, 2);
+    d.tf32_one_pass = 1;  // `precision tf32`
+    report("tf32: forward, gated (lean)",
+           median_ms(R, s, [&] { launch_stack_layer_forward(d, w, 0, E, U.p, V.p, nullptr, s); }), flop + gate, 2);
+    report("tf32: backward, gated",
+           median_ms(R, s, [&] { launch_stack_layer_backward(d, w, 0, E, U.p, V.p, Z.p, s); }), flop + 2 * gate, 3);
     SEZM_CUDA(cudaStreamDestroy(s));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sezm-stack-probe: %s\n", e.what());

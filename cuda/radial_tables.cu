@@ -15,18 +15,18 @@ namespace {
 // R(e0 + i, :, :) mixp (rows i, K = (L+1) C). The backward's radial adjoint runs the transposed
 // products on the same kernel, adding into R_bar (kAcc).
 enum RadialA { kDenseA = 0, kRByDegree = 1, kRByEdge = 2 };
-template <int NC4, int kFromR, bool kAcc = false>
+template <int NC4, int kFromR, bool kAcc, int kM>
 __global__ void __launch_bounds__(kThreads, 2) radial_prep_k(Dims d, int rows, int K, int N, EdgeRadialIn R, int e0,
                                                              const float* __restrict__ A, const float* __restrict__ B,
                                                              float* out) {
-  __shared__ float4 smem4[(kBK * Tile<4>::AS + kBK * 64 * NC4) / 4];
+  __shared__ float4 smem4[(Tile<4>::kAFloats + kBK * 64 * NC4) / 4];
   StackSmem sm;
   sm.As = reinterpret_cast<float*>(smem4);
-  sm.Bs = sm.As + kBK * Tile<4>::AS;
+  sm.Bs = sm.As + Tile<4>::kAFloats;
   const int row0 = blockIdx.x * Tile<4>::BM;
   float acc[4][4 * NC4];
   zero<4, NC4>(acc);
-  tile_mma<4, NC4>(sm, K, N, B,
+  tile_mma<4, NC4, kM>(sm, K, N, B,
                    [&](int r, int k) {
                      const int rr = row0 + r;
                      if (rr >= rows) return zero4();
@@ -38,20 +38,19 @@ __global__ void __launch_bounds__(kThreads, 2) radial_prep_k(Dims d, int rows, i
                    acc);
   // A row's earlier values are all loaded before its first store (a round trip per row, not per
   // quad; a whole-tile prefetch would spill).
-  const int tx = tile_tx(), ty = tile_ty();
 #pragma unroll
   for (int r = 0; r < 4; ++r) {
-    const int row = row0 + ty * 4 + r;
+    const int row = row0 + tile_row<4, kM>(r);
     if (row >= rows) continue;
     float4 o[NC4];
 #pragma unroll
     for (int j = 0; j < NC4; ++j) {
-      const int c = 64 * j + 4 * tx;
+      const int c = tile_col<kM>(j);
       o[j] = (kAcc && c < N) ? ld4(out + (size_t)row * N + c) : zero4();
     }
 #pragma unroll
     for (int j = 0; j < NC4; ++j) {
-      const int c = 64 * j + 4 * tx;
+      const int c = tile_col<kM>(j);
       if (c >= N) continue;
       const float4 v = quad<4, NC4>(acc, r, j);
       st4(out + (size_t)row * N + c, make_float4(o[j].x + v.x, o[j].y + v.y, o[j].z + v.z, o[j].w + v.w));
@@ -68,14 +67,22 @@ __global__ void radial_copy_k(Dims d, int Ec, EdgeRadialIn R, int e0, float* Rh)
   Rh[i] = R(d, e, l, a);
 }
 
+template <int kFromR, bool kAcc, int kM>
+void launch_prep_widths(const Dims& d, int rows, int K, int N, const EdgeRadialIn& R, int e0, const float* A,
+                        const float* B, float* out, cudaStream_t s) {
+  const int grid = div_up(rows, Tile<4>::BM), nc4 = (N + 63) / 64;
+  if (nc4 <= 1) radial_prep_k<1, kFromR, kAcc, kM><<<grid, kThreads, 0, s>>>(d, rows, K, N, R, e0, A, B, out);
+  else if (nc4 == 2) radial_prep_k<2, kFromR, kAcc, kM><<<grid, kThreads, 0, s>>>(d, rows, K, N, R, e0, A, B, out);
+  else if (nc4 == 3) radial_prep_k<3, kFromR, kAcc, kM><<<grid, kThreads, 0, s>>>(d, rows, K, N, R, e0, A, B, out);
+  else radial_prep_k<4, kFromR, kAcc, kM><<<grid, kThreads, 0, s>>>(d, rows, K, N, R, e0, A, B, out);
+}
+
+// The stack's arithmetic (stack_tile.cuh): 3xTF32, or one TF32 pass under `precision tf32`.
 template <int kFromR, bool kAcc = false>
 void launch_prep_gemm(const Dims& d, int rows, int K, int N, const EdgeRadialIn& R, int e0, const float* A,
                       const float* B, float* out, cudaStream_t s) {
-  const int grid = div_up(rows, Tile<4>::BM), nc4 = (N + 63) / 64;
-  if (nc4 <= 1) radial_prep_k<1, kFromR, kAcc><<<grid, kThreads, 0, s>>>(d, rows, K, N, R, e0, A, B, out);
-  else if (nc4 == 2) radial_prep_k<2, kFromR, kAcc><<<grid, kThreads, 0, s>>>(d, rows, K, N, R, e0, A, B, out);
-  else if (nc4 == 3) radial_prep_k<3, kFromR, kAcc><<<grid, kThreads, 0, s>>>(d, rows, K, N, R, e0, A, B, out);
-  else radial_prep_k<4, kFromR, kAcc><<<grid, kThreads, 0, s>>>(d, rows, K, N, R, e0, A, B, out);
+  if (d.tf32_one_pass) launch_prep_widths<kFromR, kAcc, kTf32>(d, rows, K, N, R, e0, A, B, out, s);
+  else launch_prep_widths<kFromR, kAcc, kTf32x3>(d, rows, K, N, R, e0, A, B, out, s);
   SEZM_LAUNCH(kAcc ? "radial_adjoint" : "radial_prep");
 }
 

@@ -12,7 +12,8 @@
 //                          the GEMM's A operand (g * S on value rows, g silu'(z00) + eta G^T on
 //                          the scalar row); G' = g + z_bar W^T. Neither S nor z_bar reaches HBM.
 //  backward (identity):    G' = g + g W^T.
-// Numerics: IEEE fp32 FFMA (no TF32); the tile product and its geometry are stack_tile.cuh.
+// Numerics: the tile products on TF32 tensor cores, 3xTF32 (fp32-accurate) or one TF32 pass with
+// `precision tf32` (Dims::tf32_one_pass); the tile product and its geometry are stack_tile.cuh.
 // CPU twin: the mixing stack in engine/so2_convolution.h.
 #include "stack.cuh"
 #include "stack_tile.cuh"
@@ -20,9 +21,11 @@
 namespace sezm::cuda {
 namespace {
 
-size_t smem_floats(const Dims& d, int BM, bool bwd) {
+template <int TR>
+size_t smem_floats(const Dims& d, bool bwd) {
+  constexpr int BM = Tile<TR>::BM;
   const int np = pad64(d.M0 > 2 * d.M1 ? d.M0 : 2 * d.M1);
-  return (size_t)kBK * (BM + 4) + (size_t)kBK * np + (size_t)BM * bank_stride(d.Cf) +
+  return (size_t)Tile<TR>::kAFloats + (size_t)kBK * np + (size_t)BM * bank_stride(d.Cf) +
          (bwd ? 2 : 1) * (size_t)BM * bank_stride(d.L * d.Cf);
 }
 
@@ -31,7 +34,7 @@ __device__ StackSmem carve(const Dims& d, float* base) {
   const int np = (((d.M0 > 2 * d.M1 ? d.M0 : 2 * d.M1) + 63) / 64) * 64;
   StackSmem s;
   s.As = base;
-  s.Bs = s.As + kBK * Tile<TR>::AS;
+  s.Bs = s.As + Tile<TR>::kAFloats;
   s.zst = bank_stride(d.Cf);
   s.sst = bank_stride(d.L * d.Cf);
   s.Zs = s.Bs + kBK * np;
@@ -43,13 +46,13 @@ __device__ StackSmem carve(const Dims& d, float* base) {
 // S[r][g*Cf + b] = sigmoid(sum_a Zs[r][a] G[a][g*Cf + b]) for the CTA's rows: a (BM x Cf) x
 // (Cf x L*Cf) product on the same tiled inner product as the layer (NCG = L*Cf / 64 rounded up).
 // Zs must be complete (a barrier) before the call; S is complete after the caller's next barrier.
-template <int TR, int NCG>
+template <int TR, int NCG, int kM>
 __device__ __forceinline__ void gate_sigmoids(const Dims& d, const StackSmem& sm, const float* __restrict__ G) {
   const int LC = d.L * d.Cf, Cf = d.Cf;
   float acc[TR][4 * NCG];
   zero<TR, NCG>(acc);
-  tile_mma<TR, NCG>(sm, Cf, LC, G, [&](int r, int k) { return ld4(sm.Zs + r * sm.zst + k); }, acc);
-  for_each_quad<TR, NCG>(0, Tile<TR>::BM, LC, [&](int r, int j, int row, int c) {
+  tile_mma<TR, NCG, kM>(sm, Cf, LC, G, [&](int r, int k) { return ld4(sm.Zs + r * sm.zst + k); }, acc);
+  for_each_quad<TR, NCG, kM>(0, Tile<TR>::BM, LC, [&](int r, int j, int row, int c) {
     st4(sm.S + row * sm.sst + c, make_float4(sigmoidf_(acc[r][4 * j]), sigmoidf_(acc[r][4 * j + 1]),
                                          sigmoidf_(acc[r][4 * j + 2]), sigmoidf_(acc[r][4 * j + 3])));
   });
@@ -57,7 +60,7 @@ __device__ __forceinline__ void gate_sigmoids(const Dims& d, const StackSmem& sm
 
 // Forward of one layer; with Zin (fast mode's backward) the gated layer's pre-activations are
 // read instead of multiplied.
-template <int TR, int NC0, int NC1>
+template <int TR, int NC0, int NC1, int kM>
 __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3) ? 2 : 1) stack_forward_k(Dims d, BlockWDev w, int layer, int Ec,
                                                             const float* __restrict__ Uin, float* Uout, float* Zsave,
                                                             const float* __restrict__ Zin) {
@@ -65,7 +68,6 @@ __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3) ? 2 : 1) stack
   extern __shared__ float4 smem4[];
   const StackSmem sm = carve<TR>(d, reinterpret_cast<float*>(smem4));
   const int f = blockIdx.y, row0 = blockIdx.x * BM;
-  const int ty = tile_ty();
   const bool gated = layer < d.ngated;
   const size_t fo = (size_t)f * Ec * d.ROW;
   const float* U = Uin + fo;
@@ -79,31 +81,30 @@ __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3) ? 2 : 1) stack
     float acc[TR][4 * NC0];
     zero<TR, NC0>(acc);
     if (replay) {
-      for_each_quad<TR, NC0>(row0, Ec, d.M0, [&](int r, int j, int row, int c) {
+      for_each_quad<TR, NC0, kM>(row0, Ec, d.M0, [&](int r, int j, int row, int c) {
         const float4 z = ld4(Zin + fo + (size_t)row * d.ROW + c);
         acc[r][4 * j] = z.x; acc[r][4 * j + 1] = z.y; acc[r][4 * j + 2] = z.z; acc[r][4 * j + 3] = z.w;
       });
     } else {
-      tile_mma<TR, NC0>(sm, d.M0, d.M0, A,
+      tile_mma<TR, NC0, kM>(sm, d.M0, d.M0, A,
                         [&](int r, int k) { return row0 + r < Ec ? ld4(U + (size_t)(row0 + r) * d.ROW + k) : zero4(); },
                         acc);
     }
     if (gated) {
-      const int tx = tile_tx();
 #pragma unroll
       for (int r = 0; r < TR; ++r)
 #pragma unroll
         for (int j = 0; j < NC0; ++j) {
-          const int c = 64 * j + 4 * tx;
-          if (c < Cf) st4(sm.Zs + (ty * TR + r) * sm.zst + c, quad<TR, NC0>(acc, r, j));
+          const int c = tile_col<kM>(j);
+          if (c < Cf) st4(sm.Zs + tile_row<TR, kM>(r) * sm.zst + c, quad<TR, NC0>(acc, r, j));
         }
       __syncthreads();
-      gate_sigmoids<TR, (NC1 + 1) / 2>(d, sm, w.G + ((size_t)layer * d.F + f) * Cf * LC);
+      gate_sigmoids<TR, (NC1 + 1) / 2, kM>(d, sm, w.G + ((size_t)layer * d.F + f) * Cf * LC);
       __syncthreads();
     }
     float4 res[TR][NC0];
-    load_quads<TR, NC0>(row0, Ec, d.M0, Uin + fo, d.ROW, res);
-    for_each_quad<TR, NC0>(row0, Ec, d.M0, [&](int r, int j, int row, int c) {
+    load_quads<TR, NC0, kM>(row0, Ec, d.M0, Uin + fo, d.ROW, res);
+    for_each_quad<TR, NC0, kM>(row0, Ec, d.M0, [&](int r, int j, int row, int c) {
       const size_t o = fo + (size_t)row * d.ROW + c;
       const float4 z = quad<TR, NC0>(acc, r, j);
       float4 v = z;
@@ -111,7 +112,7 @@ __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3) ? 2 : 1) stack
         if (c < Cf) {  // Cf % 4 == 0: a quad never straddles the scalar row
           v = make_float4(siluf_(z.x), siluf_(z.y), siluf_(z.z), siluf_(z.w));
         } else {
-          const float4 s = ld4(sm.S + (ty * TR + r) * sm.sst + (c / Cf - 1) * Cf + c % Cf);
+          const float4 s = ld4(sm.S + (row - row0) * sm.sst + (c / Cf - 1) * Cf + c % Cf);
           v = make_float4(z.x * s.x, z.y * s.y, z.z * s.z, z.w * s.w);
         }
         if (Zsave) st4(Zsave + o, z);
@@ -126,26 +127,26 @@ __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3) ? 2 : 1) stack
     zero<TR, NC1>(acc);
     const int N1 = 2 * d.M1;
     if (replay) {
-      for_each_quad<TR, NC1>(row0, Ec, N1, [&](int r, int j, int row, int c) {
+      for_each_quad<TR, NC1, kM>(row0, Ec, N1, [&](int r, int j, int row, int c) {
         const float4 z = ld4(Zin + fo + (size_t)row * d.ROW + d.M0 + c);
         acc[r][4 * j] = z.x; acc[r][4 * j + 1] = z.y; acc[r][4 * j + 2] = z.z; acc[r][4 * j + 3] = z.w;
       });
     } else {
-      tile_mma<TR, NC1>(sm, N1, N1, W1,
+      tile_mma<TR, NC1, kM>(sm, N1, N1, W1,
                         [&](int r, int k) {
                           return row0 + r < Ec ? ld4(U + (size_t)(row0 + r) * d.ROW + d.M0 + k) : zero4();
                         },
                         acc);
     }
     float4 res[TR][NC1];
-    load_quads<TR, NC1>(row0, Ec, N1, Uin + fo + d.M0, d.ROW, res);
-    for_each_quad<TR, NC1>(row0, Ec, N1, [&](int r, int j, int row, int c) {
+    load_quads<TR, NC1, kM>(row0, Ec, N1, Uin + fo + d.M0, d.ROW, res);
+    for_each_quad<TR, NC1, kM>(row0, Ec, N1, [&](int r, int j, int row, int c) {
       const size_t o = fo + (size_t)row * d.ROW + d.M0 + c;
       const float4 z = quad<TR, NC1>(acc, r, j);
       float4 v = z;
       if (gated) {
         const int jj = d.L + 1 + c / Cf;
-        const float4 s = ld4(sm.S + (ty * TR + r) * sm.sst + (red_l(jj, d.L) - 1) * Cf + c % Cf);
+        const float4 s = ld4(sm.S + (row - row0) * sm.sst + (red_l(jj, d.L) - 1) * Cf + c % Cf);
         v = make_float4(z.x * s.x, z.y * s.y, z.z * s.z, z.w * s.w);
         if (Zsave) st4(Zsave + o, z);
       }
@@ -155,7 +156,7 @@ __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3) ? 2 : 1) stack
   }
 }
 
-template <int TR, int NC0, int NC1>
+template <int TR, int NC0, int NC1, int kM>
 __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3) ? 2 : 1) stack_backward_k(Dims d, BlockWDev w, int layer, int Ec,
                                                              const float* __restrict__ Gin, float* Gout,
                                                              const float* __restrict__ Zin) {
@@ -182,7 +183,7 @@ __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3) ? 2 : 1) stack
       st4(sm.Zs + r * sm.zst + a, z);
     }
     __syncthreads();
-    gate_sigmoids<TR, (NC1 + 1) / 2>(d, sm, Gw);
+    gate_sigmoids<TR, (NC1 + 1) / 2, kM>(d, sm, Gw);
     __syncthreads();
     // eta = s_bar * S (1 - S), s_bar[g][b] = sum over the three orders of degree g+1 of g * z.
     // Column quads (Cf % 4 == 0), unrolled so each thread has its 24 loads in flight at once.
@@ -211,8 +212,8 @@ __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3) ? 2 : 1) stack
     {
       float acc[TR][4];
       zero<TR, 1>(acc);
-      tile_mma<TR, 1>(sm, LC, Cf, GwT, [&](int r, int k) { return ld4(sm.T + r * sm.sst + k); }, acc);
-      for_each_quad<TR, 1>(0, BM, Cf, [&](int r, int j, int row, int c) {
+      tile_mma<TR, 1, kM>(sm, LC, Cf, GwT, [&](int r, int k) { return ld4(sm.T + r * sm.sst + k); }, acc);
+      for_each_quad<TR, 1, kM>(0, BM, Cf, [&](int r, int j, int row, int c) {
         float* zs = sm.Zs + row * sm.zst + c;
         float4 v = zero4();
         if (row0 + row < Ec) {
@@ -230,7 +231,7 @@ __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3) ? 2 : 1) stack
   {
     float acc[TR][4 * NC0];
     zero<TR, NC0>(acc);
-    tile_mma<TR, NC0>(sm, d.M0, d.M0, AT,
+    tile_mma<TR, NC0, kM>(sm, d.M0, d.M0, AT,
                       [&](int r, int k) {
                         if (row0 + r >= Ec) return zero4();
                         float4 v = ld4(g + (size_t)(row0 + r) * d.ROW + k);
@@ -241,8 +242,8 @@ __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3) ? 2 : 1) stack
                       },
                       acc);
     float4 res[TR][NC0];
-    load_quads<TR, NC0>(row0, Ec, d.M0, Gin + fo, d.ROW, res);
-    for_each_quad<TR, NC0>(row0, Ec, d.M0, [&](int r, int j, int row, int c) {
+    load_quads<TR, NC0, kM>(row0, Ec, d.M0, Gin + fo, d.ROW, res);
+    for_each_quad<TR, NC0, kM>(row0, Ec, d.M0, [&](int r, int j, int row, int c) {
       const size_t o = fo + (size_t)row * d.ROW + c;
       const float4 a = quad<TR, NC0>(acc, r, j), u = res[r][j];
       st4(Gout + o, make_float4(u.x + a.x, u.y + a.y, u.z + a.z, u.w + a.w));
@@ -253,7 +254,7 @@ __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3) ? 2 : 1) stack
     float acc[TR][4 * NC1];
     zero<TR, NC1>(acc);
     const int N1 = 2 * d.M1;
-    tile_mma<TR, NC1>(sm, N1, N1, W1T,
+    tile_mma<TR, NC1, kM>(sm, N1, N1, W1T,
                       [&](int r, int k) {
                         if (row0 + r >= Ec) return zero4();
                         float4 v = ld4(g + (size_t)(row0 + r) * d.ROW + d.M0 + k);
@@ -264,20 +265,19 @@ __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3) ? 2 : 1) stack
                       },
                       acc);
     // Residual loads a row at a time here: the whole tile's would spill beside the gate tables.
-    const int tx = tile_tx(), ty = tile_ty();
 #pragma unroll
     for (int r = 0; r < TR; ++r) {
-      const int row = row0 + ty * TR + r;
+      const int row = row0 + tile_row<TR, kM>(r);
       if (row >= Ec) continue;
       float4 u[NC1];
 #pragma unroll
       for (int j = 0; j < NC1; ++j) {
-        const int c = 64 * j + 4 * tx;
+        const int c = tile_col<kM>(j);
         u[j] = c < N1 ? ld4(Gin + fo + (size_t)row * d.ROW + d.M0 + c) : zero4();
       }
 #pragma unroll
       for (int j = 0; j < NC1; ++j) {
-        const int c = 64 * j + 4 * tx;
+        const int c = tile_col<kM>(j);
         if (c >= N1) continue;
         const float4 a = quad<TR, NC1>(acc, r, j);
         st4(Gout + fo + (size_t)row * d.ROW + d.M0 + c,
@@ -289,39 +289,47 @@ __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3) ? 2 : 1) stack
 
 enum class Pass { kForward, kReplay, kBackward };
 
-template <int TR, int NC0, int NC1>
+template <int TR, int NC0, int NC1, int kM>
 void launch_tile(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out, float* z,
                  Pass pass, cudaStream_t s) {
   const bool bwd = pass == Pass::kBackward;
-  const size_t bytes = smem_floats(d, Tile<TR>::BM, bwd) * sizeof(float);
+  const size_t bytes = smem_floats<TR>(d, bwd) * sizeof(float);
   const dim3 grid(div_up(Ec, Tile<TR>::BM), d.F);
-  const void* fn = bwd ? (const void*)stack_backward_k<TR, NC0, NC1> : (const void*)stack_forward_k<TR, NC0, NC1>;
+  const void* fn =
+      bwd ? (const void*)stack_backward_k<TR, NC0, NC1, kM> : (const void*)stack_forward_k<TR, NC0, NC1, kM>;
   if (bytes > 48 * 1024) SEZM_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
   if (bwd)
-    stack_backward_k<TR, NC0, NC1><<<grid, kThreads, bytes, s>>>(d, w, layer, Ec, in, out, z);
+    stack_backward_k<TR, NC0, NC1, kM><<<grid, kThreads, bytes, s>>>(d, w, layer, Ec, in, out, z);
   else if (pass == Pass::kReplay)
-    stack_forward_k<TR, NC0, NC1><<<grid, kThreads, bytes, s>>>(d, w, layer, Ec, in, out, nullptr, z);
+    stack_forward_k<TR, NC0, NC1, kM><<<grid, kThreads, bytes, s>>>(d, w, layer, Ec, in, out, nullptr, z);
   else
-    stack_forward_k<TR, NC0, NC1><<<grid, kThreads, bytes, s>>>(d, w, layer, Ec, in, out, z, nullptr);
+    stack_forward_k<TR, NC0, NC1, kM><<<grid, kThreads, bytes, s>>>(d, w, layer, Ec, in, out, z, nullptr);
 }
 
 // Column quads per thread (N / 64 rounded up) compiled for the supported widths.
+template <int kM>
+void launch_widths(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out, float* z,
+                   Pass pass, cudaStream_t s) {
+  const int n0 = pad64(d.M0) / 64, n1 = pad64(2 * d.M1) / 64;
+  if (n0 <= 1 && n1 <= 1) launch_tile<4, 1, 1, kM>(d, w, layer, Ec, in, out, z, pass, s);
+  else if (n0 <= 1 && n1 <= 2) launch_tile<4, 1, 2, kM>(d, w, layer, Ec, in, out, z, pass, s);
+  else if (n0 <= 2 && n1 <= 2) launch_tile<4, 2, 2, kM>(d, w, layer, Ec, in, out, z, pass, s);
+  else if (n0 <= 2 && n1 <= 3) launch_tile<4, 2, 3, kM>(d, w, layer, Ec, in, out, z, pass, s);
+  else if (n0 <= 3 && n1 <= 4) launch_tile<4, 3, 4, kM>(d, w, layer, Ec, in, out, z, pass, s);
+  else launch_tile<4, 6, 6, kM>(d, w, layer, Ec, in, out, z, pass, s);
+}
+
 void launch_stack(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out, float* z, Pass pass,
                   cudaStream_t s) {
   if (Ec == 0) return;
-  const int n0 = pad64(d.M0) / 64, n1 = pad64(2 * d.M1) / 64;
-  if (n0 <= 1 && n1 <= 1) launch_tile<4, 1, 1>(d, w, layer, Ec, in, out, z, pass, s);
-  else if (n0 <= 1 && n1 <= 2) launch_tile<4, 1, 2>(d, w, layer, Ec, in, out, z, pass, s);
-  else if (n0 <= 2 && n1 <= 2) launch_tile<4, 2, 2>(d, w, layer, Ec, in, out, z, pass, s);
-  else if (n0 <= 2 && n1 <= 3) launch_tile<4, 2, 3>(d, w, layer, Ec, in, out, z, pass, s);
-  else if (n0 <= 3 && n1 <= 4) launch_tile<4, 3, 4>(d, w, layer, Ec, in, out, z, pass, s);
-  else launch_tile<4, 6, 6>(d, w, layer, Ec, in, out, z, pass, s);
+  if (d.tf32_one_pass) launch_widths<kTf32>(d, w, layer, Ec, in, out, z, pass, s);
+  else launch_widths<kTf32x3>(d, w, layer, Ec, in, out, z, pass, s);
   SEZM_LAUNCH(pass == Pass::kBackward ? "stack_backward" : pass == Pass::kReplay ? "stack_replay" : "stack_forward");
 }
 
 }  // namespace
 
-size_t stack_smem_bytes(const Dims& d) { return smem_floats(d, Tile<4>::BM, true) * sizeof(float); }
+size_t stack_smem_bytes(const Dims& d) { return smem_floats<4>(d, true) * sizeof(float); }
 
 void launch_stack_layer_forward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* Uin, float* Uout,
                                 float* Zsave, cudaStream_t s) {

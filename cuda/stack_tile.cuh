@@ -1,24 +1,36 @@
 #pragma once
-// The register-tiled fp32 inner product of the SO(2) stack (`tile_mma`) and its tile geometry,
-// shared by the stack layers (stack.cu), the per-chunk radial tables (radial_tables.cu) and the
-// tile probe (bench/stack_probe.cu). Everything here is inlined into its callers (no -rdc).
-// Numerics: IEEE fp32 FFMA (no TF32). `tile_mma` is the one place to swap for a tensor-core
-// split later: operands are staged in shared memory, A k-major and B (k, n).
+// The register-tiled inner product of the SO(2) stack (`tile_mma`) and its tile geometry, shared
+// by the stack layers (stack.cu), the per-chunk radial tables (radial_tables.cu) and the tile
+// probe (bench/stack_probe.cu). Everything here is inlined into its callers (no -rdc).
+// Arithmetic (TileMath): the engine's products run on the TF32 tensor cores (mma.sync m16n8k8,
+// sm_80+), either as the 3xTF32 split (a = a_hi + a_lo, each part rounded to TF32; a_hi b_hi +
+// a_hi b_lo + a_lo b_hi with fp32 accumulation: fp32-accurate, the default) or as one TF32 pass
+// (`precision tf32`). The IEEE fp32 FFMA product stays for the probe, as the reference rate.
+// Operands are staged in shared memory; a thread's accumulators always come as quads of four
+// consecutive columns of one row (tile_row / tile_col say which), so the epilogues are shared.
+#include <cstdint>
+
 #include "model_dev.cuh"
 
 namespace sezm::cuda {
+
+enum TileMath { kIeee = 0, kTf32 = 1, kTf32x3 = 3 };
+
 namespace {
 
-// CTA: 256 threads as 16 thread-rows x 16 thread-columns. Thread (ty, tx) owns the TR rows
-// ty*TR.. and the NC4 column quads 64 j + 4 tx (j < NC4): per k step TR/4 + NC4 16-byte shared
-// loads feed 4 * TR * NC4 FFMA. TR = 4 (64-row tiles): measured on the H200 at 4096 atoms, two
-// such CTAs per SM (<= 128 registers) beat one 128-row CTA (TR = 8, ~220 registers) by 11 ms per
-// call, and the 64-row tile fits every supported GPU's shared memory.
-// A warp is 4 thread-rows x 8 thread-columns (not 2 x 16): its B reads per column quad are then
-// 128 contiguous bytes (one shared-memory wavefront instead of two) and its A reads 64 bytes, so
-// a k step costs 1 + NC4 wavefronts instead of 1 + 2 NC4 against the same FFMA count. Measured:
-// no change in time; the product runs at the rate of cuBLAS's fp32 SGEMM at these shapes
-// (bench/stack_probe.cu, docs/performance.md), not at a shared-memory bound.
+// CTA: 256 threads (8 warps) over BM rows x 64 NC4 columns; each thread owns TR rows x NC4 column
+// quads. TR = 4 (64-row tiles): measured on the H200 at 4096 atoms, two such CTAs per SM
+// (<= 128 registers) beat one 128-row CTA by 11 ms per call, and the 64-row tile fits every
+// supported GPU's shared memory.
+// kIeee: thread (ty, tx) of a 16 x 16 grid owns rows ty*TR.. and the quads 64 j + 4 tx; a warp is
+// 4 thread-rows x 8 thread-columns, so its B reads per column quad are 128 contiguous bytes (one
+// shared-memory wavefront) and its A reads 64 bytes.
+// Tensor cores: the 8 warps are 2 (rows) x 4 (columns); warp (wm, wn) owns rows 32 wm.. +32 (two
+// m16 tiles) and, in each 64-column group j, the 16 columns 64 j + 16 wn.. (two n8 tiles). Lane
+// (g, t) = (lane / 4, lane % 4) holds in the mma accumulator layout rows g, g+8 of each m16 tile
+// and columns 2t, 2t+1 of each n8 tile; B's columns are permuted in shared memory so that those
+// four accumulators of a row are the logical columns 4t..4t+3 of the warp's 16: thread rows are
+// 32 wm + 8 r + g (r < 4), quads 64 j + 16 wn + 4 t.
 constexpr int kBK = 16, kThreads = 256, kTC = 16, kTRw = kThreads / kTC;
 static_assert(kThreads == 256 && kTC == 16, "tile_tx/tile_ty assume 8 warps as 4 x 8 thread blocks");
 __device__ __forceinline__ int tile_tx() { return (threadIdx.x & 7) | (((threadIdx.x >> 5) & 1) << 3); }
@@ -27,8 +39,24 @@ __device__ __forceinline__ int tile_ty() { return ((threadIdx.x >> 3) & 3) | ((t
 template <int TR>
 struct Tile {
   static constexpr int BM = TR * kTRw;
-  static constexpr int AS = BM + 4;  // As row stride (k-major)
+  static constexpr int AS = BM + 4;   // kIeee: As k-major, row stride (a thread's rows contiguous)
+  static constexpr int AR = kBK + 4;  // tensor cores: As row-major, row stride (= 20: the fragment
+                                      // reads (g, t) hit 32 distinct banks)
+  static constexpr int kAFloats = kBK * AS > BM * AR ? kBK * AS : BM * AR;  // As, either layout
 };
+
+// The tile row (0..BM) of a thread's accumulator row r, and the first column of its quad j.
+template <int TR, int kM>
+__device__ __forceinline__ int tile_row(int r) {
+  static_assert(kM == kIeee || TR == 4, "the tensor-core tile is 64 rows (TR = 4)");
+  if (kM == kIeee) return tile_ty() * TR + r;
+  return (threadIdx.x >> 7) * 32 + 8 * r + ((threadIdx.x & 31) >> 2);
+}
+template <int kM>
+__device__ __forceinline__ int tile_col(int j) {
+  if (kM == kIeee) return 64 * j + 4 * tile_tx();
+  return 64 * j + 16 * ((threadIdx.x >> 5) & 3) + 4 * (threadIdx.x & 3);
+}
 
 // Row strides of the per-edge tables Zs, S and T: = 16 (mod 32) floats, so the eight threads of
 // a 16-byte access phase (two rows x four column quads, as tile_mma's operand load reads them)
@@ -37,8 +65,8 @@ struct Tile {
 __host__ __device__ inline int bank_stride(int n) { return n + ((16 - n % 32) + 32) % 32; }
 
 struct StackSmem {
-  float* As;  // kBK x AS, k-major (a thread's rows are contiguous)
-  float* Bs;  // kBK x NP (N padded to a multiple of 64 with zeros)
+  float* As;  // Tile::kAFloats: kBK x AS k-major (kIeee) or BM x AR row-major (tensor cores)
+  float* Bs;  // kBK x NP (N padded to a multiple of 64 with zeros; column-swizzled on tensor cores)
   float* Zs;  // BM x zst  (Cf used: scalar pre-activation, forward; z_bar scalar row, backward)
   float* S;   // BM x sst  (L*Cf used: gate sigmoids)
   float* T;   // BM x sst  (eta, backward only)
@@ -51,17 +79,43 @@ __device__ __forceinline__ float4 ld4(const float* p) { return *reinterpret_cast
 __device__ __forceinline__ void st4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
 __device__ __forceinline__ float4 zero4() { return make_float4(0.f, 0.f, 0.f, 0.f); }
 
-// acc[r][4j+q] += sum_k A(row0 + TR*ty + r, k) B(k, 64j + 4tx + q). `loadA4(row, k)` returns
+// ---- tensor-core pieces (sm_80+) ----
+__device__ __forceinline__ uint32_t tf32_bits(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+// hi = x rounded to TF32; for the 3xTF32 split also lo = (x - hi) rounded to TF32 (x - hi is
+// exact in fp32, so hi + lo carries ~22 of x's 24 significant bits; lo lo is left out).
+template <int kM>
+__device__ __forceinline__ void tf32_split(float x, uint32_t& hi, uint32_t& lo) {
+  hi = tf32_bits(x);
+  if (kM == kTf32x3) lo = tf32_bits(x - __uint_as_float(hi));
+}
+// (c0 c1; c2 c3) += A (16 x 8, fragment a) B (8 x 8, fragment b0 b1), fp32 accumulate.
+__device__ __forceinline__ void mma_m16n8k8(float& c0, float& c1, float& c2, float& c3, const uint32_t (&a)[4],
+                                            uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// Bs column swizzle of k-row k on tensor cores: the B fragment reads of a warp (k = t, t + 4 and
+// the eight columns of lane group g) fall in 32 distinct banks when row k's columns are XORed
+// with 2 (k odd) and 16 (k & 2). Flipping bit 1 swaps the halves of a stored quad; bit 4 moves it.
+__device__ __forceinline__ int bs_swizzle(int k) { return ((k & 1) << 1) | ((k & 2) << 3); }
+
+// acc[r][4j+q] += sum_k A(row0 + tile_row(r), k) B(k, tile_col(j) + q). `loadA4(row, k)` returns
 // A(row, k..k+3) (the prologue: the raw activation, or the gradient with the gates applied).
 // K % 4 == 0 and N % 4 == 0 for every supported model. The next k-tile is fetched into registers
-// while the current one is multiplied, so global latency hides behind the FFMAs.
-template <int TR, int NC4, int kUnroll = 4, class LoadA4>
+// while the current one is multiplied, so global latency hides behind the products.
+template <int TR, int NC4, int kM, int kUnroll = 4, class LoadA4>
 __device__ __forceinline__ void tile_mma(const StackSmem& sm, int K, int N, const float* __restrict__ B, LoadA4 loadA4,
                                          float (&acc)[TR][4 * NC4]) {
-  constexpr int BM = Tile<TR>::BM, AS = Tile<TR>::AS, NP = 64 * NC4;
+  constexpr int BM = Tile<TR>::BM, AS = Tile<TR>::AS, AR = Tile<TR>::AR, NP = 64 * NC4;
   constexpr int kAPer = BM * kBK / 4 / kThreads;
   constexpr int kBPer = (kBK * NP / 4 + kThreads - 1) / kThreads;
-  const int tid = threadIdx.x, tx = tile_tx(), ty = tile_ty();
+  static_assert(kM == kIeee || TR == 4, "the tensor-core tile is 64 rows (TR = 4)");
+  const int tid = threadIdx.x;
   float4 ra[kAPer], rb[kBPer];
   auto fetch = [&](int k0) {
 #pragma unroll
@@ -81,15 +135,26 @@ __device__ __forceinline__ void tile_mma(const StackSmem& sm, int K, int N, cons
 #pragma unroll
     for (int i = 0; i < kAPer; ++i) {
       const int idx = tid + i * kThreads, r = idx / (kBK / 4), k4 = (idx % (kBK / 4)) * 4;
-      sm.As[(k4 + 0) * AS + r] = ra[i].x;
-      sm.As[(k4 + 1) * AS + r] = ra[i].y;
-      sm.As[(k4 + 2) * AS + r] = ra[i].z;
-      sm.As[(k4 + 3) * AS + r] = ra[i].w;
+      if (kM == kIeee) {
+        sm.As[(k4 + 0) * AS + r] = ra[i].x;
+        sm.As[(k4 + 1) * AS + r] = ra[i].y;
+        sm.As[(k4 + 2) * AS + r] = ra[i].z;
+        sm.As[(k4 + 3) * AS + r] = ra[i].w;
+      } else {
+        st4(sm.As + r * AR + k4, ra[i]);
+      }
     }
 #pragma unroll
     for (int j = 0; j < kBPer; ++j) {
       const int idx = tid + j * kThreads;
-      if (idx < kBK * NP / 4) st4(sm.Bs + idx * 4, rb[j]);  // row k = idx / (NP/4): stride NP
+      if (idx >= kBK * NP / 4) continue;
+      if (kM == kIeee) {
+        st4(sm.Bs + idx * 4, rb[j]);  // row k = idx / (NP/4): stride NP
+      } else {
+        const int k = idx / (NP / 4), n4 = (idx % (NP / 4)) * 4;
+        const float4 v = (k & 1) ? make_float4(rb[j].z, rb[j].w, rb[j].x, rb[j].y) : rb[j];
+        st4(sm.Bs + k * NP + (n4 ^ (bs_swizzle(k) & ~3)), v);
+      }
     }
   };
   fetch(0);
@@ -97,23 +162,69 @@ __device__ __forceinline__ void tile_mma(const StackSmem& sm, int K, int N, cons
     stash();
     __syncthreads();
     if (k0 + kBK < K) fetch(k0 + kBK);
+    if constexpr (kM == kIeee) {
+      const int tx = tile_tx(), ty = tile_ty();
 #pragma unroll kUnroll
-    for (int k = 0; k < kBK; ++k) {
-      float a[TR], b[4 * NC4];
+      for (int k = 0; k < kBK; ++k) {
+        float a[TR], b[4 * NC4];
 #pragma unroll
-      for (int q = 0; q < TR / 4; ++q) {
-        const float4 v = ld4(sm.As + k * AS + ty * TR + 4 * q);
-        a[4 * q] = v.x; a[4 * q + 1] = v.y; a[4 * q + 2] = v.z; a[4 * q + 3] = v.w;
+        for (int q = 0; q < TR / 4; ++q) {
+          const float4 v = ld4(sm.As + k * AS + ty * TR + 4 * q);
+          a[4 * q] = v.x; a[4 * q + 1] = v.y; a[4 * q + 2] = v.z; a[4 * q + 3] = v.w;
+        }
+#pragma unroll
+        for (int j = 0; j < NC4; ++j) {
+          const float4 v = ld4(sm.Bs + k * NP + 64 * j + 4 * tx);
+          b[4 * j] = v.x; b[4 * j + 1] = v.y; b[4 * j + 2] = v.z; b[4 * j + 3] = v.w;
+        }
+#pragma unroll
+        for (int r = 0; r < TR; ++r)
+#pragma unroll
+          for (int c = 0; c < 4 * NC4; ++c) acc[r][c] = fmaf(a[r], b[c], acc[r][c]);
       }
+    } else {
+      const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+      const int wrow = (warp >> 2) * 32, wcol = 16 * (warp & 3), sw = bs_swizzle(t);
 #pragma unroll
-      for (int j = 0; j < NC4; ++j) {
-        const float4 v = ld4(sm.Bs + k * NP + 64 * j + 4 * tx);
-        b[4 * j] = v.x; b[4 * j + 1] = v.y; b[4 * j + 2] = v.z; b[4 * j + 3] = v.w;
+      for (int kk = 0; kk < kBK; kk += 8) {
+        uint32_t ah[2][4], al[2][4];
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {  // A fragment: (g, t), (g+8, t), (g, t+4), (g+8, t+4)
+          const float* p = sm.As + (wrow + 16 * mt + g) * AR + kk + t;
+          tf32_split<kM>(p[0], ah[mt][0], al[mt][0]);
+          tf32_split<kM>(p[8 * AR], ah[mt][1], al[mt][1]);
+          tf32_split<kM>(p[4], ah[mt][2], al[mt][2]);
+          tf32_split<kM>(p[8 * AR + 4], ah[mt][3], al[mt][3]);
+        }
+#pragma unroll
+        for (int j = 0; j < NC4; ++j)
+#pragma unroll
+          for (int nt = 0; nt < 2; ++nt) {
+            // B fragment: k rows t and t + 4, the n8 tile's column g, which is logical column
+            // 4 (g / 2) + 2 nt + g % 2 of the warp's 16 (see the layout above).
+            const int col = (64 * j + wcol + 4 * (g >> 1) + 2 * nt + (g & 1)) ^ sw;
+            uint32_t bh0, bl0, bh1, bl1;
+            tf32_split<kM>(sm.Bs[(kk + t) * NP + col], bh0, bl0);
+            tf32_split<kM>(sm.Bs[(kk + t + 4) * NP + col], bh1, bl1);
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt) {
+              float *c0 = &acc[2 * mt][4 * j + 2 * nt], *c2 = &acc[2 * mt + 1][4 * j + 2 * nt];
+              if (kM == kTf32x3) {
+                // The tensor cores' fp32 accumulation truncates (rounds toward zero), so summing
+                // all K products in the accumulator biases it by ~K/16 ulp (measured 1.5e-6 of
+                // max|C| at K = 128, sezm-stack-probe). The 8-deep partial of this k step is
+                // formed from zero (the small cross terms first) and added with an IEEE add.
+                float p0 = 0.f, p1 = 0.f, p2 = 0.f, p3 = 0.f;
+                mma_m16n8k8(p0, p1, p2, p3, al[mt], bh0, bh1);
+                mma_m16n8k8(p0, p1, p2, p3, ah[mt], bl0, bl1);
+                mma_m16n8k8(p0, p1, p2, p3, ah[mt], bh0, bh1);
+                c0[0] += p0; c0[1] += p1; c2[0] += p2; c2[1] += p3;
+              } else {
+                mma_m16n8k8(c0[0], c0[1], c2[0], c2[1], ah[mt], bh0, bh1);
+              }
+            }
+          }
       }
-#pragma unroll
-      for (int r = 0; r < TR; ++r)
-#pragma unroll
-        for (int c = 0; c < 4 * NC4; ++c) acc[r][c] = fmaf(a[r], b[c], acc[r][c]);
     }
     __syncthreads();
   }
@@ -129,16 +240,15 @@ __device__ __forceinline__ void zero(float (&acc)[TR][4 * NC4]) {
 
 // Calls f(r, j, row, c) for each of the thread's column quads inside the tile (row < Ec,
 // c + 3 < N): accumulators acc[r][4j..4j+3] belong to edge `row`, columns c..c+3.
-template <int TR, int NC4, class F>
+template <int TR, int NC4, int kM, class F>
 __device__ __forceinline__ void for_each_quad(int row0, int Ec, int N, F f) {
-  const int tx = tile_tx(), ty = tile_ty();
 #pragma unroll
   for (int r = 0; r < TR; ++r) {
-    const int row = row0 + ty * TR + r;
+    const int row = row0 + tile_row<TR, kM>(r);
     if (row >= Ec) continue;
 #pragma unroll
     for (int j = 0; j < NC4; ++j) {
-      const int c = 64 * j + 4 * tx;
+      const int c = tile_col<kM>(j);
       if (c < N) f(r, j, row, c);
     }
   }
@@ -147,16 +257,15 @@ __device__ __forceinline__ void for_each_quad(int row0, int Ec, int N, F f) {
 // The thread's quads of a row-major table (row stride ld) at `base`, as for_each_quad visits them,
 // with every load issued before any is used: an epilogue that loads, adds and stores one quad at a
 // time waits a memory round trip per quad (its stores may alias the later loads).
-template <int TR, int NC4>
+template <int TR, int NC4, int kM>
 __device__ __forceinline__ void load_quads(int row0, int Ec, int N, const float* base, size_t ld,
                                            float4 (&v)[TR][NC4]) {
-  const int tx = tile_tx(), ty = tile_ty();
 #pragma unroll
   for (int r = 0; r < TR; ++r) {
-    const int row = row0 + ty * TR + r;
+    const int row = row0 + tile_row<TR, kM>(r);
 #pragma unroll
     for (int j = 0; j < NC4; ++j) {
-      const int c = 64 * j + 4 * tx;
+      const int c = tile_col<kM>(j);
       v[r][j] = (row < Ec && c < N) ? ld4(base + (size_t)row * ld + c) : zero4();
     }
   }
