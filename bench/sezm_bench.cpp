@@ -3,7 +3,7 @@
 //
 //   sezm-bench MODEL [--cells N] [--lattice diamond|fcc] [--a A] [--repeat R] [--warmup W]
 //              [--threads T] [--element E] [--device cpu|cuda] [--mode lean|fast] [--gpu N]
-//              [--chunk EDGES]
+//              [--chunk EDGES] [--precision default|tf32]
 //
 // Reports the median of R warm calls (neighbour search excluded and timed separately).
 #include <sys/resource.h>
@@ -39,11 +39,13 @@ double peak_rss_gib() {
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: sezm-bench MODEL [--cells N] [--lattice diamond|fcc] [--a A] [--repeat R] "
-                         "[--warmup W] [--threads T] [--element E] [--device cpu|cuda] [--mode lean|fast] [--gpu N] [--chunk EDGES]\n");
+                         "[--warmup W] [--threads T] [--element E] [--device cpu|cuda] [--mode lean|fast] [--gpu N] [--chunk EDGES] "
+                         "[--precision default|tf32]\n");
     return 2;
   }
   std::string model = argv[1], lattice = "diamond", element, device = "cpu", mode = "lean";
   int cells = 4, repeat = 3, warmup = 1, threads = 0, gpu = 0, chunk = 0;
+  sezm::Precision precision = sezm::Precision::kDeviceDefault;
   double a = 0;
   for (int i = 2; i < argc; ++i) {
     const std::string k = argv[i];
@@ -62,6 +64,9 @@ int main(int argc, char** argv) {
     else if (k == "--mode") mode = next();
     else if (k == "--gpu") gpu = std::atoi(next());
     else if (k == "--chunk") chunk = std::atoi(next());
+    else if (k == "--precision") {
+      if (!sezm::parse_precision(next(), &precision)) { std::fprintf(stderr, "sezm-bench: --precision default|tf32\n"); return 2; }
+    }
     else { std::fprintf(stderr, "sezm-bench: unknown option %s\n", k.c_str()); return 2; }
   }
 #ifdef _OPENMP
@@ -77,6 +82,7 @@ int main(int argc, char** argv) {
     opt.gpu = gpu;
     opt.mode = mode == "fast" ? sezm::CudaMode::kFast : sezm::CudaMode::kLean;
     opt.chunk_edges = chunk;
+    opt.precision = precision;
     const sezm::Potential pot = sezm::Potential::load(model, opt);
     std::vector<std::array<double, 3>> basis;
     if (lattice == "diamond") {

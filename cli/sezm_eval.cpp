@@ -31,8 +31,8 @@ namespace {
 void usage(std::FILE* out) {
   std::fprintf(out,
                "usage: sezm-eval MODEL STRUCTURE [--elements E1 E2 ...] [--json] [--no-forces] [--atom-virial]\n"
-               "                 [--device cpu|cuda] [--gpu N] [--mode lean|fast] [--head NAME]\n"
-               "                 [--charge-spin Q S]\n"
+               "                 [--device cpu|cuda] [--gpu N] [--mode lean|fast] [--precision default|tf32]\n"
+               "                 [--head NAME] [--charge-spin Q S]\n"
                "  MODEL      deepmd-kit SeZM/DPA4 training checkpoint (*.pt)\n"
                "  STRUCTURE  LAMMPS data file (atom_style atomic) or (extended) XYZ\n"
                "  --elements element of each LAMMPS atom type, in type order (data files only: an\n"
@@ -43,6 +43,8 @@ void usage(std::FILE* out) {
                "  --device   cpu (float64 reference engine, default) or cuda (fp32 CUDA engine)\n"
                "  --gpu N    CUDA device ordinal (default 0); --mode: what the CUDA forward keeps\n"
                "             (both with --device cuda only)\n"
+               "  --precision default (fp32-accurate: 3xTF32 tensor cores) or tf32 (one TF32 pass:\n"
+               "             faster, less accurate, see docs/performance.md; --device cuda only)\n"
                "  --head NAME  branch (or alias, any case) of a multi-task model; default: the one\n"
                "             aliased \"Default\"\n"
                "  --charge-spin Q S  total charge and spin multiplicity of the frame, for models with a\n"
@@ -84,6 +86,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> positional, elements;
   bool json = false, forces = true, atom_virial = false;
   std::string device = "cpu", mode = "lean", head;
+  sezm::Precision precision = sezm::Precision::kDeviceDefault;
   int gpu = 0;
   bool gpu_given = false, mode_given = false;
   std::optional<sezm::ChargeSpin> charge_spin;
@@ -98,7 +101,7 @@ int main(int argc, char** argv) {
       forces = false;
     } else if (a == "--atom-virial") {
       atom_virial = true;
-    } else if (a == "--device" || a == "--gpu" || a == "--mode") {
+    } else if (a == "--device" || a == "--gpu" || a == "--mode" || a == "--precision") {
       if (i + 1 >= argc) {
         std::fprintf(stderr, "sezm-eval: %s needs a value\n", a.c_str());
         return 2;
@@ -106,6 +109,10 @@ int main(int argc, char** argv) {
       const std::string v = argv[++i];
       if (a == "--device") device = v;
       else if (a == "--mode") mode = v, mode_given = true;
+      else if (a == "--precision" && !sezm::parse_precision(v, &precision)) {
+        std::fprintf(stderr, "sezm-eval: bad value '%s' for --precision (expected default or tf32)\n", v.c_str());
+        return 2;
+      }
       if (a == "--gpu") {
         const std::optional<int> g = parse_index(v.c_str());
         if (!g) {
@@ -159,8 +166,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "sezm-eval: --atom-virial needs forces (drop --no-forces)\n");
     return 2;
   }
-  if (device != "cuda" && (gpu_given || mode_given)) {  // as pair_style sezm: never silently ignored
-    std::fprintf(stderr, "sezm-eval: --gpu and --mode apply to --device cuda only\n");
+  if (device != "cuda" && (gpu_given || mode_given || precision != sezm::Precision::kDeviceDefault)) {
+    // as pair_style sezm: never silently ignored
+    std::fprintf(stderr, "sezm-eval: --gpu, --mode and --precision tf32 apply to --device cuda only\n");
     return 2;
   }
   try {
@@ -169,6 +177,7 @@ int main(int argc, char** argv) {
     opt.device = device == "cuda" ? sezm::Device::kCuda : sezm::Device::kCpu;
     opt.gpu = gpu;
     opt.mode = mode == "fast" ? sezm::CudaMode::kFast : sezm::CudaMode::kLean;
+    opt.precision = precision;
     const sezm::Potential pot = sezm::Potential::load(positional[0], opt, head, charge_spin);
     const sezm::ChargeSpinUse& cs = pot.charge_spin();
     char cs_line[160] = "";

@@ -504,7 +504,8 @@ CudaEngine::~CudaEngine() = default;
 const ModelConfig& CudaEngine::config() const { return impl_->cfg; }
 std::string CudaEngine::description() const {
   return "CUDA device " + std::to_string(impl_->device) + " (" + impl_->name + "), mode " +
-         cuda_mode_name(impl_->mode) + ", " + std::to_string(impl_->effective_chunk_edges()) + " edges per chunk";
+         cuda_mode_name(impl_->mode) + ", " + std::to_string(impl_->effective_chunk_edges()) + " edges per chunk, " +
+         (impl_->d.tf32_one_pass ? "precision tf32 (one TF32 pass)" : "fp32-accurate (3xTF32 tensor cores)");
 }
 EngineResult CudaEngine::compute(const Graph& g, bool gradients, FeatureExchange<double>* ex) {
   try {
@@ -526,6 +527,7 @@ EngineResult CudaEngine::compute(const Graph& g, bool gradients, FeatureExchange
   }
 }
 void CudaEngine::set_chunk_edges(int n) { impl_->chunk_edges = n > 0 ? n : 0; }
+void CudaEngine::set_precision(Precision p) { impl_->d.tf32_one_pass = p == Precision::kTf32 ? 1 : 0; }
 int CudaEngine::chunk_edges() const { return impl_->effective_chunk_edges(); }
 size_t CudaEngine::peak_device_bytes() const { return impl_->mem.peak; }
 std::string CudaEngine::device_name() const { return impl_->name; }

@@ -11,6 +11,7 @@ namespace sezm {
 std::unique_ptr<Engine> make_cuda_engine(const ModelW<double>& weights, const EngineOptions& options) {
   auto e = std::make_unique<CudaEngine>(weights, options.gpu, options.mode);
   if (options.chunk_edges > 0) e->set_chunk_edges(options.chunk_edges);
+  e->set_precision(options.precision);
   return e;
 }
 

@@ -29,7 +29,7 @@ class CudaEngine final : public Engine {
 
   const ModelConfig& config() const override;
   EngineResult compute(const Graph& g, bool gradients, FeatureExchange<double>* ex = nullptr) override;
-  // "CUDA device N (NAME), mode M, K edges per chunk" (the pair style logs it per rank)
+  // "CUDA device N (NAME), mode M, K edges per chunk, precision P" (the pair style logs it per rank)
   std::string description() const override;
 
   // Largest number of edges whose value-path activations live on the device at once (a chunk
@@ -38,6 +38,8 @@ class CudaEngine final : public Engine {
   // cost 15.9 KB of device memory per chunk edge (docs/ARCHITECTURE.md).
   void set_chunk_edges(int n);
   int chunk_edges() const override;
+  // kTf32: the tile products in one TF32 pass (`precision tf32`); otherwise 3xTF32 (fp32-accurate).
+  void set_precision(Precision p);
 
   // Peak device memory held by this engine since construction (bytes), and the device's name.
   size_t peak_device_bytes() const override;

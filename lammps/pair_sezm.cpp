@@ -117,17 +117,20 @@ void PairSezm::allocate() {
   memory->create(cutsq, n + 1, n + 1, "pair:cutsq");
 }
 
-// pair_style sezm MODEL [device cpu|cuda] [gpu N] [mode lean|fast] [chunk N] [timing N] [head NAME] [charge_spin Q S]
+// pair_style sezm MODEL [device cpu|cuda] [gpu N] [mode lean|fast] [chunk N] [precision default|tf32] [timing N]
+//                  [head NAME] [charge_spin Q S]
 void PairSezm::settings(int narg, char **arg) {
   if (narg < 1)
     fail("missing model file (usage: pair_style sezm MODEL [device cpu|cuda] [gpu N] [mode lean|fast] [chunk N] "
-         "[timing N] [head NAME] [charge_spin Q S])");
+         "[precision default|tf32] [timing N] [head NAME] [charge_spin Q S])");
   model_path_ = arg[0];
   timing_every_ = 0;
   use_cuda_ = false;
   gpu_ = -1;
   mode_ = "lean";
   chunk_ = 0;
+  precision_ = "default";
+  sezm::Precision precision = sezm::Precision::kDeviceDefault;
   std::string head;  // multi-task branch (or alias); empty: the one aliased "Default"
   std::optional<sezm::ChargeSpin> charge_spin;
   for (int i = 1; i < narg; i += 2) {
@@ -151,16 +154,21 @@ void PairSezm::settings(int narg, char **arg) {
     } else if (key == "chunk") {
       chunk_ = utils::inumeric(FLERR, val.c_str(), false, lmp);
       if (chunk_ < 1) fail("chunk needs a positive number of edges");
+    } else if (key == "precision") {  // CUDA only: tf32 = one TF32 pass (docs/performance.md)
+      if (!sezm::parse_precision(val, &precision)) fail("unknown precision '" + val + "' (expected default or tf32)");
+      precision_ = sezm::precision_name(precision);
     } else if (key == "timing") {
       timing_every_ = utils::inumeric(FLERR, val.c_str(), false, lmp);
       if (timing_every_ < 0) fail("timing needs a non-negative step count");
     } else if (key == "head") {
       head = val;
     } else {
-      fail("unknown keyword '" + key + "' (known: device, gpu, mode, chunk, timing, head, charge_spin)");
+      fail("unknown keyword '" + key + "' (known: device, gpu, mode, chunk, precision, timing, head, charge_spin)");
     }
   }
   if (!use_cuda_ && (gpu_ >= 0 || mode_ != "lean" || chunk_ > 0)) fail("gpu, mode and chunk apply to device cuda only");
+  if (!use_cuda_ && precision != sezm::Precision::kDeviceDefault)
+    fail("precision tf32 applies to device cuda only (the CPU engine computes in float64)");
   sezm::ModelW<double> weights;
   sezm::ChargeSpinUse cs;
   try {
@@ -173,6 +181,7 @@ void PairSezm::settings(int narg, char **arg) {
   opt.device = use_cuda_ ? sezm::Device::kCuda : sezm::Device::kCpu;
   opt.mode = mode_ == "fast" ? sezm::CudaMode::kFast : sezm::CudaMode::kLean;
   opt.chunk_edges = chunk_;
+  opt.precision = precision;
   opt.gpu = gpu_;
   if (use_cuda_ && opt.gpu < 0) {
     // Default: one GPU per rank by the rank's index on its node.

@@ -62,6 +62,7 @@ class PairSezm : public Pair {
   int gpu_ = -1;               // `gpu N`; -1: the rank's local index modulo the visible GPUs
   std::string mode_ = "lean";  // `mode lean|fast` of the CUDA engine
   int chunk_ = 0;              // `chunk N`: edges per chunk of the CUDA value path (0: the mode's default)
+  std::string precision_ = "default";  // `precision default|tf32` of the CUDA engine
 
   // Current exchange payload, read by the pack/unpack callbacks.
   double *cur_rows_ = nullptr;

@@ -45,10 +45,11 @@ enum class Device { kCpu, kCuda };
 // is neither kept nor recomputed.
 enum class CudaMode { kFast, kLean };
 
-// Arithmetic of the engine. One value today (float64 on the CPU, IEEE fp32 with double
-// accumulation of energies and virials on CUDA); an enum so that another one is an option, not
-// a new code path in every front end.
-enum class Precision { kDeviceDefault };
+// Arithmetic of the engine. kDeviceDefault: float64 on the CPU; on CUDA fp32-accurate (fp32 data,
+// the dense tile products as 3xTF32 on tensor cores, double accumulation of energies and virials).
+// kTf32 (CUDA only, opt-in): the tile products in one TF32 pass (10-bit mantissa operands); see
+// docs/performance.md for its error against float64.
+enum class Precision { kDeviceDefault, kTf32 };
 
 struct EngineOptions {
   Device device = Device::kCpu;
@@ -60,6 +61,9 @@ struct EngineOptions {
 
 const char* device_name(Device d);     // "cpu" | "cuda"
 const char* cuda_mode_name(CudaMode m);  // "lean" | "fast"
+const char* precision_name(Precision p);  // "default" | "tf32"
+// "default" / "fp32" -> kDeviceDefault, "tf32" -> kTf32; false for anything else.
+bool parse_precision(const std::string& s, Precision* p);
 
 // Default edges per chunk of the CUDA engine: lean 32768 (its chunk scratch, ~0.5 GB, keeps
 // 4096 atoms under 2 GB), fast 131072 (~2.1 GB of scratch; at 4096 atoms on an H200 14 % less
