@@ -11,7 +11,8 @@
 #              Criteria: |dE|/|E| <= 1e-6, max|dF|/max|F| <= 1e-5, virial <= 1e-5 (relative to
 #              its largest component).
 #   drift      NVE on the GPU, 10 ps each: diamond 64 atoms at 0.5 fs (20000 steps), Cu 108
-#              atoms at 1 fs (10000 steps); slope of etotal/atom vs time <= 1e-5 eV/atom/ps.
+#              atoms at 1 fs (10000 steps); slope of etotal/atom vs time <= 1e-5 eV/atom/ps;
+#              in each precision of SEZM_DRIFT_PRECISIONS (default: "default"; e.g. "default tf32").
 #              Each run is capped by LAMMPS `timer timeout` so the whole script keeps to its
 #              time budget; a capped run is fitted over what it did and says so.
 #   bench4096  examples/diamond at 8x8x8 cells (4096 atoms) on cuda: 5 + 20 steps with LAMMPS's
@@ -30,7 +31,7 @@
 #   SEZM_GPU_ID                  pass `gpu N` to the pair style on every rank (default: the
 #                                style's choice, node-local rank mod #GPUs = 0 with one GPU)
 #   SEZM_CHECK_SYSTEMS ("diamond cu"), SEZM_CHECK_CELLS (2 for diamond, 3 for cu)
-#   SEZM_DRIFT_SYSTEMS ("diamond cu"), SEZM_DRIFT_CELLS_DIAMOND (2), SEZM_DRIFT_CELLS_CU (3),
+#   SEZM_DRIFT_SYSTEMS ("diamond cu"), SEZM_DRIFT_PRECISIONS ("default"), SEZM_DRIFT_CELLS_DIAMOND (2), SEZM_DRIFT_CELLS_CU (3),
 #   SEZM_DRIFT_STEPS_DIAMOND (20000), SEZM_DRIFT_STEPS_CU (10000), SEZM_DRIFT_EVERY (100),
 #   SEZM_DRIFT_TIMEOUT_DIAMOND (210 s), SEZM_DRIFT_TIMEOUT_CU (150 s), SEZM_DRIFT_MAX_SLOPE (1e-5)
 #   SEZM_BENCH_CELLS (8; 1 with SEZM_GPU_LAMMPS_DEVICE=cpu), SEZM_BENCH_NP (1), SEZM_BENCH_STEPS (20)
@@ -311,9 +312,13 @@ if want drift; then
   part_log="$work/drift.log"; : > "$part_log"
   every="${SEZM_DRIFT_EVERY:-100}"
   max_slope="${SEZM_DRIFT_MAX_SLOPE:-1e-5}"
-  systems=(${SEZM_DRIFT_SYSTEMS:-diamond cu})
+  systems=() precs=()
+  for sp in ${SEZM_DRIFT_SYSTEMS:-diamond cu}; do
+    for pr in ${SEZM_DRIFT_PRECISIONS:-default}; do systems+=("$sp"); precs+=("$pr"); done
+  done
   for i in "${!systems[@]}"; do
-    sys="${systems[$i]}"
+    sys="${systems[$i]}" prec="${precs[$i]}"
+    tag="$sys"; [ "$prec" != default ] && tag="$sys-$prec"
     case "$sys" in
       diamond) cells="${SEZM_DRIFT_CELLS_DIAMOND:-2}" steps="${SEZM_DRIFT_STEPS_DIAMOND:-20000}" dt=0.0005 tmax="${SEZM_DRIFT_TIMEOUT_DIAMOND:-210}" ;;
       cu)      cells="${SEZM_DRIFT_CELLS_CU:-3}" steps="${SEZM_DRIFT_STEPS_CU:-10000}" dt=0.001 tmax="${SEZM_DRIFT_TIMEOUT_CU:-150}" ;;
@@ -325,18 +330,18 @@ if want drift; then
     share=$(( nleft > 1 ? left * 58 / 100 : left ))
     tlim=$(( tmax < share ? tmax : share ))
     if [ "$share" -lt 20 ]; then
-      result SKIP "drift $sys" "no time left in the ${budget}s budget (SEZM_GPU_LAMMPS_BUDGET)"; continue
+      result SKIP "drift $tag" "no time left in the ${budget}s budget (SEZM_GPU_LAMMPS_BUDGET)"; continue
     fi
-    say "  $sys: $cells^3 cells, dt $dt ps, $steps steps ($(awk -v s="$steps" -v d="$dt" 'BEGIN{print s*d}') ps), thermo every $every, LAMMPS timer timeout ${tlim}s"
+    say "  $tag: $cells^3 cells, dt $dt ps, $steps steps ($(awk -v s="$steps" -v d="$dt" 'BEGIN{print s*d}') ps), precision $prec, thermo every $every, LAMMPS timer timeout ${tlim}s"
     t0=$SECONDS
-    if lmp "drift-$sys" 1 "$here/examples/gpu" $(( tlim + 120 )) -in in.drift -var system "$sys" -var cells "$cells" \
-         -var steps "$steps" -var every "$every" -var device "$dev" -var timeout "$tlim" ${gpu_var[@]+"${gpu_var[@]}"} \
-         | tee -a "$summary"; then
-      perf="$(grep -m1 '^Performance' "$work/runs/drift-$sys.out" | sed 's/^Performance: //')"
-      say "  $sys: $((SECONDS - t0)) s wall; $perf"
-      analyze "drift $sys ($dev)" drift "$work/runs/drift-$sys.log" --max-slope "$max_slope" --expect-steps "$steps"
+    if lmp "drift-$tag" 1 "$here/examples/gpu" $(( tlim + 120 )) -in in.drift -var system "$sys" -var cells "$cells" \
+         -var steps "$steps" -var every "$every" -var device "$dev" -var timeout "$tlim" -var precision "$prec" \
+         ${gpu_var[@]+"${gpu_var[@]}"} | tee -a "$summary"; then
+      perf="$(grep -m1 '^Performance' "$work/runs/drift-$tag.out" | sed 's/^Performance: //')"
+      say "  $tag: $((SECONDS - t0)) s wall; $perf"
+      analyze "drift $tag ($dev)" drift "$work/runs/drift-$tag.log" --max-slope "$max_slope" --expect-steps "$steps"
     else
-      result FAIL "drift $sys" "the run failed (see drift log)"
+      result FAIL "drift $tag" "the run failed (see drift log)"
     fi
   done
 fi
