@@ -9,7 +9,7 @@
 // layers' epilogues, beside cuBLAS's IEEE-fp32 SGEMM at the same shape when cuBLAS is found.
 // Part 2 times the real layer kernels (forward gated / linear, replay, backward) on E edges x F
 // foci with random weights of the given shape (default: potentials/C.pt's stack, L = 3, Cf = 32,
-// F = 2), in the engine's arithmetic (3xTF32) and with `precision tf32`. Medians of R launches;
+// F = 2), in the engine's arithmetic (IEEE fp32) and with `precision tf32`. Medians of R launches;
 // TFLOP/s count the useful products only; the H200's fp32 FFMA peak is 67 TFLOP/s, its dense TF32
 // tensor-core peak ~495 TFLOP/s (3xTF32: a third of that, as useful products). A probe for kernel work, not a test: no value is checked.
 #include <cuda_runtime.h>
@@ -98,7 +98,7 @@ void launch_tile_probe(int variant, bool hbm_a, int rows, int K, int N, const fl
       if (wide) throw Error("tile probe variant 3 takes N <= 128");
       launch_probe<8, 2, 2>(hbm_a, rows, K, N, A, lda, B, C, s);
       break;
-    case 4:  // the layers' tile on tensor cores, 3xTF32 (the engine's default arithmetic)
+    case 4:  // the layers' tile on tensor cores, 3xTF32 (fp32-accurate; not used by the engine yet)
       if (wide) launch_probe<4, 3, 2, 4, kTf32x3>(hbm_a, rows, K, N, A, lda, B, C, s);
       else launch_probe<4, 2, 2, 4, kTf32x3>(hbm_a, rows, K, N, A, lda, B, C, s);
       break;
@@ -191,9 +191,9 @@ int main(int argc, char** argv) {
     std::printf("tile product alone, %d rows (edges x foci), median of %d:\n", rows, R);
     for (int K : {d.M0, 2 * d.M1}) {
       DevBuf A((size_t)rows * d.ROW, &rng, 1.0f), B((size_t)K * K, &rng, 0.1f), C((size_t)rows * K);
-      static const char* names[] = {"IEEE FFMA, 64-row tile", "IEEE FFMA, 128 rows, 1 CTA/SM",
+      static const char* names[] = {"IEEE FFMA, 64-row tile (engine)", "IEEE FFMA, 128 rows, 1 CTA/SM",
                                     "IEEE FFMA, 64 rows, k unrolled", "IEEE FFMA, 128 rows, 2 CTAs/SM",
-                                    "3xTF32, 64-row tile (engine)", "1xTF32, 64-row tile (tf32)"};
+                                    "3xTF32, 64-row tile", "1xTF32, 64-row tile (tf32)"};
       // Each variant's C (A from HBM) against the IEEE tile's: the split's and one pass's rounding.
       std::vector<float> ref((size_t)rows * K), got((size_t)rows * K);
       for (int v = 0; v < 6; ++v)

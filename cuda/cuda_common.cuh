@@ -119,7 +119,7 @@ struct Dims {
   // SO(3) grid nets (cuda/grid_net.cu): frames of the FFN's hidden tensor (|K| with
   // ffn_so3_grid, else 1), and the grid-net scratch in floats per node (0: no grid net).
   int KF, grid_scratch;
-  // `precision tf32`: the tile products (stack_tile.cuh) take one TF32 pass instead of 3xTF32.
+  // `precision tf32`: the tile products (stack_tile.cuh) take one TF32 pass instead of FFMA.
   int tf32_one_pass;
 };
 

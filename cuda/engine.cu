@@ -505,7 +505,7 @@ const ModelConfig& CudaEngine::config() const { return impl_->cfg; }
 std::string CudaEngine::description() const {
   return "CUDA device " + std::to_string(impl_->device) + " (" + impl_->name + "), mode " +
          cuda_mode_name(impl_->mode) + ", " + std::to_string(impl_->effective_chunk_edges()) + " edges per chunk, " +
-         (impl_->d.tf32_one_pass ? "precision tf32 (one TF32 pass)" : "fp32-accurate (3xTF32 tensor cores)");
+         (impl_->d.tf32_one_pass ? "precision tf32 (one TF32 pass)" : "precision fp32");
 }
 EngineResult CudaEngine::compute(const Graph& g, bool gradients, FeatureExchange<double>* ex) {
   try {

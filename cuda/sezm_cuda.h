@@ -38,7 +38,7 @@ class CudaEngine final : public Engine {
   // cost 15.9 KB of device memory per chunk edge (docs/ARCHITECTURE.md).
   void set_chunk_edges(int n);
   int chunk_edges() const override;
-  // kTf32: the tile products in one TF32 pass (`precision tf32`); otherwise 3xTF32 (fp32-accurate).
+  // kTf32: the tile products in one TF32 pass (`precision tf32`); otherwise IEEE fp32 FFMA.
   void set_precision(Precision p);
 
   // Peak device memory held by this engine since construction (bytes), and the device's name.

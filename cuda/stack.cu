@@ -12,7 +12,7 @@
 //                          the GEMM's A operand (g * S on value rows, g silu'(z00) + eta G^T on
 //                          the scalar row); G' = g + z_bar W^T. Neither S nor z_bar reaches HBM.
 //  backward (identity):    G' = g + g W^T.
-// Numerics: the tile products on TF32 tensor cores, 3xTF32 (fp32-accurate) or one TF32 pass with
+// Numerics: the tile products in IEEE fp32 FFMA, or in one TF32 pass on tensor cores with
 // `precision tf32` (Dims::tf32_one_pass); the tile product and its geometry are stack_tile.cuh.
 // CPU twin: the mixing stack in engine/so2_convolution.h.
 #include "stack.cuh"
@@ -322,8 +322,10 @@ void launch_widths(const Dims& d, const BlockWDev& w, int layer, int Ec, const f
 void launch_stack(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out, float* z, Pass pass,
                   cudaStream_t s) {
   if (Ec == 0) return;
+  // The default stays IEEE fp32 FFMA: the 3xTF32 tile (stack_tile.cuh) is fp32-accurate but, as
+  // built today, no faster (docs/performance.md, "Tensor cores"); sezm-stack-probe measures both.
   if (d.tf32_one_pass) launch_widths<kTf32>(d, w, layer, Ec, in, out, z, pass, s);
-  else launch_widths<kTf32x3>(d, w, layer, Ec, in, out, z, pass, s);
+  else launch_widths<kIeee>(d, w, layer, Ec, in, out, z, pass, s);
   SEZM_LAUNCH(pass == Pass::kBackward ? "stack_backward" : pass == Pass::kReplay ? "stack_replay" : "stack_forward");
 }
 

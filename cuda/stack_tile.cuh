@@ -2,10 +2,11 @@
 // The register-tiled inner product of the SO(2) stack (`tile_mma`) and its tile geometry, shared
 // by the stack layers (stack.cu), the per-chunk radial tables (radial_tables.cu) and the tile
 // probe (bench/stack_probe.cu). Everything here is inlined into its callers (no -rdc).
-// Arithmetic (TileMath): the engine's products run on the TF32 tensor cores (mma.sync m16n8k8,
-// sm_80+), either as the 3xTF32 split (a = a_hi + a_lo, each part rounded to TF32; a_hi b_hi +
-// a_hi b_lo + a_lo b_hi with fp32 accumulation: fp32-accurate, the default) or as one TF32 pass
-// (`precision tf32`). The IEEE fp32 FFMA product stays for the probe, as the reference rate.
+// Arithmetic (TileMath): kIeee, IEEE fp32 FFMA (the engine's default); kTf32, one TF32 pass on
+// the tensor cores (mma.sync m16n8k8, sm_80+; `precision tf32`); kTf32x3, the 3xTF32 split (a =
+// a_hi + a_lo, each part rounded to TF32; a_hi b_hi + a_hi b_lo + a_lo b_hi, fp32 accumulation):
+// fp32-accurate, but at this tile no faster than FFMA (docs/performance.md, "Tensor cores"), so
+// only sezm-stack-probe runs it.
 // Operands are staged in shared memory; a thread's accumulators always come as quads of four
 // consecutive columns of one row (tile_row / tile_col say which), so the epilogues are shared.
 #include <cstdint>

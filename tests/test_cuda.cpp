@@ -85,7 +85,7 @@ const char* mode_name(int m) { return m ? "fast" : "lean"; }
 sezm::CudaMode cuda_mode(int m) { return m ? sezm::CudaMode::kFast : sezm::CudaMode::kLean; }
 #endif
 
-// Precision as a plain int too: 0 the default (fp32-accurate, 3xTF32), 1 `precision tf32`.
+// Precision as a plain int too: 0 the default (IEEE fp32), 1 `precision tf32`.
 const char* precision_suffix(int p) { return p ? "_tf32" : ""; }
 
 class CudaReference : public ::testing::TestWithParam<std::tuple<Case, int, int>> {};

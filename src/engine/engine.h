@@ -45,10 +45,10 @@ enum class Device { kCpu, kCuda };
 // is neither kept nor recomputed.
 enum class CudaMode { kFast, kLean };
 
-// Arithmetic of the engine. kDeviceDefault: float64 on the CPU; on CUDA fp32-accurate (fp32 data,
-// the dense tile products as 3xTF32 on tensor cores, double accumulation of energies and virials).
-// kTf32 (CUDA only, opt-in): the tile products in one TF32 pass (10-bit mantissa operands); see
-// docs/performance.md for its error against float64.
+// Arithmetic of the engine. kDeviceDefault: float64 on the CPU; IEEE fp32 on CUDA (double
+// accumulation of energies and virials). kTf32 (CUDA only, opt-in): the stack's and the radial
+// tables' tile products in one TF32 pass on tensor cores (10-bit mantissa operands); see
+// docs/performance.md for its error against float64 and its energy drift.
 enum class Precision { kDeviceDefault, kTf32 };
 
 struct EngineOptions {
