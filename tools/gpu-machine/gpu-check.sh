@@ -5,7 +5,7 @@
 # ranks, gpu-lammps.sh check). Results go to stdout and, when set, to $OUT (the LAMMPS logs to
 # $OUT/lammps).
 #   bash tools/gpu-machine/gpu-check.sh [quick|full|dev]
-#     quick: tests, 512 and 4096 atoms in both modes, LAMMPS; full (default): also 32768 to
+#     quick: tests, 512 and 4096 atoms in both modes and precisions, LAMMPS; full (default): also 32768 to
 #     438,976 atoms; dev: tests and a short benchmark, no LAMMPS.
 # Dependencies come from the system, or from .devdeps/ (make-devdeps.sh) when present.
 # SEZM_GPU_TEST_FILTER replaces the CUDA tests' gtest filter (default '*Cuda*:FeatureExchange*'),
@@ -26,6 +26,8 @@ if [ -d "$here/.devdeps" ]; then
   [ -d "$deps/shared" ] && export SEZM_SHARED_DIR="$deps/shared"
 fi
 export SEZM_TEST_DATA_DIR="$here/tests/data"
+# On the GPU machine a skipped GPU test is a failure (tests/test_cuda.cpp, SEZM_REQUIRE_GPU).
+export SEZM_GPU_TESTS_REQUIRED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 cmake -S "$here" -B "$build" "${args[@]}" > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
 grep -E "CUDA engine|LAMMPS" "$out/configure.log" || true
@@ -46,8 +48,10 @@ if [ "$what" = dev ]; then  # a kernel-tuning round: 4096 atoms in both modes, t
   exit $status
 fi
 for mode in lean fast; do
-  bench --mode $mode --cells 4 --repeat 5 --warmup 1
-  bench --mode $mode --cells 8 --repeat 5 --warmup 1
+  for precision in default tf32; do
+    bench --mode $mode --precision $precision --cells 4 --repeat 5 --warmup 1
+    bench --mode $mode --precision $precision --cells 8 --repeat 5 --warmup 1
+  done
   SEZM_CUDA_TIMING=1 bench --mode $mode --cells 8 --repeat 1 --warmup 1
 done
 # A small system (64 atoms): where the fixed per-call latency goes.
