@@ -49,7 +49,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   extern __shared__ float4 smem4[];
   StackSmem sm;
   sm.As = reinterpret_cast<float*>(smem4);
-  sm.Bs = sm.As + Tile<TR>::kAFloats;
+  sm.Bs = sm.As + a_floats<TR, kM>();
   const int row0 = blockIdx.x * Tile<TR>::BM;
   float acc[TR][4 * NC4];
   zero<TR, NC4>(acc);
@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 template <int TR, int NC4, int kMinBlocks = (TR == 4 ? 2 : 1), int kUnroll = 4, int kM = kIeee>
 void launch_probe(bool hbm_a, int rows, int K, int N, const float* A, int lda, const float* B, float* C,
                   cudaStream_t s) {
-  const size_t bytes = ((size_t)Tile<TR>::kAFloats + (size_t)kBK * 64 * NC4) * sizeof(float);
+  const size_t bytes = ((size_t)a_floats<TR, kM>() + (size_t)b_floats<kM>(64 * NC4)) * sizeof(float);
   const dim3 grid(div_up(rows, Tile<TR>::BM));
   if (hbm_a)
     tile_probe_k<TR, NC4, true, kMinBlocks, kUnroll, kM><<<grid, kThreads, bytes, s>>>(rows, K, N, A, lda, B, C);

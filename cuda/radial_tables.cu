@@ -19,10 +19,10 @@ template <int NC4, int kFromR, bool kAcc, int kM>
 __global__ void __launch_bounds__(kThreads, 2) radial_prep_k(Dims d, int rows, int K, int N, EdgeRadialIn R, int e0,
                                                              const float* __restrict__ A, const float* __restrict__ B,
                                                              float* out) {
-  __shared__ float4 smem4[(Tile<4>::kAFloats + kBK * 64 * NC4) / 4];
+  __shared__ float4 smem4[(a_floats<4, kM>() + b_floats<kM>(64 * NC4)) / 4];
   StackSmem sm;
   sm.As = reinterpret_cast<float*>(smem4);
-  sm.Bs = sm.As + Tile<4>::kAFloats;
+  sm.Bs = sm.As + a_floats<4, kM>();
   const int row0 = blockIdx.x * Tile<4>::BM;
   float acc[4][4 * NC4];
   zero<4, NC4>(acc);

@@ -21,23 +21,23 @@
 namespace sezm::cuda {
 namespace {
 
-template <int TR>
+template <int TR, int kM>
 size_t smem_floats(const Dims& d, bool bwd) {
   constexpr int BM = Tile<TR>::BM;
   const int np = pad64(d.M0 > 2 * d.M1 ? d.M0 : 2 * d.M1);
-  return (size_t)Tile<TR>::kAFloats + (size_t)kBK * np + (size_t)BM * bank_stride(d.Cf) +
+  return (size_t)a_floats<TR, kM>() + (size_t)b_floats<kM>(np) + (size_t)BM * bank_stride(d.Cf) +
          (bwd ? 2 : 1) * (size_t)BM * bank_stride(d.L * d.Cf);
 }
 
-template <int TR>
+template <int TR, int kM>
 __device__ StackSmem carve(const Dims& d, float* base) {
   const int np = (((d.M0 > 2 * d.M1 ? d.M0 : 2 * d.M1) + 63) / 64) * 64;
   StackSmem s;
   s.As = base;
-  s.Bs = s.As + Tile<TR>::kAFloats;
+  s.Bs = s.As + a_floats<TR, kM>();
   s.zst = bank_stride(d.Cf);
   s.sst = bank_stride(d.L * d.Cf);
-  s.Zs = s.Bs + kBK * np;
+  s.Zs = s.Bs + b_floats<kM>(np);
   s.S = s.Zs + Tile<TR>::BM * s.zst;
   s.T = s.S + Tile<TR>::BM * s.sst;
   return s;
@@ -66,7 +66,7 @@ __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3) ? 2 : 1) stack
                                                             const float* __restrict__ Zin) {
   constexpr int BM = Tile<TR>::BM;
   extern __shared__ float4 smem4[];
-  const StackSmem sm = carve<TR>(d, reinterpret_cast<float*>(smem4));
+  const StackSmem sm = carve<TR, kM>(d, reinterpret_cast<float*>(smem4));
   const int f = blockIdx.y, row0 = blockIdx.x * BM;
   const bool gated = layer < d.ngated;
   const size_t fo = (size_t)f * Ec * d.ROW;
@@ -162,7 +162,7 @@ __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3) ? 2 : 1) stack
                                                              const float* __restrict__ Zin) {
   constexpr int BM = Tile<TR>::BM;
   extern __shared__ float4 smem4[];
-  const StackSmem sm = carve<TR>(d, reinterpret_cast<float*>(smem4));
+  const StackSmem sm = carve<TR, kM>(d, reinterpret_cast<float*>(smem4));
   const int f = blockIdx.y, row0 = blockIdx.x * BM;
   const int tid = threadIdx.x;
   const bool gated = layer < d.ngated;
@@ -293,7 +293,7 @@ template <int TR, int NC0, int NC1, int kM>
 void launch_tile(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out, float* z,
                  Pass pass, cudaStream_t s) {
   const bool bwd = pass == Pass::kBackward;
-  const size_t bytes = smem_floats<TR>(d, bwd) * sizeof(float);
+  const size_t bytes = smem_floats<TR, kM>(d, bwd) * sizeof(float);
   const dim3 grid(div_up(Ec, Tile<TR>::BM), d.F);
   const void* fn =
       bwd ? (const void*)stack_backward_k<TR, NC0, NC1, kM> : (const void*)stack_forward_k<TR, NC0, NC1, kM>;
@@ -331,7 +331,8 @@ void launch_stack(const Dims& d, const BlockWDev& w, int layer, int Ec, const fl
 
 }  // namespace
 
-size_t stack_smem_bytes(const Dims& d) { return smem_floats<4>(d, true) * sizeof(float); }
+// The engine's arithmetics (kIeee, kTf32) stage the same operand tiles.
+size_t stack_smem_bytes(const Dims& d) { return smem_floats<4, kIeee>(d, true) * sizeof(float); }
 
 void launch_stack_layer_forward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* Uin, float* Uout,
                                 float* Zsave, cudaStream_t s) {

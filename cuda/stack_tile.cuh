@@ -45,6 +45,12 @@ struct Tile {
                                       // reads (g, t) hit 32 distinct banks)
   static constexpr int kAFloats = kBK * AS > BM * AR ? kBK * AS : BM * AR;  // As, either layout
 };
+// Shared-memory floats of the operand tiles for an arithmetic: the 3xTF32 split stages a hi and a
+// lo plane of A and of B (split once per CTA, not at each fragment read).
+template <int TR, int kM>
+__host__ __device__ constexpr int a_floats() { return (kM == kTf32x3 ? 2 : 1) * Tile<TR>::kAFloats; }
+template <int kM>
+__host__ __device__ constexpr int b_floats(int np) { return (kM == kTf32x3 ? 2 : 1) * kBK * np; }
 
 // The tile row (0..BM) of a thread's accumulator row r, and the first column of its quad j.
 template <int TR, int kM>
@@ -66,8 +72,10 @@ __device__ __forceinline__ int tile_col(int j) {
 __host__ __device__ inline int bank_stride(int n) { return n + ((16 - n % 32) + 32) % 32; }
 
 struct StackSmem {
-  float* As;  // Tile::kAFloats: kBK x AS k-major (kIeee) or BM x AR row-major (tensor cores)
-  float* Bs;  // kBK x NP (N padded to a multiple of 64 with zeros; column-swizzled on tensor cores)
+  float* As;  // a_floats: kBK x AS k-major (kIeee) or BM x AR row-major (tensor cores: TF32 bit
+              // patterns, for 3xTF32 the hi plane then the lo plane at + Tile::kAFloats)
+  float* Bs;  // b_floats: kBK x NP (N padded to a multiple of 64 with zeros; on tensor cores
+              // column-swizzled TF32 bit patterns, 3xTF32's lo plane at + kBK x NP)
   float* Zs;  // BM x zst  (Cf used: scalar pre-activation, forward; z_bar scalar row, backward)
   float* S;   // BM x sst  (L*Cf used: gate sigmoids)
   float* T;   // BM x sst  (eta, backward only)
@@ -81,24 +89,34 @@ __device__ __forceinline__ void st4(float* p, float4 v) { *reinterpret_cast<floa
 __device__ __forceinline__ float4 zero4() { return make_float4(0.f, 0.f, 0.f, 0.f); }
 
 // ---- tensor-core pieces (sm_80+) ----
-__device__ __forceinline__ uint32_t tf32_bits(float x) {
+__device__ __forceinline__ float tf32_round(float x) {
   uint32_t r;
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-  return r;
+  return __uint_as_float(r);
 }
 // hi = x rounded to TF32; for the 3xTF32 split also lo = (x - hi) rounded to TF32 (x - hi is
 // exact in fp32, so hi + lo carries ~22 of x's 24 significant bits; lo lo is left out).
-template <int kM>
-__device__ __forceinline__ void tf32_split(float x, uint32_t& hi, uint32_t& lo) {
-  hi = tf32_bits(x);
-  if (kM == kTf32x3) lo = tf32_bits(x - __uint_as_float(hi));
+__device__ __forceinline__ float4 tf32_hi(float4 v) {
+  return make_float4(tf32_round(v.x), tf32_round(v.y), tf32_round(v.z), tf32_round(v.w));
 }
+__device__ __forceinline__ float4 tf32_lo(float4 v, float4 hi) {
+  return make_float4(tf32_round(v.x - hi.x), tf32_round(v.y - hi.y), tf32_round(v.z - hi.z), tf32_round(v.w - hi.w));
+}
+__device__ __forceinline__ uint32_t bits(float x) { return __float_as_uint(x); }
 // (c0 c1; c2 c3) += A (16 x 8, fragment a) B (8 x 8, fragment b0 b1), fp32 accumulate.
 __device__ __forceinline__ void mma_m16n8k8(float& c0, float& c1, float& c2, float& c3, const uint32_t (&a)[4],
                                             uint32_t b0, uint32_t b1) {
   asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
       : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// The same with a zero accumulator in (no register moves to clear it).
+__device__ __forceinline__ void mma_m16n8k8_from0(float& d0, float& d1, float& d2, float& d3, const uint32_t (&a)[4],
+                                                  uint32_t b0, uint32_t b1) {
+  const float z = 0.0f;
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};"
+      : "=f"(d0), "=f"(d1), "=f"(d2), "=f"(d3)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(z));
 }
 // Bs column swizzle of k-row k on tensor cores: the B fragment reads of a warp (k = t, t + 4 and
 // the eight columns of lane group g) fall in 32 distinct banks when row k's columns are XORed
@@ -141,8 +159,10 @@ __device__ __forceinline__ void tile_mma(const StackSmem& sm, int K, int N, cons
         sm.As[(k4 + 1) * AS + r] = ra[i].y;
         sm.As[(k4 + 2) * AS + r] = ra[i].z;
         sm.As[(k4 + 3) * AS + r] = ra[i].w;
-      } else {
-        st4(sm.As + r * AR + k4, ra[i]);
+      } else {  // TF32 bit patterns, split once here
+        const float4 hi = tf32_hi(ra[i]);
+        st4(sm.As + r * AR + k4, hi);
+        if (kM == kTf32x3) st4(sm.As + Tile<TR>::kAFloats + r * AR + k4, tf32_lo(ra[i], hi));
       }
     }
 #pragma unroll
@@ -152,9 +172,11 @@ __device__ __forceinline__ void tile_mma(const StackSmem& sm, int K, int N, cons
       if (kM == kIeee) {
         st4(sm.Bs + idx * 4, rb[j]);  // row k = idx / (NP/4): stride NP
       } else {
-        const int k = idx / (NP / 4), n4 = (idx % (NP / 4)) * 4;
+        const int k = idx / (NP / 4), n4 = (idx % (NP / 4)) * 4, o = k * NP + (n4 ^ (bs_swizzle(k) & ~3));
         const float4 v = (k & 1) ? make_float4(rb[j].z, rb[j].w, rb[j].x, rb[j].y) : rb[j];
-        st4(sm.Bs + k * NP + (n4 ^ (bs_swizzle(k) & ~3)), v);
+        const float4 hi = tf32_hi(v);
+        st4(sm.Bs + o, hi);
+        if (kM == kTf32x3) st4(sm.Bs + kBK * NP + o, tf32_lo(v, hi));
       }
     }
   };
@@ -189,13 +211,16 @@ __device__ __forceinline__ void tile_mma(const StackSmem& sm, int K, int N, cons
 #pragma unroll
       for (int kk = 0; kk < kBK; kk += 8) {
         uint32_t ah[2][4], al[2][4];
+        constexpr int kLoA = Tile<TR>::kAFloats;
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {  // A fragment: (g, t), (g+8, t), (g, t+4), (g+8, t+4)
           const float* p = sm.As + (wrow + 16 * mt + g) * AR + kk + t;
-          tf32_split<kM>(p[0], ah[mt][0], al[mt][0]);
-          tf32_split<kM>(p[8 * AR], ah[mt][1], al[mt][1]);
-          tf32_split<kM>(p[4], ah[mt][2], al[mt][2]);
-          tf32_split<kM>(p[8 * AR + 4], ah[mt][3], al[mt][3]);
+          const int off[4] = {0, 8 * AR, 4, 8 * AR + 4};
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            ah[mt][q] = bits(p[off[q]]);
+            if (kM == kTf32x3) al[mt][q] = bits(p[kLoA + off[q]]);
+          }
         }
 #pragma unroll
         for (int j = 0; j < NC4; ++j)
@@ -204,9 +229,10 @@ __device__ __forceinline__ void tile_mma(const StackSmem& sm, int K, int N, cons
             // B fragment: k rows t and t + 4, the n8 tile's column g, which is logical column
             // 4 (g / 2) + 2 nt + g % 2 of the warp's 16 (see the layout above).
             const int col = (64 * j + wcol + 4 * (g >> 1) + 2 * nt + (g & 1)) ^ sw;
-            uint32_t bh0, bl0, bh1, bl1;
-            tf32_split<kM>(sm.Bs[(kk + t) * NP + col], bh0, bl0);
-            tf32_split<kM>(sm.Bs[(kk + t + 4) * NP + col], bh1, bl1);
+            const float* q0 = sm.Bs + (kk + t) * NP + col;
+            const uint32_t bh0 = bits(q0[0]), bh1 = bits(q0[4 * NP]);
+            uint32_t bl0 = 0, bl1 = 0;
+            if (kM == kTf32x3) bl0 = bits(q0[kBK * NP]), bl1 = bits(q0[kBK * NP + 4 * NP]);
 #pragma unroll
             for (int mt = 0; mt < 2; ++mt) {
               float *c0 = &acc[2 * mt][4 * j + 2 * nt], *c2 = &acc[2 * mt + 1][4 * j + 2 * nt];
@@ -215,8 +241,8 @@ __device__ __forceinline__ void tile_mma(const StackSmem& sm, int K, int N, cons
                 // all K products in the accumulator biases it by ~K/16 ulp (measured 1.5e-6 of
                 // max|C| at K = 128, sezm-stack-probe). The 8-deep partial of this k step is
                 // formed from zero (the small cross terms first) and added with an IEEE add.
-                float p0 = 0.f, p1 = 0.f, p2 = 0.f, p3 = 0.f;
-                mma_m16n8k8(p0, p1, p2, p3, al[mt], bh0, bh1);
+                float p0, p1, p2, p3;
+                mma_m16n8k8_from0(p0, p1, p2, p3, al[mt], bh0, bh1);
                 mma_m16n8k8(p0, p1, p2, p3, ah[mt], bl0, bl1);
                 mma_m16n8k8(p0, p1, p2, p3, ah[mt], bh0, bh1);
                 c0[0] += p0; c0[1] += p1; c2[0] += p2; c2[1] += p3;
