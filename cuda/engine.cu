@@ -17,29 +17,10 @@
 // to the per-atom energies, and the gate's adjoint is mapped back after the geometry backward.
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
-#include <vector>
 
-#include "attention.cuh"
-#include "bridging.cuh"
-#include "buffers.cuh"
-#include "chunks.cuh"
-#include "device.cuh"
-#include "device_weights.cuh"
-#include "embeddings.cuh"
-#include "focus_compete.cuh"
-#include "geometry.cuh"
-#include "grid_net.cuh"
-#include "host_support.cuh"
-#include "node_steps.cuh"
-#include "radial.cuh"
-#include "radial_tables.cuh"
-#include "sezm_cuda.h"
-#include "stack.cuh"
-#include "value_path.cuh"
+#include "engine_impl.cuh"
 
 namespace sezm {
-using namespace cuda;
 
 namespace {
 
@@ -50,453 +31,243 @@ __global__ void add_k(long n, const float* __restrict__ a, float* b) {
 
 }  // namespace
 
-struct CudaEngine::Impl : EngineBuffers {
-  ModelConfig cfg;
-  Dims d{};
-  CudaMode mode;
-  int device = 0;
-  std::string name;
-  cudaStream_t s = nullptr;
-  int chunk_edges = 0;  // 0: the mode's default (default_chunk_edges)
-  int effective_chunk_edges() const { return chunk_edges > 0 ? chunk_edges : default_chunk_edges(mode); }
+void launch_add(long n, const float* a, float* b, cudaStream_t s) {
+  if (n > 0) add_k<<<div_up(n, 256), 256, 0, s>>>(n, a, b);
+}
 
-  DeviceWeights dw;
-  ChunkPlan plan;
-  GhostStaging ghosts;
-  BridgingHost bridge;  // ZBL bridging (bridging.cuh); off for a model without it
-  PhaseTimer timer;
-  void mark(const char* what) { timer.mark(what, s); }
+// Forward of one chunk's value path up to the stack output; returns the buffer holding it. In
+// the backward (`recompute`), lean mode recomputes every layer and keeps the chunk's gated
+// pre-activations; fast mode replays the gated layers from the kept pre-activations. The fused
+// block's forward keeps them in chunk scratch for its backward right behind.
+float* CudaEngine::Impl::chunk_forward(int b, const Chunk& c, bool recompute) {
+  const int Ec = c.e1 - c.e0;
+  const BlockWDev& w = dw.bw[b];
+  const bool fast = mode == CudaMode::kFast;
+  const bool save_z = recompute || b == fused_block || keep_z;
+  mark(recompute ? "bwd: recompute radial prep" : "fwd: radial prep");
+  launch_radial_prep(d, w, RadialTablesArgs{c.e0, Ec, radial_in(), Rh_c.data(), kern_c.data(), nullptr}, s);
+  mark(recompute ? "bwd: recompute rotate" : "fwd: rotate+condition");
+  launch_rotate_condition(d, w,
+                          RotateConditionArgs{c.e0, Ec, src.data(), Dc.data(), H[b].data(), Rh_c.data(),
+                                              kern_c.data(), U0.data(), Ssrc.data()},
+                          s);
+  mark(recompute ? "bwd: recompute focus compete" : "fwd: focus compete");
+  FocusCompeteArgs fc{};
+  fc.e0 = c.e0; fc.Ec = Ec; fc.Ssrc = Ssrc.data(); fc.fc_p = fc_p.data(); fc.alpha_fc = alpha_fc.data();
+  launch_focus_compete(d, w, fc, s);
+  float* in = U0.data();
+  float* bufs[2] = {Ua.data(), Ub.data()};
+  for (int k = 0; k < d.nL; ++k) {
+    float* out = bufs[k % 2];
+    const bool gated = k < d.ngated;
+    // Gated and linear layers timed apart (the gate products and epilogue are the difference).
+    if (gated) mark(recompute ? (fast ? "bwd: replay stack, gated" : "bwd: recompute stack, gated") : "fwd: stack, gated");
+    else mark(recompute ? "bwd: recompute stack, linear" : "fwd: stack, linear");
+    if (gated && fast && recompute)
+      launch_stack_layer_replay(d, w, k, Ec, in, out, chunk_z(b, k, c), s);
+    else
+      launch_stack_layer_forward(d, w, k, Ec, in, out, gated && save_z ? chunk_z(b, k, c) : nullptr, s);
+    in = out;
+  }
+  return in;
+}
 
-  Impl(const ModelW<double>& w, int dev, CudaMode m) : cfg(w.cfg), mode(m), device(dev) {
-    const cudaDeviceProp prop = open_device(dev);
-    name = prop.name;
-    d = model_dims(w);
-    check_stack_fits(d, prop);
-    SEZM_CUDA(cudaStreamCreate(&s));
-    const char* tv = std::getenv("SEZM_CUDA_TIMING");
-    timer.enabled = tv && *tv && *tv != '0';
-    dw.upload(w, d, &mem, s);
-    bridge.init(w);
-  }
-  ~Impl() {
-    if (s) cudaStreamDestroy(s);
-  }
+// Block b's node steps after its aggregation on the nodes [n0, n0 + n): output gate, post
+// linear and norm, FFN, residual. Every node's rows depend only on its own, which is what lets
+// the fused block run them chunk by chunk.
+void CudaEngine::Impl::node_forward(int b, int n0, int n) {
+  if (n <= 0) return;
+  const BlockWDev& w = dw.bw[b];
+  const size_t o = n0, nodeW = (size_t)d.D * d.C, nodeWw = (size_t)d.D * d.Cw;
+  OutputGateArgs ga{};
+  ga.N = n; ga.gamma = gamma[b].data() + o * d.F; ga.P = P[b].data() + o * nodeWw; ga.A = nodeA.data() + o * nodeWw;
+  launch_gate_post(d, ga, s);
+  if (w.has_mn)  // A += MN(A, H) (docs/model.md §5.11)
+    launch_grid_cross_forward(d, dw.mw.so3, w.mn, n, nodeA.data() + o * nodeWw, H[b].data() + o * nodeWw,
+                              grid_scratch.data(), s);
+  launch_per_degree_linear(n, d.L, d.Cw, d.C, nodeA.data() + o * nodeWw, w.post, O[b].data() + o * nodeW, false,
+                           false, s);
+  launch_eq_norm_forward(n, d.L, d.C, O[b].data() + o * nodeW, w.post_scale, w.post_bias, w.post_eps,
+                         X1[b].data() + o * nodeW, post_rho[b].data() + o, X[b].data() + o * nodeW, s);
+  launch_eq_norm_forward(n, d.L, d.C, X1[b].data() + o * nodeW, w.pre_scale, w.pre_bias, w.pre_eps,
+                         Xt[b].data() + o * nodeW, pre_rho[b].data() + o, nullptr, s);
+  launch_ffn_forward(d, dw.mw, w, n, Xt[b].data() + o * nodeW, ffn_h[b].data() + o * d.D * 2 * d.KF * d.H,
+                     ybuf.data() + o * d.D * d.KF * d.H, X[b + 1].data() + o * nodeW, grid_scratch.data(), s);
+  const long nn = static_cast<long>(n) * nodeW;
+  launch_add(nn, X1[b].data() + o * nodeW, X[b + 1].data() + o * nodeW, s);
+  SEZM_LAUNCH("residual");
+}
 
-  // ---- views of the buffers the launchers take ----
-  GraphDev graph() const { return GraphDev{N, NT, E, src.data(), dst.data(), off.data(), types.data()}; }
-  EdgeGeomDev geom() const { return EdgeGeomDev{vecf.data(), r.data(), env.data(), denv.data(), rbf.data(), Dc.data()}; }
-  EdgeGeomBarDev geom_bar() const {
-    return EdgeGeomBarDev{env_bar.data(), rbf_bar.data(), Dc_bar.data(), vec_bar.data()};
+// so3_readout mlp: the descriptor comes from the grid read-out (grid_net.cu, docs/model.md §5.13),
+// the fitting net's backward hands dE/ddesc back to it.
+void CudaEngine::Impl::readout_forward(int n0, int n) {
+  if (n <= 0) return;
+  const float* Xn = X[cfg.n_blocks].data() + (size_t)n0 * d.D * d.C;
+  const float* desc = nullptr;
+  if (dw.mw.ro_so3) {
+    launch_grid_readout_forward(d, dw.mw, n, Xn, ro_desc.data() + (size_t)n0 * d.C, grid_scratch.data(), s);
+    desc = ro_desc.data() + (size_t)n0 * d.C;
   }
-  EdgeRadialIn radial_in() const {
-    return EdgeRadialIn{rho.data(), dw.mw.type_emb, src.data(), dst.data(), types.data()};
-  }
-  EnvSeedArgs env_seed_args() {
-    EnvSeedArgs a{};
-    a.g = graph();
-    a.geo = geom();
-    a.isd = isd.data();
-    a.gemb = g.data(); a.seed = seed.data(); a.A = A.data(); a.f = f.data();
-    a.gate = bridge.gate(); a.gate_bar = bridge.gate_bar();
-    return a;
-  }
-  GieArgs gie_args() {
-    GieArgs a{};
-    a.N = N; a.E = E; a.dst = dst.data(); a.off = off.data();
-    a.Dc = Dc.data(); a.isd = isd.data(); a.rho = rho.data();
-    a.gate = bridge.gate(); a.gate_bar = bridge.gate_bar();
-    return a;
-  }
-  AttentionNodeArgs attention_node_args(int b) {
-    AttentionNodeArgs a{};
-    a.N = N; a.NT = NT; a.H = H[b].data();
-    a.q = q[b].data(); a.k = k[b].data(); a.qk_rho = qk_rho[b].data(); a.gate_rho = gate_rho[b].data();
-    a.gamma = gamma[b].data();
-    return a;
-  }
+  launch_readout_fitting_forward(d, dw.mw, dw.fit, n, Xn, types.data() + n0, atom_energy.data() + n0, desc, s);
+}
 
-  // The gated pre-activations of layer k for chunk c, as the backward reads them: fast mode keeps
-  // them for every edge of the blocks before the fused one; otherwise they live in chunk scratch.
-  int fused_block = -1;  // with gradients, the last block runs its backward chunk by chunk
-  bool keep_z = false;   // fast mode on a call with gradients: the forward keeps z of every edge
-  float* chunk_z(int b, int k, const Chunk& c) {
-    return mode == CudaMode::kFast && b != fused_block ? Zall[b][k].data() + (size_t)d.F * c.e0 * d.ROW
-                                                       : Zc[k].data();
-  }
+// Plans the call's chunks and sizes its buffers (size_for_call). With gradients the last block
+// runs its backward chunk by chunk right behind its forward (everything after its aggregation
+// is per node): it keeps its gated pre-activations in chunk scratch, is never recomputed, and
+// fast mode keeps z only for the blocks before it.
+void CudaEngine::Impl::prepare_call(const Graph& gv, bool gradients) {
+  plan.plan(gv, effective_chunk_edges());
+  fused_block = gradients ? cfg.n_blocks - 1 : -1;
+  keep_z = mode == CudaMode::kFast && gradients;
+  size_for_call(gv, d, cfg.n_blocks, plan.max_edges(), gradients, keep_z, s);
+}
 
-  // Forward of one chunk's value path up to the stack output; returns the buffer holding it. In
-  // the backward (`recompute`), lean mode recomputes every layer and keeps the chunk's gated
-  // pre-activations; fast mode replays the gated layers from the kept pre-activations. The fused
-  // block's forward keeps them in chunk scratch for its backward right behind.
-  float* chunk_forward(int b, const Chunk& c, bool recompute) {
-    const int Ec = c.e1 - c.e0;
+EngineResult CudaEngine::Impl::compute(const Graph& gv, bool gradients, FeatureExchange<double>* ex) {
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  SEZM_CUDA(cudaSetDevice(device));
+  if (gv.n_total > gv.n_nodes && !ex) throw Error("CudaEngine: a graph with ghost nodes needs a feature exchange");
+  for (int i = 0; i < gv.n_total; ++i)
+    if (gv.types[i] < 0 || gv.types[i] >= d.ntypes)
+      throw Error("CudaEngine: atom type index " + std::to_string(gv.types[i]) + " outside the model's type_map");
+  prepare_call(gv, gradients);
+  // Bridging (docs/model.md §9): the device sees the clamped edge vectors and the source gate.
+  if (bridge.on()) bridge.forward(gv, ex, vec, gradients, &mem, s);
+  const size_t Er = static_cast<size_t>(E), W = static_cast<size_t>(d.L + 1) * d.C;
+  const size_t nodeW = static_cast<size_t>(d.D) * d.C, nodeWw = static_cast<size_t>(d.D) * d.Cw;
+  const int nb = cfg.n_blocks;
+  const std::vector<Chunk>& chunks = plan.chunks;
+
+  // ---- geometry and initial embedding ----
+  mark("fwd: geometry");
+  launch_geometry_forward(d, GeometryForwardArgs{E, vec.data(), dw.mw.freqs, dw.wt, geom()}, s);
+  mark("fwd: degree+radial");
+  DegreeArgs deg{};
+  deg.N = N; deg.off = off.data(); deg.env = env.data(); deg.isd = isd.data();
+  launch_degree_forward(deg, s);
+  RadialMlpArgs rad{};
+  rad.E = E; rad.rbf = rbf.data(); rad.env = env.data(); rad.rho = rho.data();
+  launch_radial_forward(d, dw.mw, rad, s);
+  mark("fwd: env-seed+GIE");
+  EnvSeedArgs es = env_seed_args();
+  es.X0 = X[0].data();
+  launch_env_seed_forward(d, dw.mw, es, s);
+  GieArgs gie = gie_args();
+  gie.X0 = X[0].data();
+  launch_gie_forward(d, gie, s);
+
+  // ---- blocks ----
+  for (int b = 0; b < nb; ++b) {
     const BlockWDev& w = dw.bw[b];
-    const bool fast = mode == CudaMode::kFast;
-    const bool save_z = recompute || b == fused_block || keep_z;
-    mark(recompute ? "bwd: recompute radial prep" : "fwd: radial prep");
-    launch_radial_prep(d, w, RadialTablesArgs{c.e0, Ec, radial_in(), Rh_c.data(), kern_c.data(), nullptr}, s);
-    mark(recompute ? "bwd: recompute rotate" : "fwd: rotate+condition");
-    launch_rotate_condition(d, w,
-                            RotateConditionArgs{c.e0, Ec, src.data(), Dc.data(), H[b].data(), Rh_c.data(),
-                                                kern_c.data(), U0.data(), Ssrc.data()},
-                            s);
-    mark(recompute ? "bwd: recompute focus compete" : "fwd: focus compete");
-    FocusCompeteArgs fc{};
-    fc.e0 = c.e0; fc.Ec = Ec; fc.Ssrc = Ssrc.data(); fc.fc_p = fc_p.data(); fc.alpha_fc = alpha_fc.data();
-    launch_focus_compete(d, w, fc, s);
-    float* in = U0.data();
-    float* bufs[2] = {Ua.data(), Ub.data()};
-    for (int k = 0; k < d.nL; ++k) {
-      float* out = bufs[k % 2];
-      const bool gated = k < d.ngated;
-      // Gated and linear layers timed apart (the gate products and epilogue are the difference).
-      if (gated) mark(recompute ? (fast ? "bwd: replay stack, gated" : "bwd: recompute stack, gated") : "fwd: stack, gated");
-      else mark(recompute ? "bwd: recompute stack, linear" : "fwd: stack, linear");
-      if (gated && fast && recompute)
-        launch_stack_layer_replay(d, w, k, Ec, in, out, chunk_z(b, k, c), s);
-      else
-        launch_stack_layer_forward(d, w, k, Ec, in, out, gated && save_z ? chunk_z(b, k, c) : nullptr, s);
-      in = out;
-    }
-    return in;
-  }
-
-  // Block b's node steps after its aggregation on the nodes [n0, n0 + n): output gate, post
-  // linear and norm, FFN, residual. Every node's rows depend only on its own, which is what lets
-  // the fused block run them chunk by chunk.
-  void node_forward(int b, int n0, int n) {
-    if (n <= 0) return;
-    const BlockWDev& w = dw.bw[b];
-    const size_t o = n0, nodeW = (size_t)d.D * d.C, nodeWw = (size_t)d.D * d.Cw;
-    OutputGateArgs ga{};
-    ga.N = n; ga.gamma = gamma[b].data() + o * d.F; ga.P = P[b].data() + o * nodeWw; ga.A = nodeA.data() + o * nodeWw;
-    launch_gate_post(d, ga, s);
-    if (w.has_mn)  // A += MN(A, H) (docs/model.md §5.11)
-      launch_grid_cross_forward(d, dw.mw.so3, w.mn, n, nodeA.data() + o * nodeWw, H[b].data() + o * nodeWw,
-                                grid_scratch.data(), s);
-    launch_per_degree_linear(n, d.L, d.Cw, d.C, nodeA.data() + o * nodeWw, w.post, O[b].data() + o * nodeW, false,
-                             false, s);
-    launch_eq_norm_forward(n, d.L, d.C, O[b].data() + o * nodeW, w.post_scale, w.post_bias, w.post_eps,
-                           X1[b].data() + o * nodeW, post_rho[b].data() + o, X[b].data() + o * nodeW, s);
-    launch_eq_norm_forward(n, d.L, d.C, X1[b].data() + o * nodeW, w.pre_scale, w.pre_bias, w.pre_eps,
-                           Xt[b].data() + o * nodeW, pre_rho[b].data() + o, nullptr, s);
-    launch_ffn_forward(d, dw.mw, w, n, Xt[b].data() + o * nodeW, ffn_h[b].data() + o * d.D * 2 * d.KF * d.H,
-                       ybuf.data() + o * d.D * d.KF * d.H, X[b + 1].data() + o * nodeW, grid_scratch.data(), s);
-    const long nn = static_cast<long>(n) * nodeW;
-    add_k<<<div_up(nn, 256), 256, 0, s>>>(nn, X1[b].data() + o * nodeW, X[b + 1].data() + o * nodeW);
-    SEZM_LAUNCH("residual");
-  }
-
-  // Its backward on the same nodes: from Xb = dE/dX[b+1] (rows n0..) to P_bar and gamma_bar; Xb's
-  // rows become X1_bar in place.
-  void node_backward(int b, int n0, int n) {
-    if (n <= 0) return;
-    const BlockWDev& w = dw.bw[b];
-    const size_t o = n0, nodeW = (size_t)d.D * d.C, nodeWw = (size_t)d.D * d.Cw;
-    float* X1b = Xb.data() + o * nodeW;
-    float* t = tmpN.data() + o * nodeW;
-    // FFN branch and norms: X1_bar = Y_bar + norm_pre^T(FFN^T(Y_bar)); O_bar = norm_post^T(X1_bar).
-    launch_ffn_backward(d, dw.mw, w, n, ffn_h[b].data() + o * d.D * 2 * d.KF * d.H, X1b,
-                        ybuf.data() + o * d.D * d.KF * d.H, hbar.data() + o * d.D * 2 * d.KF * d.H, t,
-                        grid_scratch.data(), s);
-    launch_eq_norm_backward(n, d.L, d.C, X1[b].data() + o * nodeW, w.pre_scale, pre_rho[b].data() + o, t, X1b, s);
-    SEZM_CUDA(cudaMemsetAsync(t, 0, n * nodeW * sizeof(float), s));
-    launch_eq_norm_backward(n, d.L, d.C, O[b].data() + o * nodeW, w.post_scale, post_rho[b].data() + o, X1b, t, s);
-    launch_per_degree_linear(n, d.L, d.C, d.Cw, t, w.post, nodeA_bar.data() + o * nodeWw, true, false, s);
-    OutputGateArgs ga{};
-    ga.N = n; ga.gamma = gamma[b].data() + o * d.F; ga.P = P[b].data() + o * nodeWw;
-    if (w.has_mn) {
-      // The message-node net's backward (§7.12) on the gated aggregate before it (recomputed into
-      // nodeA): nodeA_bar gains the query adjoint, mn_xbar takes the context's (added to H_bar
-      // in end_block_backward, after H_bar is cleared for the block).
-      ga.A = nodeA.data() + o * nodeWw;
-      launch_gate_post(d, ga, s);
-      launch_grid_cross_backward(d, dw.mw.so3, w.mn, n, nodeA.data() + o * nodeWw, H[b].data() + o * nodeWw,
-                                 nodeA_bar.data() + o * nodeWw, mn_xbar.data() + o * nodeWw, grid_scratch.data(), s);
-    }
-    ga.A_bar = nodeA_bar.data() + o * nodeWw; ga.P_bar = Pb.data() + o * nodeWw; ga.gamma_bar = gamma_bar.data() + o * d.F;
-    launch_gate_backward(d, ga, s);
-  }
-
-  // so3_readout mlp: the descriptor comes from the grid read-out (grid_net.cu, docs/model.md §5.13),
-  // the fitting net's backward hands dE/ddesc back to it.
-  void readout_forward(int n0, int n) {
-    if (n <= 0) return;
-    const float* Xn = X[cfg.n_blocks].data() + (size_t)n0 * d.D * d.C;
-    const float* desc = nullptr;
-    if (dw.mw.ro_so3) {
-      launch_grid_readout_forward(d, dw.mw, n, Xn, ro_desc.data() + (size_t)n0 * d.C, grid_scratch.data(), s);
-      desc = ro_desc.data() + (size_t)n0 * d.C;
-    }
-    launch_readout_fitting_forward(d, dw.mw, dw.fit, n, Xn, types.data() + n0, atom_energy.data() + n0, desc, s);
-  }
-  void readout_backward(int n0, int n) {  // into Xb's rows n0.. (zeroed by the caller)
-    if (n <= 0) return;
-    const size_t o = (size_t)n0 * d.D * d.C;
-    if (dw.mw.ro_so3) {
-      float* db = ro_dbar.data() + (size_t)n0 * d.C;
-      launch_readout_fitting_backward(d, dw.mw, dw.fit, n, X[cfg.n_blocks].data() + o, Xb.data() + o,
-                                      ro_desc.data() + (size_t)n0 * d.C, db, s);
-      launch_grid_readout_backward(d, dw.mw, n, X[cfg.n_blocks].data() + o, db, Xb.data() + o, grid_scratch.data(), s);
-      return;
-    }
-    launch_readout_fitting_backward(d, dw.mw, dw.fit, n, X[cfg.n_blocks].data() + o, Xb.data() + o, nullptr, nullptr,
-                                    s);
-  }
-
-  // The edge part of block b's backward for chunk c, with the chunk's forward state in the chunk
-  // buffers and its stack output in Uf.
-  void chunk_backward(int b, const Chunk& c, float* Uf) {
-    const BlockWDev& w = dw.bw[b];
-    const int Ec = c.e1 - c.e0;
-    // The stack's input and its other ping-pong buffer are free now: the stack gradients live
-    // there (two chunk activations fewer than separate buffers).
-    float* Gbuf = Uf == Ua.data() ? Ub.data() : Ua.data();
-    float* Gbuf2 = U0.data();
-    mark("bwd: aggregate");
-    launch_aggregate_backward(d,
-                              AggregateBackwardArgs{c.e0, Ec, dst.data(), Dc.data(), Uf, alpha_fc.data(),
-                                                    alpha[b].data(), Pb.data(), Gbuf, alpha_bar.data(), Dc_bar.data()},
-                              s);
-    mark("bwd: softmax");
-    launch_softmax_backward(d, w,
-                            SoftmaxBackwardArgs{c.n0, c.n1, c.e0, src.data(), off.data(), env.data(), alpha[b].data(),
-                                                alpha_bar.data(), k[b].data(), lbar.data(), q_bar.data(),
-                                                env_bar.data(), bridge.gate(), bridge.gate_bar()},
-                            s);
-    mark("bwd: focus compete");
-    launch_focus_compete_backward(d, w,
-                                  FocusCompeteArgs{c.e0, Ec, Ssrc.data(), fc_p.data(), alpha_fc.data(),
-                                                   alpha[b].data(), alpha_bar.data(), Ssrc_bar.data()},
-                                  s);
-    float* gin = Gbuf;
-    float* bufs[2] = {Gbuf2, Gbuf};
-    for (int kk = d.nL - 1, t = 0; kk >= 0; --kk, ++t) {
-      float* gout = bufs[t % 2];
-      mark(kk < d.ngated ? "bwd: stack, gated" : "bwd: stack, linear");
-      launch_stack_layer_backward(d, w, kk, Ec, gin, gout, kk < d.ngated ? chunk_z(b, kk, c) : nullptr, s);
-      gin = gout;
-    }
-    mark("bwd: condition+rotate");
-    const size_t W = static_cast<size_t>(d.L + 1) * d.C;
-    SEZM_CUDA(cudaMemsetAsync(rho_bar_c.data(), 0, Ec * W * sizeof(float), s));
-    launch_condition_rotate_backward(d, w,
-                                     ConditionRotateBackwardArgs{c.e0, Ec, src.data(), Dc.data(), H[b].data(),
-                                                                 Rh_c.data(), kern_c.data(), gin, Ssrc_bar.data(),
-                                                                 lbar.data(), Xloc_bar.data(), rho_bar_c.data(),
-                                                                 Dc_bar.data()},
+    mark("fwd: exchange");
+    if (ex) ghosts.forward(X[b].data(), nodeW, NT, N, ex, s);
+    mark("fwd: node (attention, mix)");
+    grow(H[b], static_cast<size_t>(NT) * nodeWw);
+    launch_per_degree_linear(NT, d.L, d.C, d.Cw, X[b].data(), w.pre, H[b].data(), false, false, s);
+    grow_block(b, d);
+    launch_attention_node_forward(d, w, attention_node_args(b), s);
+    launch_attention_softmax_forward(d, w,
+                                     SoftmaxArgs{N, src.data(), off.data(), env.data(), radial_in(), q[b].data(),
+                                                 k[b].data(), alpha[b].data(), bridge.gate()},
                                      s);
-    mark("bwd: radial");
-    radial_backward_chunk(c);
-    mark("bwd: source scatter");
-    launch_src_scatter(d,
-                       SourceSumArgs{c.s1 - c.s0, plan.seg_node() + c.s0, plan.seg_off() + c.s0, plan.perm(), c.e0,
-                                     dst.data(), Dc.data(), Xloc_bar.data(), lbar.data(), q[b].data(), H_bar.data(),
-                                     k_bar.data()},
-                       s);
-  }
-
-  // rho_bar_c (the chunk's rows) through the radial MLP's backward into env_bar and rbf_bar.
-  void radial_backward_chunk(const Chunk& c) {
-    RadialMlpArgs a{};
-    a.E = c.e1 - c.e0;
-    a.rbf = rbf.data() + (size_t)c.e0 * d.nr;
-    a.env = env.data() + c.e0;
-    a.rho_bar = rho_bar_c.data();
-    a.env_bar = env_bar.data() + c.e0;
-    a.rbf_bar = rbf_bar.data() + (size_t)c.e0 * d.nr;
-    launch_radial_backward(d, dw.mw, a, s);
-  }
-
-  void begin_block_backward() {
-    grow_zero(q_bar, static_cast<size_t>(N) * d.Cw, s);
-    grow_zero(k_bar, static_cast<size_t>(NT) * d.Cw, s);
-    grow_zero(H_bar, static_cast<size_t>(NT) * d.D * d.Cw, s);
-  }
-
-  // After every chunk of block b's backward: the attention node steps, X_bar = X1_bar (centres) +
-  // H_bar W_pre^T (all nodes), the ghost rows' gradients folded back to their owners.
-  void end_block_backward(int b, FeatureExchange<double>* ex) {
-    const BlockWDev& w = dw.bw[b];
-    const size_t nodeW = (size_t)d.D * d.C;
-    mark("bwd: node (attention, mix)");
-    if (w.has_mn) {  // the message-node net's context adjoint (node_backward), centres only
-      const long nn = static_cast<long>(N) * d.D * d.Cw;
-      add_k<<<div_up(nn, 256), 256, 0, s>>>(nn, mn_xbar.data(), H_bar.data());
-      SEZM_LAUNCH("message-node context adjoint");
-    }
-    AttentionNodeArgs an = attention_node_args(b);
-    an.q_bar = q_bar.data(); an.k_bar = k_bar.data(); an.gamma_bar = gamma_bar.data(); an.H_bar = H_bar.data();
-    launch_attention_node_backward(d, w, an, s);
-    SEZM_CUDA(cudaMemcpyAsync(Xb_prev.data(), Xb.data(), static_cast<size_t>(NT) * nodeW * sizeof(float),
-                              cudaMemcpyDeviceToDevice, s));
-    if (NT > N)
-      SEZM_CUDA(cudaMemsetAsync(Xb_prev.data() + static_cast<size_t>(N) * nodeW, 0,
-                                static_cast<size_t>(NT - N) * nodeW * sizeof(float), s));
-    launch_per_degree_linear(NT, d.L, d.Cw, d.C, H_bar.data(), w.pre, Xb_prev.data(), true, true, s);
-    mark("bwd: exchange");
-    if (ex) ghosts.reverse(Xb_prev.data(), nodeW, NT, ex, s);
-    std::swap(Xb, Xb_prev);
-  }
-
-  // Plans the call's chunks and sizes its buffers (size_for_call). With gradients the last block
-  // runs its backward chunk by chunk right behind its forward (everything after its aggregation
-  // is per node): it keeps its gated pre-activations in chunk scratch, is never recomputed, and
-  // fast mode keeps z only for the blocks before it.
-  void prepare_call(const Graph& gv, bool gradients) {
-    plan.plan(gv, effective_chunk_edges());
-    fused_block = gradients ? cfg.n_blocks - 1 : -1;
-    keep_z = mode == CudaMode::kFast && gradients;
-    size_for_call(gv, d, cfg.n_blocks, plan.max_edges(), gradients, keep_z, s);
-  }
-
-  EngineResult compute(const Graph& gv, bool gradients, FeatureExchange<double>* ex) {
-    using clock = std::chrono::steady_clock;
-    const auto t0 = clock::now();
-    SEZM_CUDA(cudaSetDevice(device));
-    if (gv.n_total > gv.n_nodes && !ex) throw Error("CudaEngine: a graph with ghost nodes needs a feature exchange");
-    for (int i = 0; i < gv.n_total; ++i)
-      if (gv.types[i] < 0 || gv.types[i] >= d.ntypes)
-        throw Error("CudaEngine: atom type index " + std::to_string(gv.types[i]) + " outside the model's type_map");
-    prepare_call(gv, gradients);
-    // Bridging (docs/model.md §9): the device sees the clamped edge vectors and the source gate.
-    if (bridge.on()) bridge.forward(gv, ex, vec, gradients, &mem, s);
-    const size_t Er = static_cast<size_t>(E), W = static_cast<size_t>(d.L + 1) * d.C;
-    const size_t nodeW = static_cast<size_t>(d.D) * d.C, nodeWw = static_cast<size_t>(d.D) * d.Cw;
-    const int nb = cfg.n_blocks;
-    const std::vector<Chunk>& chunks = plan.chunks;
-
-    // ---- geometry and initial embedding ----
-    mark("fwd: geometry");
-    launch_geometry_forward(d, GeometryForwardArgs{E, vec.data(), dw.mw.freqs, dw.wt, geom()}, s);
-    mark("fwd: degree+radial");
-    DegreeArgs deg{};
-    deg.N = N; deg.off = off.data(); deg.env = env.data(); deg.isd = isd.data();
-    launch_degree_forward(deg, s);
-    RadialMlpArgs rad{};
-    rad.E = E; rad.rbf = rbf.data(); rad.env = env.data(); rad.rho = rho.data();
-    launch_radial_forward(d, dw.mw, rad, s);
-    mark("fwd: env-seed+GIE");
-    EnvSeedArgs es = env_seed_args();
-    es.X0 = X[0].data();
-    launch_env_seed_forward(d, dw.mw, es, s);
-    GieArgs gie = gie_args();
-    gie.X0 = X[0].data();
-    launch_gie_forward(d, gie, s);
-
-    // ---- blocks ----
-    for (int b = 0; b < nb; ++b) {
-      const BlockWDev& w = dw.bw[b];
-      mark("fwd: exchange");
-      if (ex) ghosts.forward(X[b].data(), nodeW, NT, N, ex, s);
-      mark("fwd: node (attention, mix)");
-      grow(H[b], static_cast<size_t>(NT) * nodeWw);
-      launch_per_degree_linear(NT, d.L, d.C, d.Cw, X[b].data(), w.pre, H[b].data(), false, false, s);
-      grow_block(b, d);
-      launch_attention_node_forward(d, w, attention_node_args(b), s);
-      launch_attention_softmax_forward(d, w,
-                                       SoftmaxArgs{N, src.data(), off.data(), env.data(), radial_in(), q[b].data(),
-                                                   k[b].data(), alpha[b].data(), bridge.gate()},
-                                       s);
-      const bool fused = b == fused_block;
-      if (fused) {
-        plan.group_sources(gv, &mem, s, timer.enabled);
-        begin_block_backward();
-      }
-      for (const Chunk& c : chunks) {
-        float* Uf = chunk_forward(b, c, false);
-        mark("fwd: rotate back+aggregate");
-        launch_rotate_back_aggregate(d,
-                                     AggregateArgs{c.n0, c.n1, c.e0, c.e1 - c.e0, off.data(), Dc.data(), Uf,
-                                                   alpha_fc.data(), alpha[b].data(), P[b].data()},
-                                     s);
-        if (!fused) continue;
-        // The chunk's destinations are complete: their node steps, energies and the backward down
-        // to the chunk's edges, while its stack state is still on hand.
-        mark("fwd: node (norms, FFN)");
-        node_forward(b, c.n0, c.n1 - c.n0);
-        mark("fwd: read-out+fitting");
-        readout_forward(c.n0, c.n1 - c.n0);
-        mark("bwd: read-out+fitting");
-        readout_backward(c.n0, c.n1 - c.n0);
-        mark("bwd: node (FFN, norms, gate)");
-        node_backward(b, c.n0, c.n1 - c.n0);
-        chunk_backward(b, c, Uf);
-      }
-      if (fused) {
-        end_block_backward(b, ex);
-        continue;
-      }
-      mark("fwd: node (norms, FFN)");
-      node_forward(b, 0, N);
-    }
-
-    // ---- read-out and fitting (the fused block did it per chunk) ----
-    if (fused_block < 0) {
-      mark("fwd: read-out+fitting");
-      readout_forward(0, N);
-    }
-    EngineResult res;
-    res.atom_energy.resize(N);
-    if (N) SEZM_CUDA(cudaMemcpyAsync(res.atom_energy.data(), atom_energy.data(), N * sizeof(double),
-                                     cudaMemcpyDeviceToHost, s));
-    SEZM_CUDA(cudaStreamSynchronize(s));
-    if (bridge.on()) bridge.zbl_energy(gv, gradients, res.atom_energy.data());  // on the raw edges (§9.3)
-    for (double e : res.atom_energy) res.energy += e;
-    const auto t1 = clock::now();
-    res.seconds_forward = std::chrono::duration<double>(t1 - t0).count();
-    if (!gradients) {
-      mark("end");
-      timer.report(s);
-      return res;
-    }
-
-    // ---- backward of the blocks before the fused one ----
-    for (int b = nb - 2; b >= 0; --b) {
-      mark("bwd: node (FFN, norms, gate)");
-      node_backward(b, 0, N);
+    const bool fused = b == fused_block;
+    if (fused) {
+      plan.group_sources(gv, &mem, s, timer.enabled);
       begin_block_backward();
-      for (const Chunk& c : chunks) chunk_backward(b, c, chunk_forward(b, c, true));
-      end_block_backward(b, ex);
     }
-    mark("bwd: env-seed");
-    grow_zero(isd_bar, N, s);
-    grow(A_bar, static_cast<size_t>(N) * 4 * d.es_emb);
-    es.X0_bar = Xb.data(); es.A_bar = A_bar.data(); es.isd_bar = isd_bar.data();
-    es.rbf_bar = rbf_bar.data(); es.vec_bar = vec_bar.data();
-    launch_env_seed_backward(d, dw.mw, es, s);
-    mark("bwd: GIE");
-    gie.X0_bar = Xb.data(); gie.isd_bar = isd_bar.data(); gie.Dc_bar = Dc_bar.data();
-    launch_gie_backward(d, gie, s);
     for (const Chunk& c : chunks) {
-      mark("bwd: GIE");
-      SEZM_CUDA(cudaMemsetAsync(rho_bar_c.data(), 0, (c.e1 - c.e0) * W * sizeof(float), s));
-      GieArgs gc = gie;  // the chunk's edges
-      gc.E = c.e1 - c.e0; gc.dst = dst.data() + c.e0; gc.Dc = Dc.data() + (size_t)c.e0 * d.dc_size;
-      gc.rho_bar = rho_bar_c.data();
-      if (gc.gate) gc.gate += c.e0;
-      launch_gie_rho_backward(d, gc, s);
-      mark("bwd: radial");
-      radial_backward_chunk(c);
+      float* Uf = chunk_forward(b, c, false);
+      mark("fwd: rotate back+aggregate");
+      launch_rotate_back_aggregate(d,
+                                   AggregateArgs{c.n0, c.n1, c.e0, c.e1 - c.e0, off.data(), Dc.data(), Uf,
+                                                 alpha_fc.data(), alpha[b].data(), P[b].data()},
+                                   s);
+      if (!fused) continue;
+      // The chunk's destinations are complete: their node steps, energies and the backward down
+      // to the chunk's edges, while its stack state is still on hand.
+      mark("fwd: node (norms, FFN)");
+      node_forward(b, c.n0, c.n1 - c.n0);
+      mark("fwd: read-out+fitting");
+      readout_forward(c.n0, c.n1 - c.n0);
+      mark("bwd: read-out+fitting");
+      readout_backward(c.n0, c.n1 - c.n0);
+      mark("bwd: node (FFN, norms, gate)");
+      node_backward(b, c.n0, c.n1 - c.n0);
+      chunk_backward(b, c, Uf);
     }
-    mark("bwd: degree");
-    deg.isd_bar = isd_bar.data(); deg.env_bar = env_bar.data();
-    launch_degree_backward(deg, s);
-    edge_grad.set_counter(&mem);
-    edge_grad.resize(3 * Er);
-    mark("bwd: geometry");
-    launch_geometry_backward(d, GeometryBackwardArgs{E, geom(), dw.mw.freqs, dw.wt, geom_bar(), edge_grad.data()}, s);
-    res.edge_grad.resize(3 * Er);
-    if (E) SEZM_CUDA(cudaMemcpyAsync(res.edge_grad.data(), edge_grad.data(), 3 * Er * sizeof(double),
-                                     cudaMemcpyDeviceToHost, s));
-    SEZM_CUDA(cudaStreamSynchronize(s));
-    if (bridge.on()) bridge.backward(gv, ex, res.edge_grad, s);  // d/d(clamped v) -> d/dv, plus ZBL
+    if (fused) {
+      end_block_backward(b, ex);
+      continue;
+    }
+    mark("fwd: node (norms, FFN)");
+    node_forward(b, 0, N);
+  }
+
+  // ---- read-out and fitting (the fused block did it per chunk) ----
+  if (fused_block < 0) {
+    mark("fwd: read-out+fitting");
+    readout_forward(0, N);
+  }
+  EngineResult res;
+  res.atom_energy.resize(N);
+  if (N) SEZM_CUDA(cudaMemcpyAsync(res.atom_energy.data(), atom_energy.data(), N * sizeof(double),
+                                   cudaMemcpyDeviceToHost, s));
+  SEZM_CUDA(cudaStreamSynchronize(s));
+  if (bridge.on()) bridge.zbl_energy(gv, gradients, res.atom_energy.data());  // on the raw edges (§9.3)
+  for (double e : res.atom_energy) res.energy += e;
+  const auto t1 = clock::now();
+  res.seconds_forward = std::chrono::duration<double>(t1 - t0).count();
+  if (!gradients) {
     mark("end");
     timer.report(s);
-    res.seconds_backward = std::chrono::duration<double>(clock::now() - t1).count();
     return res;
   }
-};
+
+  // ---- backward of the blocks before the fused one ----
+  for (int b = nb - 2; b >= 0; --b) {
+    mark("bwd: node (FFN, norms, gate)");
+    node_backward(b, 0, N);
+    begin_block_backward();
+    for (const Chunk& c : chunks) chunk_backward(b, c, chunk_forward(b, c, true));
+    end_block_backward(b, ex);
+  }
+  mark("bwd: env-seed");
+  grow_zero(isd_bar, N, s);
+  grow(A_bar, static_cast<size_t>(N) * 4 * d.es_emb);
+  es.X0_bar = Xb.data(); es.A_bar = A_bar.data(); es.isd_bar = isd_bar.data();
+  es.rbf_bar = rbf_bar.data(); es.vec_bar = vec_bar.data();
+  launch_env_seed_backward(d, dw.mw, es, s);
+  mark("bwd: GIE");
+  gie.X0_bar = Xb.data(); gie.isd_bar = isd_bar.data(); gie.Dc_bar = Dc_bar.data();
+  launch_gie_backward(d, gie, s);
+  for (const Chunk& c : chunks) {
+    mark("bwd: GIE");
+    SEZM_CUDA(cudaMemsetAsync(rho_bar_c.data(), 0, (c.e1 - c.e0) * W * sizeof(float), s));
+    GieArgs gc = gie;  // the chunk's edges
+    gc.E = c.e1 - c.e0; gc.dst = dst.data() + c.e0; gc.Dc = Dc.data() + (size_t)c.e0 * d.dc_size;
+    gc.rho_bar = rho_bar_c.data();
+    if (gc.gate) gc.gate += c.e0;
+    launch_gie_rho_backward(d, gc, s);
+    mark("bwd: radial");
+    radial_backward_chunk(c);
+  }
+  mark("bwd: degree");
+  deg.isd_bar = isd_bar.data(); deg.env_bar = env_bar.data();
+  launch_degree_backward(deg, s);
+  edge_grad.set_counter(&mem);
+  edge_grad.resize(3 * Er);
+  mark("bwd: geometry");
+  launch_geometry_backward(d, GeometryBackwardArgs{E, geom(), dw.mw.freqs, dw.wt, geom_bar(), edge_grad.data()}, s);
+  res.edge_grad.resize(3 * Er);
+  if (E) SEZM_CUDA(cudaMemcpyAsync(res.edge_grad.data(), edge_grad.data(), 3 * Er * sizeof(double),
+                                   cudaMemcpyDeviceToHost, s));
+  SEZM_CUDA(cudaStreamSynchronize(s));
+  if (bridge.on()) bridge.backward(gv, ex, res.edge_grad, s);  // d/d(clamped v) -> d/dv, plus ZBL
+  mark("end");
+  timer.report(s);
+  res.seconds_backward = std::chrono::duration<double>(clock::now() - t1).count();
+  return res;
+}
 
 // ---- public wrappers ----
 CudaEngine::CudaEngine(const ModelW<double>& w, int device, CudaMode mode) : impl_(new Impl(w, device, mode)) {}

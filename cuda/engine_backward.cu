@@ -1,0 +1,151 @@
+// The CUDA engine's backward steps (CudaEngine::Impl, engine_impl.cuh; the forward and the call:
+// engine.cu): per chunk the aggregate, softmax, focus-competition and stack backward, the
+// rotation/conditioning and radial adjoints and the source scatter; per block the node steps'
+// backward and the ghost-row fold (CPU twin: the backward in src/engine/sezm_model.cpp).
+#include <algorithm>
+
+#include "engine_impl.cuh"
+
+namespace sezm {
+
+// The backward of node_forward (engine.cu) on the same nodes: from Xb = dE/dX[b+1] (rows n0..) to
+// P_bar and gamma_bar; Xb's rows become X1_bar in place.
+void CudaEngine::Impl::node_backward(int b, int n0, int n) {
+  if (n <= 0) return;
+  const BlockWDev& w = dw.bw[b];
+  const size_t o = n0, nodeW = (size_t)d.D * d.C, nodeWw = (size_t)d.D * d.Cw;
+  float* X1b = Xb.data() + o * nodeW;
+  float* t = tmpN.data() + o * nodeW;
+  // FFN branch and norms: X1_bar = Y_bar + norm_pre^T(FFN^T(Y_bar)); O_bar = norm_post^T(X1_bar).
+  launch_ffn_backward(d, dw.mw, w, n, ffn_h[b].data() + o * d.D * 2 * d.KF * d.H, X1b,
+                      ybuf.data() + o * d.D * d.KF * d.H, hbar.data() + o * d.D * 2 * d.KF * d.H, t,
+                      grid_scratch.data(), s);
+  launch_eq_norm_backward(n, d.L, d.C, X1[b].data() + o * nodeW, w.pre_scale, pre_rho[b].data() + o, t, X1b, s);
+  SEZM_CUDA(cudaMemsetAsync(t, 0, n * nodeW * sizeof(float), s));
+  launch_eq_norm_backward(n, d.L, d.C, O[b].data() + o * nodeW, w.post_scale, post_rho[b].data() + o, X1b, t, s);
+  launch_per_degree_linear(n, d.L, d.C, d.Cw, t, w.post, nodeA_bar.data() + o * nodeWw, true, false, s);
+  OutputGateArgs ga{};
+  ga.N = n; ga.gamma = gamma[b].data() + o * d.F; ga.P = P[b].data() + o * nodeWw;
+  if (w.has_mn) {
+    // The message-node net's backward (§7.12) on the gated aggregate before it (recomputed into
+    // nodeA): nodeA_bar gains the query adjoint, mn_xbar takes the context's (added to H_bar
+    // in end_block_backward, after H_bar is cleared for the block).
+    ga.A = nodeA.data() + o * nodeWw;
+    launch_gate_post(d, ga, s);
+    launch_grid_cross_backward(d, dw.mw.so3, w.mn, n, nodeA.data() + o * nodeWw, H[b].data() + o * nodeWw,
+                               nodeA_bar.data() + o * nodeWw, mn_xbar.data() + o * nodeWw, grid_scratch.data(), s);
+  }
+  ga.A_bar = nodeA_bar.data() + o * nodeWw; ga.P_bar = Pb.data() + o * nodeWw; ga.gamma_bar = gamma_bar.data() + o * d.F;
+  launch_gate_backward(d, ga, s);
+}
+
+void CudaEngine::Impl::readout_backward(int n0, int n) {
+  if (n <= 0) return;
+  const size_t o = (size_t)n0 * d.D * d.C;
+  if (dw.mw.ro_so3) {
+    float* db = ro_dbar.data() + (size_t)n0 * d.C;
+    launch_readout_fitting_backward(d, dw.mw, dw.fit, n, X[cfg.n_blocks].data() + o, Xb.data() + o,
+                                    ro_desc.data() + (size_t)n0 * d.C, db, s);
+    launch_grid_readout_backward(d, dw.mw, n, X[cfg.n_blocks].data() + o, db, Xb.data() + o, grid_scratch.data(), s);
+    return;
+  }
+  launch_readout_fitting_backward(d, dw.mw, dw.fit, n, X[cfg.n_blocks].data() + o, Xb.data() + o, nullptr, nullptr,
+                                  s);
+}
+
+// The edge part of block b's backward for chunk c, with the chunk's forward state in the chunk
+// buffers and its stack output in Uf.
+void CudaEngine::Impl::chunk_backward(int b, const Chunk& c, float* Uf) {
+  const BlockWDev& w = dw.bw[b];
+  const int Ec = c.e1 - c.e0;
+  // The stack's input and its other ping-pong buffer are free now: the stack gradients live
+  // there (two chunk activations fewer than separate buffers).
+  float* Gbuf = Uf == Ua.data() ? Ub.data() : Ua.data();
+  float* Gbuf2 = U0.data();
+  mark("bwd: aggregate");
+  launch_aggregate_backward(d,
+                            AggregateBackwardArgs{c.e0, Ec, dst.data(), Dc.data(), Uf, alpha_fc.data(),
+                                                  alpha[b].data(), Pb.data(), Gbuf, alpha_bar.data(), Dc_bar.data()},
+                            s);
+  mark("bwd: softmax");
+  launch_softmax_backward(d, w,
+                          SoftmaxBackwardArgs{c.n0, c.n1, c.e0, src.data(), off.data(), env.data(), alpha[b].data(),
+                                              alpha_bar.data(), k[b].data(), lbar.data(), q_bar.data(),
+                                              env_bar.data(), bridge.gate(), bridge.gate_bar()},
+                          s);
+  mark("bwd: focus compete");
+  launch_focus_compete_backward(d, w,
+                                FocusCompeteArgs{c.e0, Ec, Ssrc.data(), fc_p.data(), alpha_fc.data(),
+                                                 alpha[b].data(), alpha_bar.data(), Ssrc_bar.data()},
+                                s);
+  float* gin = Gbuf;
+  float* bufs[2] = {Gbuf2, Gbuf};
+  for (int kk = d.nL - 1, t = 0; kk >= 0; --kk, ++t) {
+    float* gout = bufs[t % 2];
+    mark(kk < d.ngated ? "bwd: stack, gated" : "bwd: stack, linear");
+    launch_stack_layer_backward(d, w, kk, Ec, gin, gout, kk < d.ngated ? chunk_z(b, kk, c) : nullptr, s);
+    gin = gout;
+  }
+  mark("bwd: condition+rotate");
+  const size_t W = static_cast<size_t>(d.L + 1) * d.C;
+  SEZM_CUDA(cudaMemsetAsync(rho_bar_c.data(), 0, Ec * W * sizeof(float), s));
+  launch_condition_rotate_backward(d, w,
+                                   ConditionRotateBackwardArgs{c.e0, Ec, src.data(), Dc.data(), H[b].data(),
+                                                               Rh_c.data(), kern_c.data(), gin, Ssrc_bar.data(),
+                                                               lbar.data(), Xloc_bar.data(), rho_bar_c.data(),
+                                                               Dc_bar.data()},
+                                   s);
+  mark("bwd: radial");
+  radial_backward_chunk(c);
+  mark("bwd: source scatter");
+  launch_src_scatter(d,
+                     SourceSumArgs{c.s1 - c.s0, plan.seg_node() + c.s0, plan.seg_off() + c.s0, plan.perm(), c.e0,
+                                   dst.data(), Dc.data(), Xloc_bar.data(), lbar.data(), q[b].data(), H_bar.data(),
+                                   k_bar.data()},
+                     s);
+}
+
+// rho_bar_c (the chunk's rows) through the radial MLP's backward into env_bar and rbf_bar.
+void CudaEngine::Impl::radial_backward_chunk(const Chunk& c) {
+  RadialMlpArgs a{};
+  a.E = c.e1 - c.e0;
+  a.rbf = rbf.data() + (size_t)c.e0 * d.nr;
+  a.env = env.data() + c.e0;
+  a.rho_bar = rho_bar_c.data();
+  a.env_bar = env_bar.data() + c.e0;
+  a.rbf_bar = rbf_bar.data() + (size_t)c.e0 * d.nr;
+  launch_radial_backward(d, dw.mw, a, s);
+}
+
+void CudaEngine::Impl::begin_block_backward() {
+  grow_zero(q_bar, static_cast<size_t>(N) * d.Cw, s);
+  grow_zero(k_bar, static_cast<size_t>(NT) * d.Cw, s);
+  grow_zero(H_bar, static_cast<size_t>(NT) * d.D * d.Cw, s);
+}
+
+// After every chunk of block b's backward: the attention node steps, X_bar = X1_bar (centres) +
+// H_bar W_pre^T (all nodes), the ghost rows' gradients folded back to their owners.
+void CudaEngine::Impl::end_block_backward(int b, FeatureExchange<double>* ex) {
+  const BlockWDev& w = dw.bw[b];
+  const size_t nodeW = (size_t)d.D * d.C;
+  mark("bwd: node (attention, mix)");
+  if (w.has_mn) {  // the message-node net's context adjoint (node_backward), centres only
+    const long nn = static_cast<long>(N) * d.D * d.Cw;
+    launch_add(nn, mn_xbar.data(), H_bar.data(), s);
+    SEZM_LAUNCH("message-node context adjoint");
+  }
+  AttentionNodeArgs an = attention_node_args(b);
+  an.q_bar = q_bar.data(); an.k_bar = k_bar.data(); an.gamma_bar = gamma_bar.data(); an.H_bar = H_bar.data();
+  launch_attention_node_backward(d, w, an, s);
+  SEZM_CUDA(cudaMemcpyAsync(Xb_prev.data(), Xb.data(), static_cast<size_t>(NT) * nodeW * sizeof(float),
+                            cudaMemcpyDeviceToDevice, s));
+  if (NT > N)
+    SEZM_CUDA(cudaMemsetAsync(Xb_prev.data() + static_cast<size_t>(N) * nodeW, 0,
+                              static_cast<size_t>(NT - N) * nodeW * sizeof(float), s));
+  launch_per_degree_linear(NT, d.L, d.Cw, d.C, H_bar.data(), w.pre, Xb_prev.data(), true, true, s);
+  mark("bwd: exchange");
+  if (ex) ghosts.reverse(Xb_prev.data(), nodeW, NT, ex, s);
+  std::swap(Xb, Xb_prev);
+}
+
+}  // namespace sezm
