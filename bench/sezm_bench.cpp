@@ -3,9 +3,13 @@
 //
 //   sezm-bench MODEL [--cells N] [--lattice diamond|fcc] [--a A] [--repeat R] [--warmup W]
 //              [--threads T] [--element E] [--device cpu|cuda] [--mode lean|fast] [--gpu N]
-//              [--chunk EDGES]
+//              [--chunk EDGES] [--committee MODEL2,MODEL3,...]
 //
 // Reports the median of R warm calls (neighbour search excluded and timed separately).
+// --committee: also the time of a committee's output step (pair_style sezm M1 M2 ... out_freq N,
+// docs/lammps.md): every model on the one graph (models of another cutoff on their own),
+// forces, virials and the deviations (api/model_deviation.h), against the ordinary step
+// (model 1 alone). Same device options for every model.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -22,6 +26,7 @@
 #include <omp.h>
 #endif
 
+#include "api/model_deviation.h"
 #include "api/potential.h"
 #include "common/error.h"
 #include "neighbor/neighbor_list.h"
@@ -34,15 +39,74 @@ double peak_rss_gib() {
   return static_cast<double>(ru.ru_maxrss) / (1024.0 * 1024.0);  // ru_maxrss is KiB on Linux
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]));
+}
+
+// An output step of a committee: model 1 and the others on the shared graph (their own where the
+// cutoff differs), each model's forces and virial, the deviation row.
+void time_committee(const sezm::Potential& first, const std::string& list, const sezm::EngineOptions& opt,
+                    const std::vector<double>& pos, const std::vector<int>& types, const double* cell,
+                    const sezm::Graph& g, int warmup, int repeat, double t_single, double t_graph) {
+  std::vector<sezm::Potential> pots;
+  std::vector<sezm::Graph> graphs;  // per model: empty unless its cutoff differs from model 1's
+  for (size_t b = 0, e; b <= list.size(); b = e + 1) {
+    e = std::min(list.find(',', b), list.size());
+    pots.push_back(sezm::Potential::load(list.substr(b, e - b), opt));
+    graphs.emplace_back();
+    if (pots.back().config().rcut != first.config().rcut)
+      graphs.back() = sezm::build_graph(pos.data(), types.data(), static_cast<int>(types.size()), cell,
+                                        pots.back().config().rcut);
+  }
+  const int M = static_cast<int>(pots.size()) + 1, n = static_cast<int>(types.size());
+  std::vector<double> times, t_devi, rows, f, vir, devi(n);
+  sezm::DeviationRow row;
+  for (int r = 0; r < warmup + repeat; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    rows.assign(static_cast<size_t>(n) * M * 3, 0.0);
+    vir.assign(9 * static_cast<size_t>(M), 0.0);
+    double td = 0;
+    for (int m = 0; m < M; ++m) {
+      const sezm::Graph& gm = m == 0 || graphs[m - 1].n_nodes == 0 ? g : graphs[m - 1];
+      const sezm::EngineResult res = (m == 0 ? first : pots[m - 1]).engine().compute(gm, true);
+      const auto t1 = std::chrono::steady_clock::now();
+      f.assign(3 * static_cast<size_t>(n), 0.0);
+      sezm::assemble_forces_virial(gm, res.edge_grad.data(), f.data(), &vir[9 * m], nullptr);
+      for (int i = 0; i < n; ++i)
+        for (int k = 0; k < 3; ++k) rows[(static_cast<size_t>(i) * M + m) * 3 + k] = f[3 * i + k];
+      td += std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+    }
+    const auto t2 = std::chrono::steady_clock::now();
+    sezm::force_deviation(rows.data(), M, n, {}, devi.data());
+    sezm::ForceDeviationSums sums;
+    sums.add(devi.data(), n);
+    sezm::virial_deviation(vir.data(), M, n, {}, &row);
+    sezm::finish_force_deviation(sums, n, &row);
+    td += std::chrono::duration<double>(std::chrono::steady_clock::now() - t2).count();
+    if (r >= warmup) {
+      times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      t_devi.push_back(td);
+    }
+  }
+  const double to = median(times);
+  std::printf("committee of %d models: output step (all models, forces, deviations) median %.4f s of %d, "
+              "ordinary step (model 1) %.4f s, ratio %.2f; forces+deviation arithmetic %.2e s; one shared "
+              "neighbour search %.3f s (the graph is built once per step for all models) | max_devi_f %.6e "
+              "max_devi_v %.6e\n",
+              M, to, repeat, t_single, to / t_single, median(t_devi), t_graph, row.max_f, row.max_v);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: sezm-bench MODEL [--cells N] [--lattice diamond|fcc] [--a A] [--repeat R] "
-                         "[--warmup W] [--threads T] [--element E] [--device cpu|cuda] [--mode lean|fast] [--gpu N] [--chunk EDGES]\n");
+                         "[--warmup W] [--threads T] [--element E] [--device cpu|cuda] [--mode lean|fast] [--gpu N] [--chunk EDGES] "
+                         "[--committee MODEL2,MODEL3,...]\n");
     return 2;
   }
-  std::string model = argv[1], lattice = "diamond", element, device = "cpu", mode = "lean";
+  std::string model = argv[1], lattice = "diamond", element, device = "cpu", mode = "lean", committee;
   int cells = 4, repeat = 3, warmup = 1, threads = 0, gpu = 0, chunk = 0;
   double a = 0;
   for (int i = 2; i < argc; ++i) {
@@ -62,6 +126,7 @@ int main(int argc, char** argv) {
     else if (k == "--mode") mode = next();
     else if (k == "--gpu") gpu = std::atoi(next());
     else if (k == "--chunk") chunk = std::atoi(next());
+    else if (k == "--committee") committee = next();
     else { std::fprintf(stderr, "sezm-bench: unknown option %s\n", k.c_str()); return 2; }
   }
 #ifdef _OPENMP
@@ -127,10 +192,6 @@ int main(int argc, char** argv) {
         tb.push_back(res.seconds_backward);
       }
     }
-    auto median = [](std::vector<double> v) {
-      std::sort(v.begin(), v.end());
-      return v.empty() ? 0.0 : (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]));
-    };
     const double tm = median(times);
     // Model FLOPs of the SO(2) mixing stacks (forward + input-gradient backward), the figure the
     // project's targets use (2.65 MFLOP per edge for the shipped potentials).
@@ -146,6 +207,7 @@ int main(int argc, char** argv) {
                 " | %.3g edges/s | %.2f TFLOP/s (stack model flops %.2f MFLOP/edge) | E/atom %.6f eV\n",
                 t_nl, tm, repeat, median(tf), median(tb), E / tm, flops / tm * 1e-12, flops / E * 1e-6,
                 energy / n);
+    if (!committee.empty()) time_committee(pot, committee, opt, pos, types, cell, g, warmup, repeat, tm, t_nl);
     std::printf("peak host RSS %.2f GiB", peak_rss_gib());
     if (opt.device != sezm::Device::kCpu)
       std::printf(" | peak device memory (engine buffers) %.3f GiB", engine.peak_device_bytes() / 1073741824.0);
