@@ -10,6 +10,9 @@ standard library only).
       with --atomic the per-atom force deviations too (atom-ID order).
   check_model_devi.py same FILE1 FILE2
       byte-identical files (another rank count).
+  check_model_devi.py rows FILE REFERENCE_FILE --steps 0,5,...
+      FILE has one header, the rows of --steps, each equal to REFERENCE_FILE's row of that step
+      (an example against its reference output).
   check_model_devi.py restart APPENDED CONTINUOUS --steps 0,5,10,10,15,20
       APPENDED (a run, write_restart, read_restart, a second run) has one header, the rows of
       --steps in that order, each equal to CONTINUOUS's row of that step.
@@ -117,12 +120,12 @@ def check_restart(args):
     for step, vals in appended:
         for c, (a, b) in enumerate(zip(vals, continuous[step])):
             if abs(float(a) - float(b)) > unit(b) * (1 + 1e-6):
-                fail(f"{args[0]}: step {step} {COLS[c]} {a}, the continuous run {b}")
-    print(f"OK: {args[0]}: one header, steps {steps}, rows equal to the continuous run's")
+                fail(f"{args[0]}: step {step} {COLS[c]} {a}, {args[1]}: {b}")
+    print(f"OK: {args[0]}: one header, steps {steps}, rows equal to those of {args[1]}")
 
 
 if __name__ == "__main__":
-    modes = {"ref": check_ref, "same": check_same, "restart": check_restart}
+    modes = {"ref": check_ref, "same": check_same, "restart": check_restart, "rows": check_restart}
     if len(sys.argv) < 4 or sys.argv[1] not in modes:
         fail(__doc__)
     modes[sys.argv[1]](sys.argv[2:])
