@@ -2,12 +2,15 @@
 """Checks a model-deviation file written by `pair_style sezm M1 M2 ... out_freq N` (Python 3,
 standard library only).
 
-  check_model_devi.py ref FILE REF_JSON [--force TABLE] [--virial TABLE] [--atomic] --steps 0,5,...
+  check_model_devi.py ref FILE REF_JSON [--force TABLE] [--virial TABLE] [--atomic] [--rtol R] --steps 0,5,...
       FILE has deepmd-kit's pair-style header and exactly the rows of --steps, each against
       deepmd-kit 3.2.0's numbers in REF_JSON (tests/data/model_devi/ref_model_devi.json): force
       columns from table --force, virial columns from --virial (default "plain"; the tables are
       calc_model_devi's "plain", "relative_f", "relative_v" and "relative_v_per_component");
-      with --atomic the per-atom force deviations too (atom-ID order).
+      with --atomic the per-atom force deviations too (atom-ID order). --rtol R (default 1e-9)
+      replaces the 1e-9 |b| below by R times the largest reference value of the same kind in
+      the row (max_devi_v for the virial columns, max_devi_f for the others): for the fp32
+      CUDA engine (tools/gpu-machine/gpu-lammps.sh committee).
   check_model_devi.py same FILE1 FILE2
       byte-identical files (another rank count).
   check_model_devi.py rows FILE REFERENCE_FILE --steps 0,5,...
@@ -60,12 +63,12 @@ def read(path, atomic):
     return rows
 
 
-def match(text, b, what):
+def match(text, b, what, rtol=1e-9, scale=None):
     a = float(text)
-    tol = 0.5 * unit(text) * (1 + 1e-6) + 1e-9 * abs(b)
+    tol = 0.5 * unit(text) * (1 + 1e-6) + rtol * (abs(b) if scale is None else scale)
     if not abs(a - b) <= tol:
         fail(f"{what}: file {text}, deepmd-kit {b!r} (difference {abs(a - b):.3g}, allowed {tol:.3g})")
-    return abs(a - b) / unit(text)
+    return abs(a - b) / unit(text), abs(a - b) / (abs(b) if scale is None else scale) if (scale or b) else 0.0
 
 
 def steps_arg(args):
@@ -89,7 +92,10 @@ def check_ref(args):
     if [s for s, _ in rows] != steps:
         fail(f"{path}: steps {[s for s, _ in rows]}, expected {steps}")
     frame_of = {fr["step"]: k for k, fr in enumerate(ref["frames"])}
-    worst = 0.0
+    rtol = float(opt(args, "--rtol", "1e-9"))
+    kind = (lambda k, c: None) if "--rtol" not in args else \
+        (lambda k, c: abs((vt if c < 3 else ft)[k][1 if c < 3 else 4]))
+    worst, worst_rel = 0.0, 0.0
     for step, vals in rows:
         k = frame_of[step]
         n_atoms = ref["natoms"] if atomic else 0
@@ -97,12 +103,15 @@ def check_ref(args):
             fail(f"{path}: step {step}: {len(vals)} values, expected {6 + n_atoms}")
         for c in range(6):
             b = (vt if c < 3 else ft)[k][c + 1]
-            worst = max(worst, match(vals[c], b, f"{path}: step {step} {COLS[c]}"))
+            u, r = match(vals[c], b, f"{path}: step {step} {COLS[c]}", rtol, kind(k, c))
+            worst, worst_rel = max(worst, u), max(worst_rel, r)
         for i in range(n_atoms):
-            worst = max(worst, match(vals[6 + i], ref["calc_model_devi"]["atomic"][k][i],
-                                     f"{path}: step {step} atom ID {i + 1}"))
+            u, r = match(vals[6 + i], ref["calc_model_devi"]["atomic"][k][i],
+                         f"{path}: step {step} atom ID {i + 1}", rtol, kind(k, 3))
+            worst, worst_rel = max(worst, u), max(worst_rel, r)
     print(f"OK: {path}: {len(rows)} rows match deepmd-kit 3.2.0 (largest difference {worst:.3f} units of the last "
-          f"printed digit; rounding alone allows 0.5)")
+          f"printed digit, rounding alone allows 0.5; {worst_rel:.2e} relative"
+          f"{' to the largest value of its kind' if '--rtol' in args else ''})")
 
 
 def check_same(args):
