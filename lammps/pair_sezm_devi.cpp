@@ -118,9 +118,10 @@ SezmCommittee::SezmCommittee(LAMMPS *lmp, PairSezm *pair, std::vector<std::uniqu
     }
   }
   if (s_.out_freq == 0) return;
-  int ok = 1;
+  int ok = 1, err = 0;
   if (comm->me == 0) {
     fp_ = std::fopen(s_.out_file.c_str(), append ? "a" : "w");
+    err = errno;
     ok = fp_ != nullptr;
     if (fp_ && !append) std::fprintf(fp_, "%s\n", sezm::model_deviation_header(s_.atomic).c_str());
     if (fp_) std::fflush(fp_);
@@ -128,7 +129,7 @@ SezmCommittee::SezmCommittee(LAMMPS *lmp, PairSezm *pair, std::vector<std::uniqu
   MPI_Bcast(&ok, 1, MPI_INT, 0, world);
   if (!ok)
     error->all(FLERR, "pair_style sezm: cannot open the model deviation file '" + s_.out_file + "' for writing: " +
-                          std::strerror(errno));
+                          std::strerror(err));  // rank 0's reason: only rank 0 prints
 }
 
 SezmCommittee::~SezmCommittee() {
