@@ -133,9 +133,12 @@ void PairSezm::settings(int narg, char **arg) {
   int n_models = 0;  // the leading arguments that are not keywords: the models, model 1 first
   while (n_models < narg && !is_key(arg[n_models])) ++n_models;
   if (n_models < 1) fail(std::string("missing model file") + usage);
-  for (int m = 1; m < n_models; ++m)  // a misspelt keyword would read as a model: say both
-    if (FILE *f = std::fopen(arg[m], "rb")) std::fclose(f);
-    else fail("unknown keyword '" + std::string(arg[m]) + "' (known: " + known_keys + "), and no model file of that name");
+  for (int m = 1; m < n_models; ++m) {  // a misspelt keyword would read as a model: say both
+    FILE *f = std::fopen(arg[m], "rb");
+    if (!f)
+      fail("unknown keyword '" + std::string(arg[m]) + "' (known: " + known_keys + "), and no model file of that name");
+    std::fclose(f);
+  }
   model_path_ = arg[0];
   timing_every_ = 0;
   use_cuda_ = false;

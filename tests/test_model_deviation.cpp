@@ -15,6 +15,7 @@
 #include "api/model_deviation.h"
 #include "api/potential.h"
 #include "common/error.h"
+#include "exec_util.h"
 #include "test_util.h"
 
 namespace {
@@ -120,7 +121,8 @@ TEST(ModelDeviation, ArithmeticMatchesDeepmdKitOnItsForces) {
     }
     for (const Case& c : cases()) {
       const Computed got = deviations(forces, virials, c.opt);
-      worst = std::max(worst, expect_row(got.row, table(c.table)[f], 1e-12, std::string(c.name) + " frame " + std::to_string(f)));
+      const std::string what = std::string(c.name) + " frame " + std::to_string(f);
+      worst = std::max(worst, expect_row(got.row, table(c.table)[f], 1e-12, what));
       if (std::string(c.table) == "plain") {
         const auto atomic = ref["calc_model_devi"]["atomic"][f].get<std::vector<double>>();
         ASSERT_EQ(atomic.size(), got.atom.size());
@@ -220,6 +222,21 @@ TEST(ModelDeviation, EngineCommitteeMatchesDeepmdKit) {
     }
   }
   std::printf("largest relative difference of a deviation from deepmd-kit: %.2e\n", worst);
+}
+
+// sezm-bench --committee: the timing of an output step, on the test committee (two models, a
+// rattled 8-atom diamond cell: deviations are non-zero).
+TEST(ModelDeviation, BenchTimesACommittee) {
+  using sezm_test::quote;
+  const sezm_test::Exec r = sezm_test::run(quote(SEZM_BENCH_EXE) + " " +
+                                           quote(sezm_test::data_path("recipes/mini_f64.pt")) +
+                     " --cells 1 --repeat 1 --warmup 0 --threads 1 --committee " +
+                     quote(sezm_test::data_path("model_devi/mini_devi1.pt")));
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("committee of 2 models"), std::string::npos) << r.out;
+  const size_t at = r.out.find("max_devi_f ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  EXPECT_GT(std::stod(r.out.substr(at + 11)), 1e-6) << r.out;
 }
 
 }  // namespace
