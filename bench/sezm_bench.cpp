@@ -3,9 +3,13 @@
 //
 //   sezm-bench MODEL [--cells N] [--lattice diamond|fcc] [--a A] [--repeat R] [--warmup W]
 //              [--threads T] [--element E] [--device cpu|cuda] [--mode lean|fast] [--gpu N]
-//              [--chunk EDGES] [--precision default|tf32]
+//              [--chunk EDGES] [--precision default|tf32] [--committee MODEL2,MODEL3,...]
 //
 // Reports the median of R warm calls (neighbour search excluded and timed separately).
+// --committee: also the time of a committee's output step (pair_style sezm M1 M2 ... out_freq N,
+// docs/lammps.md): every model on the one graph (models of another cutoff on their own),
+// forces, virials and the deviations (api/model_deviation.h), against the ordinary step
+// (model 1 alone). Same device options for every model.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -22,6 +26,7 @@
 #include <omp.h>
 #endif
 
+#include "api/model_deviation.h"
 #include "api/potential.h"
 #include "common/error.h"
 #include "neighbor/neighbor_list.h"
@@ -34,16 +39,86 @@ double peak_rss_gib() {
   return static_cast<double>(ru.ru_maxrss) / (1024.0 * 1024.0);  // ru_maxrss is KiB on Linux
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]));
+}
+
+// An output step of a committee: model 1 and the others on the shared graph (their own where the
+// cutoff differs), each model's forces and virial, the deviation row.
+void time_committee(const sezm::Potential& first, const std::string& list, const sezm::EngineOptions& opt,
+                    const std::vector<double>& pos, const std::vector<int>& types, const double* cell,
+                    const sezm::Graph& g, int warmup, int repeat, double t_single, double t_graph) {
+  std::vector<sezm::Potential> pots;
+  std::vector<sezm::Graph> graphs;  // per model: empty unless its cutoff differs from model 1's
+  for (size_t b = 0, e; b <= list.size(); b = e + 1) {
+    e = std::min(list.find(',', b), list.size());
+    pots.push_back(sezm::Potential::load(list.substr(b, e - b), opt));
+    graphs.emplace_back();
+    if (pots.back().config().rcut != first.config().rcut)
+      graphs.back() = sezm::build_graph(pos.data(), types.data(), static_cast<int>(types.size()), cell,
+                                        pots.back().config().rcut);
+  }
+  const int M = static_cast<int>(pots.size()) + 1, n = static_cast<int>(types.size());
+  std::vector<double> t_out, t_ord, t_devi, rows, f, vir, devi(n);
+  sezm::DeviationRow row;
+  using Clock = std::chrono::steady_clock;
+  const auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  // Ordinary and output steps alternate, so that both see the same machine load.
+  for (int r = 0; r < warmup + repeat; ++r) {
+    auto t0 = Clock::now();
+    {
+      const sezm::EngineResult res = first.engine().compute(g, true);
+      f.assign(3 * static_cast<size_t>(n), 0.0);
+      double w[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+      sezm::assemble_forces_virial(g, res.edge_grad.data(), f.data(), w, nullptr);
+    }
+    const double ord = since(t0);
+    t0 = Clock::now();
+    rows.assign(static_cast<size_t>(n) * M * 3, 0.0);
+    vir.assign(9 * static_cast<size_t>(M), 0.0);
+    double td = 0;
+    for (int m = 0; m < M; ++m) {
+      const sezm::Graph& gm = m == 0 || graphs[m - 1].n_nodes == 0 ? g : graphs[m - 1];
+      const sezm::EngineResult res = (m == 0 ? first : pots[m - 1]).engine().compute(gm, true);
+      const auto t1 = Clock::now();
+      f.assign(3 * static_cast<size_t>(n), 0.0);
+      sezm::assemble_forces_virial(gm, res.edge_grad.data(), f.data(), &vir[9 * m], nullptr);
+      for (int i = 0; i < n; ++i)
+        for (int k = 0; k < 3; ++k) rows[(static_cast<size_t>(i) * M + m) * 3 + k] = f[3 * i + k];
+      td += since(t1);
+    }
+    const auto t2 = Clock::now();
+    sezm::force_deviation(rows.data(), M, n, {}, devi.data());
+    sezm::ForceDeviationSums sums;
+    sums.add(devi.data(), n);
+    sezm::virial_deviation(vir.data(), M, n, {}, &row);
+    sezm::finish_force_deviation(sums, n, &row);
+    td += since(t2);
+    if (r >= warmup) {
+      t_out.push_back(since(t0));
+      t_ord.push_back(ord);
+      t_devi.push_back(td);
+    }
+  }
+  const double to = median(t_out), tn = median(t_ord);
+  std::printf("committee of %d models (ordinary and output steps alternating, medians of %d): output step (all "
+              "models, forces, deviations) %.4f s, ordinary step (model 1) %.4f s, ratio %.2f; forces+deviation "
+              "arithmetic %.2e s; one shared neighbour search %.4f s (the graph is built once per step for all "
+              "models; model 1 alone in the first loop: %.4f s) | max_devi_f %.6e max_devi_v %.6e\n",
+              M, repeat, to, tn, to / tn, median(t_devi), t_graph, t_single, row.max_f, row.max_v);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: sezm-bench MODEL [--cells N] [--lattice diamond|fcc] [--a A] [--repeat R] "
                          "[--warmup W] [--threads T] [--element E] [--device cpu|cuda] [--mode lean|fast] [--gpu N] [--chunk EDGES] "
-                         "[--precision default|tf32]\n");
+                         "[--precision default|tf32] [--committee MODEL2,MODEL3,...]\n");
     return 2;
   }
-  std::string model = argv[1], lattice = "diamond", element, device = "cpu", mode = "lean";
+  std::string model = argv[1], lattice = "diamond", element, device = "cpu", mode = "lean", committee;
   int cells = 4, repeat = 3, warmup = 1, threads = 0, gpu = 0, chunk = 0;
   sezm::Precision precision = sezm::Precision::kDeviceDefault;
   double a = 0;
@@ -67,6 +142,7 @@ int main(int argc, char** argv) {
     else if (k == "--precision") {
       if (!sezm::parse_precision(next(), &precision)) { std::fprintf(stderr, "sezm-bench: --precision default|tf32\n"); return 2; }
     }
+    else if (k == "--committee") committee = next();
     else { std::fprintf(stderr, "sezm-bench: unknown option %s\n", k.c_str()); return 2; }
   }
 #ifdef _OPENMP
@@ -133,10 +209,6 @@ int main(int argc, char** argv) {
         tb.push_back(res.seconds_backward);
       }
     }
-    auto median = [](std::vector<double> v) {
-      std::sort(v.begin(), v.end());
-      return v.empty() ? 0.0 : (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]));
-    };
     const double tm = median(times);
     // Model FLOPs of the SO(2) mixing stacks (forward + input-gradient backward), the figure the
     // project's targets use (2.65 MFLOP per edge for the shipped potentials).
@@ -152,6 +224,7 @@ int main(int argc, char** argv) {
                 " | %.3g edges/s | %.2f TFLOP/s (stack model flops %.2f MFLOP/edge) | E/atom %.6f eV\n",
                 t_nl, tm, repeat, median(tf), median(tb), E / tm, flops / tm * 1e-12, flops / E * 1e-6,
                 energy / n);
+    if (!committee.empty()) time_committee(pot, committee, opt, pos, types, cell, g, warmup, repeat, tm, t_nl);
     std::printf("peak host RSS %.2f GiB", peak_rss_gib());
     if (opt.device != sezm::Device::kCpu)
       std::printf(" | peak device memory (engine buffers) %.3f GiB", engine.peak_device_bytes() / 1073741824.0);

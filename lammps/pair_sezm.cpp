@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -30,6 +31,7 @@
 #include "api/potential.h"
 #include "common/error.h"
 #include "engine/engine.h"
+#include "pair_sezm_devi.h"
 #include "sezm_edge_buffers.h"
 
 using namespace LAMMPS_NS;
@@ -83,7 +85,7 @@ class LammpsExchange : public sezm::FeatureExchange<double> {
 
 PairSezm::PairSezm(LAMMPS *lmp) : Pair(lmp) {
   single_enable = 0;
-  restartinfo = 0;
+  restartinfo = 1;  // nothing is stored; read_restart tells a committee to append to its file (deepmd-kit does)
   one_coeff = 1;
   manybody_flag = 1;
   reinitflag = 0;
@@ -117,12 +119,28 @@ void PairSezm::allocate() {
   memory->create(cutsq, n + 1, n + 1, "pair:cutsq");
 }
 
-// pair_style sezm MODEL [device cpu|cuda] [gpu N] [mode lean|fast] [chunk N] [precision default|tf32] [timing N]
-//                  [head NAME] [charge_spin Q S]
+// pair_style sezm MODEL1 [MODEL2 ...] [keyword value ...] (usage below; committees: pair_sezm_devi.h)
 void PairSezm::settings(int narg, char **arg) {
-  if (narg < 1)
-    fail("missing model file (usage: pair_style sezm MODEL [device cpu|cuda] [gpu N] [mode lean|fast] [chunk N] "
-         "[precision default|tf32] [timing N] [head NAME] [charge_spin Q S])");
+  static const char *usage =
+      " (usage: pair_style sezm MODEL1 [MODEL2 ...] [device cpu|cuda] [gpu N] [mode lean|fast] [chunk N] "
+      "[precision default|tf32] [timing N] [head NAME] [charge_spin Q S] [out_freq N] [out_file F] [relative E] "
+      "[relative_v E] [atomic])";
+  static const std::string known_keys =
+      "device, gpu, mode, chunk, precision, timing, head, charge_spin, out_freq, out_file, relative, relative_v, "
+      "atomic";
+  const auto is_key = [](const std::string &k) {
+    return k == "device" || k == "gpu" || k == "mode" || k == "chunk" || k == "precision" || k == "timing" ||
+           k == "head" || k == "charge_spin" || SezmCommittee::is_keyword(k);
+  };
+  int n_models = 0;  // the leading arguments that are not keywords: the models, model 1 first
+  while (n_models < narg && !is_key(arg[n_models])) ++n_models;
+  if (n_models < 1) fail(std::string("missing model file") + usage);
+  for (int m = 1; m < n_models; ++m) {  // a misspelt keyword would read as a model: say both
+    FILE *f = std::fopen(arg[m], "rb");
+    if (!f)
+      fail("unknown keyword '" + std::string(arg[m]) + "' (known: " + known_keys + "), and no model file of that name");
+    std::fclose(f);
+  }
   model_path_ = arg[0];
   timing_every_ = 0;
   use_cuda_ = false;
@@ -133,8 +151,13 @@ void PairSezm::settings(int narg, char **arg) {
   sezm::Precision precision = sezm::Precision::kDeviceDefault;
   std::string head;  // multi-task branch (or alias); empty: the one aliased "Default"
   std::optional<sezm::ChargeSpin> charge_spin;
-  for (int i = 1; i < narg; i += 2) {
+  CommitteeSettings cs_opt;
+  for (int i = n_models; i < narg; i += 2) {
     const std::string key = arg[i];
+    if (SezmCommittee::is_keyword(key)) {
+      i += SezmCommittee::parse(lmp, cs_opt, narg, arg, i) - 2;
+      continue;
+    }
     if (i + 1 >= narg) fail("keyword '" + key + "' needs a value");
     const std::string val = arg[i + 1];
     if (key == "charge_spin") {  // two values: the frame's total charge and spin multiplicity
@@ -163,20 +186,12 @@ void PairSezm::settings(int narg, char **arg) {
     } else if (key == "head") {
       head = val;
     } else {
-      fail("unknown keyword '" + key + "' (known: device, gpu, mode, chunk, precision, timing, head, charge_spin)");
+      fail("unknown keyword '" + key + "' (known: " + known_keys + ")");
     }
   }
   if (!use_cuda_ && (gpu_ >= 0 || mode_ != "lean" || chunk_ > 0)) fail("gpu, mode and chunk apply to device cuda only");
   if (!use_cuda_ && precision != sezm::Precision::kDeviceDefault)
     fail("precision tf32 applies to device cuda only (the CPU engine computes in float64)");
-  sezm::ModelW<double> weights;
-  sezm::ChargeSpinUse cs;
-  try {
-    weights = sezm::load_model_weights(model_path_, head);
-    cs = sezm::apply_charge_spin(weights, charge_spin, model_path_);  // docs/model.md §10
-  } catch (std::exception &e) {
-    fail(std::string("cannot use model: ") + e.what());
-  }
   sezm::EngineOptions opt;
   opt.device = use_cuda_ ? sezm::Device::kCuda : sezm::Device::kCpu;
   opt.mode = mode_ == "fast" ? sezm::CudaMode::kFast : sezm::CudaMode::kLean;
@@ -194,26 +209,24 @@ void PairSezm::settings(int narg, char **arg) {
     opt.gpu = n > 0 ? local % n : 0;  // with none, the engine reports why
   }
   engine_.reset();
-  std::string why;
-  try {
-    engine_ = sezm::make_engine(std::move(weights), opt);
-  } catch (std::exception &e) {
-    why = e.what();
-  }
-  // Every rank learns whether all could start their engine (a device may fail on one rank only),
-  // so nobody is left waiting.
-  int ok = why.empty() ? 1 : 0, all_ok = 0;
-  MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, world);
-  if (!all_ok) {
-    if (ok) error->all(FLERR, "pair_style sezm: device " + std::string(sezm::device_name(opt.device)) +
-                                  " could not start on another rank");
-    error->all(FLERR, "pair_style sezm: " + why);
+  committee_.reset();
+  sezm::ChargeSpinUse cs;
+  std::vector<std::unique_ptr<sezm::Engine>> engines =
+      SezmCommittee::make_engines(lmp, std::vector<std::string>(arg, arg + n_models), head, charge_spin, opt, &cs);
+  engine_ = std::move(engines.front());
+  engines.erase(engines.begin());
+  if (n_models > 1) {
+    committee_ = std::make_unique<SezmCommittee>(lmp, this, std::move(engines),
+                                                 std::vector<std::string>(arg, arg + n_models), cs_opt, is_restart_);
+  } else if (cs_opt.given && comm->me == 0) {
+    error->warning(FLERR, "pair_style sezm: out_freq, out_file, relative, relative_v and atomic need two or more "
+                          "models; ignored for one model");
   }
   if (use_cuda_) utils::logmesg(lmp, "pair sezm: rank {} uses {}\n", comm->me, engine_->description());
   const auto &cfg = engine_->config();
   // Every exchange moves one row of D*C doubles per atom; LAMMPS sizes its comm buffers from
   // these maxima in comm->init(), which runs after this.
-  comm_width_ = cfg.n_coeff() * cfg.channels;
+  comm_width_ = std::max(cfg.n_coeff() * cfg.channels, committee_ ? committee_->max_comm_width() : 0);
   comm_forward = comm_reverse = comm_reverse_off = comm_width_;
   if (comm->me == 0) {
     std::string tm;
@@ -254,6 +267,7 @@ void PairSezm::coeff(int narg, char **arg) {
       fail(std::string("atom type ") + std::to_string(t) + ": " + e.what());
     }
   }
+  if (committee_) committee_->check_type_maps(engine_->config(), arg + 2, ntypes);
   for (int i = 1; i <= ntypes; i++)
     for (int j = i; j <= ntypes; j++) setflag[i][j] = 1;
 }
@@ -276,7 +290,10 @@ void PairSezm::init_style() {
   reset_timing();
 }
 
-double PairSezm::init_one(int, int) { return engine_->config().rcut; }
+// The neighbour list serves every model of a committee: the largest cutoff.
+double PairSezm::init_one(int, int) { return committee_ ? committee_->max_rcut() : engine_->config().rcut; }
+
+const sezm::ModelConfig &PairSezm::model_config() const { return engine_->config(); }
 
 void PairSezm::reset_timing() {
   t_edges_ = t_forward_ = t_backward_ = t_comm_fwd_ = t_comm_rev_ = t_total_ = 0;
@@ -291,6 +308,7 @@ void PairSezm::log_timing(const char *when) {
   double mx[8], sum[8];
   MPI_Allreduce(loc, mx, 8, MPI_DOUBLE, MPI_MAX, world);
   MPI_Allreduce(loc, sum, 8, MPI_DOUBLE, MPI_SUM, world);
+  if (committee_) committee_->log_timing(when, std::strcmp(when, "end of run") == 0);
   if (comm->me != 0 || n_calls_ == 0) return;
   const double n = static_cast<double>(n_calls_);
   const double other = mx[7];
@@ -478,6 +496,20 @@ void PairSezm::compute(int eflag, int vflag) {
 
   t_total_ += seconds_since(t_start);
   n_calls_++;
+  // Output steps of a committee: models 2..M on the same graph, then the deviation row. Its own
+  // timing (pair_sezm_devi.cpp); the breakdown above stays model 1's.
+  if (committee_ && committee_->due(update->ntimestep)) {
+    const double comm_fwd0 = t_comm_fwd_, comm_rev0 = t_comm_rev_;
+    try {
+      committee_->evaluate(g, r, in, ex, nlocal, nall);
+    } catch (sezm::AtomError &e) {
+      fail_run(lmp, "pair_style sezm: " + atom_ids(e, atom->tag) + " " + e.reason());
+    } catch (std::exception &e) {
+      fail_run(lmp, std::string("pair_style sezm: ") + e.what());
+    }
+    t_comm_fwd_ = comm_fwd0;
+    t_comm_rev_ = comm_rev0;
+  }
   n_edges_sum_ += g.n_edges();
   const bool last_of_run = update->ntimestep == update->laststep;
   if (last_of_run || (timing_every_ > 0 && n_calls_ % timing_every_ == 0)) {
@@ -490,5 +522,6 @@ double PairSezm::memory_usage() {
   double bytes = Pair::memory_usage();
   bytes += edges_ ? edges_->bytes() : 0.0;
   bytes += sizeof(double) * virial_atom_.capacity();
+  bytes += committee_ ? committee_->bytes() : 0.0;
   return bytes;
 }

@@ -22,12 +22,15 @@ PairStyle(sezm,LAMMPS_NS::PairSezm)
 
 namespace sezm {
 class Engine;
+struct ModelConfig;
 }
 namespace sezm_kk {
 class EdgeBuffers;
 }
 
 namespace LAMMPS_NS {
+
+class SezmCommittee;
 
 class PairSezm : public Pair {
  public:
@@ -45,6 +48,10 @@ class PairSezm : public Pair {
   int pack_reverse_comm(int, int, double *) override;
   void unpack_reverse_comm(int, int *, double *) override;
   double memory_usage() override;
+  void write_restart(FILE *) override {}  // nothing: pair_style and pair_coeff are re-issued
+  void read_restart(FILE *) override { is_restart_ = true; }  // the deviation file is appended to
+
+  const sezm::ModelConfig &model_config() const;  // model 1's
 
   // Called by the engine's feature exchange (see pair_sezm.cpp).
   void exchange_forward(double *rows, int width);
@@ -54,6 +61,9 @@ class PairSezm : public Pair {
  private:
   std::string model_path_;
   std::unique_ptr<sezm::Engine> engine_;  // from sezm::make_engine: CPU, or CUDA with `device cuda`
+  // `pair_style sezm M1 M2 ...`: models 2..M and the model-deviation file (pair_sezm_devi.h).
+  std::unique_ptr<SezmCommittee> committee_;
+  bool is_restart_ = false;  // set by read_restart: the deviation file is appended to
   std::unique_ptr<sezm_kk::EdgeBuffers> edges_;
   std::vector<int> type_map_;  // LAMMPS type -> model type index
   int comm_width_ = 0;         // per-atom doubles of one exchange (set before comm->init)

@@ -3,7 +3,7 @@
 # the bundle of make-lammps-bundle.sh (.devdeps/lammps-gpu.tar.xz: lmp_sezm, its libraries and a
 # relocatable Open MPI). Run from anywhere:
 #
-#   bash tools/gpu-machine/gpu-lammps.sh [check] [drift] [bench4096] [all]     (default: all)
+#   bash tools/gpu-machine/gpu-lammps.sh [check] [drift] [bench4096] [committee] [all]   (default: all)
 #
 #   check      rattled diamond (64 atoms, C.pt) and fcc Cu (108 atoms, Cu.pt), run 0:
 #              cuda vs cpu on 1 rank, cuda on 2 ranks (one GPU shared) vs both; energy,
@@ -17,7 +17,14 @@
 #              time budget; a capped run is fitted over what it did and says so.
 #   bench4096  examples/diamond at 8x8x8 cells (4096 atoms) on cuda: 5 + 20 steps with LAMMPS's
 #              timing breakdown and the pair style's per-call timing.
-#   all        check, bench4096, drift (in that order). Prints PASS/FAIL lines and a summary;
+#   committee  pair_style sezm M1..M4 out_freq N (docs/lammps.md, "Model deviation"): the test
+#              committee's deviation file (tests/data/model_devi, 4 frames through rerun, atomic)
+#              on 1 and 2 ranks against deepmd-kit 3.2.0 (check_model_devi.py, --rtol
+#              SEZM_COMMITTEE_RTOL, default 1e-3 of the largest value of each kind: fp32 forces);
+#              then examples/committee with four copies of C.pt at SEZM_COMMITTEE_CELLS ("4 8":
+#              512 and 4096 atoms), SEZM_COMMITTEE_STEPS (20) steps with out_freq 1 (every step an
+#              output step: all models) and out_freq 0 (model 1 only): seconds per step of each.
+#   all        check, bench4096, committee, drift (in that order). Prints PASS/FAIL lines and a summary;
 #              exit status 1 if anything failed.
 #
 # Output: stdout, and when $OUT is set, five files there (summary, env, one log per part).
@@ -42,7 +49,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 parts=("$@"); [ "${#parts[@]}" -eq 0 ] && parts=(all)
 want() { local p; for p in "${parts[@]}"; do [ "$p" = "$1" ] || [ "$p" = all ] && return 0; done; return 1; }
 for p in "${parts[@]}"; do
-  case "$p" in check|drift|bench4096|all) ;; *) echo "gpu-lammps: unknown part '$p' (check, drift, bench4096, all)" >&2; exit 2 ;; esac
+  case "$p" in check|drift|bench4096|committee|all) ;; *) echo "gpu-lammps: unknown part '$p' (check, drift, bench4096, committee, all)" >&2; exit 2 ;; esac
 done
 
 dev="${SEZM_GPU_LAMMPS_DEVICE:-cuda}"
@@ -79,7 +86,7 @@ finish() {
     mkdir -p "$out"
     cp "$summary" "$out/gpu-lammps-summary.txt"
     cp "$envlog" "$out/gpu-lammps-env.txt"
-    for part in check drift bench4096; do
+    for part in check drift bench4096 committee; do
       [ -s "$work/$part.log" ] && cp "$work/$part.log" "$out/gpu-lammps-$part.log"
     done
   fi
@@ -304,6 +311,48 @@ if want bench4096; then
   else
     result FAIL bench4096 "the run failed (see bench4096 log)"
   fi
+fi
+
+# ------------------------------------------------------------------ committee
+if want committee; then
+  section "committee: pair_style sezm M1..M4 on $dev (deviation file against deepmd-kit; timing)"
+  part_log="$work/committee.log"; : > "$part_log"
+  d="$work/runs"
+  for np in 1 2; do
+    if [ "$np" = 2 ] && [ "$mpi2" != 1 ]; then result SKIP "committee file $dev x2" "mpirun -np 2 unavailable"; continue; fi
+    if lmp "committee-devi-$np" "$np" "$work" 300 -in "$here/tests/lammps/inputs/devi_rerun.in" \
+         -var dir "$here/tests/data/model_devi" -var out "$d/committee-devi-$np.model_devi" \
+         -var opts "out_freq 5 atomic device $dev" | tee -a "$summary"; then
+      line="$(python3 "$here/tests/lammps/check_model_devi.py" ref "$d/committee-devi-$np.model_devi" \
+              "$here/tests/data/model_devi/ref_model_devi.json" --atomic --steps 0,5,10,15 \
+              --rtol "${SEZM_COMMITTEE_RTOL:-1e-3}" 2>&1 | tail -1)"
+      case "$line" in OK*) result PASS "committee file $dev x$np" "$line" ;; *) result FAIL "committee file $dev x$np" "$line" ;; esac
+    else
+      result FAIL "committee file $dev x$np" "the run failed (see committee log)"
+    fi
+  done
+  csteps="${SEZM_COMMITTEE_STEPS:-20}"
+  C="$here/potentials/C.pt"
+  for cells in ${SEZM_COMMITTEE_CELLS:-4 8}; do
+    natoms=$(( 8 * cells * cells * cells ))
+    declare -A per=()
+    for freq in 1 0; do
+      if lmp "committee-bench-$cells-f$freq" 1 "$here/examples/committee" 420 -in in.committee -var cells "$cells" \
+           -var steps "$csteps" -var freq "$freq" -var device "$dev" -var out "$d/committee-bench-$cells.model_devi" \
+           -var m1 "$C" -var m2 "$C" -var m3 "$C" -var m4 "$C" ${gpu_var[@]+"${gpu_var[@]}"} | tee -a "$summary"; then
+        o="$work/runs/committee-bench-$cells-f$freq.out"
+        per[$freq]="$(awk '/^Loop time/{print $4/$9}' "$o" | tail -1)"
+        grep -A2 "pair sezm committee (end of run)" "$o" | tee -a "$summary"
+      fi
+    done
+    if [ -n "${per[1]:-}" ] && [ -n "${per[0]:-}" ]; then
+      result PASS "committee bench $natoms" "4 x C.pt, device $dev, 1 rank: ${per[1]} s per output step (all models," \
+        "out_freq 1), ${per[0]} s per ordinary step (model 1, out_freq 0); $csteps steps each"
+    else
+      result FAIL "committee bench $natoms" "a run failed (see committee log)"
+    fi
+    unset per
+  done
 fi
 
 # ------------------------------------------------------------------ drift
