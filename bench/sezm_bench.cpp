@@ -84,8 +84,7 @@ void time_committee(const sezm::Potential& first, const std::string& list, const
       const auto t1 = Clock::now();
       f.assign(3 * static_cast<size_t>(n), 0.0);
       sezm::assemble_forces_virial(gm, res.edge_grad.data(), f.data(), &vir[9 * m], nullptr);
-      for (int i = 0; i < n; ++i)
-        for (int k = 0; k < 3; ++k) rows[(static_cast<size_t>(i) * M + m) * 3 + k] = f[3 * i + k];
+      sezm::put_model_forces(f.data(), m, M, static_cast<size_t>(n), rows.data());
       td += since(t1);
     }
     const auto t2 = Clock::now();

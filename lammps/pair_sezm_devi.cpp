@@ -182,8 +182,7 @@ void SezmCommittee::add_model_forces(int m, const sezm::Graph &g, const sezm::En
   const size_t M = n_models();
   scratch_.assign(3 * static_cast<size_t>(nall), 0.0);
   if (nall > 0) sezm::assemble_forces_virial(g, r.edge_grad.data(), scratch_.data(), &virials_[9 * m], nullptr);
-  for (size_t i = 0; i < static_cast<size_t>(nall); ++i)
-    for (int k = 0; k < 3; ++k) rows_[(i * M + m) * 3 + k] = scratch_[3 * i + k];
+  sezm::put_model_forces(scratch_.data(), m, static_cast<int>(M), static_cast<size_t>(nall), rows_.data());
 }
 
 void SezmCommittee::evaluate(const sezm::Graph &g, const sezm::EngineResult &first, const sezm_kk::ListInput &in,

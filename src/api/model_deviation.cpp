@@ -30,6 +30,11 @@ void force_deviation(const double* forces, int n_models, size_t n_atoms, const D
   }
 }
 
+void put_model_forces(const double* f, int m, int n_models, size_t n_atoms, double* forces) {
+  for (size_t i = 0; i < n_atoms; ++i)
+    for (int k = 0; k < 3; ++k) forces[(i * n_models + m) * 3 + k] = f[3 * i + k];
+}
+
 void ForceDeviationSums::add(const double* devi, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     max = std::max(max, devi[i]);

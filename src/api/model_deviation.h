@@ -37,6 +37,8 @@ struct DeviationOptions {
 // communicates in one exchange): forces[(i * n_models + m) * 3 + k], component k of model m's
 // force on atom i. devi: n_atoms values. n_models >= 1 (one model: all zero).
 void force_deviation(const double* forces, int n_models, size_t n_atoms, const DeviationOptions& opt, double* devi);
+// Model m's forces (f: n_atoms x 3) into that layout.
+void put_model_forces(const double* f, int m, int n_models, size_t n_atoms, double* forces);
 
 // Partial statistics of per-atom force deviations; partial results from several ranks combine
 // by max, min and sum (merge, or MPI_MAX / MPI_MIN / MPI_SUM on the three fields). The start
