@@ -9,9 +9,11 @@
 // layers' epilogues, beside cuBLAS's IEEE-fp32 SGEMM at the same shape when cuBLAS is found.
 // Part 2 times the real layer kernels (forward gated / linear, replay, backward) on E edges x F
 // foci with random weights of the given shape (default: potentials/C.pt's stack, L = 3, Cf = 32,
-// F = 2), in the engine's arithmetic (IEEE fp32) and with `precision tf32`. Medians of R launches;
-// TFLOP/s count the useful products only; the H200's fp32 FFMA peak is 67 TFLOP/s, its dense TF32
-// tensor-core peak ~495 TFLOP/s (3xTF32: a third of that, as useful products). A probe for kernel work, not a test: no value is checked.
+// F = 2), in each arithmetic of the tile products (IEEE FFMA, 3xTF32, one TF32 pass). Medians of
+// R launches; TFLOP/s count the useful products only; the H200's fp32 FFMA peak is 67 TFLOP/s,
+// its dense TF32 tensor-core peak ~495 TFLOP/s (3xTF32: a third of that, as useful products).
+// Part 1 also runs the probe-only tile variants of tile_tc_variants.cuh and prints each
+// arithmetic's error against the exact (double) product. A probe for kernel work, not a test.
 #include <cuda_runtime.h>
 #ifdef SEZM_PROBE_CUBLAS
 #include <cublas_v2.h>
@@ -28,6 +30,7 @@
 
 #include "stack.cuh"
 #include "stack_tile.cuh"
+#include "tile_tc_variants.cuh"
 
 // The stack's tile product alone, C (rows x N) = A (rows x K, row stride lda) B (K x N), N <= 192.
 // variants 0-3 in IEEE fp32 FFMA: 0 the 64-row tile; 1: 128 rows (8 per thread, one CTA per SM);
@@ -102,9 +105,27 @@ void launch_tile_probe(int variant, bool hbm_a, int rows, int K, int N, const fl
       if (wide) launch_probe<4, 3, 2, 4, kTf32x3>(hbm_a, rows, K, N, A, lda, B, C, s);
       else launch_probe<4, 2, 2, 4, kTf32x3>(hbm_a, rows, K, N, A, lda, B, C, s);
       break;
-    default:  // the layers' tile on tensor cores, one TF32 pass (`precision tf32`)
+    case 5:  // the layers' tile on tensor cores, one TF32 pass (`precision tf32`)
       if (wide) launch_probe<4, 3, 2, 4, kTf32>(hbm_a, rows, K, N, A, lda, B, C, s);
       else launch_probe<4, 2, 2, 4, kTf32>(hbm_a, rows, K, N, A, lda, B, C, s);
+      break;
+    default:  // tile_tc_variants.cuh (A from HBM only): <arithmetic, k tile, k8 steps per IEEE add, stages>
+#define SEZM_TCV(M, BK, ACC, ST)                                  \
+  if (wide) launch_tcv<3, M, BK, ACC, ST>(rows, K, N, A, lda, B, C, s); \
+  else launch_tcv<2, M, BK, ACC, ST>(rows, K, N, A, lda, B, C, s);
+      switch (variant) {
+        case 6: SEZM_TCV(kTf32x3, 16, 1, 1) break;
+        case 7: SEZM_TCV(kTf32x3, 16, 1, 2) break;
+        case 8: SEZM_TCV(kTf32x3, 16, 2, 1) break;
+        case 9: SEZM_TCV(kTf32x3, 16, 2, 2) break;
+        case 10: SEZM_TCV(kTf32x3, 32, 1, 1) break;
+        case 11: SEZM_TCV(kTf32x3, 32, 2, 1) break;
+        case 12: SEZM_TCV(kTf32x3, 32, 2, 2) break;
+        case 13: SEZM_TCV(kTf32, 16, 1, 2) break;
+        case 14: SEZM_TCV(kTf32, 32, 1, 1) break;
+        default: SEZM_TCV(kTf32, 32, 1, 2) break;
+      }
+#undef SEZM_TCV
   }
 }
 
@@ -193,12 +214,31 @@ int main(int argc, char** argv) {
       DevBuf A((size_t)rows * d.ROW, &rng, 1.0f), B((size_t)K * K, &rng, 0.1f), C((size_t)rows * K);
       static const char* names[] = {"IEEE FFMA, 64-row tile (engine)", "IEEE FFMA, 128 rows, 1 CTA/SM",
                                     "IEEE FFMA, 64 rows, k unrolled", "IEEE FFMA, 128 rows, 2 CTAs/SM",
-                                    "3xTF32, 64-row tile", "1xTF32, 64-row tile (tf32)"};
+                                    "3xTF32, 64-row tile", "1xTF32, 64-row tile (tf32)",
+                                    "3x tcv BK16 acc1 1st (= 4)", "3x tcv BK16 acc1 2st", "3x tcv BK16 acc2 1st",
+                                    "3x tcv BK16 acc2 2st", "3x tcv BK32 acc1 1st", "3x tcv BK32 acc2 1st",
+                                    "3x tcv BK32 acc2 2st", "1x tcv BK16 2st", "1x tcv BK32 1st",
+                                    "1x tcv BK32 2st"};
+      constexpr int kVariants = 16;
       // Each variant's C (A from HBM) against the IEEE tile's: the split's and one pass's rounding.
       std::vector<float> ref((size_t)rows * K), got((size_t)rows * K);
-      for (int v = 0; v < 6; ++v)
+      // The exact product (double) of the first rows, for each arithmetic's own error.
+      const int nx = std::min(rows, 2048);
+      std::vector<double> exact((size_t)nx * K);
+      {
+        std::vector<float> ha((size_t)nx * d.ROW), hb((size_t)K * K);
+        SEZM_CUDA(cudaMemcpy(ha.data(), A.p, ha.size() * sizeof(float), cudaMemcpyDeviceToHost));
+        SEZM_CUDA(cudaMemcpy(hb.data(), B.p, hb.size() * sizeof(float), cudaMemcpyDeviceToHost));
+        for (int r = 0; r < nx; ++r)
+          for (int k = 0; k < K; ++k) {
+            const double a = ha[(size_t)r * d.ROW + k];
+            for (int n = 0; n < K; ++n) exact[(size_t)r * K + n] += a * hb[(size_t)k * K + n];
+          }
+      }
+      for (int v = 0; v < kVariants; ++v)
         for (bool hbm : {true, false}) {
           if (v == 3 && K > 128) continue;
+          if (v >= 6 && !hbm) continue;
           const double ms = median_ms(R, s, [&] { launch_tile_probe(v, hbm, rows, K, K, A.p, d.ROW, B.p, C.p, s); });
           std::string err;
           if (hbm) {
@@ -213,6 +253,15 @@ int main(int argc, char** argv) {
               std::snprintf(b, sizeof b, "  max|C - C_ieee|/max|C_ieee| %.1e", num / den);
               err = b;
             }
+            const std::vector<float>& c = v == 0 ? ref : got;
+            double num = 0, den = 0;
+            for (size_t i = 0; i < exact.size(); ++i) {
+              num = std::max(num, std::fabs(c[i] - exact[i]));
+              den = std::max(den, std::fabs(exact[i]));
+            }
+            char b[48];
+            std::snprintf(b, sizeof b, "  vs exact %.1e", num / den);
+            err += b;
           }
           std::printf("  K = N = %3d, %-31s A %-9s %8.3f ms  %6.2f TFLOP/s%s\n", K, names[v],
                       hbm ? "from HBM" : "on chip", ms, 2.0 * rows * K * K / (ms * 1e9), err.c_str());
@@ -258,23 +307,24 @@ int main(int argc, char** argv) {
       std::printf("  %-36s %8.3f ms  %6.2f TFLOP/s  %6.0f GB/s for its %.0f minimal passes\n", what, ms,
                   f / (ms * 1e9), passes * row_gb / (ms * 1e-3), passes);
     };
-    report("forward, gated (z kept: fast)",
-           median_ms(R, s, [&] { launch_stack_layer_forward(d, w, 0, E, U.p, V.p, Z.p, s); }), flop + gate, 3);
-    report("forward, gated (lean: z not kept)",
-           median_ms(R, s, [&] { launch_stack_layer_forward(d, w, 0, E, U.p, V.p, nullptr, s); }), flop + gate, 2);
-    report("forward, linear", median_ms(R, s, [&] { launch_stack_layer_forward(d, w, 2, E, U.p, V.p, nullptr, s); }),
-           flop, 2);
-    report("replay, gated (no main product)",
-           median_ms(R, s, [&] { launch_stack_layer_replay(d, w, 0, E, U.p, V.p, Z.p, s); }), gate, 3);
-    report("backward, gated", median_ms(R, s, [&] { launch_stack_layer_backward(d, w, 0, E, U.p, V.p, Z.p, s); }),
-           flop + 2 * gate, 3);
-    report("backward, linear", median_ms(R, s, [&] { launch_stack_layer_backward(d, w, 2, E, U.p, V.p, nullptr, s); }),
-           flop, 2);
-    d.tf32_one_pass = 1;  // `precision tf32`
-    report("tf32: forward, gated (lean)",
-           median_ms(R, s, [&] { launch_stack_layer_forward(d, w, 0, E, U.p, V.p, nullptr, s); }), flop + gate, 2);
-    report("tf32: backward, gated",
-           median_ms(R, s, [&] { launch_stack_layer_backward(d, w, 0, E, U.p, V.p, Z.p, s); }), flop + 2 * gate, 3);
+    // Each arithmetic of the tile products (Dims::tile_math): IEEE FFMA (`precision fp32`), the
+    // 3xTF32 split (`precision default` where it fits), one TF32 pass (`precision tf32`).
+    for (const int math : {(int)kIeee, (int)kTf32x3, (int)kTf32}) {
+      d.tile_math = math;
+      const std::string p = math == kIeee ? "fp32: " : math == kTf32x3 ? "3xtf32: " : "tf32: ";
+      report((p + "forward, gated (z kept: fast)").c_str(),
+             median_ms(R, s, [&] { launch_stack_layer_forward(d, w, 0, E, U.p, V.p, Z.p, s); }), flop + gate, 3);
+      report((p + "forward, gated (lean)").c_str(),
+             median_ms(R, s, [&] { launch_stack_layer_forward(d, w, 0, E, U.p, V.p, nullptr, s); }), flop + gate, 2);
+      report((p + "forward, linear").c_str(),
+             median_ms(R, s, [&] { launch_stack_layer_forward(d, w, 2, E, U.p, V.p, nullptr, s); }), flop, 2);
+      report((p + "replay, gated (no main product)").c_str(),
+             median_ms(R, s, [&] { launch_stack_layer_replay(d, w, 0, E, U.p, V.p, Z.p, s); }), gate, 3);
+      report((p + "backward, gated").c_str(),
+             median_ms(R, s, [&] { launch_stack_layer_backward(d, w, 0, E, U.p, V.p, Z.p, s); }), flop + 2 * gate, 3);
+      report((p + "backward, linear").c_str(),
+             median_ms(R, s, [&] { launch_stack_layer_backward(d, w, 2, E, U.p, V.p, nullptr, s); }), flop, 2);
+    }
     SEZM_CUDA(cudaStreamDestroy(s));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sezm-stack-probe: %s\n", e.what());
