@@ -3,7 +3,7 @@
 //
 //   sezm-bench MODEL [--cells N] [--lattice diamond|fcc] [--a A] [--repeat R] [--warmup W]
 //              [--threads T] [--element E] [--device cpu|cuda] [--mode lean|fast] [--gpu N]
-//              [--chunk EDGES] [--precision default|fp32|tf32] [--committee MODEL2,MODEL3,...]
+//              [--chunk EDGES] [--precision default|tf32] [--committee MODEL2,MODEL3,...]
 //
 // Reports the median of R warm calls (neighbour search excluded and timed separately).
 // --committee: also the time of a committee's output step (pair_style sezm M1 M2 ... out_freq N,
@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: sezm-bench MODEL [--cells N] [--lattice diamond|fcc] [--a A] [--repeat R] "
                          "[--warmup W] [--threads T] [--element E] [--device cpu|cuda] [--mode lean|fast] [--gpu N] [--chunk EDGES] "
-                         "[--precision default|fp32|tf32] [--committee MODEL2,MODEL3,...]\n");
+                         "[--precision default|tf32] [--committee MODEL2,MODEL3,...]\n");
     return 2;
   }
   std::string model = argv[1], lattice = "diamond", element, device = "cpu", mode = "lean", committee;
@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
     else if (k == "--gpu") gpu = std::atoi(next());
     else if (k == "--chunk") chunk = std::atoi(next());
     else if (k == "--precision") {
-      if (!sezm::parse_precision(next(), &precision)) { std::fprintf(stderr, "sezm-bench: --precision default|fp32|tf32\n"); return 2; }
+      if (!sezm::parse_precision(next(), &precision)) { std::fprintf(stderr, "sezm-bench: --precision default|tf32\n"); return 2; }
     }
     else if (k == "--committee") committee = next();
     else { std::fprintf(stderr, "sezm-bench: unknown option %s\n", k.c_str()); return 2; }

@@ -31,7 +31,7 @@ namespace {
 void usage(std::FILE* out) {
   std::fprintf(out,
                "usage: sezm-eval MODEL STRUCTURE [--elements E1 E2 ...] [--json] [--no-forces] [--atom-virial]\n"
-               "                 [--device cpu|cuda] [--gpu N] [--mode lean|fast] [--precision default|fp32|tf32]\n"
+               "                 [--device cpu|cuda] [--gpu N] [--mode lean|fast] [--precision default|tf32]\n"
                "                 [--head NAME] [--charge-spin Q S]\n"
                "  MODEL      deepmd-kit SeZM/DPA4 training checkpoint (*.pt)\n"
                "  STRUCTURE  LAMMPS data file (atom_style atomic) or (extended) XYZ\n"
@@ -43,9 +43,8 @@ void usage(std::FILE* out) {
                "  --device   cpu (float64 reference engine, default) or cuda (fp32 CUDA engine)\n"
                "  --gpu N    CUDA device ordinal (default 0); --mode: what the CUDA forward keeps\n"
                "             (both with --device cuda only)\n"
-               "  --precision default (fp32-accurate: 3xTF32 tensor cores where they fit, else IEEE\n"
-               "             fp32), fp32 (IEEE fp32 FFMA everywhere) or tf32 (one TF32 pass: faster,\n"
-               "             less accurate, see docs/performance.md); cuda only\n"
+               "  --precision default (IEEE fp32) or tf32 (the stack's products in one TF32 pass on\n"
+               "             tensor cores: faster, less accurate, see docs/performance.md; cuda only)\n"
                "  --head NAME  branch (or alias, any case) of a multi-task model; default: the one\n"
                "             aliased \"Default\"\n"
                "  --charge-spin Q S  total charge and spin multiplicity of the frame, for models with a\n"
@@ -111,7 +110,7 @@ int main(int argc, char** argv) {
       if (a == "--device") device = v;
       else if (a == "--mode") mode = v, mode_given = true;
       else if (a == "--precision" && !sezm::parse_precision(v, &precision)) {
-        std::fprintf(stderr, "sezm-eval: bad value '%s' for --precision (expected default, fp32 or tf32)\n", v.c_str());
+        std::fprintf(stderr, "sezm-eval: bad value '%s' for --precision (expected default or tf32)\n", v.c_str());
         return 2;
       }
       if (a == "--gpu") {
@@ -169,7 +168,7 @@ int main(int argc, char** argv) {
   }
   if (device != "cuda" && (gpu_given || mode_given || precision != sezm::Precision::kDeviceDefault)) {
     // as pair_style sezm: never silently ignored
-    std::fprintf(stderr, "sezm-eval: --gpu, --mode and --precision fp32|tf32 apply to --device cuda only\n");
+    std::fprintf(stderr, "sezm-eval: --gpu, --mode and --precision tf32 apply to --device cuda only\n");
     return 2;
   }
   try {

@@ -119,9 +119,8 @@ struct Dims {
   // SO(3) grid nets (cuda/grid_net.cu): frames of the FFN's hidden tensor (|K| with
   // ffn_so3_grid, else 1), and the grid-net scratch in floats per node (0: no grid net).
   int KF, grid_scratch;
-  // Arithmetic of the tile products (stack_tile.cuh TileMath: kIeee, kTf32 = `precision tf32`,
-  // kTf32x3 = the default where it fits; CudaEngine::Impl picks it, device.cu's default_tile_math).
-  int tile_math;
+  // `precision tf32`: the tile products (stack_tile.cuh) take one TF32 pass instead of FFMA.
+  int tf32_one_pass;
 };
 
 __host__ __device__ inline int dc_off(int l) { return l == 0 ? 0 : 1 + 3 * (l * l - 1); }

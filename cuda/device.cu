@@ -6,7 +6,6 @@
 
 #include "sezm_cuda.h"
 #include "stack.cuh"
-#include "stack_tile.cuh"
 
 namespace sezm {
 
@@ -52,17 +51,11 @@ cudaDeviceProp open_device(int dev) {
 void check_stack_fits(const Dims& d, const cudaDeviceProp& prop) {
   // The fused stack keeps a tile of edges and its gate sigmoids on chip; refuse models whose
   // tile does not fit this device rather than fail at the first launch.
-  const size_t need_smem = stack_smem_bytes(d, kIeee);
+  const size_t need_smem = stack_smem_bytes(d);
   if (need_smem > prop.sharedMemPerBlockOptin)
     throw Error("device cuda: the model's SO(2) stack tile needs " + std::to_string(need_smem / 1024) +
                 " KiB of shared memory per block, " + std::string(prop.name) + " offers " +
                 std::to_string(prop.sharedMemPerBlockOptin / 1024) + " KiB (focus width too large for this GPU)");
-}
-
-int default_tile_math(const Dims& d, const cudaDeviceProp& prop) {
-  const size_t x3 = stack_smem_bytes(d, kTf32x3);
-  const bool two_per_sm = 2 * (x3 + prop.reservedSharedMemPerBlock) <= prop.sharedMemPerMultiprocessor;
-  return prop.major >= 8 && x3 <= prop.sharedMemPerBlockOptin && two_per_sm ? kTf32x3 : kIeee;
 }
 
 }  // namespace cuda

@@ -14,10 +14,4 @@ cudaDeviceProp open_device(int dev);
 // block than the device offers.
 void check_stack_fits(const Dims& d, const cudaDeviceProp& prop);
 
-// The default arithmetic of the tile products (TileMath, stack_tile.cuh) for a model on a device:
-// the fp32-accurate 3xTF32 split on tensor cores (sm_80+) where two of its stack CTAs fit on one
-// multiprocessor (measured faster than FFMA there, docs/performance.md "Tensor cores"), else
-// IEEE FFMA (one 3xTF32 CTA per multiprocessor would idle half the latency hiding).
-int default_tile_math(const Dims& d, const cudaDeviceProp& prop);
-
 }  // namespace sezm::cuda

@@ -19,7 +19,6 @@
 #include <chrono>
 
 #include "engine_impl.cuh"
-#include "stack_tile.cuh"
 
 namespace sezm {
 
@@ -270,16 +269,6 @@ EngineResult CudaEngine::Impl::compute(const Graph& gv, bool gradients, FeatureE
   return res;
 }
 
-namespace {
-std::string tile_math_description(int math, int default_math) {
-  const char* what = math == kTf32x3 ? "3xTF32 tensor cores, fp32-accurate"
-                     : math == kTf32 ? "one TF32 pass on tensor cores"
-                                     : "IEEE fp32 FFMA";
-  const char* name = math == kTf32 ? "tf32" : math == default_math ? "default" : "fp32";
-  return std::string("precision ") + name + " (" + what + ")";
-}
-}  // namespace
-
 // ---- public wrappers ----
 CudaEngine::CudaEngine(const ModelW<double>& w, int device, CudaMode mode) : impl_(new Impl(w, device, mode)) {}
 CudaEngine::~CudaEngine() = default;
@@ -287,7 +276,7 @@ const ModelConfig& CudaEngine::config() const { return impl_->cfg; }
 std::string CudaEngine::description() const {
   return "CUDA device " + std::to_string(impl_->device) + " (" + impl_->name + "), mode " +
          cuda_mode_name(impl_->mode) + ", " + std::to_string(impl_->effective_chunk_edges()) + " edges per chunk, " +
-         tile_math_description(impl_->d.tile_math, impl_->default_math);
+         (impl_->d.tf32_one_pass ? "precision tf32 (one TF32 pass)" : "precision fp32");
 }
 EngineResult CudaEngine::compute(const Graph& g, bool gradients, FeatureExchange<double>* ex) {
   try {
@@ -309,9 +298,7 @@ EngineResult CudaEngine::compute(const Graph& g, bool gradients, FeatureExchange
   }
 }
 void CudaEngine::set_chunk_edges(int n) { impl_->chunk_edges = n > 0 ? n : 0; }
-void CudaEngine::set_precision(Precision p) {
-  impl_->d.tile_math = p == Precision::kTf32 ? kTf32 : p == Precision::kFp32 ? kIeee : impl_->default_math;
-}
+void CudaEngine::set_precision(Precision p) { impl_->d.tf32_one_pass = p == Precision::kTf32 ? 1 : 0; }
 int CudaEngine::chunk_edges() const { return impl_->effective_chunk_edges(); }
 size_t CudaEngine::peak_device_bytes() const { return impl_->mem.peak; }
 std::string CudaEngine::device_name() const { return impl_->name; }

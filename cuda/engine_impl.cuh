@@ -38,7 +38,6 @@ struct CudaEngine::Impl : EngineBuffers {
   std::string name;
   cudaStream_t s = nullptr;
   int chunk_edges = 0;  // 0: the mode's default (default_chunk_edges)
-  int default_math = 0;  // the tile products' arithmetic of `precision default` on this device
   int effective_chunk_edges() const { return chunk_edges > 0 ? chunk_edges : default_chunk_edges(mode); }
 
   DeviceWeights dw;
@@ -53,7 +52,6 @@ struct CudaEngine::Impl : EngineBuffers {
     name = prop.name;
     d = model_dims(w);
     check_stack_fits(d, prop);
-    default_math = d.tile_math = default_tile_math(d, prop);
     SEZM_CUDA(cudaStreamCreate(&s));
     const char* tv = std::getenv("SEZM_CUDA_TIMING");
     timer.enabled = tv && *tv && *tv != '0';

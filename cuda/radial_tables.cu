@@ -77,12 +77,11 @@ void launch_prep_widths(const Dims& d, int rows, int K, int N, const EdgeRadialI
   else radial_prep_k<4, kFromR, kAcc, kM><<<grid, kThreads, 0, s>>>(d, rows, K, N, R, e0, A, B, out);
 }
 
-// The stack's arithmetic (Dims::tile_math, stack_tile.cuh).
+// The stack's arithmetic (stack_tile.cuh): IEEE fp32 FFMA, or one TF32 pass under `precision tf32`.
 template <int kFromR, bool kAcc = false>
 void launch_prep_gemm(const Dims& d, int rows, int K, int N, const EdgeRadialIn& R, int e0, const float* A,
                       const float* B, float* out, cudaStream_t s) {
-  if (d.tile_math == kTf32x3) launch_prep_widths<kFromR, kAcc, kTf32x3>(d, rows, K, N, R, e0, A, B, out, s);
-  else if (d.tile_math == kTf32) launch_prep_widths<kFromR, kAcc, kTf32>(d, rows, K, N, R, e0, A, B, out, s);
+  if (d.tf32_one_pass) launch_prep_widths<kFromR, kAcc, kTf32>(d, rows, K, N, R, e0, A, B, out, s);
   else launch_prep_widths<kFromR, kAcc, kIeee>(d, rows, K, N, R, e0, A, B, out, s);
   SEZM_LAUNCH(kAcc ? "radial_adjoint" : "radial_prep");
 }

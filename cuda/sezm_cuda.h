@@ -3,10 +3,9 @@
 // CUDA headers. Front ends do not include it: they call sezm::make_engine, which reaches this
 // engine through make_cuda_engine (cuda/engine_factory.cu); tests may include it directly.
 //
-// Same graph contract and result as the CPU engine (src/graph/graph.h). Arithmetic is fp32-accurate
-// on the device by default (Precision in src/engine/engine.h: the tile products as 3xTF32 on
-// tensor cores where they fit, else IEEE FFMA); energies and virial sums are accumulated in
-// double. CudaMode and default_chunk_edges live in src/engine/engine.h.
+// Same graph contract and result as the CPU engine (src/graph/graph.h). Arithmetic is IEEE
+// fp32 (no TF32) on the device; energies and virial sums are accumulated in double. CudaMode and
+// default_chunk_edges live in src/engine/engine.h.
 #include <memory>
 #include <string>
 
@@ -39,8 +38,7 @@ class CudaEngine final : public Engine {
   // cost 15.9 KB of device memory per chunk edge (docs/ARCHITECTURE.md).
   void set_chunk_edges(int n);
   int chunk_edges() const override;
-  // The tile products' arithmetic: kTf32 one TF32 pass (`precision tf32`), kFp32 IEEE fp32 FFMA,
-  // kDeviceDefault the device's fp32-accurate default (3xTF32 where it fits, else FFMA).
+  // kTf32: the tile products in one TF32 pass (`precision tf32`); otherwise IEEE fp32 FFMA.
   void set_precision(Precision p);
 
   // Peak device memory held by this engine since construction (bytes), and the device's name.

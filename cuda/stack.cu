@@ -12,10 +12,8 @@
 //                          the GEMM's A operand (g * S on value rows, g silu'(z00) + eta G^T on
 //                          the scalar row); G' = g + z_bar W^T. Neither S nor z_bar reaches HBM.
 //  backward (identity):    G' = g + g W^T.
-// Numerics (Dims::tile_math): the tile products as the fp32-accurate 3xTF32 split on tensor cores
-// (the default where it fits), in IEEE fp32 FFMA (`precision fp32`, and GPUs where the split's
-// tiles do not fit twice per multiprocessor), or in one TF32 pass (`precision tf32`); the tile
-// product and its geometry are stack_tile.cuh.
+// Numerics: the tile products in IEEE fp32 FFMA, or in one TF32 pass on tensor cores with
+// `precision tf32` (Dims::tf32_one_pass); the tile product and its geometry are stack_tile.cuh.
 // CPU twin: the mixing stack in engine/so2_convolution.h.
 #include "stack.cuh"
 #include "stack_tile.cuh"
@@ -324,19 +322,17 @@ void launch_widths(const Dims& d, const BlockWDev& w, int layer, int Ec, const f
 void launch_stack(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out, float* z, Pass pass,
                   cudaStream_t s) {
   if (Ec == 0) return;
-  // The arithmetic the engine picked (Dims::tile_math; device.cu's default_tile_math).
-  if (d.tile_math == kTf32x3) launch_widths<kTf32x3>(d, w, layer, Ec, in, out, z, pass, s);
-  else if (d.tile_math == kTf32) launch_widths<kTf32>(d, w, layer, Ec, in, out, z, pass, s);
+  // The default stays IEEE fp32 FFMA: the 3xTF32 tile (stack_tile.cuh) is fp32-accurate but, as
+  // built today, no faster (docs/performance.md, "Tensor cores"); sezm-stack-probe measures both.
+  if (d.tf32_one_pass) launch_widths<kTf32>(d, w, layer, Ec, in, out, z, pass, s);
   else launch_widths<kIeee>(d, w, layer, Ec, in, out, z, pass, s);
   SEZM_LAUNCH(pass == Pass::kBackward ? "stack_backward" : pass == Pass::kReplay ? "stack_replay" : "stack_forward");
 }
 
 }  // namespace
 
-// kIeee and kTf32 stage the same operand tiles; kTf32x3 a hi and a lo plane of each.
-size_t stack_smem_bytes(const Dims& d, int tile_math) {
-  return (tile_math == kTf32x3 ? smem_floats<4, kTf32x3>(d, true) : smem_floats<4, kIeee>(d, true)) * sizeof(float);
-}
+// The engine's arithmetics (kIeee, kTf32) stage the same operand tiles.
+size_t stack_smem_bytes(const Dims& d) { return smem_floats<4, kIeee>(d, true) * sizeof(float); }
 
 void launch_stack_layer_forward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* Uin, float* Uout,
                                 float* Zsave, cudaStream_t s) {

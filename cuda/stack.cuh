@@ -6,10 +6,8 @@
 
 namespace sezm::cuda {
 
-// Shared memory one stack CTA needs in arithmetic `tile_math` (TileMath, stack_tile.cuh; the
-// backward's, the larger): the engine checks it against the device at construction and picks its
-// default arithmetic by it (device.cu).
-size_t stack_smem_bytes(const Dims& d, int tile_math);
+// Shared memory one stack CTA needs (the engine checks it against the device at construction).
+size_t stack_smem_bytes(const Dims& d);
 // Zsave: the gated layer's pre-activations are written there (fast mode, lean recompute, the
 // fused block); null: not kept.
 void launch_stack_layer_forward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* Uin, float* Uout,

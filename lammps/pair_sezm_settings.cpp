@@ -28,7 +28,7 @@ using namespace LAMMPS_NS;
 void PairSezm::settings(int narg, char **arg) {
   static const char *usage =
       " (usage: pair_style sezm MODEL1 [MODEL2 ...] [device cpu|cuda] [gpu N] [mode lean|fast] [chunk N] "
-      "[precision default|fp32|tf32] [timing N] [head NAME] [charge_spin Q S] [out_freq N] [out_file F] [relative E] "
+      "[precision default|tf32] [timing N] [head NAME] [charge_spin Q S] [out_freq N] [out_file F] [relative E] "
       "[relative_v E] [atomic])";
   static const std::string known_keys =
       "device, gpu, mode, chunk, precision, timing, head, charge_spin, out_freq, out_file, relative, relative_v, "
@@ -82,8 +82,8 @@ void PairSezm::settings(int narg, char **arg) {
     } else if (key == "chunk") {
       chunk_ = utils::inumeric(FLERR, val.c_str(), false, lmp);
       if (chunk_ < 1) fail("chunk needs a positive number of edges");
-    } else if (key == "precision") {  // CUDA only: fp32 = IEEE FFMA, tf32 = one TF32 pass (docs/performance.md)
-      if (!sezm::parse_precision(val, &precision)) fail("unknown precision '" + val + "' (expected default, fp32 or tf32)");
+    } else if (key == "precision") {  // CUDA only: tf32 = one TF32 pass (docs/performance.md)
+      if (!sezm::parse_precision(val, &precision)) fail("unknown precision '" + val + "' (expected default or tf32)");
       precision_ = sezm::precision_name(precision);
     } else if (key == "timing") {
       timing_every_ = utils::inumeric(FLERR, val.c_str(), false, lmp);
@@ -96,7 +96,7 @@ void PairSezm::settings(int narg, char **arg) {
   }
   if (!use_cuda_ && (gpu_ >= 0 || mode_ != "lean" || chunk_ > 0)) fail("gpu, mode and chunk apply to device cuda only");
   if (!use_cuda_ && precision != sezm::Precision::kDeviceDefault)
-    fail("precision " + precision_ + " applies to device cuda only (the CPU engine computes in float64)");
+    fail("precision tf32 applies to device cuda only (the CPU engine computes in float64)");
   sezm::EngineOptions opt;
   opt.device = use_cuda_ ? sezm::Device::kCuda : sezm::Device::kCpu;
   opt.mode = mode_ == "fast" ? sezm::CudaMode::kFast : sezm::CudaMode::kLean;

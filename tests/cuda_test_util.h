@@ -53,18 +53,11 @@ inline sezm::ModelW<double> fp32_rounded_weights(const std::string& path) {
   return sezm::load_weights<double>(ck, cfg);
 }
 
-// Modes: 0 lean, 1 fast. Precisions: 0 `precision default` (fp32-accurate: 3xTF32 tensor cores
-// where they fit, else IEEE FFMA), 1 `precision fp32` (IEEE FFMA), 2 `precision tf32`; only tf32
-// is compared within the looser contract above.
-constexpr int kPrecisions = 3;
+// Modes: 0 lean, 1 fast. Precisions: 0 the default (IEEE fp32), 1 `precision tf32`.
 inline const char* mode_name(int m) { return m ? "fast" : "lean"; }
-inline const char* precision_suffix(int p) { return p == 2 ? "_tf32" : p == 1 ? "_fp32" : ""; }
-inline bool is_tf32(int p) { return p == 2; }
+inline const char* precision_suffix(int p) { return p ? "_tf32" : ""; }
 #ifdef SEZM_HAVE_CUDA
 inline sezm::CudaMode cuda_mode(int m) { return m ? sezm::CudaMode::kFast : sezm::CudaMode::kLean; }
-inline sezm::Precision precision_of(int p) {
-  return p == 2 ? sezm::Precision::kTf32 : p == 1 ? sezm::Precision::kFp32 : sezm::Precision::kDeviceDefault;
-}
 #endif
 
 }  // namespace sezm_cuda_test

@@ -120,24 +120,25 @@ class CudaModes : public ::testing::TestWithParam<int> {};
 INSTANTIATE_TEST_SUITE_P(Modes, CudaModes, ::testing::Values(0, 1),
                          [](const auto& info) { return std::string(mode_name(info.param)); });
 
-// Mode and precision: bit 0 fast, param >> 1 the precision (cuda_test_util.h; tf32 compared within
-// that option's contract).
+// Mode and precision: bit 0 fast, bit 1 `precision tf32` (compared within that option's contract).
 class CudaModesPrecisions : public ::testing::TestWithParam<int> {};
-INSTANTIATE_TEST_SUITE_P(ModesPrecisions, CudaModesPrecisions, ::testing::Range(0, 2 * kPrecisions),
-                         [](const auto& info) {
-                           return std::string(mode_name(info.param & 1)) + precision_suffix(info.param >> 1);
-                         });
-double tol_e(int p) { return is_tf32(p >> 1) ? kTf32EnergyTol : 1e-6; }
-double tol_f(int p) { return is_tf32(p >> 1) ? kTf32ForceTol : 1e-5; }
+INSTANTIATE_TEST_SUITE_P(ModesPrecisions, CudaModesPrecisions, ::testing::Values(0, 1, 2, 3), [](const auto& info) {
+  return std::string(mode_name(info.param & 1)) + precision_suffix(info.param >> 1);
+});
+double tol_e(int p) { return p & 2 ? kTf32EnergyTol : 1e-6; }
+double tol_f(int p) { return p & 2 ? kTf32ForceTol : 1e-5; }
+#ifdef SEZM_HAVE_CUDA
+sezm::Precision precision_of(int p) { return p & 2 ? sezm::Precision::kTf32 : sezm::Precision::kDeviceDefault; }
+#endif
 
 TEST_P(CudaModesPrecisions, SmallChunksAgreeWithOneChunk) {
   SEZM_REQUIRE_GPU();
 #ifdef SEZM_HAVE_CUDA
   const Small s = small_system();
   sezm::CudaEngine one(s.weights(), 0, cuda_mode(GetParam() & 1));
-  one.set_precision(precision_of(GetParam() >> 1));
+  one.set_precision(precision_of(GetParam()));
   sezm::CudaEngine many(s.weights(), 0, cuda_mode(GetParam() & 1));
-  many.set_precision(precision_of(GetParam() >> 1));
+  many.set_precision(precision_of(GetParam()));
   many.set_chunk_edges(700);
   const sezm::Graph& g = s.view();
   const sezm::Evaluation a = sezm::make_evaluation(g, one.compute(g, true), true, false);
@@ -155,7 +156,7 @@ TEST_P(CudaModesPrecisions, EnergyOnlyCallMatchesTheFusedGradientCall) {
 #ifdef SEZM_HAVE_CUDA
   const Small s = small_system();
   sezm::CudaEngine gpu(s.weights(), 0, cuda_mode(GetParam() & 1));
-  gpu.set_precision(precision_of(GetParam() >> 1));
+  gpu.set_precision(precision_of(GetParam()));
   gpu.set_chunk_edges(700);  // several chunks
   const sezm::Graph& g = s.view();
   const sezm::EngineResult a = gpu.compute(g, false), b = gpu.compute(g, true);
@@ -192,7 +193,7 @@ TEST_P(CudaModesPrecisions, RadialModeNoneWithHiddenProjectionMatchesCpu) {
   ASSERT_TRUE(w.blocks.at(0).has_radial_hidden_proj);
   const sezm::SezmEngine<double> cpu(w);
   sezm::CudaEngine gpu(w, 0, cuda_mode(GetParam() & 1));
-  gpu.set_precision(precision_of(GetParam() >> 1));
+  gpu.set_precision(precision_of(GetParam()));
   const Small s = small_system();
   const sezm::Graph& g = s.view();
   const sezm::Evaluation a = sezm::make_evaluation(g, cpu.compute(g, true), true, false);
@@ -250,7 +251,7 @@ TEST_P(CudaModesPrecisions, ChargeSpinModelMatchesCpuAndDeepmd) {
                                                  : std::nullopt, path);
     sezm::CpuEngine cpu(w);
     sezm::CudaEngine gpu(w, 0, cuda_mode(GetParam() & 1));
-    gpu.set_precision(precision_of(GetParam() >> 1));
+    gpu.set_precision(precision_of(GetParam()));
     const sezm::Graph g = sezm::build_graph(c.coords.data(), c.types.data(), c.natoms, c.cell.data(), w.cfg.rcut);
     const sezm::Evaluation a = sezm::make_evaluation(g, cpu.compute(g, true), true, false);
     const sezm::Evaluation b = sezm::make_evaluation(g, gpu.compute(g, true), true, false);
@@ -294,7 +295,7 @@ TEST_P(CudaModesPrecisions, ZblLearnedPartChunkedAndGhostsMatchCpu) {
   std::fill(w32.zbl_z.begin(), w32.zbl_z.end(), 0.0);
   const sezm::SezmEngine<double> cpu(w32);
   sezm::CudaEngine gpu(w32, 0, cuda_mode(GetParam() & 1));
-  gpu.set_precision(precision_of(GetParam() >> 1));
+  gpu.set_precision(precision_of(GetParam()));
   gpu.set_chunk_edges(100);
   const auto ref = sezm::test::read_ref(sezm_test::data_path("recipes/ref_zbl_plain_f64.json"));
   int checked = 0;
@@ -350,7 +351,7 @@ TEST_P(CudaModesPrecisions, MiniChunkedAndEnergyOnlyMatchCpu) {
   const sezm::ModelConfig& cfg = w32.cfg;
   const sezm::SezmEngine<double> cpu(w32);
   sezm::CudaEngine gpu(w32, 0, cuda_mode(GetParam() & 1));
-  gpu.set_precision(precision_of(GetParam() >> 1));
+  gpu.set_precision(precision_of(GetParam()));
   gpu.set_chunk_edges(2000);
   const auto ref = sezm::test::read_ref(sezm_test::data_path("ref_mini_float64.json"));
   for (const auto& c : ref.configs) {

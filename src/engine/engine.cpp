@@ -13,12 +13,9 @@ namespace sezm {
 
 const char* device_name(Device d) { return d == Device::kCuda ? "cuda" : "cpu"; }
 const char* cuda_mode_name(CudaMode m) { return m == CudaMode::kFast ? "fast" : "lean"; }
-const char* precision_name(Precision p) {
-  return p == Precision::kTf32 ? "tf32" : p == Precision::kFp32 ? "fp32" : "default";
-}
+const char* precision_name(Precision p) { return p == Precision::kTf32 ? "tf32" : "default"; }
 bool parse_precision(const std::string& s, Precision* p) {
-  if (s == "default") *p = Precision::kDeviceDefault;
-  else if (s == "fp32") *p = Precision::kFp32;
+  if (s == "default" || s == "fp32") *p = Precision::kDeviceDefault;
   else if (s == "tf32") *p = Precision::kTf32;
   else return false;
   return true;

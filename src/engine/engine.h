@@ -45,13 +45,11 @@ enum class Device { kCpu, kCuda };
 // is neither kept nor recomputed.
 enum class CudaMode { kFast, kLean };
 
-// Arithmetic of the engine. kDeviceDefault: float64 on the CPU; fp32-accurate on CUDA (double
-// accumulation of energies and virials), the stack's and the radial tables' tile products on the
-// tensor cores as the 3xTF32 split where the GPU holds its tiles at two CTAs per multiprocessor
-// (sm_90), else in IEEE FFMA (docs/performance.md, "Tensor cores"). CUDA only, opt-in: kFp32, the
-// tile products in IEEE FFMA on every GPU; kTf32, one TF32 pass on tensor cores (10-bit mantissa
-// operands; docs/performance.md has its error against float64 and its energy drift).
-enum class Precision { kDeviceDefault, kFp32, kTf32 };
+// Arithmetic of the engine. kDeviceDefault: float64 on the CPU; IEEE fp32 on CUDA (double
+// accumulation of energies and virials). kTf32 (CUDA only, opt-in): the stack's and the radial
+// tables' tile products in one TF32 pass on tensor cores (10-bit mantissa operands); see
+// docs/performance.md for its error against float64 and its energy drift.
+enum class Precision { kDeviceDefault, kTf32 };
 
 struct EngineOptions {
   Device device = Device::kCpu;
@@ -63,8 +61,8 @@ struct EngineOptions {
 
 const char* device_name(Device d);     // "cpu" | "cuda"
 const char* cuda_mode_name(CudaMode m);  // "lean" | "fast"
-const char* precision_name(Precision p);  // "default" | "fp32" | "tf32"
-// "default" -> kDeviceDefault, "fp32" -> kFp32, "tf32" -> kTf32; false for anything else.
+const char* precision_name(Precision p);  // "default" | "tf32"
+// "default" / "fp32" -> kDeviceDefault, "tf32" -> kTf32; false for anything else.
 bool parse_precision(const std::string& s, Precision* p);
 
 // Default edges per chunk of the CUDA engine: lean 32768 (its chunk scratch, ~0.5 GB, keeps
