@@ -4,12 +4,15 @@
 //   sezm-bench MODEL [--cells N] [--lattice diamond|fcc] [--a A] [--repeat R] [--warmup W]
 //              [--threads T] [--element E] [--device cpu|cuda] [--mode lean|fast] [--gpu N]
 //              [--chunk EDGES] [--precision default|tf32] [--committee MODEL2,MODEL3,...]
+//              [--no-share-geometry]
 //
 // Reports the median of R warm calls (neighbour search excluded and timed separately).
 // --committee: also the time of a committee's output step (pair_style sezm M1 M2 ... out_freq N,
 // docs/lammps.md): every model on the one graph (models of another cutoff on their own),
 // forces, virials and the deviations (api/model_deviation.h), against the ordinary step
-// (model 1 alone). Same device options for every model.
+// (model 1 alone). Same device options for every model. Models on model 1's graph take its
+// per-edge geometry where theirs agrees (Engine::compute_like, as the pair style does);
+// --no-share-geometry makes each compute its own, to measure what sharing saves.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -48,7 +51,7 @@ double median(std::vector<double> v) {
 // cutoff differs), each model's forces and virial, the deviation row.
 void time_committee(const sezm::Potential& first, const std::string& list, const sezm::EngineOptions& opt,
                     const std::vector<double>& pos, const std::vector<int>& types, const double* cell,
-                    const sezm::Graph& g, int warmup, int repeat, double t_single, double t_graph) {
+                    const sezm::Graph& g, int warmup, int repeat, double t_single, double t_graph, bool share) {
   std::vector<sezm::Potential> pots;
   std::vector<sezm::Graph> graphs;  // per model: empty unless its cutoff differs from model 1's
   for (size_t b = 0, e; b <= list.size(); b = e + 1) {
@@ -60,6 +63,8 @@ void time_committee(const sezm::Potential& first, const std::string& list, const
                                         pots.back().config().rcut);
   }
   const int M = static_cast<int>(pots.size()) + 1, n = static_cast<int>(types.size());
+  first.engine().keep_geometry(share);
+  int n_all = 0, n_part = 0;  // models that took model 1's geometry (all, all but the radial basis)
   std::vector<double> t_out, t_ord, t_devi, rows, f, vir, devi(n);
   sezm::DeviationRow row;
   using Clock = std::chrono::steady_clock;
@@ -78,9 +83,15 @@ void time_committee(const sezm::Potential& first, const std::string& list, const
     rows.assign(static_cast<size_t>(n) * M * 3, 0.0);
     vir.assign(9 * static_cast<size_t>(M), 0.0);
     double td = 0;
+    n_all = n_part = 0;
     for (int m = 0; m < M; ++m) {
-      const sezm::Graph& gm = m == 0 || graphs[m - 1].n_nodes == 0 ? g : graphs[m - 1];
-      const sezm::EngineResult res = (m == 0 ? first : pots[m - 1]).engine().compute(gm, true);
+      const bool on_g = m == 0 || graphs[m - 1].n_nodes == 0;
+      const sezm::Graph& gm = on_g ? g : graphs[m - 1];
+      sezm::Engine& eng = (m == 0 ? first : pots[m - 1]).engine();
+      const sezm::EngineResult res =
+          m > 0 && on_g && share ? eng.compute_like(first.engine(), g, true) : eng.compute(gm, true);
+      n_all += m > 0 && eng.last_geometry_share() == sezm::GeometryShare::kAll;
+      n_part += m > 0 && eng.last_geometry_share() == sezm::GeometryShare::kExceptRadialBasis;
       const auto t1 = Clock::now();
       f.assign(3 * static_cast<size_t>(n), 0.0);
       sezm::assemble_forces_virial(gm, res.edge_grad.data(), f.data(), &vir[9 * m], nullptr);
@@ -106,6 +117,10 @@ void time_committee(const sezm::Potential& first, const std::string& list, const
               "arithmetic %.2e s; one shared neighbour search %.4f s (the graph is built once per step for all "
               "models; model 1 alone in the first loop: %.4f s) | max_devi_f %.6e max_devi_v %.6e\n",
               M, repeat, to, tn, to / tn, median(t_devi), t_graph, t_single, row.max_f, row.max_v);
+  std::printf("committee geometry: %s; of %d other models %d took all of model 1's per-edge geometry, %d all of "
+              "it but the radial basis\n",
+              share ? "shared where it agrees" : "not shared (--no-share-geometry)", M - 1, n_all, n_part);
+  first.engine().keep_geometry(false);
 }
 
 }  // namespace
@@ -114,11 +129,12 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: sezm-bench MODEL [--cells N] [--lattice diamond|fcc] [--a A] [--repeat R] "
                          "[--warmup W] [--threads T] [--element E] [--device cpu|cuda] [--mode lean|fast] [--gpu N] [--chunk EDGES] "
-                         "[--precision default|tf32] [--committee MODEL2,MODEL3,...]\n");
+                         "[--precision default|tf32] [--committee MODEL2,MODEL3,...] [--no-share-geometry]\n");
     return 2;
   }
   std::string model = argv[1], lattice = "diamond", element, device = "cpu", mode = "lean", committee;
   int cells = 4, repeat = 3, warmup = 1, threads = 0, gpu = 0, chunk = 0;
+  bool share_geometry = true;
   sezm::Precision precision = sezm::Precision::kDeviceDefault;
   double a = 0;
   for (int i = 2; i < argc; ++i) {
@@ -142,6 +158,7 @@ int main(int argc, char** argv) {
       if (!sezm::parse_precision(next(), &precision)) { std::fprintf(stderr, "sezm-bench: --precision default|tf32\n"); return 2; }
     }
     else if (k == "--committee") committee = next();
+    else if (k == "--no-share-geometry") share_geometry = false;
     else { std::fprintf(stderr, "sezm-bench: unknown option %s\n", k.c_str()); return 2; }
   }
 #ifdef _OPENMP
@@ -223,7 +240,8 @@ int main(int argc, char** argv) {
                 " | %.3g edges/s | %.2f TFLOP/s (stack model flops %.2f MFLOP/edge) | E/atom %.6f eV\n",
                 t_nl, tm, repeat, median(tf), median(tb), E / tm, flops / tm * 1e-12, flops / E * 1e-6,
                 energy / n);
-    if (!committee.empty()) time_committee(pot, committee, opt, pos, types, cell, g, warmup, repeat, tm, t_nl);
+    if (!committee.empty()) time_committee(pot, committee, opt, pos, types, cell, g, warmup, repeat, tm, t_nl,
+                                              share_geometry);
     std::printf("peak host RSS %.2f GiB", peak_rss_gib());
     if (opt.device != sezm::Device::kCpu)
       std::printf(" | peak device memory (engine buffers) %.3f GiB", engine.peak_device_bytes() / 1073741824.0);

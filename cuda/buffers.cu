@@ -1,5 +1,6 @@
-// The CUDA engine's buffer sizing per call (host side): the graph upload and every buffer grown
-// to the call's node, edge and chunk sizes.
+// The CUDA engine's buffer sizing per call (host side): the graph upload (or a committee
+// leader's graph and geometry copied on the device) and every buffer grown to the call's node,
+// edge and chunk sizes.
 #include "buffers.cuh"
 
 #include "grid_net.cuh"
@@ -9,16 +10,24 @@
 namespace sezm::cuda {
 
 void EngineBuffers::size_for_call(const Graph& gv, const Dims& d, int n_blocks, int max_ec, bool gradients,
-                                  bool keep_z, cudaStream_t s) {
+                                  bool keep_z, cudaStream_t s, const EngineBuffers* graph_from) {
   N = gv.n_nodes; NT = gv.n_total; E = gv.n_edges();
   // graph upload (the source grouping follows in ChunkPlan::group_sources)
   for (DBuf<int>* b : {&src, &dst, &off, &types}) b->set_counter(&mem);
   vec.set_counter(&mem);
-  src.upload(gv.src.data(), E, s);
-  dst.upload(gv.dst.data(), E, s);
-  off.upload(gv.dst_offsets.data(), N + 1, s);
-  types.upload(gv.types.data(), NT, s);
-  vec.upload(gv.vec.data(), 3 * static_cast<size_t>(E), s);
+  if (graph_from) {
+    src.copy_device(graph_from->src, E, s);
+    dst.copy_device(graph_from->dst, E, s);
+    off.copy_device(graph_from->off, N + 1, s);
+    types.copy_device(graph_from->types, NT, s);
+    vec.copy_device(graph_from->vec, 3 * static_cast<size_t>(E), s);
+  } else {
+    src.upload(gv.src.data(), E, s);
+    dst.upload(gv.dst.data(), E, s);
+    off.upload(gv.dst_offsets.data(), N + 1, s);
+    types.upload(gv.types.data(), NT, s);
+    vec.upload(gv.vec.data(), 3 * static_cast<size_t>(E), s);
+  }
 
   const size_t Er = static_cast<size_t>(E), W = static_cast<size_t>(d.L + 1) * d.C;
   const size_t nodeW = static_cast<size_t>(d.D) * d.C, nodeWw = static_cast<size_t>(d.D) * d.Cw;
@@ -71,6 +80,16 @@ void EngineBuffers::size_for_call(const Graph& gv, const Dims& d, int n_blocks, 
     }
     grow(tmpN, static_cast<size_t>(N) * nodeW);
   }
+}
+
+void EngineBuffers::copy_geometry(const EngineBuffers& from, const Dims& d, bool with_rbf, cudaStream_t s) {
+  const size_t Er = static_cast<size_t>(E);
+  vecf.copy_device(from.vecf, 3 * Er, s);
+  r.copy_device(from.r, Er, s);
+  env.copy_device(from.env, Er, s);
+  denv.copy_device(from.denv, Er, s);
+  if (with_rbf) rbf.copy_device(from.rbf, Er * d.nr, s);
+  Dc.copy_device(from.Dc, Er * d.dc_size, s);
 }
 
 void EngineBuffers::grow_block(int b, const Dims& d) {

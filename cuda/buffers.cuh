@@ -76,9 +76,14 @@ struct EngineBuffers : GraphBuffers, EdgeBuffers, NodeBuffers, NodeScratch, Chun
   // Uploads the graph on `s` and sizes every buffer the call needs before the first launch (the
   // per-block node state grows inside the block loop, grow_block). max_ec: the largest chunk's
   // edge count; keep_z: the forward keeps the gated pre-activations of every edge of the blocks
-  // before the last (fast mode with gradients).
+  // before the last (fast mode with gradients). graph_from: the buffers of an engine on the
+  // same device that holds the same graph already (a committee's leader): its graph is copied
+  // device to device instead of uploaded.
   void size_for_call(const Graph& g, const Dims& d, int n_blocks, int max_ec, bool gradients, bool keep_z,
-                     cudaStream_t s);
+                     cudaStream_t s, const EngineBuffers* graph_from = nullptr);
+  // The per-edge geometry (vecf, r, env, denv, Dc, and rbf where `with_rbf`) of `from`'s latest
+  // call, of the same graph, copied device to device instead of computed (after size_for_call).
+  void copy_geometry(const EngineBuffers& from, const Dims& d, bool with_rbf, cudaStream_t s);
   // Per-block node buffers of block b (grown as the forward reaches it).
   void grow_block(int b, const Dims& d);
 };

@@ -91,6 +91,12 @@ class DBuf {
     resize(n);
     if (n) SEZM_CUDA(cudaMemcpyAsync(p_, h, n * sizeof(T), cudaMemcpyHostToDevice, s));
   }
+  // The first n elements of another buffer on the same device (a committee's shared graph and
+  // geometry, CudaEngine::compute_like), ordered on stream s.
+  void copy_device(const DBuf& o, size_t n, cudaStream_t s) {
+    resize(n);
+    if (n) SEZM_CUDA(cudaMemcpyAsync(p_, o.p_, n * sizeof(T), cudaMemcpyDeviceToDevice, s));
+  }
   T* data() const { return p_; }
   size_t size() const { return n_; }
 

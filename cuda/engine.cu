@@ -119,7 +119,7 @@ void CudaEngine::Impl::prepare_call(const Graph& gv, bool gradients) {
   plan.plan(gv, effective_chunk_edges());
   fused_block = gradients ? cfg.n_blocks - 1 : -1;
   keep_z = mode == CudaMode::kFast && gradients;
-  size_for_call(gv, d, cfg.n_blocks, plan.max_edges(), gradients, keep_z, s);
+  size_for_call(gv, d, cfg.n_blocks, plan.max_edges(), gradients, keep_z, s, geometry_from);
 }
 
 EngineResult CudaEngine::Impl::compute(const Graph& gv, bool gradients, FeatureExchange<double>* ex) {
@@ -139,8 +139,15 @@ EngineResult CudaEngine::Impl::compute(const Graph& gv, bool gradients, FeatureE
   const std::vector<Chunk>& chunks = plan.chunks;
 
   // ---- geometry and initial embedding ----
-  mark("fwd: geometry");
-  launch_geometry_forward(d, GeometryForwardArgs{E, vec.data(), dw.mw.freqs, dw.wt, geom()}, s);
+  if (geometry_from) {  // a committee's leader computed it on this graph (compute_like)
+    const bool all = share_level == GeometryShare::kAll;
+    mark(all ? "fwd: geometry (shared)" : "fwd: geometry (shared, own radial basis)");
+    copy_geometry(*geometry_from, d, all, s);
+    if (!all) launch_radial_basis_forward(d, E, r.data(), dw.mw.freqs, rbf.data(), s);
+  } else {
+    mark("fwd: geometry");
+    launch_geometry_forward(d, GeometryForwardArgs{E, vec.data(), dw.mw.freqs, dw.wt, geom()}, s);
+  }
   mark("fwd: degree+radial");
   DegreeArgs deg{};
   deg.N = N; deg.off = off.data(); deg.env = env.data(); deg.isd = isd.data();
@@ -279,8 +286,38 @@ std::string CudaEngine::description() const {
          (impl_->d.tf32_one_pass ? "precision tf32 (one TF32 pass)" : "precision fp32");
 }
 EngineResult CudaEngine::compute(const Graph& g, bool gradients, FeatureExchange<double>* ex) {
+  return call(g, gradients, ex, nullptr, GeometryShare::kNone);
+}
+
+// A committee follower (Engine::compute_like): the leader's graph and geometry buffers are read
+// on this engine's stream without an event, because the leader's compute() synchronises its own
+// stream before it returns and is not called again (the one host thread is here) before this
+// call has synchronised its stream in turn.
+EngineResult CudaEngine::compute_like(const Engine& leader, const Graph& g, bool gradients,
+                                      FeatureExchange<double>* ex) {
+  const auto* l = dynamic_cast<const CudaEngine*>(&leader);
+  const GeometryShare share = l && l != this && l->impl_->device == impl_->device &&
+                                      l->impl_->stamp == GraphStamp::of(g)
+                                  ? sezm::geometry_share(l->impl_->key, impl_->key)
+                                  : GeometryShare::kNone;
+  return call(g, gradients, ex, share == GeometryShare::kNone ? nullptr : l->impl_.get(), share);
+}
+
+GeometryShare CudaEngine::last_geometry_share() const { return impl_->share_level; }
+
+EngineResult CudaEngine::call(const Graph& g, bool gradients, FeatureExchange<double>* ex, const Impl* from,
+                              GeometryShare share) {
+  struct Reset {  // geometry_from lives for this call only
+    Impl& i;
+    ~Reset() { i.geometry_from = nullptr; }
+  } reset{*impl_};
+  impl_->stamp = GraphStamp();
+  impl_->geometry_from = from;
+  impl_->share_level = from ? share : GeometryShare::kNone;
   try {
-    return impl_->compute(g, gradients, ex);
+    EngineResult r = impl_->compute(g, gradients, ex);
+    impl_->stamp = GraphStamp::of(g);
+    return r;
   } catch (const cuda::OutOfMemory& e) {
     // Name what the chunking and the mode cost and what to change (docs/errors.md; the bytes per
     // edge of each mode are in docs/ARCHITECTURE.md, "Device memory per edge").

@@ -12,6 +12,7 @@
 #include "chunks.cuh"
 #include "device.cuh"
 #include "device_weights.cuh"
+#include "engine/edge_geometry.h"  // edge_geometry_key: the committees' geometry key
 #include "embeddings.cuh"
 #include "focus_compete.cuh"
 #include "geometry.cuh"
@@ -47,7 +48,16 @@ struct CudaEngine::Impl : EngineBuffers {
   PhaseTimer timer;
   void mark(const char* what) { timer.mark(what, s); }
 
-  Impl(const ModelW<double>& w, int dev, CudaMode m) : cfg(w.cfg), mode(m), device(dev) {
+  // Committees (Engine::compute_like): this model's geometry key, the graph of the latest
+  // completed call, and, for the duration of a compute_like that shares, the leader whose graph
+  // and geometry buffers the call copies instead of uploading and computing them.
+  EdgeGeometryKey key;
+  GraphStamp stamp;
+  const Impl* geometry_from = nullptr;
+  GeometryShare share_level = GeometryShare::kNone;  // how much of a leader's geometry the latest call took
+
+  Impl(const ModelW<double>& w, int dev, CudaMode m)
+      : cfg(w.cfg), mode(m), device(dev), key(edge_geometry_key(w)) {
     const cudaDeviceProp prop = open_device(dev);
     name = prop.name;
     d = model_dims(w);

@@ -118,9 +118,10 @@ __device__ void wigner_full_d(const float* q_in, int L, float eps, const WignerT
   }
 }
 
-__global__ void geometry_forward_k(Dims d, int E, const double* __restrict__ vec, const float* __restrict__ freqs,
-                                   WignerTablesDev wt, float* vecf, float* r_o, float* env_o, float* denv_o,
-                                   float* rbf_o, float* Dc_o) {
+// Everything but the radial basis (radial_basis_forward_k: a committee follower of other
+// frequencies runs only that one on its leader's lengths, so both routes compute it alike).
+__global__ void geometry_forward_k(Dims d, int E, const double* __restrict__ vec, WignerTablesDev wt, float* vecf,
+                                   float* r_o, float* env_o, float* denv_o, float* Dc_o) {
   const int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= E) return;
   const float v[3] = {(float)vec[3 * (size_t)e], (float)vec[3 * (size_t)e + 1], (float)vec[3 * (size_t)e + 2]};
@@ -129,8 +130,6 @@ __global__ void geometry_forward_k(Dims d, int E, const double* __restrict__ vec
   r_o[e] = r;
   env_o[e] = envelope_d(r, d.rcut, d.p_edge);
   denv_o[e] = envelope_dr_d(r, d.rcut, d.p_edge);
-  const float e7 = envelope_d(r, d.rcut, d.p_rbf);
-  for (int n = 0; n < d.nr; ++n) rbf_o[(size_t)e * d.nr + n] = sinf(freqs[n] * r) / r * e7;
   float q[4], D[kMaxW];
   edge_quaternion_d(v, d.eps, q);
   wigner_full_d(q, d.L, d.eps, wt, D);
@@ -141,6 +140,15 @@ __global__ void geometry_forward_k(Dims d, int E, const double* __restrict__ vec
     for (int rr = 0; rr < 3; ++rr)
       for (int c = 0; c < n; ++c) dc[dc_off(l) + rr * n + c] = D[off + (l - 1 + rr) * n + c];
   }
+}
+
+__global__ void radial_basis_forward_k(Dims d, int E, const float* __restrict__ r_i, const float* __restrict__ freqs,
+                                       float* rbf_o) {
+  const int e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= E) return;
+  const float r = r_i[e];
+  const float e7 = envelope_d(r, d.rcut, d.p_rbf);
+  for (int n = 0; n < d.nr; ++n) rbf_o[(size_t)e * d.nr + n] = sinf(freqs[n] * r) / r * e7;
 }
 
 __global__ void geometry_backward_k(Dims d, int E, const float* __restrict__ vecf, const float* __restrict__ r_i,
@@ -193,9 +201,16 @@ constexpr int kThreads = 128;
 void launch_geometry_forward(const Dims& d, const GeometryForwardArgs& a, cudaStream_t s) {
   if (a.E == 0) return;
   const EdgeGeomDev& g = a.geo;
-  geometry_forward_k<<<div_up(a.E, kThreads), kThreads, 0, s>>>(d, a.E, a.vec, a.freqs, a.wt, g.vecf, g.r, g.env,
-                                                                 g.denv, g.rbf, g.Dc);
+  geometry_forward_k<<<div_up(a.E, kThreads), kThreads, 0, s>>>(d, a.E, a.vec, a.wt, g.vecf, g.r, g.env, g.denv,
+                                                                 g.Dc);
   SEZM_LAUNCH("geometry_forward");
+  launch_radial_basis_forward(d, a.E, g.r, a.freqs, g.rbf, s);
+}
+void launch_radial_basis_forward(const Dims& d, int E, const float* r, const float* freqs, float* rbf,
+                                 cudaStream_t s) {
+  if (E == 0) return;
+  radial_basis_forward_k<<<div_up(E, kThreads), kThreads, 0, s>>>(d, E, r, freqs, rbf);
+  SEZM_LAUNCH("radial_basis_forward");
 }
 void launch_geometry_backward(const Dims& d, const GeometryBackwardArgs& a, cudaStream_t s) {
   if (a.E == 0) return;

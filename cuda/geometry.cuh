@@ -14,6 +14,11 @@ struct GeometryForwardArgs {
   EdgeGeomDev geo;  // written
 };
 void launch_geometry_forward(const Dims& d, const GeometryForwardArgs& a, cudaStream_t s);
+// The radial basis alone (E, nr) from the safe lengths r (E): the part of launch_geometry_forward
+// a committee follower of other basis frequencies computes on its leader's geometry
+// (CudaEngine::compute_like).
+void launch_radial_basis_forward(const Dims& d, int E, const float* r, const float* freqs, float* rbf,
+                                 cudaStream_t s);
 
 struct GeometryBackwardArgs {
   int E;

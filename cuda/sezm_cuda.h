@@ -45,8 +45,18 @@ class CudaEngine final : public Engine {
   size_t peak_device_bytes() const override;
   std::string device_name() const;
 
+  // Committees: a CudaEngine leader on the same device and graph hands this engine its uploaded
+  // graph and per-edge geometry, all of it or all but the radial basis (device-to-device copies
+  // instead of the upload and the geometry kernel; Engine::compute_like). The buffers persist
+  // between calls, so keep_geometry has nothing to do.
+  EngineResult compute_like(const Engine& leader, const Graph& g, bool gradients,
+                            FeatureExchange<double>* ex = nullptr) override;
+  GeometryShare last_geometry_share() const override;
+
  private:
   struct Impl;
+  EngineResult call(const Graph& g, bool gradients, FeatureExchange<double>* ex, const Impl* from,
+                    GeometryShare share);
   std::unique_ptr<Impl> impl_;
 };
 

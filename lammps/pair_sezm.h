@@ -52,6 +52,7 @@ class PairSezm : public Pair {
   void read_restart(FILE *) override { is_restart_ = true; }  // the deviation file is appended to
 
   const sezm::ModelConfig &model_config() const;  // model 1's
+  const sezm::Engine &engine() const { return *engine_; }  // model 1's: a committee's geometry leader
 
   // Called by the engine's feature exchange (see pair_sezm.cpp).
   void exchange_forward(double *rows, int width);

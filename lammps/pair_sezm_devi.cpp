@@ -204,7 +204,9 @@ void SezmCommittee::evaluate(const sezm::Graph &g, const sezm::EngineResult &fir
     }
     sezm::EngineResult r;
     try {
-      r = models_[m - 1]->compute(*gm, true, ex);
+      // On model 1's graph, its geometry where the two models' geometry agrees (compute_like).
+      r = own >= 0 ? models_[m - 1]->compute(*gm, true, ex)
+                   : models_[m - 1]->compute_like(pair_->engine(), g, true, ex);
       sezm::require_finite_result(*gm, r);
     } catch (sezm::AtomError &e) {
       throw sezm::AtomError("model " + paths_[m], e.reason() + " (model " + std::to_string(m + 1) + ", " +

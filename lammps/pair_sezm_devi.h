@@ -7,7 +7,9 @@
  * Shared by all models on an output step: the neighbour list, the ghost-owner map (one rank),
  * the non-finite position check and the edge list of every model whose cutoff equals model 1's
  * (models of another cutoff get one more edge list per distinct cutoff, from the same neighbour
- * list). Each engine computes its own geometry (its radial basis may differ).
+ * list). A model on model 1's edge list takes model 1's per-edge geometry (on CUDA also its
+ * uploaded graph) where the two agree (same cutoff, radial basis and envelopes, no ZBL bridging:
+ * sezm::Engine::compute_like); otherwise each engine computes its own.
  */
 #ifndef LMP_PAIR_SEZM_DEVI_H
 #define LMP_PAIR_SEZM_DEVI_H

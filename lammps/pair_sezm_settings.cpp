@@ -123,6 +123,9 @@ void PairSezm::settings(int narg, char **arg) {
   if (n_models > 1) {
     committee_ = std::make_unique<SezmCommittee>(lmp, this, std::move(engines),
                                                  std::vector<std::string>(arg, arg + n_models), cs_opt, is_restart_);
+    // On output steps the other models of model 1's cutoff reuse its per-edge geometry
+    // (Engine::compute_like); without output steps nothing is kept.
+    engine_->keep_geometry(cs_opt.out_freq > 0);
   } else if (cs_opt.given && comm->me == 0) {
     error->warning(FLERR, "pair_style sezm: out_freq, out_file, relative, relative_v and atomic need two or more "
                           "models; ignored for one model");

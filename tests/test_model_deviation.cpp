@@ -237,6 +237,26 @@ TEST(ModelDeviation, BenchTimesACommittee) {
   const size_t at = r.out.find("max_devi_f ");
   ASSERT_NE(at, std::string::npos) << r.out;
   EXPECT_GT(std::stod(r.out.substr(at + 11)), 1e-6) << r.out;
+  // Model 2's basis frequencies differ from model 1's (README.md): it takes all of model 1's
+  // geometry but the radial basis (Engine::compute_like); --no-share-geometry takes none.
+  EXPECT_NE(r.out.find("committee geometry: shared where it agrees; of 1 other models 0 took all of model 1's "
+                       "per-edge geometry, 1 all of it but the radial basis"),
+            std::string::npos)
+      << r.out;
+  const sezm_test::Exec own = sezm_test::run(quote(SEZM_BENCH_EXE) + " " +
+                                             quote(sezm_test::data_path("recipes/mini_f64.pt")) +
+                                             " --cells 1 --repeat 1 --warmup 0 --threads 1 --no-share-geometry "
+                                             "--committee " +
+                                             quote(sezm_test::data_path("model_devi/mini_devi1.pt")));
+  ASSERT_EQ(own.status, 0) << own.out;
+  EXPECT_NE(own.out.find("committee geometry: not shared (--no-share-geometry); of 1 other models 0 took"),
+            std::string::npos)
+      << own.out;
+  // The same deviations either way (the same numbers: tests/test_shared_geometry.cpp).
+  const size_t at_own = own.out.find("max_devi_f ");
+  ASSERT_NE(at_own, std::string::npos) << own.out;
+  const auto line = [](const std::string& s, size_t at) { return s.substr(at, s.find('\n', at) - at); };
+  EXPECT_EQ(line(r.out, at), line(own.out, at_own));
 }
 
 }  // namespace

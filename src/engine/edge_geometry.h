@@ -6,6 +6,7 @@
 // edge and turns them into dE/dv here.
 #include <vector>
 
+#include "engine/engine.h"
 #include "engine/envelope.h"
 #include "engine/radial_basis.h"
 #include "engine/wigner_d.h"
@@ -32,18 +33,29 @@ struct EdgeGeometry {
   }
 };
 
+// The radial basis of g's lengths: the part of the geometry that depends on the trained
+// frequencies (a committee follower of other frequencies computes only this, edge_geometry_from).
+template <class T>
+void edge_radial_basis_forward(const ModelW<T>& w, EdgeGeometry<T>& g) {
+  const ModelConfig& cfg = w.cfg;
+  g.nr = cfg.n_radial;
+  g.rbf.resize(static_cast<size_t>(g.E) * g.nr);
+  const T rcut = static_cast<T>(cfg.rcut);
+#pragma omp parallel for schedule(static)
+  for (int e = 0; e < g.E; ++e)
+    radial_basis(g.r[e], rcut, cfg.env_exp_rbf, w.freqs.data(), g.nr, &g.rbf[static_cast<size_t>(e) * g.nr]);
+}
+
 template <class T>
 void edge_geometry_forward(const ModelW<T>& w, const double* vec, int E, EdgeGeometry<T>& g) {
   const ModelConfig& cfg = w.cfg;
   g.E = E;
   g.L = cfg.lmax;
-  g.nr = cfg.n_radial;
   g.wsize = wigner_size(g.L);
   g.vec.assign(vec, vec + 3 * static_cast<size_t>(E));
   g.r.resize(E);
   g.env.resize(E);
   g.denv.resize(E);
-  g.rbf.resize(static_cast<size_t>(E) * g.nr);
   g.D.resize(static_cast<size_t>(E) * g.wsize);
   const T rcut = static_cast<T>(cfg.rcut), eps = static_cast<T>(cfg.eps);
 #pragma omp parallel for schedule(static)
@@ -53,11 +65,41 @@ void edge_geometry_forward(const ModelW<T>& w, const double* vec, int E, EdgeGeo
     g.r[e] = r;
     g.env[e] = envelope(r, rcut, cfg.env_exp_edge);
     g.denv[e] = envelope_dr(r, rcut, cfg.env_exp_edge);
-    radial_basis(r, rcut, cfg.env_exp_rbf, w.freqs.data(), g.nr, &g.rbf[static_cast<size_t>(e) * g.nr]);
     T q[4];
     edge_quaternion(v, eps, q);
     wigner_d(q, g.L, &g.D[static_cast<size_t>(e) * g.wsize]);
   }
+  edge_radial_basis_forward(w, g);
+}
+
+// A committee follower's geometry from its leader's where only the radial basis differs
+// (GeometryShare::kExceptRadialBasis, engine/engine.h): vectors, lengths, envelope and Wigner-D
+// blocks copied, the radial basis computed from the copied lengths; the same numbers as
+// edge_geometry_forward on the same edges.
+template <class T>
+void edge_geometry_from(const ModelW<T>& w, const EdgeGeometry<T>& leader, EdgeGeometry<T>& g) {
+  g.E = leader.E;
+  g.L = leader.L;
+  g.wsize = leader.wsize;
+  g.vec = leader.vec;
+  g.r = leader.r;
+  g.env = leader.env;
+  g.denv = leader.denv;
+  g.D = leader.D;
+  edge_radial_basis_forward(w, g);
+}
+
+// How much of model a's geometry model b can take (EdgeGeometryKey, engine/engine.h: the fields
+// everything above reads; never with ZBL bridging), so that a committee computes it once
+// (Engine::compute_like).
+template <class T>
+EdgeGeometryKey edge_geometry_key(const ModelW<T>& w) {
+  std::vector<double> f(w.freqs.data(), w.freqs.data() + w.freqs.size());
+  return edge_geometry_key(w.cfg, f.data(), static_cast<int>(f.size()));
+}
+template <class T>
+GeometryShare edge_geometry_share(const ModelW<T>& a, const ModelW<T>& b) {
+  return geometry_share(edge_geometry_key(a), edge_geometry_key(b));
 }
 
 // Adjoints collected from all consumers of the geometry of one edge set.

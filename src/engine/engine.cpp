@@ -21,6 +21,27 @@ bool parse_precision(const std::string& s, Precision* p) {
   return true;
 }
 
+EdgeGeometryKey edge_geometry_key(const ModelConfig& cfg, const double* freqs, int n_freqs) {
+  EdgeGeometryKey k;
+  k.rcut = cfg.rcut;
+  k.eps = cfg.eps;
+  k.lmax = cfg.lmax;
+  k.n_radial = cfg.n_radial;
+  k.env_exp_edge = cfg.env_exp_edge;
+  k.env_exp_rbf = cfg.env_exp_rbf;
+  k.freqs.assign(freqs, freqs + n_freqs);
+  k.zbl = cfg.zbl;
+  return k;
+}
+
+GeometryShare geometry_share(const EdgeGeometryKey& a, const EdgeGeometryKey& b) {
+  if (a.zbl || b.zbl || a.rcut != b.rcut || a.eps != b.eps || a.lmax != b.lmax || a.env_exp_edge != b.env_exp_edge)
+    return GeometryShare::kNone;
+  if (a.n_radial != b.n_radial || a.env_exp_rbf != b.env_exp_rbf || a.freqs != b.freqs)
+    return GeometryShare::kExceptRadialBasis;
+  return GeometryShare::kAll;
+}
+
 void require_finite_result(const Graph& g, const EngineResult& r) {
   char v[64];
   for (size_t i = 0; i < r.atom_energy.size(); ++i)

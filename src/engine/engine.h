@@ -26,6 +26,9 @@ class FeatureExchange {
   virtual void reverse(T* rows, int width) = 0;
 };
 
+// How much of a committee leader's per-edge geometry an engine took (Engine::compute_like).
+enum class GeometryShare { kNone, kExceptRadialBasis, kAll };
+
 struct EngineResult {
   double energy = 0.0;
   std::vector<double> atom_energy;  // n_nodes
@@ -83,6 +86,55 @@ class Engine {
   virtual size_t peak_device_bytes() const { return 0; }
   // Edges per chunk of the value path where the engine works in chunks (0 where it does not).
   virtual int chunk_edges() const { return 0; }
+
+  // ---- committees (docs/lammps.md, "Model deviation"): one geometry for several models ----
+  // A committee's leader keeps the per-edge geometry of its latest compute() for followers
+  // (compute_like). The CPU engine holds it between calls only when asked (a single model holds
+  // nothing extra); the CUDA engine's buffers persist anyway and it ignores the flag.
+  virtual void keep_geometry(bool /*keep*/) {}
+  // compute(g, gradients, ex), reusing `leader`'s work where it can. Contract: g is the graph of
+  // leader's latest compute() (or compute_like()), unchanged since. Where both engines are the
+  // same kind (CPU and CPU, or CUDA and CUDA on the same device), the leader has its geometry
+  // and geometry_share(leader's key, this engine's key) allows it, this engine takes the
+  // leader's per-edge geometry (on CUDA also its uploaded graph) instead of computing and
+  // uploading its own: all of it (kAll), or all but the radial basis, which it then computes
+  // from the leader's lengths (kExceptRadialBasis: the trained basis frequencies differ, as they
+  // do between independently trained models); otherwise it computes its own. The result is the
+  // same either way, to the bit (the same code computes the same numbers). A cheap guard checks
+  // the graph: the leader records the edge, node and ghost counts and g.vec.data() of its latest
+  // call, and any mismatch means computing afresh.
+  virtual EngineResult compute_like(const Engine& /*leader*/, const Graph& g, bool gradients,
+                                    FeatureExchange<double>* ex = nullptr) {
+    return compute(g, gradients, ex);
+  }
+  // How much of a leader's geometry the latest call used (kNone after compute()).
+  virtual GeometryShare last_geometry_share() const { return GeometryShare::kNone; }
+};
+
+// What one model's per-edge geometry depends on (engine/edge_geometry.h, envelope.h,
+// radial_basis.h, wigner_d.h; CUDA twin cuda/geometry.cu). Edge vectors, safe lengths, the edge
+// envelope and the Wigner-D blocks depend on rcut, eps, lmax and env_exp_edge; the radial basis
+// also on n_radial, env_exp_rbf and the frequencies. ZBL bridging computes the geometry of
+// clamped vectors (docs/model.md §9) and never shares.
+struct EdgeGeometryKey {
+  double rcut = 0, eps = 0;
+  int lmax = -1, env_exp_edge = 0;
+  int n_radial = 0, env_exp_rbf = 0;
+  std::vector<double> freqs;  // the radial basis frequencies (weights: trained)
+  bool zbl = false;
+};
+EdgeGeometryKey edge_geometry_key(const ModelConfig& cfg, const double* freqs, int n_freqs);
+// How much of a leader's geometry a follower can take (see Engine::compute_like).
+GeometryShare geometry_share(const EdgeGeometryKey& leader, const EdgeGeometryKey& follower);
+
+// The compute_like guard: which graph an engine's latest call saw.
+struct GraphStamp {
+  int n_edges = -1, n_nodes = -1, n_total = -1;
+  const double* vec = nullptr;
+  static GraphStamp of(const Graph& g) { return {g.n_edges(), g.n_nodes, g.n_total, g.vec.data()}; }
+  bool operator==(const GraphStamp& o) const {
+    return n_edges == o.n_edges && n_nodes == o.n_nodes && n_total == o.n_total && vec == o.vec;
+  }
 };
 
 // Throws sezm::AtomError for the first non-finite per-atom energy (naming the atom) or edge

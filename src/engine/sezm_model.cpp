@@ -18,10 +18,11 @@ SezmEngine<T>::SezmEngine(ModelW<T> w)
 }
 
 template <class T>
-EngineResult SezmEngine<T>::compute(const Graph& g, bool gradients, FeatureExchange<T>* ex) const {
+EngineResult SezmEngine<T>::compute(const Graph& g, bool gradients, FeatureExchange<T>* ex,
+                                    const GeometryIn<T>& geo) const {
   MemoryStep step;
   try {
-    return compute_steps(g, gradients, ex, step);
+    return compute_steps(g, gradients, ex, step, geo);
   } catch (const std::bad_alloc&) {
     throw Error(out_of_memory_message("CPU engine", step, g, w_.cfg.rcut));
   }
@@ -29,7 +30,7 @@ EngineResult SezmEngine<T>::compute(const Graph& g, bool gradients, FeatureExcha
 
 template <class T>
 EngineResult SezmEngine<T>::compute_steps(const Graph& g, bool gradients, FeatureExchange<T>* ex,
-                                          MemoryStep& step) const {
+                                          MemoryStep& step, const GeometryIn<T>& gin) const {
   const ModelConfig& cfg = w_.cfg;
   const int L = cfg.lmax, C = cfg.channels, D = cfg.n_coeff(), N = g.n_nodes, NT = g.n_total, E = g.n_edges();
   if (NT > N && ex == nullptr) throw Error("SezmEngine: a graph with ghost nodes needs a feature exchange");
@@ -56,14 +57,30 @@ EngineResult SezmEngine<T>::compute_steps(const Graph& g, bool gradients, Featur
   };
 
   // ---- geometry and initial embedding ----
-  step.at("edge geometry (" + std::to_string(E) + " edges: lengths, radial basis, Wigner-D blocks)",
-          sb * E * (wigner_size(L) + cfg.n_radial + 6.0));
-  // Bridging (docs/model.md §9): the descriptor sees the clamped edge vectors and the source gate.
+  // A committee follower reads its leader's geometry (Engine::compute_like checked the key and
+  // the graph); this check only keeps a misuse from reading out of bounds.
+  const EdgeGeometry<T>* lg = gin.leader;
+  if (lg && (cfg.zbl || lg->E != E || lg->L != L || (!gin.own_radial_basis && lg->nr != cfg.n_radial)))
+    throw Error("SezmEngine: a committee leader's edge geometry must be of this graph and model, without bridging");
+  const double geo_bytes = sb * E * (wigner_size(L) + cfg.n_radial + 6.0);
   BridgingState br;
-  if (cfg.zbl) bridging_clamp_forward(cfg, g, br);
-  EdgeGeometry<T> geo;
-  edge_geometry_forward(w_, cfg.zbl ? br.vc.data() : g.vec.data(), E, geo);
-  if (cfg.zbl) bridging_gate_forward(g, br, ex, geo.gate);
+  std::shared_ptr<EdgeGeometry<T>> own;
+  if (!lg) {
+    step.at("edge geometry (" + std::to_string(E) + " edges: lengths, radial basis, Wigner-D blocks)", geo_bytes);
+    own = std::make_shared<EdgeGeometry<T>>();
+    // Bridging (docs/model.md §9): the descriptor sees the clamped edge vectors and the source gate.
+    if (cfg.zbl) bridging_clamp_forward(cfg, g, br);
+    edge_geometry_forward(w_, cfg.zbl ? br.vc.data() : g.vec.data(), E, *own);
+    if (cfg.zbl) bridging_gate_forward(g, br, ex, own->gate);
+  } else if (gin.own_radial_basis) {
+    step.at("edge geometry (" + std::to_string(E) +
+                " edges: the committee leader's, copied, with this model's radial basis)",
+            geo_bytes);
+    own = std::make_shared<EdgeGeometry<T>>();
+    edge_geometry_from(w_, *lg, *own);
+  }
+  if (own && gin.keep) *gin.keep = own;
+  const EdgeGeometry<T>& geo = own ? *own : *lg;
   std::vector<T> isd;
   degree_forward(t, geo, isd);
   Mat<T> tf;
@@ -166,6 +183,32 @@ EngineResult SezmEngine<T>::compute_steps(const Graph& g, bool gradients, Featur
     for (size_t i = 0; i < learned_grad.size(); ++i) res.edge_grad[i] += learned_grad[i];
   res.seconds_backward = std::chrono::duration<double>(clock::now() - t_forward).count();
   return res;
+}
+
+EngineResult CpuEngine::run(const Graph& g, bool gradients, FeatureExchange<double>* ex,
+                            std::shared_ptr<const EdgeGeometry<double>> leader, GeometryShare share) {
+  kept_.reset();  // the previous call's geometry is not held while this one makes its own
+  stamp_ = GraphStamp();
+  shared_ = leader ? share : GeometryShare::kNone;
+  // Kept for followers: the leader's geometry where this call used it as it is, else this call's.
+  std::shared_ptr<const EdgeGeometry<double>> geo = share == GeometryShare::kAll ? leader : nullptr;
+  GeometryIn<double> gin;
+  gin.leader = leader.get();
+  gin.own_radial_basis = share == GeometryShare::kExceptRadialBasis;
+  gin.keep = keep_ ? &geo : nullptr;
+  EngineResult r = engine_.compute(g, gradients, ex, gin);
+  if (keep_) kept_ = std::move(geo);
+  stamp_ = GraphStamp::of(g);
+  return r;
+}
+
+EngineResult CpuEngine::compute_like(const Engine& leader, const Graph& g, bool gradients,
+                                     FeatureExchange<double>* ex) {
+  const auto* l = dynamic_cast<const CpuEngine*>(&leader);
+  const GeometryShare share = l && l != this && l->kept_ && l->stamp_ == GraphStamp::of(g)
+                                  ? geometry_share(l->key_, key_)
+                                  : GeometryShare::kNone;
+  return run(g, gradients, ex, share == GeometryShare::kNone ? nullptr : l->kept_, share);
 }
 
 std::string CpuEngine::description() const {
