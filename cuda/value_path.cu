@@ -4,7 +4,11 @@
 // destination sum, and the source-side sums. Edges arrive in chunks of whole destination
 // segments, so every destination-side sum is a plain loop over its CSR segment; source-side sums
 // use a per-chunk source grouping (no atomics, deterministic). Per-edge sums over channels
-// (Wigner-row and kernel adjoints) are warp reduce-scatters (cta_reduce.cuh).
+// (Wigner-row and kernel adjoints) are warp reduce-scatters (cta_reduce.cuh). The segment sums
+// are latency-bound gathers: they first copy each batch of a segment's edges into shared memory
+// with asynchronous copies (copy_async16/4), then add from there in the old fixed order.
+#include <cstdint>
+
 #include "cta_reduce.cuh"
 #include "radial_tables.cuh"
 #include "value_path.cuh"
@@ -19,6 +23,31 @@ __host__ __device__ constexpr int kernel_size() { return (LT + 1) * (LT + 1) + L
 
 __device__ inline int kernel_index(int L, int li, int lo, int m) {
   return m == 0 ? li * (L + 1) + lo : (L + 1) * (L + 1) + (li - 1) * L + (lo - 1);
+}
+
+// Global -> shared copies that hold no registers while in flight (cp.async, sm_80 and later; a
+// plain copy on older targets), waited for by copy_async_wait before the CTA's barrier: the
+// staging loops below issue all their loads at once (issue 16, memory-level parallelism).
+__device__ __forceinline__ void copy_async16(float* sm, const float* gm) {
+#if __CUDA_ARCH__ >= 800
+  const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(sm));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gm) : "memory");
+#else
+  *reinterpret_cast<float4*>(sm) = *reinterpret_cast<const float4*>(gm);
+#endif
+}
+__device__ __forceinline__ void copy_async4(float* sm, const float* gm) {
+#if __CUDA_ARCH__ >= 800
+  const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(sm));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(sa), "l"(gm) : "memory");
+#else
+  *sm = *gm;
+#endif
+}
+__device__ __forceinline__ void copy_async_wait() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
 }
 
 // Gather H[src] rows into the edge frame for one channel: xl[j] (mmax = 1 rows).
@@ -84,38 +113,75 @@ __global__ void rotate_condition_k(Dims d, BlockWDev w, int e0, int Ec, const in
 // (deterministic).
 // 8 rows: 16 rows for focus width 32 was measured slower on the H200 (6.3 vs 5.9 ms per 4096-atom
 // call); double partials of at most 57 KiB (sm_89 allows 99 KiB).
+//
+// Memory-level parallelism (issue 16: 77 % of the warp cycles waited on memory when each thread
+// row walked its ~20 edges with an edge's 10 U values, 46 Wigner-row values, alpha and alpha_fc
+// loaded one edge after the other): the segment is walked in batches of B edges (B a multiple
+// of R, chosen by the launcher so the staging fits in 48 KiB). All the CTA's threads first copy
+// the batch's data into shared memory: the U rows of focus f of B consecutive edges are one
+// contiguous range of B ROW floats (focus-major U), copied as 16-byte quads, and the Wigner rows,
+// another contiguous range, both by asynchronous copies (copy_async16/4: every copy of a thread
+// in flight at once, no registers held), and the scales a = alpha alpha_fc. After a barrier each
+// thread row adds its edges from shared memory only. Row y still takes the segment's edges
+// y, y + R, ... in that order, so the sums, and the bits, are the old ones. The staging area
+// shares the dynamic shared memory with the partial sums (the batch loop's last barrier orders
+// every read of it before the partials are written). 64 registers for L = 3 (ptxas, sm_90): four
+// 256-thread CTAs per SM (three at 70), so a 32768-edge chunk's ~400 CTAs run in one wave.
 constexpr int kAggRows = 8;
 
 template <int LT>
-__global__ void rotate_back_aggregate_k(Dims d, int n0, int e0, int Ec, const int* __restrict__ off,
-                                        const float* __restrict__ Dc, const float* __restrict__ U,
-                                        const float* __restrict__ alpha_fc, const float* __restrict__ alpha,
-                                        float* __restrict__ P) {
+__global__ void __launch_bounds__(512) rotate_back_aggregate_k(Dims d, int n0, int e0, int Ec, int B,
+                                                               const int* __restrict__ off,
+                                                               const float* __restrict__ Dc,
+                                                               const float* __restrict__ U,
+                                                               const float* __restrict__ alpha_fc,
+                                                               const float* __restrict__ alpha,
+                                                               float* __restrict__ P) {
   constexpr int kDm = 3 * LT + 1, kD = (LT + 1) * (LT + 1), kDcs = 1 + 3 * (kD - 1);
   (void)kDm; (void)kD; (void)kDcs;
-  extern __shared__ double part[];  // (R - 1) x kD x Cf
+  extern __shared__ __align__(16) double part[];  // (R - 1) x kD x Cf; before that the staging area:
+  float* sU = reinterpret_cast<float*>(part);     // B x ROW: the batch's U rows of focus f
+  float* sD = sU + (size_t)B * d.ROW;             // B x kDcs Wigner rows
+  float* sA = sD + B * kDcs;                      // B edge scales
   const int n = n0 + blockIdx.x, f = blockIdx.y, cf = threadIdx.x, c = f * d.Cf + cf, y = threadIdx.y;
+  const int R = blockDim.y, tid = y * d.Cf + cf, nt = R * d.Cf;
+  // U is a chunk buffer and ROW = Dm Cf a multiple of 4: quads unless a caller passes an odd base.
+  const bool quads = (reinterpret_cast<uintptr_t>(U) & 15) == 0;
   double acc[kMaxD];  // the destination sum feeds every later step: keep it in double
   #pragma unroll
   for (int p = 0; p < kD; ++p) acc[p] = 0.0;
-  const int R = blockDim.y;
-  for (int e = off[n] + y; e < off[n + 1]; e += R) {
-    const int i = e - e0;
-    const float a = alpha[(size_t)e * d.F + f] * (d.F > 1 ? alpha_fc[(size_t)i * d.F + f] : 1.0f);
-    const float* u = U + ((size_t)f * Ec + i) * d.ROW + cf;
-    const float* Dce = Dc + (size_t)e * kDcs;
-    #pragma unroll
-    for (int j = 0; j < kDm; ++j) {
-      const int l = red_l(j, LT), m = red_m(j, LT);
-      const float v = a * rotate_back_scalef(l) * u[j * d.Cf];
-      if (l == 0) {
-        acc[0] += v;
-        continue;
-      }
-      const float* row = Dce + dc_off(l) + (m + 1) * (2 * l + 1);
-      #pragma unroll
-      for (int mp = -l; mp <= l; ++mp) acc[packed(l, mp)] += row[mp + l] * v;
+  const int end = off[n + 1];
+  for (int b0 = off[n]; b0 < end; b0 += B) {
+    const int nb = min(B, end - b0);
+    const float* Ub = U + ((size_t)f * Ec + (b0 - e0)) * d.ROW;
+    if (quads) {
+      for (int x = tid; x < nb * d.ROW / 4; x += nt) copy_async16(sU + 4 * x, Ub + 4 * x);
+    } else {
+      for (int x = tid; x < nb * d.ROW; x += nt) copy_async4(sU + x, Ub + x);
     }
+    for (int x = tid; x < nb * kDcs; x += nt) copy_async4(sD + x, Dc + (size_t)b0 * kDcs + x);
+    for (int k = tid; k < nb; k += nt)
+      sA[k] = alpha[(size_t)(b0 + k) * d.F + f] * (d.F > 1 ? alpha_fc[(size_t)(b0 + k - e0) * d.F + f] : 1.0f);
+    copy_async_wait();
+    __syncthreads();
+    for (int k = y; k < nb; k += R) {
+      const float a = sA[k];
+      const float* u = sU + (size_t)k * d.ROW + cf;
+      const float* Dce = sD + k * kDcs;
+      #pragma unroll
+      for (int j = 0; j < kDm; ++j) {
+        const int l = red_l(j, LT), m = red_m(j, LT);
+        const float v = a * rotate_back_scalef(l) * u[j * d.Cf];
+        if (l == 0) {
+          acc[0] += v;
+          continue;
+        }
+        const float* row = Dce + dc_off(l) + (m + 1) * (2 * l + 1);
+        #pragma unroll
+        for (int mp = -l; mp <= l; ++mp) acc[packed(l, mp)] += row[mp + l] * v;
+      }
+    }
+    __syncthreads();  // the next batch (or the partials) overwrite the staging area
   }
   if (y > 0) {
     #pragma unroll
@@ -363,21 +429,27 @@ void launch_rotate_back_aggregate(const Dims& d, const AggregateArgs& a, cudaStr
   if (a.n1 <= a.n0) return;
   const int rows = kAggRows;
   const dim3 block(d.Cf, rows), grid(a.n1 - a.n0, d.F);
-  const size_t bytes = (size_t)(rows - 1) * d.D * d.Cf * sizeof(double);
+  // Staging batch: the largest multiple of the row count up to 32 edges whose U rows, Wigner rows
+  // and scales fit in 48 KiB (L = 3: 32 edges for C_f = 32, 46 KiB; 16 for C_f = 64, 44 KiB).
+  auto staging = [&](int B) { return (size_t)B * (d.ROW + d.dc_size + 1) * sizeof(float); };
+  int B = 4 * rows;
+  while (B > rows && staging(B) > 48 * 1024) B -= rows;
+  const size_t part = (size_t)(rows - 1) * d.D * d.Cf * sizeof(double);
+  const size_t bytes = part > staging(B) ? part : staging(B);
   if (bytes > 48 * 1024) {  // focus width 64: 57 KiB of partial sums
     const void* fn = d.L == 1 ? (const void*)rotate_back_aggregate_k<1>
                    : d.L == 2 ? (const void*)rotate_back_aggregate_k<2> : (const void*)rotate_back_aggregate_k<3>;
     SEZM_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
   }
   if (d.L == 1)
-    rotate_back_aggregate_k<1><<<grid, block, bytes, s>>>(d, a.n0, a.e0, a.Ec, a.off, a.Dc, a.U, a.alpha_fc, a.alpha,
-                                                          a.P);
+    rotate_back_aggregate_k<1><<<grid, block, bytes, s>>>(d, a.n0, a.e0, a.Ec, B, a.off, a.Dc, a.U, a.alpha_fc,
+                                                          a.alpha, a.P);
   else if (d.L == 2)
-    rotate_back_aggregate_k<2><<<grid, block, bytes, s>>>(d, a.n0, a.e0, a.Ec, a.off, a.Dc, a.U, a.alpha_fc, a.alpha,
-                                                          a.P);
+    rotate_back_aggregate_k<2><<<grid, block, bytes, s>>>(d, a.n0, a.e0, a.Ec, B, a.off, a.Dc, a.U, a.alpha_fc,
+                                                          a.alpha, a.P);
   else
-    rotate_back_aggregate_k<3><<<grid, block, bytes, s>>>(d, a.n0, a.e0, a.Ec, a.off, a.Dc, a.U, a.alpha_fc, a.alpha,
-                                                          a.P);
+    rotate_back_aggregate_k<3><<<grid, block, bytes, s>>>(d, a.n0, a.e0, a.Ec, B, a.off, a.Dc, a.U, a.alpha_fc,
+                                                          a.alpha, a.P);
   SEZM_LAUNCH("rotate_back_aggregate");
 }
 void launch_aggregate_backward(const Dims& d, const AggregateBackwardArgs& a, cudaStream_t s) {
