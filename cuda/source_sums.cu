@@ -2,6 +2,8 @@
 // docs/model.md §7.9): H_bar[s] += sum_e D^T Xloc_bar and the attention key adjoint k_bar[s], per
 // source segment of a chunk's per-chunk source grouping (chunks.cu; no atomics, deterministic).
 // Split from value_path.cu, whose kernels it mirrors.
+#include <cstdint>
+
 #include "async_copy.cuh"
 #include "value_path.cuh"
 
