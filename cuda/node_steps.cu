@@ -1,7 +1,8 @@
 // Node-level steps on the device (O(N) work): per-degree linears, equivariant RMS norms, the S2
 // grid FFN (the SO(3)-grid FFN through grid_net.cu), read-out and fitting, forward and backward
-// (CPU twins: engine/norms.h, ffn.h, readout.h, fitting.h). Linears and the FFN grid activation: a thread per output; norms and the
-// read-out: a CTA per node (they also run on one chunk's few hundred destinations at a time).
+// (CPU twins: engine/norms.h, ffn.h, readout.h, fitting.h). Linears: a thread per output; the FFN
+// grid activation: eight lanes per (node, channel); norms and the read-out: a CTA per node (they
+// also run on one chunk's few hundred destinations at a time).
 #include "node_steps.cuh"
 
 #include "grid_net.cuh"
@@ -114,79 +115,127 @@ __global__ void __launch_bounds__(kNodeThreads) eq_norm_backward_k(int L, int C,
 }
 
 // FFN grid activation per (node, hidden channel): y = kappa * P((T a)(T b)) + [l=0] silu(a0) b0.
-__global__ void ffn_act_forward_k(Dims d, ModelWDev mw, const float* __restrict__ sg, int N,
-                                  const float* __restrict__ h, float* y) {
-  const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
+// kSlices consecutive lanes share one (node, channel): lane s takes the grid points g = s + kSlices k
+// and the gate inputs i = s + kSlices k, and the lanes' partial sums are added by an xor butterfly
+// (every lane ends with the same bits: each step adds the same two values). The last block runs
+// these per chunk of ~200 destinations (engine.cu), where one thread per (node, channel) filled a
+// tenth of one wave and waited on its serial sums (docs/performance.md, per-kernel table).
+constexpr int kSlices = 8, kMaxGrid = 64, kPerSlice = kMaxGrid / kSlices;
+constexpr int kActThreads = 256;
+
+template <class T>
+__device__ __forceinline__ T slice_sum(T v) {
+#pragma unroll
+  for (int o = 1; o < kSlices; o <<= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// The lane's slice, (node, channel) and whether it is real: a dead group shadows the last pair and
+// writes nothing, so that every lane of a warp reaches the shuffles.
+struct ActLane {
+  int s, n, c;
+  bool live;
+  __device__ ActLane(int N, int H) {
+    const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    s = static_cast<int>(idx % kSlices);
+    long pair = idx / kSlices;
+    live = pair < (long)N * H;
+    if (!live) pair = (long)N * H - 1;
+    c = static_cast<int>(pair % H);
+    n = static_cast<int>(pair / H);
+  }
+};
+
+__global__ void __launch_bounds__(kActThreads) ffn_act_forward_k(Dims d, ModelWDev mw, const float* __restrict__ sg,
+                                                                 int N, const float* __restrict__ h, float* y) {
   const int H = d.H, D = d.D, G = mw.G;
-  if (idx >= (long)N * H) return;
-  const int c = idx % H, n = idx / H;
+  const ActLane ln(N, H);
+  const int c = ln.c, n = ln.n;
   const float* hn = h + (size_t)n * D * 2 * H;
-  double prod[64];
-  for (int g = 0; g < G; ++g) {
+  double prod[kPerSlice];
+#pragma unroll
+  for (int k = 0; k < kPerSlice; ++k) {
+    const int g = ln.s + kSlices * k;
+    prod[k] = 0.0;
+    if (g >= G) continue;
     double a = 0.0, b = 0.0;
     for (int p = 0; p < D; ++p) {
       a += (double)mw.gridT[g * D + p] * hn[p * 2 * H + c];
       b += (double)mw.gridT[g * D + p] * hn[p * 2 * H + H + c];
     }
-    prod[g] = a * b;
+    prod[k] = a * b;
   }
   double t = 0.0;
-  for (int i = 0; i < H; ++i) t += (double)hn[i] * sg[i * H + c] + (double)hn[H + i] * sg[(H + i) * H + c];
-  const double kap = 1.0 / (1.0 + exp(-t));
+  for (int i = ln.s; i < H; i += kSlices) t += (double)hn[i] * sg[i * H + c] + (double)hn[H + i] * sg[(H + i) * H + c];
+  const double kap = 1.0 / (1.0 + exp(-slice_sum(t)));
   for (int p = 0; p < D; ++p) {
     double q = 0.0;
-    for (int g = 0; g < G; ++g) q += mw.gridP[p * G + g] * prod[g];
-    y[((size_t)n * D + p) * H + c] = (float)(kap * q + (p == 0 ? siluf_(hn[c]) * hn[H + c] : 0.0f));
+#pragma unroll
+    for (int k = 0; k < kPerSlice; ++k) {
+      const int g = ln.s + kSlices * k;
+      if (g < G) q += mw.gridP[p * G + g] * prod[k];
+    }
+    q = slice_sum(q);
+    if (ln.live && p % kSlices == ln.s)
+      y[((size_t)n * D + p) * H + c] = (float)(kap * q + (p == 0 ? siluf_(hn[c]) * hn[H + c] : 0.0f));
   }
 }
 
-__global__ void ffn_act_backward_k(Dims d, ModelWDev mw, const float* __restrict__ sg, int N,
-                                   const float* __restrict__ h, const float* __restrict__ ybar, float* hbar,
-                                   float* tbar) {
-  const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
+__global__ void __launch_bounds__(kActThreads) ffn_act_backward_k(Dims d, ModelWDev mw, const float* __restrict__ sg,
+                                                                  int N, const float* __restrict__ h,
+                                                                  const float* __restrict__ ybar, float* hbar,
+                                                                  float* tbar) {
   const int H = d.H, D = d.D, G = mw.G;
-  if (idx >= (long)N * H) return;
-  const int c = idx % H, n = idx / H;
+  const ActLane ln(N, H);
+  const int c = ln.c, n = ln.n;
   const float* hn = h + (size_t)n * D * 2 * H;
   const float* yb = ybar + (size_t)n * D * H;
-  float ah[64], bh[64], Pb[64];
-  for (int g = 0; g < G; ++g) {
-    float a = 0.0f, b = 0.0f;
+  float ah[kPerSlice], bh[kPerSlice], wy[kPerSlice];  // wy[k] = sum_p P[p, g] ybar[p]
+#pragma unroll
+  for (int k = 0; k < kPerSlice; ++k) {
+    const int g = ln.s + kSlices * k;
+    ah[k] = bh[k] = wy[k] = 0.0f;
+    if (g >= G) continue;
+    float a = 0.0f, b = 0.0f, w = 0.0f;
     for (int p = 0; p < D; ++p) {
       a += mw.gridT[g * D + p] * hn[p * 2 * H + c];
       b += mw.gridT[g * D + p] * hn[p * 2 * H + H + c];
+      w += mw.gridP[p * G + g] * yb[p * H + c];
     }
-    ah[g] = a;
-    bh[g] = b;
+    ah[k] = a;
+    bh[k] = b;
+    wy[k] = w;
   }
   float t = 0.0f;
-  for (int i = 0; i < H; ++i) t += hn[i] * sg[i * H + c] + hn[H + i] * sg[(H + i) * H + c];
-  const float kap = sigmoidf_(t);
-  float kbar = 0.0f;
-  for (int p = 0; p < D; ++p) {
-    float q = 0.0f;
-    for (int g = 0; g < G; ++g) q += mw.gridP[p * G + g] * ah[g] * bh[g];
-    kbar += yb[p * H + c] * q;
-  }
-  tbar[(size_t)n * H + c] = kbar * kap * (1.0f - kap);
-  for (int g = 0; g < G; ++g) {
-    float s = 0.0f;
-    for (int p = 0; p < D; ++p) s += mw.gridP[p * G + g] * kap * yb[p * H + c];
-    Pb[g] = s;
-  }
+  for (int i = ln.s; i < H; i += kSlices) t += hn[i] * sg[i * H + c] + hn[H + i] * sg[(H + i) * H + c];
+  const float kap = sigmoidf_(slice_sum(t));
+  // kbar = sum_p ybar_p sum_g P[p, g] a_g b_g = sum_g a_g b_g wy_g; P_bar_g = kap wy_g.
+  float kb = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kPerSlice; ++k) kb += ah[k] * bh[k] * wy[k];
+  kb = slice_sum(kb);
+  if (ln.live && ln.s == 0) tbar[(size_t)n * H + c] = kb * kap * (1.0f - kap);
   float* hb = hbar + (size_t)n * D * 2 * H;
   for (int p = 0; p < D; ++p) {
     float a = 0.0f, b = 0.0f;
-    for (int g = 0; g < G; ++g) {
-      a += mw.gridT[g * D + p] * Pb[g] * bh[g];
-      b += mw.gridT[g * D + p] * Pb[g] * ah[g];
+#pragma unroll
+    for (int k = 0; k < kPerSlice; ++k) {
+      const int g = ln.s + kSlices * k;
+      if (g >= G) continue;
+      const float tp = mw.gridT[g * D + p] * kap * wy[k];
+      a += tp * bh[k];
+      b += tp * ah[k];
     }
+    a = slice_sum(a);
+    b = slice_sum(b);
     if (p == 0) {
       a += yb[c] * hn[H + c] * silu_gradf_(hn[c]);
       b += yb[c] * siluf_(hn[c]);
     }
-    hb[p * 2 * H + c] = a;
-    hb[p * 2 * H + H + c] = b;
+    if (ln.live && p % kSlices == ln.s) {
+      hb[p * 2 * H + c] = a;
+      hb[p * 2 * H + H + c] = b;
+    }
   }
 }
 
@@ -378,7 +427,9 @@ void launch_ffn_forward(const Dims& d, const ModelWDev& mw, const BlockWDev& w, 
     return;
   }
   launch_per_degree_linear(N, d.L, d.C, 2 * d.H, Xt, w.ffn_w1, hbuf, false, false, s);
-  ffn_act_forward_k<<<div_up((long)N * d.H, 128), 128, 0, s>>>(d, mw, w.ffn_sg, N, hbuf, ybuf);
+  if (mw.G > kMaxGrid) throw Error("device cuda: the FFN's S2 grid has more than 64 points");
+  ffn_act_forward_k<<<div_up((long)N * d.H * kSlices, kActThreads), kActThreads, 0, s>>>(d, mw, w.ffn_sg, N, hbuf,
+                                                                                          ybuf);
   SEZM_LAUNCH("ffn_act_forward");
   launch_per_degree_linear(N, d.L, d.H, d.C, ybuf, w.ffn_w2, out, false, false, s);
 }
@@ -397,7 +448,8 @@ void launch_ffn_backward(const Dims& d, const ModelWDev& mw, const BlockWDev& w,
   // t_bar (N, H) lives in Xt_bar until the final linear overwrites it (D*C >= H holds for every
   // supported model; the engine checks it at construction).
   float* tbar = Xt_bar;
-  ffn_act_backward_k<<<div_up((long)N * d.H, 128), 128, 0, s>>>(d, mw, w.ffn_sg, N, hbuf, ybar_buf, hbar_buf, tbar);
+  ffn_act_backward_k<<<div_up((long)N * d.H * kSlices, kActThreads), kActThreads, 0, s>>>(d, mw, w.ffn_sg, N, hbuf,
+                                                                                           ybar_buf, hbar_buf, tbar);
   SEZM_LAUNCH("ffn_act_backward");
   ffn_gate_input_backward_k<<<div_up((long)N * 2 * d.H, 128), 128, 0, s>>>(d, w.ffn_sg, N, tbar, hbar_buf);
   SEZM_LAUNCH("ffn_gate_input_backward");
