@@ -8,9 +8,8 @@
 // copies, whose frequencies are perturbed too) on its frames. CUDA twins at the end; they skip
 // without a GPU (cuda_test_util.h).
 //
-// The CPU tests run on one thread: with several, the block backward's edge tiles go to threads
-// dynamically and each thread sums its tiles' source-side terms, so the edge gradients of two
-// runs of one model on one graph already differ in the last bits (energies do not).
+// The CPU tests run on one thread, so that their bitwise comparisons hold whatever the machine's
+// thread count (the engine repeats itself to the bit at any fixed count: test_repeatability.cpp).
 #include <gtest/gtest.h>
 
 #include <fstream>

@@ -182,7 +182,10 @@ void block_backward(const ModelW<T>& w, const BlockW<T>& bw, const FFNGrid<T>& g
     });
     SO2Tile<T> s;
     Mat<T> M_bar, alpha_bar, Rhat_bar;
-#pragma omp for schedule(dynamic)
+    // Static: each thread sums its tiles' source-side terms into its own H_bar_t / k_bar_t, so a
+    // fixed tile-to-thread map makes the result repeatable to the bit at a given thread count
+    // (tests/test_repeatability.cpp); tiles are whole destination segments of similar size.
+#pragma omp for schedule(static)
     for (int it = 0; it < ntiles; ++it) errors.run([&] {
       const int e0 = tiles[it], Ec = tiles[it + 1] - e0;
       so2_tile_forward(w, bw, t, geo, bc.H.data(), R, e0, Ec, s);
