@@ -127,6 +127,10 @@ struct Dims {
   int KF, grid_scratch;
   // `precision tf32`: the tile products (stack_tile.cuh) take one TF32 pass instead of FFMA.
   int tf32_one_pass;
+  // The stack runs on Hopper's warpgroup tile (wgmma_tile.cuh: 3xTF32, or one pass with
+  // tf32_one_pass): a CC 9.0 device, a build with sm_90a code, a supported shape (stack.cu) and
+  // the weights' images uploaded (BlockWDev::*_wg). 0: the SIMT / mma.sync tile.
+  int wgmma;
 };
 
 __host__ __device__ inline int dc_off(int l) { return l == 0 ? 0 : 1 + 3 * (l * l - 1); }

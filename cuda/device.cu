@@ -2,6 +2,7 @@
 // shared-memory check of the fused stack's tile.
 #include "device.cuh"
 
+#include <cstdlib>
 #include <string>
 
 #include "sezm_cuda.h"
@@ -56,6 +57,21 @@ void check_stack_fits(const Dims& d, const cudaDeviceProp& prop) {
     throw Error("device cuda: the model's SO(2) stack tile needs " + std::to_string(need_smem / 1024) +
                 " KiB of shared memory per block, " + std::string(prop.name) + " offers " +
                 std::to_string(prop.sharedMemPerBlockOptin / 1024) + " KiB (focus width too large for this GPU)");
+}
+
+int use_wgmma(const Dims& d, const cudaDeviceProp& prop) {
+#ifdef SEZM_HAVE_SM90A
+  // SEZM_CUDA_WGMMA=0: the SIMT / mma.sync tile on Hopper too (tests and benchmarks of that path).
+  const char* env = std::getenv("SEZM_CUDA_WGMMA");
+  if (env && std::string(env) == "0") return 0;
+  return prop.major == 9 && prop.minor == 0 && wgmma_shape(d) && stack_smem_bytes_wg(d) <= prop.sharedMemPerBlockOptin
+             ? 1
+             : 0;
+#else
+  (void)d;
+  (void)prop;
+  return 0;
+#endif
 }
 
 }  // namespace cuda

@@ -13,5 +13,7 @@ cudaDeviceProp open_device(int dev);
 // Throws sezm::Error when one stack CTA of a model of dimensions `d` needs more shared memory per
 // block than the device offers.
 void check_stack_fits(const Dims& d, const cudaDeviceProp& prop);
+// Dims::wgmma for this device: 1 where the stack runs on the warpgroup tile (stack_tile.cuh).
+int use_wgmma(const Dims& d, const cudaDeviceProp& prop);
 
 }  // namespace sezm::cuda

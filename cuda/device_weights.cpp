@@ -4,6 +4,7 @@
 // formed here in double and converted once. A C++ file, not .cu: its Eigen code must be the same
 // as sezm_core's (cuda/CMakeLists.txt).
 #include "device_weights.cuh"
+#include "wgmma_layout.h"
 
 #include <algorithm>
 #include <cmath>
@@ -40,6 +41,20 @@ class Arena {
     for (const auto& m : ms) {
       const std::vector<float> f = to_float(m.data(), m.size());
       h_.insert(h_.end(), f.begin(), f.end());
+    }
+    align();
+  }
+  // Several K x N matrices as the warpgroup tile's B images (wgmma_layout.h), back to back.
+  void put_wg(const float*& slot, const std::vector<Mat<double>>& ms) {
+    slots_.emplace_back(&slot, h_.size());
+    for (const auto& m : ms) {
+      const std::vector<float> f = to_float(m.data(), m.size());
+      const int K = static_cast<int>(m.rows()), N = static_cast<int>(m.cols());
+      const std::vector<float> img = wgmma_b_image(f.data(), K, N, N, 4);
+      if (img.size() != 2 * f.size())  // K % 32 == 0 for every shape stack.cu sends there
+        throw Error("device cuda: the wgmma image of a " + std::to_string(K) + " x " + std::to_string(N) +
+                    " weight is not 2 K N floats");
+      h_.insert(h_.end(), img.begin(), img.end());
     }
     align();
   }
@@ -327,6 +342,14 @@ void DeviceWeights::upload(const ModelW<double>& w, const Dims& d, MemCounter* m
     a.put(x.W1T, W1Ts);
     if (!Gs.empty()) a.put(x.G, Gs);
     if (!GTs.empty()) a.put(x.GT, GTs);
+    if (d.wgmma) {  // the warpgroup tile's B images (wgmma_layout.h) of the same float weights
+      a.put_wg(x.A_wg, As);
+      a.put_wg(x.AT_wg, ATs);
+      a.put_wg(x.W1_wg, W1s);
+      a.put_wg(x.W1T_wg, W1Ts);
+      if (!Gs.empty()) a.put_wg(x.G_wg, Gs);
+      if (!GTs.empty()) a.put_wg(x.GT_wg, GTs);
+    }
     if (d.F > 1) a.put(x.fc_w, b.focus_compete_w);
     if (d.F > 1 && b.focus_norm) a.put(x.fc_norm, b.focus_compete_norm);
     a.put(x.qk_norm, b.qk_norm);

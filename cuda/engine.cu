@@ -283,7 +283,8 @@ const ModelConfig& CudaEngine::config() const { return impl_->cfg; }
 std::string CudaEngine::description() const {
   return "CUDA device " + std::to_string(impl_->device) + " (" + impl_->name + "), mode " +
          cuda_mode_name(impl_->mode) + ", " + std::to_string(impl_->effective_chunk_edges()) + " edges per chunk, " +
-         (impl_->d.tf32_one_pass ? "precision tf32 (one TF32 pass)" : "precision fp32");
+         (impl_->d.tf32_one_pass ? "precision tf32 (one TF32 pass)" : "precision fp32") +
+         (impl_->d.wgmma ? (impl_->d.tf32_one_pass ? ", stack on wgmma" : ", stack on wgmma (3xTF32)") : "");
 }
 EngineResult CudaEngine::compute(const Graph& g, bool gradients, FeatureExchange<double>* ex) {
   return call(g, gradients, ex, nullptr, GeometryShare::kNone);

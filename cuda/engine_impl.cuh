@@ -62,6 +62,7 @@ struct CudaEngine::Impl : EngineBuffers {
     name = prop.name;
     d = model_dims(w);
     check_stack_fits(d, prop);
+    d.wgmma = use_wgmma(d, prop);
     SEZM_CUDA(cudaStreamCreate(&s));
     const char* tv = std::getenv("SEZM_CUDA_TIMING");
     timer.enabled = tv && *tv && *tv != '0';

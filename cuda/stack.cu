@@ -16,31 +16,59 @@
 // `precision tf32` (Dims::tf32_one_pass); the tile product and its geometry are stack_tile.cuh.
 // CPU twin: the mixing stack in engine/so2_convolution.h.
 #include "stack.cuh"
+
+#include <algorithm>
+
 #include "stack_tile.cuh"
 
 namespace sezm::cuda {
 namespace {
 
+// Shared memory of a layer kernel: the operand tiles, then Zs, S and (backward) T. On the
+// warpgroup tile, Bs is two k-block stages of the widest B and T (dead once the scalar row of
+// z_bar is formed) lies inside Bs above the stages of that product (K = L*Cf, N = Cf).
+struct SmemPlan {
+  int bs, zs, s, t_off, total;  // floats: Bs (with As on the SIMT tile), Zs, S; T's offset
+};
+template <int TR, int kM>
+__host__ __device__ SmemPlan smem_plan(const Dims& d, bool bwd) {
+  constexpr int BM = tile_bm<TR, kM>();
+  SmemPlan p;
+  const int wmax = d.M0 > 2 * d.M1 ? d.M0 : 2 * d.M1;  // >= L*Cf
+  const int np = (wmax + 63) / 64 * 64;
+  p.bs = is_wg(kM) ? wg_smem_floats(wmax, 4, kM == kWg3) : a_floats<TR, kM>() + b_floats<kM>(np);
+  p.zs = BM * bank_stride(d.Cf);
+  p.s = BM * bank_stride(d.L * d.Cf);
+  const int t_in = wg_smem_floats(d.Cf, 4, kM == kWg3);
+  const bool t_inside = is_wg(kM) && t_in + p.s <= p.bs;
+  p.t_off = t_inside ? t_in : p.bs + p.zs + p.s;
+  p.total = p.bs + p.zs + p.s + (bwd && !t_inside ? p.s : 0);
+  return p;
+}
+
 template <int TR, int kM>
 size_t smem_floats(const Dims& d, bool bwd) {
-  constexpr int BM = Tile<TR>::BM;
-  const int np = pad64(d.M0 > 2 * d.M1 ? d.M0 : 2 * d.M1);
-  return (size_t)a_floats<TR, kM>() + (size_t)b_floats<kM>(np) + (size_t)BM * bank_stride(d.Cf) +
-         (bwd ? 2 : 1) * (size_t)BM * bank_stride(d.L * d.Cf);
+  return static_cast<size_t>(smem_plan<TR, kM>(d, bwd).total);
 }
 
 template <int TR, int kM>
 __device__ StackSmem carve(const Dims& d, float* base) {
-  const int np = (((d.M0 > 2 * d.M1 ? d.M0 : 2 * d.M1) + 63) / 64) * 64;
+  const SmemPlan p = smem_plan<TR, kM>(d, true);
   StackSmem s;
   s.As = base;
-  s.Bs = s.As + a_floats<TR, kM>();
+  s.Bs = is_wg(kM) ? base : s.As + a_floats<TR, kM>();
   s.zst = bank_stride(d.Cf);
   s.sst = bank_stride(d.L * d.Cf);
-  s.Zs = s.Bs + b_floats<kM>(np);
-  s.S = s.Zs + Tile<TR>::BM * s.zst;
-  s.T = s.S + Tile<TR>::BM * s.sst;
+  s.Zs = base + p.bs;
+  s.S = s.Zs + p.zs;
+  s.T = base + p.t_off;
   return s;
+}
+
+// B of a product: the weights (SIMT / mma.sync tile) or their image (warpgroup tile).
+template <int kM>
+__device__ __forceinline__ const float* weights(const float* w, const float* img, size_t i, size_t kn) {
+  return is_wg(kM) ? img + i * 2 * kn : w + i * kn;
 }
 
 // S[r][g*Cf + b] = sigmoid(sum_a Zs[r][a] G[a][g*Cf + b]) for the CTA's rows: a (BM x Cf) x
@@ -52,7 +80,7 @@ __device__ __forceinline__ void gate_sigmoids(const Dims& d, const StackSmem& sm
   float acc[TR][4 * NCG];
   zero<TR, NCG>(acc);
   tile_mma<TR, NCG, kM>(sm, Cf, LC, G, [&](int r, int k) { return ld4(sm.Zs + r * sm.zst + k); }, acc);
-  for_each_quad<TR, NCG, kM>(0, Tile<TR>::BM, LC, [&](int r, int j, int row, int c) {
+  for_each_quad<TR, NCG, kM>(0, tile_bm<TR, kM>(), LC, [&](int r, int j, int row, int c) {
     st4(sm.S + row * sm.sst + c, make_float4(sigmoidf_(acc[r][4 * j]), sigmoidf_(acc[r][4 * j + 1]),
                                          sigmoidf_(acc[r][4 * j + 2]), sigmoidf_(acc[r][4 * j + 3])));
   });
@@ -61,18 +89,19 @@ __device__ __forceinline__ void gate_sigmoids(const Dims& d, const StackSmem& sm
 // Forward of one layer; with Zin (fast mode's backward) the gated layer's pre-activations are
 // read instead of multiplied.
 template <int TR, int NC0, int NC1, int kM>
-__global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3) ? 2 : 1) stack_forward_k(Dims d, BlockWDev w, int layer, int Ec,
+__global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3 && !is_wg(kM)) ? 2 : 1) stack_forward_k(Dims d, BlockWDev w, int layer, int Ec,
                                                             const float* __restrict__ Uin, float* Uout, float* Zsave,
                                                             const float* __restrict__ Zin) {
-  constexpr int BM = Tile<TR>::BM;
+  constexpr int BM = tile_bm<TR, kM>();
   extern __shared__ float4 smem4[];
   const StackSmem sm = carve<TR, kM>(d, reinterpret_cast<float*>(smem4));
   const int f = blockIdx.y, row0 = blockIdx.x * BM;
   const bool gated = layer < d.ngated;
   const size_t fo = (size_t)f * Ec * d.ROW;
   const float* U = Uin + fo;
-  const float* A = w.A + ((size_t)layer * d.F + f) * d.M0 * d.M0;
-  const float* W1 = w.W1 + ((size_t)layer * d.F + f) * 4 * d.M1 * d.M1;
+  const size_t lf = (size_t)layer * d.F + f;
+  const float* A = weights<kM>(w.A, w.A_wg, lf, (size_t)d.M0 * d.M0);
+  const float* W1 = weights<kM>(w.W1, w.W1_wg, lf, 4 * (size_t)d.M1 * d.M1);
   const int LC = d.L * d.Cf, Cf = d.Cf;
   const bool replay = gated && Zin != nullptr;
 
@@ -99,7 +128,7 @@ __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3) ? 2 : 1) stack
           if (c < Cf) st4(sm.Zs + tile_row<TR, kM>(r) * sm.zst + c, quad<TR, NC0>(acc, r, j));
         }
       __syncthreads();
-      gate_sigmoids<TR, (NC1 + 1) / 2, kM>(d, sm, w.G + ((size_t)layer * d.F + f) * Cf * LC);
+      gate_sigmoids<TR, is_wg(kM) ? NC1 / 2 : (NC1 + 1) / 2, kM>(d, sm, weights<kM>(w.G, w.G_wg, lf, (size_t)Cf * LC));
       __syncthreads();
     }
     float4 res[TR][NC0];
@@ -157,10 +186,10 @@ __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3) ? 2 : 1) stack
 }
 
 template <int TR, int NC0, int NC1, int kM>
-__global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3) ? 2 : 1) stack_backward_k(Dims d, BlockWDev w, int layer, int Ec,
+__global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3 && !is_wg(kM)) ? 2 : 1) stack_backward_k(Dims d, BlockWDev w, int layer, int Ec,
                                                              const float* __restrict__ Gin, float* Gout,
                                                              const float* __restrict__ Zin) {
-  constexpr int BM = Tile<TR>::BM;
+  constexpr int BM = tile_bm<TR, kM>();
   extern __shared__ float4 smem4[];
   const StackSmem sm = carve<TR, kM>(d, reinterpret_cast<float*>(smem4));
   const int f = blockIdx.y, row0 = blockIdx.x * BM;
@@ -169,13 +198,14 @@ __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3) ? 2 : 1) stack
   const size_t fo = (size_t)f * Ec * d.ROW;
   const float* g = Gin + fo;
   const float* Z = gated ? Zin + fo : nullptr;
-  const float* AT = w.AT + ((size_t)layer * d.F + f) * d.M0 * d.M0;
-  const float* W1T = w.W1T + ((size_t)layer * d.F + f) * 4 * d.M1 * d.M1;
+  const size_t lf = (size_t)layer * d.F + f;
+  const float* AT = weights<kM>(w.AT, w.AT_wg, lf, (size_t)d.M0 * d.M0);
+  const float* W1T = weights<kM>(w.W1T, w.W1T_wg, lf, 4 * (size_t)d.M1 * d.M1);
   const int LC = d.L * d.Cf, Cf = d.Cf;
 
   if (gated) {
-    const float* Gw = w.G + ((size_t)layer * d.F + f) * Cf * LC;
-    const float* GwT = w.GT + ((size_t)layer * d.F + f) * Cf * LC;  // (LC, Cf): coalesced over a
+    const float* Gw = weights<kM>(w.G, w.G_wg, lf, (size_t)Cf * LC);
+    const float* GwT = weights<kM>(w.GT, w.GT_wg, lf, (size_t)Cf * LC);  // (LC, Cf): coalesced over a
     for (int i = tid; i < BM * Cf / 4; i += kThreads) {  // Cf % 4 == 0
       const int r = i / (Cf / 4), a = (i % (Cf / 4)) * 4;
       const float4 z =
@@ -183,7 +213,7 @@ __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3) ? 2 : 1) stack
       st4(sm.Zs + r * sm.zst + a, z);
     }
     __syncthreads();
-    gate_sigmoids<TR, (NC1 + 1) / 2, kM>(d, sm, Gw);
+    gate_sigmoids<TR, is_wg(kM) ? NC1 / 2 : (NC1 + 1) / 2, kM>(d, sm, Gw);
     __syncthreads();
     // eta = s_bar * S (1 - S), s_bar[g][b] = sum over the three orders of degree g+1 of g * z.
     // Column quads (Cf % 4 == 0), unrolled so each thread has its 24 loads in flight at once.
@@ -210,16 +240,18 @@ __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3) ? 2 : 1) stack
     // Scalar row of z_bar: g00 silu'(z00) + eta G^T, a (BM x L*Cf) x (L*Cf x Cf) tile product; each
     // thread overwrites only the z00 entries it alone reads, so Zs takes z_bar in place.
     {
-      float acc[TR][4];
-      zero<TR, 1>(acc);
-      tile_mma<TR, 1, kM>(sm, LC, Cf, GwT, [&](int r, int k) { return ld4(sm.T + r * sm.sst + k); }, acc);
-      for_each_quad<TR, 1, kM>(0, BM, Cf, [&](int r, int j, int row, int c) {
+      constexpr int NCS = is_wg(kM) ? 2 : 1;  // warpgroup tile: Cf = 32 (launch_stack)
+      float acc[TR][4 * NCS];
+      zero<TR, NCS>(acc);
+      tile_mma<TR, NCS, kM>(sm, LC, Cf, GwT, [&](int r, int k) { return ld4(sm.T + r * sm.sst + k); }, acc);
+      for_each_quad<TR, NCS, kM>(0, BM, Cf, [&](int r, int j, int row, int c) {
         float* zs = sm.Zs + row * sm.zst + c;
         float4 v = zero4();
         if (row0 + row < Ec) {
           const float4 gg = ld4(g + (size_t)(row0 + row) * d.ROW + c);
-          v = make_float4(fmaf(gg.x, silu_gradf_(zs[0]), acc[r][0]), fmaf(gg.y, silu_gradf_(zs[1]), acc[r][1]),
-                          fmaf(gg.z, silu_gradf_(zs[2]), acc[r][2]), fmaf(gg.w, silu_gradf_(zs[3]), acc[r][3]));
+          const float* a = &acc[r][4 * j];
+          v = make_float4(fmaf(gg.x, silu_gradf_(zs[0]), a[0]), fmaf(gg.y, silu_gradf_(zs[1]), a[1]),
+                          fmaf(gg.z, silu_gradf_(zs[2]), a[2]), fmaf(gg.w, silu_gradf_(zs[3]), a[3]));
         }
         st4(zs, v);
       });
@@ -294,7 +326,7 @@ void launch_tile(const Dims& d, const BlockWDev& w, int layer, int Ec, const flo
                  Pass pass, cudaStream_t s) {
   const bool bwd = pass == Pass::kBackward;
   const size_t bytes = smem_floats<TR, kM>(d, bwd) * sizeof(float);
-  const dim3 grid(div_up(Ec, Tile<TR>::BM), d.F);
+  const dim3 grid(div_up(Ec, tile_bm<TR, kM>()), d.F);
   const void* fn =
       bwd ? (const void*)stack_backward_k<TR, NC0, NC1, kM> : (const void*)stack_forward_k<TR, NC0, NC1, kM>;
   if (bytes > 48 * 1024) SEZM_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
@@ -319,20 +351,43 @@ void launch_widths(const Dims& d, const BlockWDev& w, int layer, int Ec, const f
   else launch_tile<4, 6, 6, kM>(d, w, layer, Ec, in, out, z, pass, s);
 }
 
+// The warpgroup tile's shapes: Cf = 32 and L = 3 (C.pt, the 128 / 192-wide groups) or L = 2 (96 /
+// 128); every width and K is then a multiple of 32 and has a wgmma_ops.cuh instruction.
+template <int kM>
+void launch_wg(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out, float* z, Pass pass,
+               cudaStream_t s) {
+  if (d.L == 3) launch_tile<2, 8, 12, kM>(d, w, layer, Ec, in, out, z, pass, s);
+  else launch_tile<2, 6, 8, kM>(d, w, layer, Ec, in, out, z, pass, s);
+}
+
 void launch_stack(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out, float* z, Pass pass,
                   cudaStream_t s) {
   if (Ec == 0) return;
-  // The default stays IEEE fp32 FFMA: the 3xTF32 tile (stack_tile.cuh) is fp32-accurate but, as
-  // built today, no faster (docs/performance.md, "Tensor cores"); sezm-stack-probe measures both.
-  if (d.tf32_one_pass) launch_widths<kTf32>(d, w, layer, Ec, in, out, z, pass, s);
-  else launch_widths<kIeee>(d, w, layer, Ec, in, out, z, pass, s);
+  // Hopper (Dims::wgmma): the warpgroup tile, 3xTF32 by default (fp32-accurate). Elsewhere IEEE
+  // fp32 FFMA by default: the mma.sync 3xTF32 tile is no faster there (docs/performance.md,
+  // "Tensor cores"). `precision tf32`: one TF32 pass on either.
+  if (d.wgmma && wgmma_shape(d)) {
+    if (d.tf32_one_pass) launch_wg<kWg1>(d, w, layer, Ec, in, out, z, pass, s);
+    else launch_wg<kWg3>(d, w, layer, Ec, in, out, z, pass, s);
+  } else if (d.tf32_one_pass) {
+    launch_widths<kTf32>(d, w, layer, Ec, in, out, z, pass, s);
+  } else {
+    launch_widths<kIeee>(d, w, layer, Ec, in, out, z, pass, s);
+  }
   SEZM_LAUNCH(pass == Pass::kBackward ? "stack_backward" : pass == Pass::kReplay ? "stack_replay" : "stack_forward");
 }
 
 }  // namespace
 
-// The engine's arithmetics (kIeee, kTf32) stage the same operand tiles.
+// The engine's arithmetics (kIeee, kTf32) stage the same operand tiles; the warpgroup tile's
+// need is checked where Dims::wgmma is set.
 size_t stack_smem_bytes(const Dims& d) { return smem_floats<4, kIeee>(d, true) * sizeof(float); }
+
+bool wgmma_shape(const Dims& d) { return d.Cf == 32 && (d.L == 3 || d.L == 2); }
+
+size_t stack_smem_bytes_wg(const Dims& d) {
+  return std::max(smem_floats<2, kWg3>(d, true), smem_floats<2, kWg1>(d, true)) * sizeof(float);
+}
 
 void launch_stack_layer_forward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* Uin, float* Uout,
                                 float* Zsave, cudaStream_t s) {

@@ -8,6 +8,9 @@ namespace sezm::cuda {
 
 // Shared memory one stack CTA needs (the engine checks it against the device at construction).
 size_t stack_smem_bytes(const Dims& d);
+// Whether the stack's shape has a warpgroup tile (Cf = 32, L = 2 or 3), and its shared memory.
+bool wgmma_shape(const Dims& d);
+size_t stack_smem_bytes_wg(const Dims& d);
 // Zsave: the gated layer's pre-activations are written there (fast mode, lean recompute, the
 // fused block); null: not kept.
 void launch_stack_layer_forward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* Uin, float* Uout,

@@ -6,16 +6,20 @@
 // the tensor cores (mma.sync m16n8k8, sm_80+; `precision tf32`); kTf32x3, the 3xTF32 split (a =
 // a_hi + a_lo, each part rounded to TF32; a_hi b_hi + a_hi b_lo + a_lo b_hi, fp32 accumulation):
 // fp32-accurate, but at this tile no faster than FFMA (docs/performance.md, "Tensor cores"), so
-// only sezm-stack-probe runs it.
+// only sezm-stack-probe runs it; kWg3 / kWg1, the same two on Hopper's warpgroup instructions
+// (wgmma_tile.cuh, sm_90a; 128-row tiles, two rows x N / 16 quads per thread, B an image
+// prepared at upload): the engine's default / `precision tf32` where Dims::wgmma says so.
 // Operands are staged in shared memory; a thread's accumulators always come as quads of four
 // consecutive columns of one row (tile_row / tile_col say which), so the epilogues are shared.
 #include <cstdint>
 
 #include "model_dev.cuh"
+#include "wgmma_tile.cuh"
 
 namespace sezm::cuda {
 
-enum TileMath { kIeee = 0, kTf32 = 1, kTf32x3 = 3 };
+enum TileMath { kIeee = 0, kTf32 = 1, kTf32x3 = 3, kWg1 = 11, kWg3 = 13 };
+__host__ __device__ constexpr bool is_wg(int kM) { return kM >= kWg1; }
 
 namespace {
 
@@ -52,16 +56,25 @@ __host__ __device__ constexpr int a_floats() { return (kM == kTf32x3 ? 2 : 1) * 
 template <int kM>
 __host__ __device__ constexpr int b_floats(int np) { return (kM == kTf32x3 ? 2 : 1) * kBK * np; }
 
+// Rows of a CTA's tile: 16 TR, or 128 on the warpgroup tile (TR = 2: rows r and r + 8).
+template <int TR, int kM>
+__host__ __device__ constexpr int tile_bm() {
+  return is_wg(kM) ? 128 : Tile<TR>::BM;
+}
+
 // The tile row (0..BM) of a thread's accumulator row r, and the first column of its quad j.
 template <int TR, int kM>
 __device__ __forceinline__ int tile_row(int r) {
-  static_assert(kM == kIeee || TR == 4, "the tensor-core tile is 64 rows (TR = 4)");
+  static_assert(kM == kIeee || (is_wg(kM) ? TR == 2 : TR == 4),
+                "the mma.sync tile is 64 rows (TR = 4), the warpgroup tile 128 (TR = 2)");
   if (kM == kIeee) return tile_ty() * TR + r;
+  if (is_wg(kM)) return wg_row() + 8 * r;
   return (threadIdx.x >> 7) * 32 + 8 * r + ((threadIdx.x & 31) >> 2);
 }
 template <int kM>
 __device__ __forceinline__ int tile_col(int j) {
   if (kM == kIeee) return 64 * j + 4 * tile_tx();
+  if (is_wg(kM)) return wg_quad_col(j);
   return 64 * j + 16 * ((threadIdx.x >> 5) & 3) + 4 * (threadIdx.x & 3);
 }
 
@@ -123,13 +136,37 @@ __device__ __forceinline__ void mma_m16n8k8_from0(float& d0, float& d1, float& d
 // with 2 (k odd) and 16 (k & 2). Flipping bit 1 swaps the halves of a stored quad; bit 4 moves it.
 __device__ __forceinline__ int bs_swizzle(int k) { return ((k & 1) << 1) | ((k & 2) << 3); }
 
+// The warpgroup tile (is_wg(kM)): N = 16 NC4 exactly, K % 32 == 0, B the weights' image
+// (wgmma_b_image, k blocks of 4 steps), sm.Bs holding wg_smem_floats(N, 4, ..). The
+// accumulator quads are renamed to and from the instruction's register order (free: every index
+// is a compile-time constant).
+template <int NC4, int kM, class LoadA4>
+__device__ __forceinline__ void tile_wg(const StackSmem& sm, int K, const float* __restrict__ Bimg, LoadA4 loadA4,
+                                        float (&acc)[2][4 * NC4]) {
+  constexpr int N = 16 * NC4;
+  float d[N / 2];
+#pragma unroll
+  for (int p = 0; p < NC4; ++p)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) d[8 * p + 2 * h + (q & 1) + 4 * (q >> 1)] = acc[h][4 * p + q];
+  wg_tile<N, kM - 10, 4, 2, 2>(sm.Bs, K, Bimg, loadA4, d);
+#pragma unroll
+  for (int p = 0; p < NC4; ++p)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) acc[h][4 * p + q] = d[8 * p + 2 * h + (q & 1) + 4 * (q >> 1)];
+}
+
 // acc[r][4j+q] += sum_k A(row0 + tile_row(r), k) B(k, tile_col(j) + q). `loadA4(row, k)` returns
 // A(row, k..k+3) (the prologue: the raw activation, or the gradient with the gates applied).
 // K % 4 == 0 and N % 4 == 0 for every supported model. The next k-tile is fetched into registers
 // while the current one is multiplied, so global latency hides behind the products.
 template <int TR, int NC4, int kM, int kUnroll = 4, class LoadA4>
-__device__ __forceinline__ void tile_mma(const StackSmem& sm, int K, int N, const float* __restrict__ B, LoadA4 loadA4,
-                                         float (&acc)[TR][4 * NC4]) {
+__device__ __forceinline__ void tile_mma_sm(const StackSmem& sm, int K, int N, const float* __restrict__ B,
+                                            LoadA4 loadA4, float (&acc)[TR][4 * NC4]) {
   constexpr int BM = Tile<TR>::BM, AS = Tile<TR>::AS, AR = Tile<TR>::AR, NP = 64 * NC4;
   constexpr int kAPer = BM * kBK / 4 / kThreads;
   constexpr int kBPer = (kBK * NP / 4 + kThreads - 1) / kThreads;
@@ -254,6 +291,19 @@ __device__ __forceinline__ void tile_mma(const StackSmem& sm, int K, int N, cons
       }
     }
     __syncthreads();
+  }
+}
+
+// The tile product of the arithmetic kM: the SIMT / mma.sync tile, or the warpgroup tile (B
+// then the weights' image).
+template <int TR, int NC4, int kM, int kUnroll = 4, class LoadA4>
+__device__ __forceinline__ void tile_mma(const StackSmem& sm, int K, int N, const float* __restrict__ B, LoadA4 loadA4,
+                                         float (&acc)[TR][4 * NC4]) {
+  if constexpr (is_wg(kM)) {
+    static_assert(TR == 2, "the warpgroup tile: two rows per thread");
+    tile_wg<NC4, kM>(sm, K, B, loadA4, acc);
+  } else {
+    tile_mma_sm<TR, NC4, kM, kUnroll>(sm, K, N, B, loadA4, acc);
   }
 }
 
