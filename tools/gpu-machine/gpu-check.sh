@@ -8,8 +8,10 @@
 #     quick: tests, 512 and 4096 atoms in both modes and precisions, LAMMPS; full (default): also 32768 to
 #     438,976 atoms; dev: tests and a short benchmark, no LAMMPS.
 # Dependencies come from the system, or from .devdeps/ (make-devdeps.sh) when present.
-# SEZM_GPU_TEST_FILTER replaces the CUDA tests' gtest filter (default '*Cuda*:FeatureExchange*'),
-# e.g. to leave out a family whose checkpoint did not travel.
+# SEZM_GPU_TEST_FILTER replaces the CUDA tests' gtest filter (default
+# '*Cuda*:FeatureExchange*:*ModelDeviation*:*SharedGeometry*'), e.g. to leave out a family whose
+# checkpoint did not travel. On Hopper the tests run twice: on the warpgroup tile (the default
+# there) and on the SIMT / mma.sync tile (SEZM_CUDA_WGMMA=0) that other GPUs run.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 what="${1:-full}"
@@ -18,6 +20,8 @@ mkdir -p "$out"
 build="${SEZM_GPU_BUILD_DIR:-/tmp/sezm-gpu-build}"
 args=(-DCMAKE_BUILD_TYPE=Release -DSEZM_NATIVE=ON)
 arch="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d . || true)"
+# Hopper (9.0): sm_90a, the machine code with the stack's warpgroup tensor-core tile.
+[ "$arch" = 90 ] && arch=90a
 [ -n "$arch" ] && args+=("-DSEZM_CUDA_ARCHITECTURES=${arch}-real")
 if [ -d "$here/.devdeps" ]; then
   deps="$here/.devdeps"
@@ -35,7 +39,12 @@ cmake --build "$build" -j "$(nproc)" --target sezm_tests sezm-bench sezm-eval se
   || { grep -E "error" "$out/build.log" | head -40; exit 1; }
 echo "== CUDA tests"
 status=0
-"$build/tests/sezm_tests" --gtest_filter="${SEZM_GPU_TEST_FILTER:-*Cuda*:FeatureExchange*}" 2>&1 | tee "$out/gpu-tests.log" || status=1
+filter="${SEZM_GPU_TEST_FILTER:-*Cuda*:FeatureExchange*:*ModelDeviation*:*SharedGeometry*}"
+"$build/tests/sezm_tests" --gtest_filter="$filter" 2>&1 | tee "$out/gpu-tests.log" || status=1
+if [ "$arch" = 90a ]; then
+  echo "== CUDA tests on the SIMT / mma.sync tile (SEZM_CUDA_WGMMA=0)"
+  SEZM_CUDA_WGMMA=0 "$build/tests/sezm_tests" --gtest_filter="$filter" 2>&1 | tee "$out/gpu-tests-simt.log" || status=1
+fi
 echo "== benchmark"
 bench() { "$build/bench/sezm-bench" "$here/potentials/C.pt" --device cuda "$@" 2>&1 | tee -a "$out/bench.log"; }
 echo "== stack kernels on synthetic data (sezm-stack-probe)"

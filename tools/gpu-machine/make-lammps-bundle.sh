@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds lmp_sezm (Debian 12's LAMMPS + pair_style sezm, CUDA engine for sm_90 only, no
+# Builds lmp_sezm (Debian 12's LAMMPS + pair_style sezm, CUDA engine for sm_90a only, no
 # -march=native) and packs it with every shared library it needs and a relocatable Open MPI
 # runtime (mpirun, MCA components, PMIx, help texts) into ONE archive for a GPU machine that has
 # no LAMMPS and no MPI:
@@ -172,10 +172,10 @@ done
 
 # ---------------------------------------------------------------- 1. build lmp_sezm
 if [ "$do_build" = 1 ]; then
-  say "configure + build lmp_sezm in $build (CUDA sm_90 only, SEZM_NATIVE=OFF, -j$jobs)"
+  say "configure + build lmp_sezm in $build (CUDA sm_90a only, SEZM_NATIVE=OFF, -j$jobs)"
   mkdir -p "$build"
   cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSEZM_NATIVE=OFF \
-        -DSEZM_CUDA_ARCHITECTURES=90-real -DSEZM_BUILD_TESTS=OFF > "$build/configure.log" 2>&1 \
+        -DSEZM_CUDA_ARCHITECTURES=90a-real -DSEZM_BUILD_TESTS=OFF > "$build/configure.log" 2>&1 \
     || { tail -40 "$build/configure.log" >&2; die "configure failed (log: $build/configure.log)"; }
   grep -E "native CPU tuning|CUDA engine|LAMMPS pair style" "$build/configure.log" >&2 || true
   grep -q "CUDA engine *: ON" "$build/configure.log" || die "the CUDA engine is not configured (no nvcc?)"
