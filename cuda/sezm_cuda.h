@@ -40,6 +40,11 @@ class CudaEngine final : public Engine {
   int chunk_edges() const override;
   // kTf32: the tile products in one TF32 pass (`precision tf32`); otherwise IEEE fp32 FFMA.
   void set_precision(Precision p);
+  // Where the per-edge geometry, radial features and their adjoints live (EdgeState, engine.h):
+  // kAuto (the default) decides per call from the call's sizes and the device's free memory.
+  void set_edge_state(EdgeState e);
+  // What the latest call used: kKeep or kChunk (kAuto before the first call).
+  EdgeState last_edge_state() const;
 
   // Peak device memory held by this engine since construction (bytes), and the device's name.
   size_t peak_device_bytes() const override;
