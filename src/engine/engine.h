@@ -42,8 +42,9 @@ enum class Device { kCpu, kCuda };
 // What per-edge data the CUDA forward keeps for the backward (docs/ARCHITECTURE.md has the bytes):
 //  kFast: the gated layers' pre-activations of every edge for the blocks before the last
 //         (their backward recomputes only the rotation and the last linear layer);
-//  kLean: nothing per edge beyond geometry and radial features; the backward recomputes each
-//         chunk's value path on chip (flash-style).
+//  kLean: nothing per edge beyond geometry and radial features (nothing beyond the graph and
+//         the attention weights with the edge state per chunk, EdgeState); the backward
+//         recomputes each chunk's value path on chip (flash-style).
 // In both modes the last block's backward runs chunk by chunk right behind its forward, so it
 // is neither kept nor recomputed.
 enum class CudaMode { kFast, kLean };
