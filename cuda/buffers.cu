@@ -42,7 +42,7 @@ void EngineBuffers::size_for_call(const Graph& gv, const Dims& d, int n_blocks, 
     grow(b, n);
   };
   // The node steps' scratch: node_rows rows (every node, or one batch: kChunk).
-  node_rows = node_scratch_rows(N, max_nc, chunk_geo);
+  node_rows = node_scratch_rows(N, max_nc, chunk_geo, node_batch);
   share_ffn = chunk_geo;
   const size_t Ns = node_rows;
   auto scratch = [&](DBuf<float>& b, size_t n) {
@@ -169,7 +169,7 @@ size_t call_device_bytes(const Dims& d, const CallShape& c) {
   // per node: embedding, X per block boundary, per-block state (grow_block, H), node scratch
   add(N, f); add(N * 4 * d.es_emb, f); add(N * 2 * d.C, f);
   add(NT * nodeW, f * (nb + 1));
-  const size_t Ns = node_scratch_rows(c.N, c.max_nc, c.chunk_geo);  // the node steps' scratch rows
+  const size_t Ns = node_scratch_rows(c.N, c.max_nc, c.chunk_geo, c.node_batch);  // the node steps' scratch rows
   for (size_t b = 0; b < nb; ++b) {
     add(NT * nodeWw, f);                          // H
     add(NT * d.Cw, f); add(NT * d.Cw, f);         // q, k

@@ -52,6 +52,7 @@ struct NodeScratch {
   DBuf<float> isd_bar, A_bar, tmpN;                  // embedding backward, norm scratch
   DBuf<float> nodeA_bar, Pb, gamma_bar, q_bar, k_bar, H_bar, hbar;  // block backward
   int node_rows = 0;        // rows of the node steps' scratch
+  int node_batch = 16384;   // kChunk: nodes per batch (kNodeBatch below; CudaEngine::set_node_batch)
   bool share_ffn = false;   // EdgeState::kChunk: one FFN hidden buffer (ffn_h[0], node_rows rows) for
                             // every block, the blocks before the fused one recomputing it in their backward
 };
@@ -111,10 +112,12 @@ struct CallShape {
   long E;
   int max_ec, max_nc, n_blocks;
   bool gradients, keep_z, chunk_geo;
+  int node_batch;
 };
-// The rows of the node steps' scratch (NodeScratch::node_rows) for a call of N centres.
-inline int node_scratch_rows(int N, int max_nc, bool chunk_geo) {
-  return chunk_geo ? std::min(N, std::max(kNodeBatch, max_nc)) : N;
+// The rows of the node steps' scratch (NodeScratch::node_rows) for a call of N centres: all of
+// them, or (chunk_geo) a batch, at least the most centres of a chunk.
+inline int node_scratch_rows(int N, int max_nc, bool chunk_geo, int batch) {
+  return chunk_geo ? std::min(N, std::max(std::max(batch, 1), max_nc)) : N;
 }
 // The engine buffers' bytes at the call's peak: every buffer size_for_call, grow_block, the
 // block loop and the backward grow, with DBuf's slack, the same sizes as the code (buffers.cu).

@@ -227,8 +227,8 @@ void CudaEngine::Impl::prepare_call(const Graph& gv, bool gradients) {
   plan.plan(gv, effective_chunk_edges());
   fused_block = gradients ? cfg.n_blocks - 1 : -1;
   keep_z = mode == CudaMode::kFast && gradients;
-  CallShape shape{gv.n_nodes, gv.n_total,        gv.n_edges(), plan.max_edges(), plan.max_nodes(),
-                  cfg.n_blocks, gradients, keep_z, false};
+  CallShape shape{gv.n_nodes,  gv.n_total, gv.n_edges(), plan.max_edges(), plan.max_nodes(),
+                  cfg.n_blocks, gradients,  keep_z,       false,            node_batch};
   const size_t keep_bytes = call_device_bytes(d, shape);
   shape.chunk_geo = true;
   const size_t chunk_bytes = call_device_bytes(d, shape);
@@ -498,6 +498,7 @@ EngineResult CudaEngine::call(const Graph& g, bool gradients, FeatureExchange<do
 void CudaEngine::set_chunk_edges(int n) { impl_->chunk_edges = n > 0 ? n : 0; }
 void CudaEngine::set_precision(Precision p) { impl_->d.tf32_one_pass = p == Precision::kTf32 ? 1 : 0; }
 void CudaEngine::set_edge_state(EdgeState e) { impl_->edge_state = e; }
+void CudaEngine::set_node_batch(int n) { impl_->node_batch = n > 0 ? n : kNodeBatch; }
 EdgeState CudaEngine::last_edge_state() const { return impl_->last_state; }
 int CudaEngine::chunk_edges() const { return impl_->effective_chunk_edges(); }
 size_t CudaEngine::peak_device_bytes() const { return impl_->mem.peak; }

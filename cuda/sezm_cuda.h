@@ -45,6 +45,10 @@ class CudaEngine final : public Engine {
   void set_edge_state(EdgeState e);
   // What the latest call used: kKeep or kChunk (kAuto before the first call).
   EdgeState last_edge_state() const;
+  // With the edge state per chunk the node steps run in batches of n nodes (at least the most
+  // centres of a chunk; n <= 0: the default, 16384) with scratch for one batch. Tests set it
+  // small so that small graphs run several batches.
+  void set_node_batch(int n);
 
   // Peak device memory held by this engine since construction (bytes), and the device's name.
   size_t peak_device_bytes() const override;

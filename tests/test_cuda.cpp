@@ -183,6 +183,7 @@ TEST_P(CudaModesPrecisions, ChunkEdgeStateMatchesKeptEdgeState) {
   }
   keep.set_edge_state(sezm::EdgeState::kKeep);
   chunk.set_edge_state(sezm::EdgeState::kChunk);
+  chunk.set_node_batch(1);  // node steps in batches of the most centres of a chunk: several batches
   const sezm::Graph& g = s.view();
   const sezm::EngineResult a = keep.compute(g, true), b = chunk.compute(g, true);
   EXPECT_EQ(keep.last_edge_state(), sezm::EdgeState::kKeep);
@@ -469,6 +470,20 @@ TEST(EngineFactory, CudaWithoutAUsableDeviceIsAnError) {
   } catch (const sezm::Error& e) {
     EXPECT_NE(std::string(e.what()).find("device cuda"), std::string::npos) << e.what();
   }
+}
+
+// The edge-state option's names (sezm-bench --edge-state): each name parses to its value and back;
+// anything else is refused.
+TEST(EngineFactory, EdgeStateNamesRoundTrip) {
+  for (const sezm::EdgeState e : {sezm::EdgeState::kAuto, sezm::EdgeState::kKeep, sezm::EdgeState::kChunk}) {
+    sezm::EdgeState back = e == sezm::EdgeState::kAuto ? sezm::EdgeState::kKeep : sezm::EdgeState::kAuto;
+    ASSERT_TRUE(sezm::parse_edge_state(sezm::edge_state_name(e), &back)) << sezm::edge_state_name(e);
+    EXPECT_EQ(back, e);
+  }
+  sezm::EdgeState e = sezm::EdgeState::kKeep;
+  EXPECT_FALSE(sezm::parse_edge_state("chunked", &e));
+  EXPECT_EQ(e, sezm::EdgeState::kKeep);
+  EXPECT_EQ(sezm::EngineOptions{}.edge_state, sezm::EdgeState::kAuto);
 }
 
 TEST(EngineFactory, CpuEngineIsTheReference) {

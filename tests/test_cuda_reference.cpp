@@ -47,8 +47,8 @@ class CudaReference : public ::testing::TestWithParam<std::tuple<Case, int, int>
 // With `precision tf32` (one TF32 pass in the tile products) the same comparisons are made against
 // the looser bounds of that option's contract (docs/performance.md, "precision tf32").
 // Variant 2 ("_chunkedge"): fp32 with the per-edge geometry, radial features and their adjoints
-// recomputed per chunk (EdgeState::kChunk) and chunks of 500 edges, so most configurations run
-// several chunks: the same bounds against the CPU and deepmd-kit, and against the kept edge
+// recomputed per chunk (EdgeState::kChunk), chunks of 500 edges and node-step batches of one
+// chunk's centres, so most configurations run several chunks and batches: the same bounds against the CPU and deepmd-kit, and against the kept edge
 // state at the same chunks per-atom energies equal to the bit (the forward's arithmetic is the
 // same per edge and per node) and forces and virials within 1e-5 of the largest value (only the
 // order of the geometry adjoints' sums differs: per (block, chunk) share mapped into dE/dv).
@@ -90,6 +90,7 @@ TEST_P(CudaReference, MatchesCpuFloat64AndDeepmd) {
   if (chunk_edge) {
     gpu.set_edge_state(sezm::EdgeState::kChunk);
     gpu.set_chunk_edges(500);
+    gpu.set_node_batch(1);  // the node steps in batches of the most centres of a chunk
     kept.set_edge_state(sezm::EdgeState::kKeep);
     kept.set_chunk_edges(500);
   }
