@@ -232,25 +232,32 @@ void CudaEngine::Impl::prepare_call(const Graph& gv, bool gradients) {
   const size_t keep_bytes = call_device_bytes(d, shape);
   shape.chunk_geo = true;
   const size_t chunk_bytes = call_device_bytes(d, shape);
-  size_t free_bytes = 0, total_bytes = 0;
-  SEZM_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
-  const size_t budget = free_bytes + (mem.current - fixed_bytes);  // what the engine holds is reused
-  chunk_geo = edge_state == EdgeState::kChunk || (edge_state == EdgeState::kAuto && keep_bytes > budget / 10 * 9);
-  const size_t need = chunk_geo ? chunk_bytes : keep_bytes;
-  if (need > budget) {
-    const bool fast = mode == CudaMode::kFast;
-    char msg[900];
-    std::snprintf(msg, sizeof msg,
-                  "device cuda (GPU %d, mode %s, %d edges per chunk, edge state %s): out of GPU memory: %d atoms and "
-                  "%d edges need about %.2f GiB of engine buffers (%.0f bytes per atom), %.2f GiB are free (counting "
-                  "the %.2f GiB the engine holds); %s a smaller chunk (pair_style ... chunk N, sezm-bench --chunk N; "
-                  "each chunk edge costs about 16 kB), or fewer atoms per GPU (more MPI ranks / GPUs)",
-                  device, cuda_mode_name(mode), effective_chunk_edges(), chunk_geo ? "chunk" : "keep", gv.n_total,
-                  gv.n_edges(), need / 1073741824.0, gv.n_total > 0 ? double(need) / gv.n_total : 0.0,
-                  budget / 1073741824.0, (mem.current - fixed_bytes) / 1073741824.0,
-                  fast ? "use mode lean (it keeps about 5 kB less per edge), or"
-                       : chunk_geo ? "use" : "use edge state chunk (about 1.1 kB less per edge), or");
-    throw Error(msg);
+  // The device query is a driver call: MD steps, whose sizes barely change, skip it while the
+  // edge state is kept and the call needs no more than the latest call that was checked.
+  if (edge_state != EdgeState::kChunk && keep_bytes <= checked_keep_bytes) {
+    chunk_geo = false;
+  } else {
+    size_t free_bytes = 0, total_bytes = 0;
+    SEZM_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+    const size_t budget = free_bytes + (mem.current - fixed_bytes);  // what the engine holds is reused
+    chunk_geo = edge_state == EdgeState::kChunk || (edge_state == EdgeState::kAuto && keep_bytes > budget / 10 * 9);
+    const size_t need = chunk_geo ? chunk_bytes : keep_bytes;
+    if (need > budget) {
+      const bool fast = mode == CudaMode::kFast;
+      char msg[900];
+      std::snprintf(msg, sizeof msg,
+                    "device cuda (GPU %d, mode %s, %d edges per chunk, edge state %s): out of GPU memory: %d atoms and "
+                    "%d edges need about %.2f GiB of engine buffers (%.0f bytes per atom), %.2f GiB are free (counting "
+                    "the %.2f GiB the engine holds); %s a smaller chunk (pair_style ... chunk N, sezm-bench --chunk N; "
+                    "each chunk edge costs about 16 kB), or fewer atoms per GPU (more MPI ranks / GPUs)",
+                    device, cuda_mode_name(mode), effective_chunk_edges(), chunk_geo ? "chunk" : "keep", gv.n_total,
+                    gv.n_edges(), need / 1073741824.0, gv.n_total > 0 ? double(need) / gv.n_total : 0.0,
+                    budget / 1073741824.0, (mem.current - fixed_bytes) / 1073741824.0,
+                    fast ? "use mode lean (it keeps about 5 kB less per edge), or"
+                         : chunk_geo ? "use" : "use edge state chunk (about 1.1 kB less per edge), or");
+      throw Error(msg);
+    }
+    if (!chunk_geo) checked_keep_bytes = keep_bytes;
   }
   last_state = chunk_geo ? EdgeState::kChunk : EdgeState::kKeep;
   held_e0 = held_e1 = -1;

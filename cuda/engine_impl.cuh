@@ -79,6 +79,7 @@ struct CudaEngine::Impl : EngineBuffers {
   EdgeState last_state = EdgeState::kAuto;  // what the latest call used
   bool chunk_geo = false;  // this call: geometry, radial features, env-seed edge state and their adjoints per chunk
   size_t fixed_bytes = 0;  // held from construction on (the weights): not the call's to reuse
+  size_t checked_keep_bytes = 0;  // the largest kept-edge-state call found to fit (prepare_call)
   // chunk_geo: the chunk whose rows the edge buffers hold, and which of them are computed.
   enum : unsigned { kGeo = 1, kRho = 2, kSeed = 4 };
   int held_e0 = -1, held_e1 = -1;
@@ -101,7 +102,8 @@ struct CudaEngine::Impl : EngineBuffers {
   // ---- views of the buffers the launchers take ----
   GraphDev graph() const { return GraphDev{N, NT, E, src.data(), dst.data(), off.data(), types.data()}; }
   EdgeGeomDev geom(const Chunk& c) const {
-    return EdgeGeomDev{ev(vecf, 3, c), ev(r, 1, c), ev(env, 1, c), ev(denv, 1, c), ev(rbf, d.nr, c), ev(Dc, d.dc_size, c)};
+    return EdgeGeomDev{ev(vecf, 3, c), ev(r, 1, c),     ev(env, 1, c),
+                       ev(denv, 1, c), ev(rbf, d.nr, c), ev(Dc, d.dc_size, c)};
   }
   EdgeGeomBarDev geom_bar(const Chunk& c) const {
     return EdgeGeomBarDev{ev(env_bar, 1, c), ev(rbf_bar, d.nr, c), ev(Dc_bar, d.dc_size, c), ev(vec_bar, 3, c)};

@@ -203,7 +203,8 @@ TEST_P(CudaModesPrecisions, ChunkEdgeStateMatchesKeptEdgeState) {
   const sezm::Graph& gv = gg.view();
   const sezm::EngineResult ga = keep.compute(gv, true, &ex_a), gb = chunk.compute(gv, true, &ex_b);
   EXPECT_EQ(ga.atom_energy, gb.atom_energy);
-  const sezm::Evaluation ea = sezm::make_evaluation(gv, ga, true, false), eb = sezm::make_evaluation(gv, gb, true, false);
+  const sezm::Evaluation ea = sezm::make_evaluation(gv, ga, true, false);
+  const sezm::Evaluation eb = sezm::make_evaluation(gv, gb, true, false);
   EXPECT_LE(max_diff(ea.forces, eb.forces), 1e-5 * max_abs(ea.forces));
 #endif
 }
