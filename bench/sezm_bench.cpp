@@ -3,7 +3,7 @@
 //
 //   sezm-bench MODEL [--cells N] [--lattice diamond|fcc] [--a A] [--repeat R] [--warmup W]
 //              [--threads T] [--element E] [--device cpu|cuda] [--mode lean|fast] [--gpu N]
-//              [--chunk EDGES] [--precision default|tf32] [--committee MODEL2,MODEL3,...]
+//              [--chunk EDGES] [--edge-state auto|keep|chunk] [--precision default|tf32] [--committee MODEL2,MODEL3,...]
 //              [--no-share-geometry]
 //
 // Reports the median of R warm calls (neighbour search excluded and timed separately).
@@ -129,13 +129,14 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: sezm-bench MODEL [--cells N] [--lattice diamond|fcc] [--a A] [--repeat R] "
                          "[--warmup W] [--threads T] [--element E] [--device cpu|cuda] [--mode lean|fast] [--gpu N] [--chunk EDGES] "
-                         "[--precision default|tf32] [--committee MODEL2,MODEL3,...] [--no-share-geometry]\n");
+                         "[--edge-state auto|keep|chunk] [--precision default|tf32] [--committee MODEL2,MODEL3,...] [--no-share-geometry]\n");
     return 2;
   }
   std::string model = argv[1], lattice = "diamond", element, device = "cpu", mode = "lean", committee;
   int cells = 4, repeat = 3, warmup = 1, threads = 0, gpu = 0, chunk = 0;
   bool share_geometry = true;
   sezm::Precision precision = sezm::Precision::kDeviceDefault;
+  sezm::EdgeState edge_state = sezm::EdgeState::kAuto;
   double a = 0;
   for (int i = 2; i < argc; ++i) {
     const std::string k = argv[i];
@@ -157,6 +158,9 @@ int main(int argc, char** argv) {
     else if (k == "--precision") {
       if (!sezm::parse_precision(next(), &precision)) { std::fprintf(stderr, "sezm-bench: --precision default|tf32\n"); return 2; }
     }
+    else if (k == "--edge-state") {
+      if (!sezm::parse_edge_state(next(), &edge_state)) { std::fprintf(stderr, "sezm-bench: --edge-state auto|keep|chunk\n"); return 2; }
+    }
     else if (k == "--committee") committee = next();
     else if (k == "--no-share-geometry") share_geometry = false;
     else { std::fprintf(stderr, "sezm-bench: unknown option %s\n", k.c_str()); return 2; }
@@ -175,6 +179,7 @@ int main(int argc, char** argv) {
     opt.mode = mode == "fast" ? sezm::CudaMode::kFast : sezm::CudaMode::kLean;
     opt.chunk_edges = chunk;
     opt.precision = precision;
+    opt.edge_state = edge_state;
     const sezm::Potential pot = sezm::Potential::load(model, opt);
     std::vector<std::array<double, 3>> basis;
     if (lattice == "diamond") {

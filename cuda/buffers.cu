@@ -9,8 +9,9 @@
 
 namespace sezm::cuda {
 
-void EngineBuffers::size_for_call(const Graph& gv, const Dims& d, int n_blocks, int max_ec, bool gradients,
-                                  bool keep_z, cudaStream_t s, const EngineBuffers* graph_from) {
+void EngineBuffers::size_for_call(const Graph& gv, const Dims& d, int n_blocks, int max_ec, int max_nc,
+                                  bool gradients, bool keep_z, bool chunk_geo, cudaStream_t s,
+                                  const EngineBuffers* graph_from) {
   N = gv.n_nodes; NT = gv.n_total; E = gv.n_edges();
   // graph upload (the source grouping follows in ChunkPlan::group_sources)
   for (DBuf<int>* b : {&src, &dst, &off, &types}) b->set_counter(&mem);
@@ -31,9 +32,25 @@ void EngineBuffers::size_for_call(const Graph& gv, const Dims& d, int n_blocks, 
 
   const size_t Er = static_cast<size_t>(E), W = static_cast<size_t>(d.L + 1) * d.C;
   const size_t nodeW = static_cast<size_t>(d.D) * d.C, nodeWw = static_cast<size_t>(d.D) * d.Cw;
-  grow(vecf, 3 * Er); grow(r, Er); grow(env, Er); grow(denv, Er); grow(rbf, Er * d.nr);
-  grow(Dc, Er * d.dc_size); grow(rho, Er * W);
-  grow(g, Er * d.es_emb); grow(seed, Er * 4);
+  // The per-edge geometry and its kin: the call's edges, or one chunk's rows plus 4 floats, so
+  // that a chunk's rows can start at the 16-byte phase they have in the call's arrays
+  // (CudaEngine::Impl::ev). Switching to per-chunk rows gives a keep call's arrays back.
+  const size_t Eg = chunk_geo ? static_cast<size_t>(max_ec) : Er, pad = chunk_geo ? 4 : 0;
+  auto edge = [&](DBuf<float>& b, size_t stride) {
+    const size_t n = Eg * stride + pad;
+    if (chunk_geo && b.capacity() > 2 * n + 64) b.free();
+    grow(b, n);
+  };
+  // The node steps' scratch: node_rows rows (every node, or one batch: kChunk).
+  node_rows = node_scratch_rows(N, max_nc, chunk_geo, node_batch);
+  share_ffn = chunk_geo;
+  const size_t Ns = node_rows;
+  auto scratch = [&](DBuf<float>& b, size_t n) {
+    if (chunk_geo && b.capacity() > 2 * n + 64) b.free();
+    grow(b, n);
+  };
+  edge(vecf, 3); edge(r, 1); edge(env, 1); edge(denv, 1); edge(rbf, d.nr); edge(Dc, d.dc_size); edge(rho, W);
+  edge(g, d.es_emb); edge(seed, 4);
   grow(isd, N); grow(A, static_cast<size_t>(N) * 4 * d.es_emb); grow(f, static_cast<size_t>(N) * 2 * d.C);
   const int nb = n_blocks;
   X.resize(nb + 1); H.resize(nb); q.resize(nb); k.resize(nb); qk_rho.resize(nb); gate_rho.resize(nb);
@@ -44,7 +61,7 @@ void EngineBuffers::size_for_call(const Graph& gv, const Dims& d, int n_blocks, 
   grow(U0, chunkU); grow(Ua, chunkU); grow(Ub, chunkU);
   grow(Ssrc, static_cast<size_t>(d.F) * max_ec * d.Cf);
   grow(fc_p, static_cast<size_t>(max_ec) * d.F); grow(alpha_fc, static_cast<size_t>(max_ec) * d.F);
-  grow(nodeA, static_cast<size_t>(N) * nodeWw);
+  scratch(nodeA, Ns * nodeWw);
   if (d.grid_scratch > 0) {
     grow(grid_scratch, static_cast<size_t>(kGridBatch) * d.grid_scratch);
     grow(ro_desc, static_cast<size_t>(N) * d.C);
@@ -64,21 +81,30 @@ void EngineBuffers::size_for_call(const Graph& gv, const Dims& d, int n_blocks, 
     grow_zero(Xb, static_cast<size_t>(NT) * nodeW, s);
     grow(Xb_prev, static_cast<size_t>(NT) * nodeW);
     grow(rho_bar_c, static_cast<size_t>(max_ec) * W);
-    grow_zero(Dc_bar, Er * d.dc_size, s); grow_zero(rbf_bar, Er * d.nr, s);
-    grow_zero(env_bar, Er, s); grow_zero(vec_bar, 3 * Er, s);
+    if (chunk_geo) {  // zeroed per (block, chunk) share (CudaEngine::Impl::zero_chunk_bars)
+      edge(Dc_bar, d.dc_size); edge(rbf_bar, d.nr); edge(env_bar, 1); edge(vec_bar, 3);
+      eg_c.set_counter(&mem);
+      eg_c.resize(3 * static_cast<size_t>(max_ec));
+      edge_grad.set_counter(&mem);
+      edge_grad.resize(3 * Er);  // the shares are added into it
+      edge_grad.zero(s);
+    } else {
+      grow_zero(Dc_bar, Er * d.dc_size, s); grow_zero(rbf_bar, Er * d.nr, s);
+      grow_zero(env_bar, Er, s); grow_zero(vec_bar, 3 * Er, s);
+    }
     grow(Ssrc_bar, static_cast<size_t>(d.F) * max_ec * d.Cf);
     grow(Xloc_bar, static_cast<size_t>(max_ec) * d.Dm * d.Cw);
     grow(alpha_bar, static_cast<size_t>(max_ec) * d.F); grow(lbar, static_cast<size_t>(max_ec) * d.F);
     Zc.resize(std::max(d.ngated, 0));
     for (auto& z : Zc) grow(z, chunkU);
-    grow(nodeA_bar, static_cast<size_t>(N) * nodeWw); grow(Pb, static_cast<size_t>(N) * nodeWw);
+    scratch(nodeA_bar, Ns * nodeWw); grow(Pb, static_cast<size_t>(N) * nodeWw);
     grow(gamma_bar, static_cast<size_t>(N) * d.F);
-    grow(hbar, static_cast<size_t>(N) * d.D * 2 * d.KF * d.H);
+    scratch(hbar, Ns * d.D * 2 * d.KF * d.H);
     if (d.grid_scratch > 0) {
       grow(ro_dbar, static_cast<size_t>(N) * d.C);
       grow(mn_xbar, static_cast<size_t>(N) * nodeWw);
     }
-    grow(tmpN, static_cast<size_t>(N) * nodeW);
+    scratch(tmpN, Ns * nodeW);
   }
 }
 
@@ -103,8 +129,83 @@ void EngineBuffers::grow_block(int b, const Dims& d) {
   grow(O[b], static_cast<size_t>(N) * nodeW);
   grow(X1[b], static_cast<size_t>(N) * nodeW); grow(post_rho[b], N); grow(pre_rho[b], N);
   grow(Xt[b], static_cast<size_t>(N) * nodeW);
-  grow(ffn_h[b], static_cast<size_t>(N) * d.D * 2 * d.KF * d.H);
-  grow(ybuf, static_cast<size_t>(N) * d.D * d.KF * d.H);
+  const size_t Ns = node_rows, hid = static_cast<size_t>(d.D) * d.KF * d.H;
+  if (share_ffn) {  // one hidden buffer of node_rows rows; the other blocks' are given back
+    if (b == 0)
+      for (size_t i = 1; i < ffn_h.size(); ++i) ffn_h[i].free();
+    if (ffn_h[0].capacity() > 2 * Ns * 2 * hid + 64) ffn_h[0].free();
+    grow(ffn_h[0], Ns * 2 * hid);
+    if (ybuf.capacity() > 2 * Ns * hid + 64) ybuf.free();
+  } else {
+    grow(ffn_h[b], static_cast<size_t>(N) * 2 * hid);
+  }
+  grow(ybuf, Ns * hid);
+}
+
+size_t call_device_bytes(const Dims& d, const CallShape& c) {
+  size_t total = 0;
+  // DBuf::resize's allocation for n elements of `bytes` each
+  auto add = [&](size_t n, size_t bytes) {
+    if (n > 0) total += (n + n / 32 + 16) * bytes;
+  };
+  const size_t N = c.N, NT = c.NT, E = static_cast<size_t>(c.E), Ec = c.max_ec, nb = c.n_blocks;
+  const size_t W = static_cast<size_t>(d.L + 1) * d.C, nodeW = static_cast<size_t>(d.D) * d.C;
+  const size_t nodeWw = static_cast<size_t>(d.D) * d.Cw, hid = static_cast<size_t>(d.D) * d.KF * d.H;
+  const size_t f = sizeof(float), i4 = sizeof(int), f8 = sizeof(double);
+  // graph, per-atom energies, dE/dv, the source grouping's permutation
+  add(E, i4); add(E, i4); add(N + 1, i4); add(NT, i4); add(3 * E, f8); add(N, f8);
+  if (c.gradients) { add(3 * E, f8); add(E, i4); }
+  // per-edge geometry and its kin (size_for_call's `edge`)
+  const size_t Eg = c.chunk_geo ? Ec : E, pad = c.chunk_geo ? 4 : 0;
+  for (size_t stride : {size_t(3), size_t(1), size_t(1), size_t(1), size_t(d.nr), size_t(d.dc_size), W,
+                        size_t(d.es_emb), size_t(4)})
+    add(Eg * stride + pad, f);
+  if (c.gradients) {
+    for (size_t stride : {size_t(d.dc_size), size_t(d.nr), size_t(1), size_t(3)}) add(Eg * stride + pad, f);
+    if (c.chunk_geo) add(3 * Ec, f8);
+  }
+  add(E * d.F, f * nb);  // alpha per block
+  if (c.keep_z && nb > 1 && d.ngated > 0) add(static_cast<size_t>(d.F) * E * d.ROW, f * (nb - 1) * d.ngated);
+  // per node: embedding, X per block boundary, per-block state (grow_block, H), node scratch
+  add(N, f); add(N * 4 * d.es_emb, f); add(N * 2 * d.C, f);
+  add(NT * nodeW, f * (nb + 1));
+  const size_t Ns = node_scratch_rows(c.N, c.max_nc, c.chunk_geo, c.node_batch);  // the node steps' scratch rows
+  for (size_t b = 0; b < nb; ++b) {
+    add(NT * nodeWw, f);                          // H
+    add(NT * d.Cw, f); add(NT * d.Cw, f);         // q, k
+    add(NT * d.F, f); add(N * d.F, f); add(N * d.F, f);  // qk_rho, gate_rho, gamma
+    add(N * nodeWw, f);                           // P
+    add(N * nodeW, f); add(N * nodeW, f); add(N * nodeW, f);  // O, X1, Xt
+    add(N, f); add(N, f);                         // post_rho, pre_rho
+    if (!c.chunk_geo) add(N * 2 * hid, f);        // ffn_h per block
+  }
+  if (c.chunk_geo) add(Ns * 2 * hid, f);          // ffn_h shared
+  add(Ns * hid, f);                               // ybuf
+  add(Ns * nodeWw, f);                            // nodeA
+  if (d.grid_scratch > 0) { add(static_cast<size_t>(kGridBatch) * d.grid_scratch, f); add(N * d.C, f); }
+  // chunk scratch
+  const size_t chunkU = static_cast<size_t>(d.F) * Ec * d.ROW;
+  add(chunkU, f * 3);
+  add(static_cast<size_t>(d.F) * Ec * d.Cf, f);
+  add(Ec * d.F, f); add(Ec * d.F, f);
+  add(d.degree_mixer ? 1 : Ec * (d.L + 1) * d.Cw, f);
+  add(Ec * padded_kernel_size(d), f);
+  if (c.gradients) {
+    add(NT * nodeW, f); add(NT * nodeW, f);       // Xb, Xb_prev
+    add(Ec * W, f);                               // rho_bar_c
+    add(static_cast<size_t>(d.F) * Ec * d.Cf, f); // Ssrc_bar
+    add(Ec * d.Dm * d.Cw, f);                     // Xloc_bar
+    add(Ec * d.F, f); add(Ec * d.F, f);           // alpha_bar, lbar
+    if (d.ngated > 0) add(chunkU, f * d.ngated);  // Zc
+    add(Ns * nodeWw, f); add(N * nodeWw, f);      // nodeA_bar, Pb
+    add(N * d.F, f);                              // gamma_bar
+    add(Ns * 2 * hid, f);                         // hbar
+    if (d.grid_scratch > 0) { add(N * d.C, f); add(N * nodeWw, f); }
+    add(Ns * nodeW, f);                           // tmpN
+    add(N, f); add(N * 4 * d.es_emb, f);          // isd_bar, A_bar
+    add(N * d.Cw, f); add(NT * d.Cw, f); add(NT * nodeWw, f);  // q_bar, k_bar, H_bar
+  }
+  return total;
 }
 
 }  // namespace sezm::cuda

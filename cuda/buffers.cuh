@@ -2,6 +2,7 @@
 // The CUDA engine's device buffers, grouped by lifetime, and their sizing per call (buffers.cu).
 // All grow only (amortised across MD steps) and are counted in the engine's MemCounter.
 // Layouts: cuda_common.cuh.
+#include <algorithm>
 #include <vector>
 
 #include "graph/graph.h"
@@ -17,13 +18,17 @@ struct GraphBuffers {
   DBuf<double> atom_energy;  // (N)
 };
 
-// Per edge, kept for the whole call.
+// Per edge. With the edge state kept (EdgeState::kKeep) every array holds the call's edges; per
+// chunk (kChunk) the geometry, radial features, env-seed edge state and their adjoints hold one
+// chunk's rows (recomputed where a step needs them, CudaEngine::Impl::chunk_geometry), and only
+// alpha and the graph stay per call.
 struct EdgeBuffers {
   DBuf<float> vecf, r, env, denv, rbf, Dc;  // geometry (EdgeGeomDev)
   DBuf<float> rho;                          // radial features (E, L+1, C)
   DBuf<float> g, seed;                      // env-seed edge MLP output and seed
-  std::vector<DBuf<float>> alpha;           // per block: attention weights (E, F)
+  std::vector<DBuf<float>> alpha;           // per block: attention weights (E, F), always per call
   DBuf<float> Dc_bar, rbf_bar, env_bar, vec_bar;  // gradients: geometry adjoints (EdgeGeomBarDev)
+  DBuf<double> eg_c;                        // per chunk: a (block, chunk) share of dE/dv (Ec, 3)
 };
 
 // Per node, kept for the whole call: the embedding and each block's forward state that the
@@ -34,7 +39,11 @@ struct NodeBuffers {
   std::vector<DBuf<float>> H, q, k, qk_rho, gate_rho, gamma, P, O, post_rho, X1, pre_rho, Xt, ffn_h;  // per block
 };
 
-// Per node, reused by every block: forward scratch and the backward's running gradients.
+// Per node, reused by every block: forward scratch and the backward's running gradients. The
+// pure scratch of the node steps (nodeA, ybuf, nodeA_bar, hbar, tmpN, and ffn_h where shared)
+// has node_rows rows: every node with the edge state kept; with it per chunk (EdgeState::kChunk)
+// one batch of nodes (kNodeBatch, or the most centres of a chunk), the node steps running batch
+// by batch with the scratch rows counted from the batch's first node (CudaEngine::Impl::node_base).
 struct NodeScratch {
   DBuf<float> nodeA, ybuf;                           // forward: gated aggregate, FFN grid values
   DBuf<float> grid_scratch, ro_desc, ro_dbar, mn_xbar;  // SO(3) grid nets (grid_net.cuh): scratch, read-out
@@ -42,7 +51,14 @@ struct NodeScratch {
   DBuf<float> Xb, Xb_prev;                           // dE/dX of the current block's output / input
   DBuf<float> isd_bar, A_bar, tmpN;                  // embedding backward, norm scratch
   DBuf<float> nodeA_bar, Pb, gamma_bar, q_bar, k_bar, H_bar, hbar;  // block backward
+  int node_rows = 0;        // rows of the node steps' scratch
+  int node_batch = 16384;   // kChunk: nodes per batch (kNodeBatch below; CudaEngine::set_node_batch)
+  bool share_ffn = false;   // EdgeState::kChunk: one FFN hidden buffer (ffn_h[0], node_rows rows) for
+                            // every block, the blocks before the fused one recomputing it in their backward
 };
+// Nodes per batch of the node steps' scratch with the edge state per chunk (~40 kB per node for
+// the shipped potentials: ~0.65 GB).
+constexpr int kNodeBatch = 16384;
 
 // Chunk scratch: every per-edge activation of the SO(2) value path lives here for one chunk.
 // rho_bar_c: the chunk's radial-feature adjoint. The radial MLP's backward is linear in it, so
@@ -79,13 +95,35 @@ struct EngineBuffers : GraphBuffers, EdgeBuffers, NodeBuffers, NodeScratch, Chun
   // before the last (fast mode with gradients). graph_from: the buffers of an engine on the
   // same device that holds the same graph already (a committee's leader): its graph is copied
   // device to device instead of uploaded.
-  void size_for_call(const Graph& g, const Dims& d, int n_blocks, int max_ec, bool gradients, bool keep_z,
-                     cudaStream_t s, const EngineBuffers* graph_from = nullptr);
+  // chunk_geo: the per-edge geometry and its kin hold one chunk (EdgeState::kChunk).
+  // max_nc: the most centres of a chunk (the fused block's node steps run per chunk).
+  void size_for_call(const Graph& g, const Dims& d, int n_blocks, int max_ec, int max_nc, bool gradients,
+                     bool keep_z, bool chunk_geo, cudaStream_t s, const EngineBuffers* graph_from = nullptr);
   // The per-edge geometry (vecf, r, env, denv, Dc, and rbf where `with_rbf`) of `from`'s latest
   // call, of the same graph, copied device to device instead of computed (after size_for_call).
   void copy_geometry(const EngineBuffers& from, const Dims& d, bool with_rbf, cudaStream_t s);
   // Per-block node buffers of block b (grown as the forward reaches it).
   void grow_block(int b, const Dims& d);
 };
+
+// The sizes of a call that set its device memory.
+struct CallShape {
+  int N, NT;
+  long E;
+  int max_ec, max_nc, n_blocks;
+  bool gradients, keep_z, chunk_geo;
+  int node_batch;
+};
+// The rows of the node steps' scratch (NodeScratch::node_rows) for a call of N centres: all of
+// them, or (chunk_geo) a batch, at least the most centres of a chunk.
+inline int node_scratch_rows(int N, int max_nc, bool chunk_geo, int batch) {
+  return chunk_geo ? std::min(N, std::max(std::max(batch, 1), max_nc)) : N;
+}
+// The engine buffers' bytes at the call's peak: every buffer size_for_call, grow_block, the
+// block loop and the backward grow, with DBuf's slack, the same sizes as the code (buffers.cu).
+// Not counted: the weights (held since construction), the source grouping's segment arrays (a
+// few bytes per edge; its permutation is counted) and a bridged model's per-edge gate (8 bytes
+// per edge). For the edge-state choice and the up-front memory check (CudaEngine::Impl::prepare_call).
+size_t call_device_bytes(const Dims& d, const CallShape& c);
 
 }  // namespace sezm::cuda

@@ -24,6 +24,12 @@ int ChunkPlan::max_edges() const {
   return m;
 }
 
+int ChunkPlan::max_nodes() const {
+  int m = 0;
+  for (const Chunk& c : chunks) m = std::max(m, c.n1 - c.n0);
+  return m;
+}
+
 void ChunkPlan::group_sources(const Graph& g, MemCounter* mem, cudaStream_t s, bool report) {
   if (grouped_) return;
   grouped_ = true;

@@ -20,6 +20,7 @@ class ChunkPlan {
   // chunk alone). Cheap: O(nodes). Forgets the previous call's source grouping.
   void plan(const Graph& g, int limit);
   int max_edges() const;
+  int max_nodes() const;  // centres of the largest chunk (by centres)
 
   // Per chunk, its edges grouped by source (a counting sort: stable, so the order within a
   // source segment is the edge order), uploaded on `s`. Only calls with gradients need it; the

@@ -99,6 +99,10 @@ class DBuf {
   }
   T* data() const { return p_; }
   size_t size() const { return n_; }
+  size_t capacity() const { return cap_; }
+  // Gives the memory back (a buffer whose call-sized use ended: CudaEngine's per-edge geometry
+  // when a call switches to per-chunk edge state).
+  void free() { release(); }
 
  private:
   void release() {

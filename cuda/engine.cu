@@ -24,7 +24,8 @@ namespace sezm {
 
 namespace {
 
-__global__ void add_k(long n, const float* __restrict__ a, float* b) {
+template <class T>
+__global__ void add_k(long n, const T* __restrict__ a, T* b) {
   const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) b[i] += a[i];
 }
@@ -32,7 +33,97 @@ __global__ void add_k(long n, const float* __restrict__ a, float* b) {
 }  // namespace
 
 void launch_add(long n, const float* a, float* b, cudaStream_t s) {
-  if (n > 0) add_k<<<div_up(n, 256), 256, 0, s>>>(n, a, b);
+  if (n > 0) add_k<float><<<div_up(n, 256), 256, 0, s>>>(n, a, b);
+}
+void launch_add(long n, const double* a, double* b, cudaStream_t s) {
+  if (n > 0) add_k<double><<<div_up(n, 256), 256, 0, s>>>(n, a, b);
+  SEZM_LAUNCH("add");
+}
+
+// ---- per-chunk edge state (EdgeState::kChunk) ----
+void CudaEngine::Impl::chunk_geometry(const Chunk& c, unsigned need) {
+  if (!chunk_geo) return;
+  if (c.e0 != held_e0 || c.e1 != held_e1) {
+    held_e0 = c.e0; held_e1 = c.e1; held = 0;
+  }
+  if (need & (kRho | kSeed)) need |= kGeo;
+  if ((need & held) == need) return;
+  const int Ec = c.e1 - c.e0;
+  const size_t e0 = c.e0;
+  const EdgeGeomDev geo = geom_at(c);
+  mark("edge state: recompute per chunk");
+  if ((need & kGeo) && !(held & kGeo))
+    launch_geometry_forward(d, GeometryForwardArgs{Ec, vec.data() + 3 * e0, dw.mw.freqs, dw.wt, geo}, s);
+  if ((need & kRho) && !(held & kRho)) {
+    RadialMlpArgs rad{};
+    rad.E = Ec; rad.rbf = geo.rbf; rad.env = geo.env; rad.rho = rho_v(c) + e0 * (d.L + 1) * d.C;
+    launch_radial_forward(d, dw.mw, rad, s);
+  }
+  if ((need & kSeed) && !(held & kSeed)) {  // the env-seed edge MLP alone (no centres: N = 0)
+    EnvSeedArgs a{};
+    a.g = GraphDev{0, NT, Ec, src.data() + e0, dst.data() + e0, off.data(), types.data()};
+    a.geo = geo;
+    a.gemb = ev(g, d.es_emb, c) + e0 * d.es_emb; a.seed = ev(seed, 4, c) + 4 * e0;
+    launch_env_seed_forward(d, dw.mw, a, s);
+  }
+  held |= need;
+}
+
+void CudaEngine::Impl::zero_chunk_bars(const Chunk& c) {
+  const size_t Ec = c.e1 - c.e0;
+  if (!chunk_geo || Ec == 0) return;
+  const EdgeGeomBarDev b = geom_bar_at(c);
+  SEZM_CUDA(cudaMemsetAsync(b.Dc_bar, 0, Ec * d.dc_size * sizeof(float), s));
+  SEZM_CUDA(cudaMemsetAsync(b.rbf_bar, 0, Ec * d.nr * sizeof(float), s));
+  SEZM_CUDA(cudaMemsetAsync(b.env_bar, 0, Ec * sizeof(float), s));
+  SEZM_CUDA(cudaMemsetAsync(b.vec_bar, 0, 3 * Ec * sizeof(float), s));
+}
+
+void CudaEngine::Impl::geometry_share(const Chunk& c) {
+  const int Ec = c.e1 - c.e0;
+  if (!chunk_geo || Ec == 0) return;
+  chunk_geometry(c, kGeo);  // held already: the share's steps read it
+  mark("bwd: geometry (per chunk)");
+  launch_geometry_backward(d, GeometryBackwardArgs{Ec, geom_at(c), dw.mw.freqs, dw.wt, geom_bar_at(c), eg_c.data()},
+                           s);
+  launch_add(3L * Ec, eg_c.data(), edge_grad.data() + 3 * (size_t)c.e0, s);
+}
+
+// The embedding's forward chunk by chunk: every centre's degree, env-seed sums and GIE read only
+// its own in-edges, which are the chunk's (the node launchers run on the chunk's centres, with
+// their per-node arrays at n0 and the edge views addressed by the absolute edge index).
+void CudaEngine::Impl::embedding_forward_chunks() {
+  const size_t nodeX = static_cast<size_t>(d.D) * d.C;
+  for (const Chunk& c : plan.chunks) {
+    chunk_geometry(c, kGeo | kRho | kSeed);
+    mark("fwd: degree+env-seed+GIE (per chunk)");
+    const int n = c.n1 - c.n0;
+    const size_t n0 = c.n0;
+    DegreeArgs deg{};
+    deg.N = n; deg.off = off.data() + n0; deg.env = ev(env, 1, c); deg.isd = isd.data() + n0;
+    launch_degree_forward(deg, s);
+    EnvSeedArgs es{};  // the centres' sums alone (E = 0)
+    es.g = GraphDev{n, NT, 0, src.data(), dst.data(), off.data() + n0, types.data() + n0};
+    es.isd = isd.data() + n0;
+    es.gemb = ev(g, d.es_emb, c); es.seed = ev(seed, 4, c);
+    es.A = A.data() + n0 * 4 * d.es_emb; es.f = f.data() + n0 * 2 * d.C; es.X0 = X[0].data() + n0 * nodeX;
+    es.gate = bridge.gate();
+    launch_env_seed_forward(d, dw.mw, es, s);
+    GieArgs gie{};
+    gie.N = n; gie.E = 0; gie.dst = dst.data(); gie.off = off.data() + n0;
+    gie.Dc = ev(Dc, d.dc_size, c); gie.isd = isd.data() + n0; gie.rho = rho_v(c);
+    gie.X0 = X[0].data() + n0 * nodeX;
+    gie.gate = bridge.gate();
+    launch_gie_forward(d, gie, s);
+  }
+}
+
+void CudaEngine::Impl::softmax_forward(int b, const Chunk& c) {
+  launch_attention_softmax_forward(d, dw.bw[b],
+                                   SoftmaxArgs{c.n1 - c.n0, src.data(), off.data() + c.n0, ev(env, 1, c), radial_in(c),
+                                               q[b].data() + (size_t)c.n0 * d.Cw, k[b].data(), alpha[b].data(),
+                                               bridge.gate()},
+                                   s);
 }
 
 // Forward of one chunk's value path up to the stack output; returns the buffer holding it. In
@@ -45,10 +136,10 @@ float* CudaEngine::Impl::chunk_forward(int b, const Chunk& c, bool recompute) {
   const bool fast = mode == CudaMode::kFast;
   const bool save_z = recompute || b == fused_block || keep_z;
   mark(recompute ? "bwd: recompute radial prep" : "fwd: radial prep");
-  launch_radial_prep(d, w, RadialTablesArgs{c.e0, Ec, radial_in(), Rh_c.data(), kern_c.data(), nullptr}, s);
+  launch_radial_prep(d, w, RadialTablesArgs{c.e0, Ec, radial_in(c), Rh_c.data(), kern_c.data(), nullptr}, s);
   mark(recompute ? "bwd: recompute rotate" : "fwd: rotate+condition");
   launch_rotate_condition(d, w,
-                          RotateConditionArgs{c.e0, Ec, src.data(), Dc.data(), H[b].data(), Rh_c.data(),
+                          RotateConditionArgs{c.e0, Ec, src.data(), ev(Dc, d.dc_size, c), H[b].data(), Rh_c.data(),
                                               kern_c.data(), U0.data(), Ssrc.data()},
                           s);
   mark(recompute ? "bwd: recompute focus compete" : "fwd: focus compete");
@@ -79,23 +170,40 @@ void CudaEngine::Impl::node_forward(int b, int n0, int n) {
   if (n <= 0) return;
   const BlockWDev& w = dw.bw[b];
   const size_t o = n0, nodeW = (size_t)d.D * d.C, nodeWw = (size_t)d.D * d.Cw;
+  const size_t so = n0 - node_base;  // row of node n0 in the node steps' scratch
+  float* Ab = nodeA.data() + so * nodeWw;
   OutputGateArgs ga{};
-  ga.N = n; ga.gamma = gamma[b].data() + o * d.F; ga.P = P[b].data() + o * nodeWw; ga.A = nodeA.data() + o * nodeWw;
+  ga.N = n; ga.gamma = gamma[b].data() + o * d.F; ga.P = P[b].data() + o * nodeWw; ga.A = Ab;
   launch_gate_post(d, ga, s);
   if (w.has_mn)  // A += MN(A, H) (docs/model.md §5.11)
-    launch_grid_cross_forward(d, dw.mw.so3, w.mn, n, nodeA.data() + o * nodeWw, H[b].data() + o * nodeWw,
-                              grid_scratch.data(), s);
-  launch_per_degree_linear(n, d.L, d.Cw, d.C, nodeA.data() + o * nodeWw, w.post, O[b].data() + o * nodeW, false,
-                           false, s);
+    launch_grid_cross_forward(d, dw.mw.so3, w.mn, n, Ab, H[b].data() + o * nodeWw, grid_scratch.data(), s);
+  launch_per_degree_linear(n, d.L, d.Cw, d.C, Ab, w.post, O[b].data() + o * nodeW, false, false, s);
   launch_eq_norm_forward(n, d.L, d.C, O[b].data() + o * nodeW, w.post_scale, w.post_bias, w.post_eps,
                          X1[b].data() + o * nodeW, post_rho[b].data() + o, X[b].data() + o * nodeW, s);
   launch_eq_norm_forward(n, d.L, d.C, X1[b].data() + o * nodeW, w.pre_scale, w.pre_bias, w.pre_eps,
                          Xt[b].data() + o * nodeW, pre_rho[b].data() + o, nullptr, s);
-  launch_ffn_forward(d, dw.mw, w, n, Xt[b].data() + o * nodeW, ffn_h[b].data() + o * d.D * 2 * d.KF * d.H,
-                     ybuf.data() + o * d.D * d.KF * d.H, X[b + 1].data() + o * nodeW, grid_scratch.data(), s);
+  launch_ffn_forward(d, dw.mw, w, n, Xt[b].data() + o * nodeW, ffn_hidden(b, n0),
+                     ybuf.data() + so * d.D * d.KF * d.H, X[b + 1].data() + o * nodeW, grid_scratch.data(), s);
   const long nn = static_cast<long>(n) * nodeW;
   launch_add(nn, X1[b].data() + o * nodeW, X[b + 1].data() + o * nodeW, s);
   SEZM_LAUNCH("residual");
+}
+
+// Block b's node steps on every centre: at once, or (chunk_geo) batch by batch of the scratch's
+// rows. Every node's rows depend only on its own, so the results are the same to the bit.
+void CudaEngine::Impl::node_forward_all(int b) {
+  for (int n0 = 0; n0 < N; n0 += node_rows) {
+    node_base = n0;
+    node_forward(b, n0, std::min(node_rows, N - n0));
+  }
+  node_base = 0;
+}
+void CudaEngine::Impl::node_backward_all(int b) {
+  for (int n0 = 0; n0 < N; n0 += node_rows) {
+    node_base = n0;
+    node_backward(b, n0, std::min(node_rows, N - n0));
+  }
+  node_base = 0;
 }
 
 // so3_readout mlp: the descriptor comes from the grid read-out (grid_net.cu, docs/model.md §5.13),
@@ -119,7 +227,44 @@ void CudaEngine::Impl::prepare_call(const Graph& gv, bool gradients) {
   plan.plan(gv, effective_chunk_edges());
   fused_block = gradients ? cfg.n_blocks - 1 : -1;
   keep_z = mode == CudaMode::kFast && gradients;
-  size_for_call(gv, d, cfg.n_blocks, plan.max_edges(), gradients, keep_z, s, geometry_from);
+  CallShape shape{gv.n_nodes,  gv.n_total, gv.n_edges(), plan.max_edges(), plan.max_nodes(),
+                  cfg.n_blocks, gradients,  keep_z,       false,            node_batch};
+  const size_t keep_bytes = call_device_bytes(d, shape);
+  shape.chunk_geo = true;
+  const size_t chunk_bytes = call_device_bytes(d, shape);
+  // The device query is a driver call: MD steps, whose sizes barely change, skip it while the
+  // edge state is kept and the call needs no more than the latest call that was checked.
+  if (edge_state != EdgeState::kChunk && keep_bytes <= checked_keep_bytes) {
+    chunk_geo = false;
+  } else {
+    size_t free_bytes = 0, total_bytes = 0;
+    SEZM_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+    const size_t budget = free_bytes + (mem.current - fixed_bytes);  // what the engine holds is reused
+    chunk_geo = edge_state == EdgeState::kChunk || (edge_state == EdgeState::kAuto && keep_bytes > budget / 10 * 9);
+    const size_t need = chunk_geo ? chunk_bytes : keep_bytes;
+    if (need > budget) {
+      const bool fast = mode == CudaMode::kFast;
+      char msg[900];
+      std::snprintf(msg, sizeof msg,
+                    "device cuda (GPU %d, mode %s, %d edges per chunk, edge state %s): out of GPU memory: %d atoms and "
+                    "%d edges need about %.2f GiB of engine buffers (%.0f bytes per atom), %.2f GiB are free (counting "
+                    "the %.2f GiB the engine holds); %s a smaller chunk (pair_style ... chunk N, sezm-bench --chunk N; "
+                    "each chunk edge costs about 16 kB), or fewer atoms per GPU (more MPI ranks / GPUs)",
+                    device, cuda_mode_name(mode), effective_chunk_edges(), chunk_geo ? "chunk" : "keep", gv.n_total,
+                    gv.n_edges(), need / 1073741824.0, gv.n_total > 0 ? double(need) / gv.n_total : 0.0,
+                    budget / 1073741824.0, (mem.current - fixed_bytes) / 1073741824.0,
+                    fast ? "use mode lean (it keeps about 5 kB less per edge), or"
+                         : chunk_geo ? "use" : "use edge state chunk (about 1.1 kB less per edge), or");
+      throw Error(msg);
+    }
+    if (!chunk_geo) checked_keep_bytes = keep_bytes;
+  }
+  last_state = chunk_geo ? EdgeState::kChunk : EdgeState::kKeep;
+  held_e0 = held_e1 = -1;
+  held = 0;
+  size_for_call(gv, d, cfg.n_blocks, plan.max_edges(), plan.max_nodes(), gradients, keep_z, chunk_geo, s,
+                geometry_from);
+  node_base = 0;
 }
 
 EngineResult CudaEngine::Impl::compute(const Graph& gv, bool gradients, FeatureExchange<double>* ex) {
@@ -139,29 +284,36 @@ EngineResult CudaEngine::Impl::compute(const Graph& gv, bool gradients, FeatureE
   const std::vector<Chunk>& chunks = plan.chunks;
 
   // ---- geometry and initial embedding ----
-  if (geometry_from) {  // a committee's leader computed it on this graph (compute_like)
-    const bool all = share_level == GeometryShare::kAll;
-    mark(all ? "fwd: geometry (shared)" : "fwd: geometry (shared, own radial basis)");
-    copy_geometry(*geometry_from, d, all, s);
-    if (!all) launch_radial_basis_forward(d, E, r.data(), dw.mw.freqs, rbf.data(), s);
-  } else {
-    mark("fwd: geometry");
-    launch_geometry_forward(d, GeometryForwardArgs{E, vec.data(), dw.mw.freqs, dw.wt, geom()}, s);
-  }
-  mark("fwd: degree+radial");
+  // Per chunk (chunk_geo) nothing of a leader's geometry is taken (it may hold one chunk only).
+  const bool take_geometry = geometry_from && !chunk_geo && !geometry_from->chunk_geo;
+  if (geometry_from && !take_geometry) share_level = GeometryShare::kNone;
   DegreeArgs deg{};
-  deg.N = N; deg.off = off.data(); deg.env = env.data(); deg.isd = isd.data();
-  launch_degree_forward(deg, s);
-  RadialMlpArgs rad{};
-  rad.E = E; rad.rbf = rbf.data(); rad.env = env.data(); rad.rho = rho.data();
-  launch_radial_forward(d, dw.mw, rad, s);
-  mark("fwd: env-seed+GIE");
   EnvSeedArgs es = env_seed_args();
-  es.X0 = X[0].data();
-  launch_env_seed_forward(d, dw.mw, es, s);
   GieArgs gie = gie_args();
-  gie.X0 = X[0].data();
-  launch_gie_forward(d, gie, s);
+  if (chunk_geo) {
+    embedding_forward_chunks();
+  } else {
+    if (take_geometry) {  // a committee's leader computed it on this graph (compute_like)
+      const bool all = share_level == GeometryShare::kAll;
+      mark(all ? "fwd: geometry (shared)" : "fwd: geometry (shared, own radial basis)");
+      copy_geometry(*geometry_from, d, all, s);
+      if (!all) launch_radial_basis_forward(d, E, r.data(), dw.mw.freqs, rbf.data(), s);
+    } else {
+      mark("fwd: geometry");
+      launch_geometry_forward(d, GeometryForwardArgs{E, vec.data(), dw.mw.freqs, dw.wt, geom(whole())}, s);
+    }
+    mark("fwd: degree+radial");
+    deg.N = N; deg.off = off.data(); deg.env = env.data(); deg.isd = isd.data();
+    launch_degree_forward(deg, s);
+    RadialMlpArgs rad{};
+    rad.E = E; rad.rbf = rbf.data(); rad.env = env.data(); rad.rho = rho.data();
+    launch_radial_forward(d, dw.mw, rad, s);
+    mark("fwd: env-seed+GIE");
+    es.X0 = X[0].data();
+    launch_env_seed_forward(d, dw.mw, es, s);
+    gie.X0 = X[0].data();
+    launch_gie_forward(d, gie, s);
+  }
 
   // ---- blocks ----
   for (int b = 0; b < nb; ++b) {
@@ -173,26 +325,29 @@ EngineResult CudaEngine::Impl::compute(const Graph& gv, bool gradients, FeatureE
     launch_per_degree_linear(NT, d.L, d.C, d.Cw, X[b].data(), w.pre, H[b].data(), false, false, s);
     grow_block(b, d);
     launch_attention_node_forward(d, w, attention_node_args(b), s);
-    launch_attention_softmax_forward(d, w,
-                                     SoftmaxArgs{N, src.data(), off.data(), env.data(), radial_in(), q[b].data(),
-                                                 k[b].data(), alpha[b].data(), bridge.gate()},
-                                     s);
+    if (!chunk_geo) softmax_forward(b, whole());  // per chunk below otherwise
     const bool fused = b == fused_block;
     if (fused) {
       plan.group_sources(gv, &mem, s, timer.enabled);
       begin_block_backward();
     }
     for (const Chunk& c : chunks) {
+      if (chunk_geo) {
+        chunk_geometry(c, kGeo | kRho);
+        mark("fwd: softmax (per chunk)");
+        softmax_forward(b, c);
+      }
       float* Uf = chunk_forward(b, c, false);
       mark("fwd: rotate back+aggregate");
       launch_rotate_back_aggregate(d,
-                                   AggregateArgs{c.n0, c.n1, c.e0, c.e1 - c.e0, off.data(), Dc.data(), Uf,
+                                   AggregateArgs{c.n0, c.n1, c.e0, c.e1 - c.e0, off.data(), ev(Dc, d.dc_size, c), Uf,
                                                  alpha_fc.data(), alpha[b].data(), P[b].data()},
                                    s);
       if (!fused) continue;
       // The chunk's destinations are complete: their node steps, energies and the backward down
       // to the chunk's edges, while its stack state is still on hand.
       mark("fwd: node (norms, FFN)");
+      node_base = chunk_geo ? c.n0 : 0;  // the chunk's centres fit the scratch (node_rows >= max_nc)
       node_forward(b, c.n0, c.n1 - c.n0);
       mark("fwd: read-out+fitting");
       readout_forward(c.n0, c.n1 - c.n0);
@@ -202,12 +357,13 @@ EngineResult CudaEngine::Impl::compute(const Graph& gv, bool gradients, FeatureE
       node_backward(b, c.n0, c.n1 - c.n0);
       chunk_backward(b, c, Uf);
     }
+    node_base = 0;
     if (fused) {
       end_block_backward(b, ex);
       continue;
     }
     mark("fwd: node (norms, FFN)");
-    node_forward(b, 0, N);
+    node_forward_all(b);
   }
 
   // ---- read-out and fitting (the fused block did it per chunk) ----
@@ -233,38 +389,46 @@ EngineResult CudaEngine::Impl::compute(const Graph& gv, bool gradients, FeatureE
   // ---- backward of the blocks before the fused one ----
   for (int b = nb - 2; b >= 0; --b) {
     mark("bwd: node (FFN, norms, gate)");
-    node_backward(b, 0, N);
+    node_backward_all(b);
     begin_block_backward();
-    for (const Chunk& c : chunks) chunk_backward(b, c, chunk_forward(b, c, true));
+    for (const Chunk& c : chunks) {
+      chunk_geometry(c, kGeo | kRho);
+      chunk_backward(b, c, chunk_forward(b, c, true));
+    }
     end_block_backward(b, ex);
   }
-  mark("bwd: env-seed");
   grow_zero(isd_bar, N, s);
   grow(A_bar, static_cast<size_t>(N) * 4 * d.es_emb);
-  es.X0_bar = Xb.data(); es.A_bar = A_bar.data(); es.isd_bar = isd_bar.data();
-  es.rbf_bar = rbf_bar.data(); es.vec_bar = vec_bar.data();
-  launch_env_seed_backward(d, dw.mw, es, s);
-  mark("bwd: GIE");
-  gie.X0_bar = Xb.data(); gie.isd_bar = isd_bar.data(); gie.Dc_bar = Dc_bar.data();
-  launch_gie_backward(d, gie, s);
-  for (const Chunk& c : chunks) {
+  if (chunk_geo) {
+    embedding_backward_chunks();  // the geometry backward per chunk into edge_grad
+  } else {
+    mark("bwd: env-seed");
+    es.X0_bar = Xb.data(); es.A_bar = A_bar.data(); es.isd_bar = isd_bar.data();
+    es.rbf_bar = rbf_bar.data(); es.vec_bar = vec_bar.data();
+    launch_env_seed_backward(d, dw.mw, es, s);
     mark("bwd: GIE");
-    SEZM_CUDA(cudaMemsetAsync(rho_bar_c.data(), 0, (c.e1 - c.e0) * W * sizeof(float), s));
-    GieArgs gc = gie;  // the chunk's edges
-    gc.E = c.e1 - c.e0; gc.dst = dst.data() + c.e0; gc.Dc = Dc.data() + (size_t)c.e0 * d.dc_size;
-    gc.rho_bar = rho_bar_c.data();
-    if (gc.gate) gc.gate += c.e0;
-    launch_gie_rho_backward(d, gc, s);
-    mark("bwd: radial");
-    radial_backward_chunk(c);
+    gie.X0_bar = Xb.data(); gie.isd_bar = isd_bar.data(); gie.Dc_bar = Dc_bar.data();
+    launch_gie_backward(d, gie, s);
+    for (const Chunk& c : chunks) {
+      mark("bwd: GIE");
+      SEZM_CUDA(cudaMemsetAsync(rho_bar_c.data(), 0, (c.e1 - c.e0) * W * sizeof(float), s));
+      GieArgs gc = gie;  // the chunk's edges
+      gc.E = c.e1 - c.e0; gc.dst = dst.data() + c.e0; gc.Dc = Dc.data() + (size_t)c.e0 * d.dc_size;
+      gc.rho_bar = rho_bar_c.data();
+      if (gc.gate) gc.gate += c.e0;
+      launch_gie_rho_backward(d, gc, s);
+      mark("bwd: radial");
+      radial_backward_chunk(c);
+    }
+    mark("bwd: degree");
+    deg.isd_bar = isd_bar.data(); deg.env_bar = env_bar.data();
+    launch_degree_backward(deg, s);
+    edge_grad.set_counter(&mem);
+    edge_grad.resize(3 * Er);
+    mark("bwd: geometry");
+    launch_geometry_backward(
+        d, GeometryBackwardArgs{E, geom(whole()), dw.mw.freqs, dw.wt, geom_bar(whole()), edge_grad.data()}, s);
   }
-  mark("bwd: degree");
-  deg.isd_bar = isd_bar.data(); deg.env_bar = env_bar.data();
-  launch_degree_backward(deg, s);
-  edge_grad.set_counter(&mem);
-  edge_grad.resize(3 * Er);
-  mark("bwd: geometry");
-  launch_geometry_backward(d, GeometryBackwardArgs{E, geom(), dw.mw.freqs, dw.wt, geom_bar(), edge_grad.data()}, s);
   res.edge_grad.resize(3 * Er);
   if (E) SEZM_CUDA(cudaMemcpyAsync(res.edge_grad.data(), edge_grad.data(), 3 * Er * sizeof(double),
                                    cudaMemcpyDeviceToHost, s));
@@ -284,7 +448,11 @@ std::string CudaEngine::description() const {
   return "CUDA device " + std::to_string(impl_->device) + " (" + impl_->name + "), mode " +
          cuda_mode_name(impl_->mode) + ", " + std::to_string(impl_->effective_chunk_edges()) + " edges per chunk, " +
          (impl_->d.tf32_one_pass ? "precision tf32 (one TF32 pass)" : "precision fp32") +
-         (impl_->d.wgmma ? (impl_->d.tf32_one_pass ? ", stack on wgmma" : ", stack on wgmma (3xTF32)") : "");
+         (impl_->d.wgmma ? (impl_->d.tf32_one_pass ? ", stack on wgmma" : ", stack on wgmma (3xTF32)") : "") +
+         ", edge state " + edge_state_name(impl_->edge_state) +
+         (impl_->edge_state == EdgeState::kAuto && impl_->last_state != EdgeState::kAuto
+              ? std::string(" (") + edge_state_name(impl_->last_state) + " in the latest call)"
+              : std::string());
 }
 EngineResult CudaEngine::compute(const Graph& g, bool gradients, FeatureExchange<double>* ex) {
   return call(g, gradients, ex, nullptr, GeometryShare::kNone);
@@ -337,6 +505,9 @@ EngineResult CudaEngine::call(const Graph& g, bool gradients, FeatureExchange<do
 }
 void CudaEngine::set_chunk_edges(int n) { impl_->chunk_edges = n > 0 ? n : 0; }
 void CudaEngine::set_precision(Precision p) { impl_->d.tf32_one_pass = p == Precision::kTf32 ? 1 : 0; }
+void CudaEngine::set_edge_state(EdgeState e) { impl_->edge_state = e; }
+void CudaEngine::set_node_batch(int n) { impl_->node_batch = n > 0 ? n : kNodeBatch; }
+EdgeState CudaEngine::last_edge_state() const { return impl_->last_state; }
 int CudaEngine::chunk_edges() const { return impl_->effective_chunk_edges(); }
 size_t CudaEngine::peak_device_bytes() const { return impl_->mem.peak; }
 std::string CudaEngine::device_name() const { return impl_->name; }

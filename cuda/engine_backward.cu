@@ -14,28 +14,33 @@ void CudaEngine::Impl::node_backward(int b, int n0, int n) {
   if (n <= 0) return;
   const BlockWDev& w = dw.bw[b];
   const size_t o = n0, nodeW = (size_t)d.D * d.C, nodeWw = (size_t)d.D * d.Cw;
+  const size_t so = n0 - node_base;  // row of node n0 in the node steps' scratch
   float* X1b = Xb.data() + o * nodeW;
-  float* t = tmpN.data() + o * nodeW;
+  float* t = tmpN.data() + so * nodeW;
+  float* Ab = nodeA.data() + so * nodeWw;
+  float* Abar = nodeA_bar.data() + so * nodeWw;
+  float* ybuf_n = ybuf.data() + so * d.D * d.KF * d.H;
+  if (share_ffn && b != fused_block)  // the shared hidden buffer holds another block's: recompute it
+    launch_ffn_forward(d, dw.mw, w, n, Xt[b].data() + o * nodeW, ffn_hidden(b, n0), ybuf_n, t, grid_scratch.data(), s);
   // FFN branch and norms: X1_bar = Y_bar + norm_pre^T(FFN^T(Y_bar)); O_bar = norm_post^T(X1_bar).
-  launch_ffn_backward(d, dw.mw, w, n, ffn_h[b].data() + o * d.D * 2 * d.KF * d.H, X1b,
-                      ybuf.data() + o * d.D * d.KF * d.H, hbar.data() + o * d.D * 2 * d.KF * d.H, t,
+  launch_ffn_backward(d, dw.mw, w, n, ffn_hidden(b, n0), X1b, ybuf_n, hbar.data() + so * d.D * 2 * d.KF * d.H, t,
                       grid_scratch.data(), s);
   launch_eq_norm_backward(n, d.L, d.C, X1[b].data() + o * nodeW, w.pre_scale, pre_rho[b].data() + o, t, X1b, s);
   SEZM_CUDA(cudaMemsetAsync(t, 0, n * nodeW * sizeof(float), s));
   launch_eq_norm_backward(n, d.L, d.C, O[b].data() + o * nodeW, w.post_scale, post_rho[b].data() + o, X1b, t, s);
-  launch_per_degree_linear(n, d.L, d.C, d.Cw, t, w.post, nodeA_bar.data() + o * nodeWw, true, false, s);
+  launch_per_degree_linear(n, d.L, d.C, d.Cw, t, w.post, Abar, true, false, s);
   OutputGateArgs ga{};
   ga.N = n; ga.gamma = gamma[b].data() + o * d.F; ga.P = P[b].data() + o * nodeWw;
   if (w.has_mn) {
     // The message-node net's backward (§7.12) on the gated aggregate before it (recomputed into
     // nodeA): nodeA_bar gains the query adjoint, mn_xbar takes the context's (added to H_bar
     // in end_block_backward, after H_bar is cleared for the block).
-    ga.A = nodeA.data() + o * nodeWw;
+    ga.A = Ab;
     launch_gate_post(d, ga, s);
-    launch_grid_cross_backward(d, dw.mw.so3, w.mn, n, nodeA.data() + o * nodeWw, H[b].data() + o * nodeWw,
-                               nodeA_bar.data() + o * nodeWw, mn_xbar.data() + o * nodeWw, grid_scratch.data(), s);
+    launch_grid_cross_backward(d, dw.mw.so3, w.mn, n, Ab, H[b].data() + o * nodeWw, Abar,
+                               mn_xbar.data() + o * nodeWw, grid_scratch.data(), s);
   }
-  ga.A_bar = nodeA_bar.data() + o * nodeWw; ga.P_bar = Pb.data() + o * nodeWw; ga.gamma_bar = gamma_bar.data() + o * d.F;
+  ga.A_bar = Abar; ga.P_bar = Pb.data() + o * nodeWw; ga.gamma_bar = gamma_bar.data() + o * d.F;
   launch_gate_backward(d, ga, s);
 }
 
@@ -62,16 +67,21 @@ void CudaEngine::Impl::chunk_backward(int b, const Chunk& c, float* Uf) {
   // there (two chunk activations fewer than separate buffers).
   float* Gbuf = Uf == Ua.data() ? Ub.data() : Ua.data();
   float* Gbuf2 = U0.data();
+  // The chunk's edge state (the call's arrays, or the chunk's rows: chunk_geo), addressed by the
+  // absolute edge index; per chunk, the share's geometry adjoints start from zero.
+  float* Dcv = ev(Dc, d.dc_size, c);
+  float* Dc_barv = ev(Dc_bar, d.dc_size, c);
+  zero_chunk_bars(c);
   mark("bwd: aggregate");
   launch_aggregate_backward(d,
-                            AggregateBackwardArgs{c.e0, Ec, dst.data(), Dc.data(), Uf, alpha_fc.data(),
-                                                  alpha[b].data(), Pb.data(), Gbuf, alpha_bar.data(), Dc_bar.data()},
+                            AggregateBackwardArgs{c.e0, Ec, dst.data(), Dcv, Uf, alpha_fc.data(), alpha[b].data(),
+                                                  Pb.data(), Gbuf, alpha_bar.data(), Dc_barv},
                             s);
   mark("bwd: softmax");
   launch_softmax_backward(d, w,
-                          SoftmaxBackwardArgs{c.n0, c.n1, c.e0, src.data(), off.data(), env.data(), alpha[b].data(),
+                          SoftmaxBackwardArgs{c.n0, c.n1, c.e0, src.data(), off.data(), ev(env, 1, c), alpha[b].data(),
                                               alpha_bar.data(), k[b].data(), lbar.data(), q_bar.data(),
-                                              env_bar.data(), bridge.gate(), bridge.gate_bar()},
+                                              ev(env_bar, 1, c), bridge.gate(), bridge.gate_bar()},
                           s);
   mark("bwd: focus compete");
   launch_focus_compete_backward(d, w,
@@ -90,31 +100,89 @@ void CudaEngine::Impl::chunk_backward(int b, const Chunk& c, float* Uf) {
   const size_t W = static_cast<size_t>(d.L + 1) * d.C;
   SEZM_CUDA(cudaMemsetAsync(rho_bar_c.data(), 0, Ec * W * sizeof(float), s));
   launch_condition_rotate_backward(d, w,
-                                   ConditionRotateBackwardArgs{c.e0, Ec, src.data(), Dc.data(), H[b].data(),
-                                                               Rh_c.data(), kern_c.data(), gin, Ssrc_bar.data(),
-                                                               lbar.data(), Xloc_bar.data(), rho_bar_c.data(),
-                                                               Dc_bar.data()},
+                                   ConditionRotateBackwardArgs{c.e0, Ec, src.data(), Dcv, H[b].data(), Rh_c.data(),
+                                                               kern_c.data(), gin, Ssrc_bar.data(), lbar.data(),
+                                                               Xloc_bar.data(), rho_bar_c.data(), Dc_barv},
                                    s);
   mark("bwd: radial");
   radial_backward_chunk(c);
   mark("bwd: source scatter");
   launch_src_scatter(d,
                      SourceSumArgs{c.s1 - c.s0, plan.seg_node() + c.s0, plan.seg_off() + c.s0, plan.perm(), c.e0,
-                                   dst.data(), Dc.data(), Xloc_bar.data(), lbar.data(), q[b].data(), H_bar.data(),
+                                   dst.data(), Dcv, Xloc_bar.data(), lbar.data(), q[b].data(), H_bar.data(),
                                    k_bar.data()},
                      s);
+  geometry_share(c);  // chunk_geo: this (block, chunk) share into dE/dv
 }
 
 // rho_bar_c (the chunk's rows) through the radial MLP's backward into env_bar and rbf_bar.
 void CudaEngine::Impl::radial_backward_chunk(const Chunk& c) {
   RadialMlpArgs a{};
   a.E = c.e1 - c.e0;
-  a.rbf = rbf.data() + (size_t)c.e0 * d.nr;
-  a.env = env.data() + c.e0;
+  const EdgeGeomDev geo = geom_at(c);
+  const EdgeGeomBarDev bar = geom_bar_at(c);
+  a.rbf = geo.rbf;
+  a.env = geo.env;
   a.rho_bar = rho_bar_c.data();
-  a.env_bar = env_bar.data() + c.e0;
-  a.rbf_bar = rbf_bar.data() + (size_t)c.e0 * d.nr;
+  a.env_bar = bar.env_bar;
+  a.rbf_bar = bar.rbf_bar;
   launch_radial_backward(d, dw.mw, a, s);
+}
+
+// chunk_geo: the embedding's backward. Its node parts (env-seed FiLM and sums, the GIE's isd
+// share) run over all centres first, so isd_bar is complete before any chunk's degree backward;
+// then per chunk the edge parts on the chunk's recomputed edge state, the radial and degree
+// backward, and the chunk's geometry backward into dE/dv. Same arithmetic and order per edge
+// and per node as the kept route.
+void CudaEngine::Impl::embedding_backward_chunks() {
+  mark("bwd: env-seed");
+  EnvSeedArgs en{};  // the centres (E = 0)
+  en.g = GraphDev{N, NT, 0, src.data(), dst.data(), off.data(), types.data()};
+  en.A = A.data(); en.f = f.data(); en.isd = isd.data();
+  en.X0_bar = Xb.data(); en.A_bar = A_bar.data(); en.isd_bar = isd_bar.data();
+  launch_env_seed_backward(d, dw.mw, en, s);
+  mark("bwd: GIE");
+  GieArgs gn{};  // the isd share (E = 0)
+  gn.N = N; gn.E = 0; gn.isd = isd.data(); gn.X0 = X[0].data(); gn.X0_bar = Xb.data(); gn.isd_bar = isd_bar.data();
+  launch_gie_backward(d, gn, s);
+  const size_t W = static_cast<size_t>(d.L + 1) * d.C;
+  const float* gate = bridge.gate();
+  float* gate_bar = bridge.gate_bar();
+  for (const Chunk& c : plan.chunks) {
+    const int Ec = c.e1 - c.e0;
+    const size_t e0 = c.e0;
+    chunk_geometry(c, kGeo | kRho | kSeed);
+    zero_chunk_bars(c);
+    const EdgeGeomDev geo = geom_at(c);
+    const EdgeGeomBarDev bar = geom_bar_at(c);
+    mark("bwd: env-seed");
+    EnvSeedArgs ee{};  // the chunk's edges (N = 0); centre rows by dst, absolute
+    ee.g = GraphDev{0, NT, Ec, src.data() + e0, dst.data() + e0, off.data(), types.data()};
+    ee.geo = geo;
+    ee.isd = isd.data();
+    ee.gemb = ev(g, d.es_emb, c) + e0 * d.es_emb; ee.seed = ev(seed, 4, c) + 4 * e0;
+    ee.A_bar = A_bar.data(); ee.rbf_bar = bar.rbf_bar; ee.vec_bar = bar.vec_bar;
+    ee.gate = gate ? gate + e0 : nullptr; ee.gate_bar = gate_bar ? gate_bar + e0 : nullptr;
+    launch_env_seed_backward(d, dw.mw, ee, s);
+    mark("bwd: GIE");
+    GieArgs gc{};  // the chunk's edges (N = 0): Wigner-row (and gate) adjoints, then rho_bar
+    gc.N = 0; gc.E = Ec; gc.dst = dst.data() + e0; gc.off = off.data();
+    gc.Dc = geo.Dc; gc.isd = isd.data(); gc.rho = rho_v(c) + e0 * W;
+    gc.X0_bar = Xb.data(); gc.Dc_bar = bar.Dc_bar;
+    gc.gate = gate ? gate + e0 : nullptr; gc.gate_bar = gate_bar ? gate_bar + e0 : nullptr;
+    launch_gie_backward(d, gc, s);
+    SEZM_CUDA(cudaMemsetAsync(rho_bar_c.data(), 0, Ec * W * sizeof(float), s));
+    gc.rho_bar = rho_bar_c.data();
+    launch_gie_rho_backward(d, gc, s);
+    mark("bwd: radial");
+    radial_backward_chunk(c);
+    mark("bwd: degree");
+    DegreeArgs dg{};
+    dg.N = c.n1 - c.n0; dg.off = off.data() + c.n0; dg.env = ev(env, 1, c); dg.isd = isd.data() + c.n0;
+    dg.isd_bar = isd_bar.data() + c.n0; dg.env_bar = ev(env_bar, 1, c);
+    launch_degree_backward(dg, s);
+    geometry_share(c);
+  }
 }
 
 void CudaEngine::Impl::begin_block_backward() {

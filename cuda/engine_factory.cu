@@ -12,6 +12,7 @@ std::unique_ptr<Engine> make_cuda_engine(const ModelW<double>& weights, const En
   auto e = std::make_unique<CudaEngine>(weights, options.gpu, options.mode);
   if (options.chunk_edges > 0) e->set_chunk_edges(options.chunk_edges);
   e->set_precision(options.precision);
+  e->set_edge_state(options.edge_state);
   return e;
 }
 

@@ -30,6 +30,7 @@ using namespace cuda;
 
 // b[i] += a[i] for i < n on stream s (the residual adds of the node steps).
 void launch_add(long n, const float* a, float* b, cudaStream_t s);
+void launch_add(long n, const double* a, double* b, cudaStream_t s);
 
 struct CudaEngine::Impl : EngineBuffers {
   ModelConfig cfg;
@@ -67,25 +68,66 @@ struct CudaEngine::Impl : EngineBuffers {
     const char* tv = std::getenv("SEZM_CUDA_TIMING");
     timer.enabled = tv && *tv && *tv != '0';
     dw.upload(w, d, &mem, s);
+    fixed_bytes = mem.current;
     bridge.init(w);
   }
   ~Impl() {
     if (s) cudaStreamDestroy(s);
   }
 
+  // ---- edge state (EdgeState, engine.h; docs/ARCHITECTURE.md, "Device memory per edge") ----
+  EdgeState edge_state = EdgeState::kAuto;  // as set (set_edge_state)
+  EdgeState last_state = EdgeState::kAuto;  // what the latest call used
+  bool chunk_geo = false;  // this call: geometry, radial features, env-seed edge state and their adjoints per chunk
+  size_t fixed_bytes = 0;  // held from construction on (the weights): not the call's to reuse
+  size_t checked_keep_bytes = 0;  // the largest kept-edge-state call found to fit (prepare_call)
+  // chunk_geo: the chunk whose rows the edge buffers hold, and which of them are computed.
+  enum : unsigned { kGeo = 1, kRho = 2, kSeed = 4 };
+  int held_e0 = -1, held_e1 = -1;
+  unsigned held = 0;
+
+  // Edge e's row of a per-edge buffer of `stride` floats, addressed by the absolute edge index e
+  // for any edge of chunk c: the call's array itself, or (chunk_geo) the chunk's rows, stored
+  // from (e0 stride) mod 4 floats on and shifted back by e0 rows, so every kernel indexes them as
+  // it indexes the call's arrays and every row keeps its 16-byte phase (the allocation is
+  // 256-byte aligned). Only rows e0 .. e1 - 1 of the shifted pointer are ever touched.
+  template <class T>
+  T* ev(const DBuf<T>& b, size_t stride, const Chunk& c) const {
+    if (!chunk_geo) return b.data();
+    const size_t at = static_cast<size_t>(c.e0) * stride;
+    return b.data() + (at & 3) - at;
+  }
+  // The whole call as one chunk (for the views of the kept edge state).
+  Chunk whole() const { return Chunk{0, N, 0, E, 0, 0}; }
+
   // ---- views of the buffers the launchers take ----
   GraphDev graph() const { return GraphDev{N, NT, E, src.data(), dst.data(), off.data(), types.data()}; }
-  EdgeGeomDev geom() const { return EdgeGeomDev{vecf.data(), r.data(), env.data(), denv.data(), rbf.data(), Dc.data()}; }
-  EdgeGeomBarDev geom_bar() const {
-    return EdgeGeomBarDev{env_bar.data(), rbf_bar.data(), Dc_bar.data(), vec_bar.data()};
+  EdgeGeomDev geom(const Chunk& c) const {
+    return EdgeGeomDev{ev(vecf, 3, c), ev(r, 1, c),     ev(env, 1, c),
+                       ev(denv, 1, c), ev(rbf, d.nr, c), ev(Dc, d.dc_size, c)};
   }
-  EdgeRadialIn radial_in() const {
-    return EdgeRadialIn{rho.data(), dw.mw.type_emb, src.data(), dst.data(), types.data()};
+  EdgeGeomBarDev geom_bar(const Chunk& c) const {
+    return EdgeGeomBarDev{ev(env_bar, 1, c), ev(rbf_bar, d.nr, c), ev(Dc_bar, d.dc_size, c), ev(vec_bar, 3, c)};
+  }
+  // The same views moved to the chunk's first edge (for launchers that index edges from 0).
+  EdgeGeomDev geom_at(const Chunk& c) const {
+    EdgeGeomDev g = geom(c);
+    const size_t e0 = c.e0;
+    return EdgeGeomDev{g.vecf + 3 * e0, g.r + e0, g.env + e0, g.denv + e0, g.rbf + e0 * d.nr, g.Dc + e0 * d.dc_size};
+  }
+  EdgeGeomBarDev geom_bar_at(const Chunk& c) const {
+    EdgeGeomBarDev b = geom_bar(c);
+    const size_t e0 = c.e0;
+    return EdgeGeomBarDev{b.env_bar + e0, b.rbf_bar + e0 * d.nr, b.Dc_bar + e0 * d.dc_size, b.vec_bar + 3 * e0};
+  }
+  float* rho_v(const Chunk& c) const { return ev(rho, static_cast<size_t>(d.L + 1) * d.C, c); }
+  EdgeRadialIn radial_in(const Chunk& c) const {
+    return EdgeRadialIn{rho_v(c), dw.mw.type_emb, src.data(), dst.data(), types.data()};
   }
   EnvSeedArgs env_seed_args() {
     EnvSeedArgs a{};
     a.g = graph();
-    a.geo = geom();
+    a.geo = geom(whole());
     a.isd = isd.data();
     a.gemb = g.data(); a.seed = seed.data(); a.A = A.data(); a.f = f.data();
     a.gate = bridge.gate(); a.gate_bar = bridge.gate_bar();
@@ -98,6 +140,22 @@ struct CudaEngine::Impl : EngineBuffers {
     a.gate = bridge.gate(); a.gate_bar = bridge.gate_bar();
     return a;
   }
+
+  // chunk_geo: computes what `need` (kGeo | kRho | kSeed) asks of chunk c's edge state into the
+  // edge buffers, unless they hold it already (the fused block's forward and backward of a
+  // chunk share one computation). Nothing with the edge state kept (computed once per call).
+  void chunk_geometry(const Chunk& c, unsigned need);
+  // chunk_geo, with gradients: clears chunk c's geometry adjoints before a (block, chunk) share,
+  // and maps the share through the geometry backward into dE/dv (added; linear in the adjoints).
+  void zero_chunk_bars(const Chunk& c);
+  void geometry_share(const Chunk& c);
+  // chunk_geo: the embedding's forward (degree, radial features, env-seed, GIE) chunk by chunk,
+  // and its backward after the blocks' (node parts over all centres, then per chunk).
+  void embedding_forward_chunks();
+  void embedding_backward_chunks();
+  // The envelope softmax of block b over the centres of chunk c (all centres: whole()).
+  void softmax_forward(int b, const Chunk& c);
+
   AttentionNodeArgs attention_node_args(int b) {
     AttentionNodeArgs a{};
     a.N = N; a.NT = NT; a.H = H[b].data();
@@ -125,6 +183,15 @@ struct CudaEngine::Impl : EngineBuffers {
   // linear and norm, FFN, residual. Every node's rows depend only on its own, which is what lets
   // the fused block run them chunk by chunk.
   void node_forward(int b, int n0, int n);
+  // The same over every centre (batches of node_rows with the edge state per chunk).
+  void node_forward_all(int b);
+  void node_backward_all(int b);
+  // The node steps' scratch rows count from node_base (0 with the edge state kept; the batch's or
+  // the chunk's first centre per chunk: NodeScratch). The FFN hidden rows of block b from node n0.
+  int node_base = 0;
+  float* ffn_hidden(int b, int n0) {
+    return ffn_h[share_ffn ? 0 : b].data() + (size_t)(n0 - node_base) * d.D * 2 * d.KF * d.H;
+  }
 
   // Its backward on the same nodes: from Xb = dE/dX[b+1] (rows n0..) to P_bar and gamma_bar; Xb's
   // rows become X1_bar in place.
@@ -152,6 +219,9 @@ struct CudaEngine::Impl : EngineBuffers {
   // runs its backward chunk by chunk right behind its forward (everything after its aggregation
   // is per node): it keeps its gated pre-activations in chunk scratch, is never recomputed, and
   // fast mode keeps z only for the blocks before it.
+  // The edge state is chosen here (kAuto: kept when the call's buffers with it fit in 90 % of the
+  // device's free memory plus what the engine holds, else per chunk); a call that does not fit
+  // even per chunk is refused before any allocation with a sezm::Error saying what it needs.
   void prepare_call(const Graph& gv, bool gradients);
 
   EngineResult compute(const Graph& gv, bool gradients, FeatureExchange<double>* ex);

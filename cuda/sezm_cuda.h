@@ -40,6 +40,15 @@ class CudaEngine final : public Engine {
   int chunk_edges() const override;
   // kTf32: the tile products in one TF32 pass (`precision tf32`); otherwise IEEE fp32 FFMA.
   void set_precision(Precision p);
+  // Where the per-edge geometry, radial features and their adjoints live (EdgeState, engine.h):
+  // kAuto (the default) decides per call from the call's sizes and the device's free memory.
+  void set_edge_state(EdgeState e);
+  // What the latest call used: kKeep or kChunk (kAuto before the first call).
+  EdgeState last_edge_state() const;
+  // With the edge state per chunk the node steps run in batches of n nodes (at least the most
+  // centres of a chunk; n <= 0: the default, 16384) with scratch for one batch. Tests set it
+  // small so that small graphs run several batches.
+  void set_node_batch(int n);
 
   // Peak device memory held by this engine since construction (bytes), and the device's name.
   size_t peak_device_bytes() const override;

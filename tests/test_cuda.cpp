@@ -165,6 +165,73 @@ TEST_P(CudaModesPrecisions, EnergyOnlyCallMatchesTheFusedGradientCall) {
 #endif
 }
 
+// EdgeState::kChunk (the per-edge geometry, radial features, env-seed edge state and their
+// adjoints recomputed per chunk, docs/ARCHITECTURE.md "Device memory per edge") against the kept
+// edge state at the same chunks, several of them, with gradients, energy only, and through ghost
+// rows: the forward's arithmetic per edge and per node is the same, so the per-atom energies
+// agree to the bit; the forces differ only in the order in which the geometry adjoints are summed
+// (each (block, chunk) share is mapped into dE/dv at once), so they agree to fp32 rounding.
+TEST_P(CudaModesPrecisions, ChunkEdgeStateMatchesKeptEdgeState) {
+  SEZM_REQUIRE_GPU();
+#ifdef SEZM_HAVE_CUDA
+  const Small s = small_system();
+  sezm::CudaEngine keep(s.weights(), 0, cuda_mode(GetParam() & 1));
+  sezm::CudaEngine chunk(s.weights(), 0, cuda_mode(GetParam() & 1));
+  for (sezm::CudaEngine* e : {&keep, &chunk}) {
+    e->set_precision(precision_of(GetParam()));
+    e->set_chunk_edges(700);
+  }
+  keep.set_edge_state(sezm::EdgeState::kKeep);
+  chunk.set_edge_state(sezm::EdgeState::kChunk);
+  chunk.set_node_batch(1);  // node steps in batches of the most centres of a chunk: several batches
+  const sezm::Graph& g = s.view();
+  const sezm::EngineResult a = keep.compute(g, true), b = chunk.compute(g, true);
+  EXPECT_EQ(keep.last_edge_state(), sezm::EdgeState::kKeep);
+  EXPECT_EQ(chunk.last_edge_state(), sezm::EdgeState::kChunk);
+  EXPECT_EQ(a.atom_energy, b.atom_energy);
+  const sezm::Evaluation fa = sezm::make_evaluation(g, a, true, false), fb = sezm::make_evaluation(g, b, true, false);
+  EXPECT_LE(max_diff(fa.forces, fb.forces), 1e-5 * max_abs(fa.forces));
+  EXPECT_LE(max_diff(fa.virial, fb.virial), 1e-5 * max_abs(fa.virial));
+  EXPECT_EQ(keep.compute(g, false).atom_energy, chunk.compute(g, false).atom_energy);
+  // repeated per-chunk calls are bit-identical (the buffers persist; nothing stale is read)
+  const sezm::EngineResult b2 = chunk.compute(g, true);
+  EXPECT_EQ(b.atom_energy, b2.atom_energy);
+  EXPECT_EQ(b.edge_grad, b2.edge_grad);
+  // ghost rows: the per-chunk route against the kept one on the same ghost graph
+  const sezm_test::GhostGraph gg = sezm_test::make_ghost_graph(s.el, s.c.coords.data(), s.c.types.data());
+  sezm_test::OwnerExchange<double> ex_a(gg), ex_b(gg);
+  const sezm::Graph& gv = gg.view();
+  const sezm::EngineResult ga = keep.compute(gv, true, &ex_a), gb = chunk.compute(gv, true, &ex_b);
+  EXPECT_EQ(ga.atom_energy, gb.atom_energy);
+  const sezm::Evaluation ea = sezm::make_evaluation(gv, ga, true, false);
+  const sezm::Evaluation eb = sezm::make_evaluation(gv, gb, true, false);
+  EXPECT_LE(max_diff(ea.forces, eb.forces), 1e-5 * max_abs(ea.forces));
+#endif
+}
+
+// kAuto keeps the edge state when the call fits the device with it (any small system does), and
+// switching an engine between the two routes call by call changes nothing but the route.
+TEST(Cuda, AutoEdgeStateKeepsWhatFitsAndRoutesSwitch) {
+  SEZM_REQUIRE_GPU();
+#ifdef SEZM_HAVE_CUDA
+  const Small s = small_system();
+  sezm::CudaEngine gpu(s.weights(), 0, sezm::CudaMode::kLean);
+  gpu.set_chunk_edges(700);
+  const sezm::Graph& g = s.view();
+  const sezm::EngineResult a = gpu.compute(g, true);
+  EXPECT_EQ(gpu.last_edge_state(), sezm::EdgeState::kKeep);
+  EXPECT_NE(gpu.description().find("edge state auto (keep in the latest call)"), std::string::npos)
+      << gpu.description();
+  gpu.set_edge_state(sezm::EdgeState::kChunk);
+  const sezm::EngineResult b = gpu.compute(g, true);
+  EXPECT_EQ(gpu.last_edge_state(), sezm::EdgeState::kChunk);
+  gpu.set_edge_state(sezm::EdgeState::kKeep);
+  const sezm::EngineResult c = gpu.compute(g, true);
+  EXPECT_EQ(a.atom_energy, b.atom_energy);
+  EXPECT_EQ(a.edge_grad, c.edge_grad);
+#endif
+}
+
 TEST(Cuda, GhostExchangeReproducesImagesAsEdges) {
   SEZM_REQUIRE_GPU();
 #ifdef SEZM_HAVE_CUDA
@@ -404,6 +471,20 @@ TEST(EngineFactory, CudaWithoutAUsableDeviceIsAnError) {
   } catch (const sezm::Error& e) {
     EXPECT_NE(std::string(e.what()).find("device cuda"), std::string::npos) << e.what();
   }
+}
+
+// The edge-state option's names (sezm-bench --edge-state): each name parses to its value and back;
+// anything else is refused.
+TEST(EngineFactory, EdgeStateNamesRoundTrip) {
+  for (const sezm::EdgeState e : {sezm::EdgeState::kAuto, sezm::EdgeState::kKeep, sezm::EdgeState::kChunk}) {
+    sezm::EdgeState back = e == sezm::EdgeState::kAuto ? sezm::EdgeState::kKeep : sezm::EdgeState::kAuto;
+    ASSERT_TRUE(sezm::parse_edge_state(sezm::edge_state_name(e), &back)) << sezm::edge_state_name(e);
+    EXPECT_EQ(back, e);
+  }
+  sezm::EdgeState e = sezm::EdgeState::kKeep;
+  EXPECT_FALSE(sezm::parse_edge_state("chunked", &e));
+  EXPECT_EQ(e, sezm::EdgeState::kKeep);
+  EXPECT_EQ(sezm::EngineOptions{}.edge_state, sezm::EdgeState::kAuto);
 }
 
 TEST(EngineFactory, CpuEngineIsTheReference) {

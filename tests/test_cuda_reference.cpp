@@ -46,12 +46,19 @@ class CudaReference : public ::testing::TestWithParam<std::tuple<Case, int, int>
 // defaults model's energy by up to ~7e-7 relative, before any fp32 arithmetic).
 // With `precision tf32` (one TF32 pass in the tile products) the same comparisons are made against
 // the looser bounds of that option's contract (docs/performance.md, "precision tf32").
+// Variant 2 ("_chunkedge"): fp32 with the per-edge geometry, radial features and their adjoints
+// recomputed per chunk (EdgeState::kChunk), chunks of 500 edges and node-step batches of one
+// chunk's centres, so most configurations run several chunks and batches: the same bounds against the CPU and deepmd-kit, and against the kept edge
+// state at the same chunks per-atom energies equal to the bit (the forward's arithmetic is the
+// same per edge and per node) and forces and virials within 1e-5 of the largest value (only the
+// order of the geometry adjoints' sums differs: per (block, chunk) share mapped into dE/dv).
 TEST_P(CudaReference, MatchesCpuFloat64AndDeepmd) {
   SEZM_REQUIRE_GPU();
 #ifdef SEZM_HAVE_CUDA
   const Case& k = std::get<0>(GetParam());
   const int mode = std::get<1>(GetParam());
-  const bool tf32 = std::get<2>(GetParam()) != 0;
+  const bool tf32 = std::get<2>(GetParam()) == 1;
+  const bool chunk_edge = std::get<2>(GetParam()) == 2;
   const double tol_e = tf32 ? kTf32EnergyTol : 1e-6, tol_fw = tf32 ? kTf32ForceTol : 1e-5;
   const std::string mp = k.shared ? sezm_test::shared_path(k.model) : sezm_test::data_path(k.model);
   const std::string rp = k.shared ? sezm_test::shared_path(k.ref) : sezm_test::data_path(k.ref);
@@ -79,6 +86,14 @@ TEST_P(CudaReference, MatchesCpuFloat64AndDeepmd) {
   const auto ref = sezm::test::read_ref(rp);
   sezm::CudaEngine gpu(w32, 0, cuda_mode(mode));
   if (tf32) gpu.set_precision(sezm::Precision::kTf32);
+  sezm::CudaEngine kept(w32, 0, cuda_mode(mode));  // chunk_edge: the kept edge state at the same chunks
+  if (chunk_edge) {
+    gpu.set_edge_state(sezm::EdgeState::kChunk);
+    gpu.set_chunk_edges(500);
+    gpu.set_node_batch(1);  // the node steps in batches of the most centres of a chunk
+    kept.set_edge_state(sezm::EdgeState::kKeep);
+    kept.set_chunk_edges(500);
+  }
   for (const auto& c : ref.configs) {
     if (c.head != k.head) continue;
     SCOPED_TRACE(c.name);
@@ -86,7 +101,8 @@ TEST_P(CudaReference, MatchesCpuFloat64AndDeepmd) {
         sezm::build_graph(c.coords.data(), c.types.data(), c.natoms, c.periodic ? c.cell.data() : nullptr, cfg.rcut);
     const sezm::Evaluation ref32 = sezm::make_evaluation(g, cpu.compute(g, true), true, false);
     const double e_round = std::fabs(ref32.energy - cpu_exact.compute(g, false).energy) / std::fabs(c.energy);
-    const sezm::Evaluation dev = sezm::make_evaluation(g, gpu.compute(g, true), true, false);
+    const sezm::EngineResult dev_raw = gpu.compute(g, true);
+    const sezm::Evaluation dev = sezm::make_evaluation(g, dev_raw, true, false);
     const double e_cpu = std::fabs(dev.energy - ref32.energy) / std::fabs(ref32.energy);
     // Relative to the largest |reference value|; a lone atom's forces and virial are exactly zero
     // in every engine and are compared in absolute terms.
@@ -106,6 +122,19 @@ TEST_P(CudaReference, MatchesCpuFloat64AndDeepmd) {
     EXPECT_LE(f_ref, tol_fw);
     EXPECT_LE(w_ref, tol_fw);
     EXPECT_LE(e_ref, tf32 ? kTf32EnergyTol : 1e-5);
+    if (chunk_edge) {
+      EXPECT_EQ(gpu.last_edge_state(), sezm::EdgeState::kChunk);
+      const sezm::EngineResult keep_raw = kept.compute(g, true);
+      EXPECT_EQ(kept.last_edge_state(), sezm::EdgeState::kKeep);
+      const sezm::Evaluation keep = sezm::make_evaluation(g, keep_raw, true, false);
+      EXPECT_EQ(dev_raw.atom_energy, keep_raw.atom_energy);
+      const double f_keep = rel(max_diff(dev.forces, keep.forces), max_abs(keep.forces));
+      const double w_keep = rel(max_diff(dev.virial, keep.virial), max_abs(keep.virial));
+      std::printf("[cuda %s chunk edge state %s] %-20s vs kept edge state: F %.2e W %.2e\n", mode_name(mode),
+                  k.model.c_str(), c.name.c_str(), f_keep, w_keep);
+      EXPECT_LE(f_keep, 1e-5);
+      EXPECT_LE(w_keep, 1e-5);
+    }
   }
 #endif
 }
@@ -139,14 +168,15 @@ INSTANTIATE_TEST_SUITE_P(
                           // up to ~1e4 eV/A, compared relative to the largest reference value
                           Case{"recipes/zbl_plain_f64.pt", "recipes/ref_zbl_plain_f64.json", false},
                           Case{"recipes/zbl_mini_f64.pt", "recipes/ref_zbl_mini_f64.json", false}),
-        ::testing::Values(0, 1), ::testing::Values(0, 1)),
+        ::testing::Values(0, 1), ::testing::Values(0, 1, 2)),
     [](const auto& info) {
       const std::string& m = std::get<0>(info.param).model;
       const std::string& head = std::get<0>(info.param).head;
       std::string s = m.substr(m.rfind('/') + 1);
       s = s.substr(0, s.find('.'));
+      const int v = std::get<2>(info.param);
       return s + (head.empty() ? "" : "_" + head) + "_" + mode_name(std::get<1>(info.param)) +
-             precision_suffix(std::get<2>(info.param));
+             (v == 2 ? std::string("_chunkedge") : std::string(precision_suffix(v)));
     });
 
 }  // namespace

@@ -227,6 +227,29 @@ TEST(CudaSharedGeometry, FollowersMatchTheirOwnComputeToTheBit) {
 #endif
 }
 
+// A leader or a follower whose call holds its edge state per chunk (EdgeState::kChunk: the
+// leader's edge buffers hold one chunk, the follower computes its own per chunk) shares the
+// graph only: no geometry share is reported, and each result is bitwise that of the engine alone.
+TEST(CudaSharedGeometry, PerChunkEdgeStateSharesNoGeometry) {
+  SEZM_REQUIRE_GPU();
+#ifdef SEZM_HAVE_CUDA
+  const Committee c;
+  const sezm::Graph g = graph_of(frames()[0], c.lead.cfg.rcut);
+  for (const bool lead_chunk : {true, false}) {
+    sezm::CudaEngine lead(c.lead, 0, sezm::CudaMode::kLean);
+    lead.set_edge_state(lead_chunk ? sezm::EdgeState::kChunk : sezm::EdgeState::kKeep);
+    lead.compute(g, true);
+    const sezm::EdgeState fs = lead_chunk ? sezm::EdgeState::kKeep : sezm::EdgeState::kChunk;
+    sezm::CudaEngine follower(c.others[3], 0, sezm::CudaMode::kLean), alone(c.others[3], 0, sezm::CudaMode::kLean);
+    follower.set_edge_state(fs);
+    alone.set_edge_state(fs);
+    const std::string what = lead_chunk ? "per-chunk leader" : "per-chunk follower";
+    expect_identical(follower.compute_like(lead, g, true), alone.compute(g, true), what);
+    EXPECT_EQ(follower.last_geometry_share(), GeometryShare::kNone) << what;
+  }
+#endif
+}
+
 TEST(CudaSharedGeometry, NothingSharedAcrossKindsOrGraphs) {
   SEZM_REQUIRE_GPU();
 #ifdef SEZM_HAVE_CUDA

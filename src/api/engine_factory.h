@@ -14,11 +14,12 @@
 namespace sezm {
 
 // Throws sezm::Error when the device cannot be used (no CUDA engine in this build, no device,
-// a bad ordinal). CUDA-only options (gpu, mode, chunk_edges) are ignored on the CPU; front ends
+// a bad ordinal). CUDA-only options (gpu, mode, chunk_edges, edge_state) are ignored on the CPU; front ends
 // that take them from users refuse them there themselves, with their own wording.
 std::unique_ptr<Engine> make_engine(ModelW<double> weights, const EngineOptions& options);
 
-// The CUDA engine (fp32 on the device) for options.gpu, options.mode, options.chunk_edges.
+// The CUDA engine (fp32 on the device) for options.gpu, options.mode, options.chunk_edges,
+// options.precision and options.edge_state.
 std::unique_ptr<Engine> make_cuda_engine(const ModelW<double>& weights, const EngineOptions& options);
 // True when a CUDA device can be used; otherwise `why` says what is missing (the build included).
 bool cuda_available(std::string* why = nullptr);

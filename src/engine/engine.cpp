@@ -14,6 +14,16 @@ namespace sezm {
 const char* device_name(Device d) { return d == Device::kCuda ? "cuda" : "cpu"; }
 const char* cuda_mode_name(CudaMode m) { return m == CudaMode::kFast ? "fast" : "lean"; }
 const char* precision_name(Precision p) { return p == Precision::kTf32 ? "tf32" : "default"; }
+const char* edge_state_name(EdgeState e) {
+  return e == EdgeState::kKeep ? "keep" : e == EdgeState::kChunk ? "chunk" : "auto";
+}
+bool parse_edge_state(const std::string& s, EdgeState* e) {
+  if (s == "auto") *e = EdgeState::kAuto;
+  else if (s == "keep") *e = EdgeState::kKeep;
+  else if (s == "chunk") *e = EdgeState::kChunk;
+  else return false;
+  return true;
+}
 bool parse_precision(const std::string& s, Precision* p) {
   if (s == "default" || s == "fp32") *p = Precision::kDeviceDefault;
   else if (s == "tf32") *p = Precision::kTf32;

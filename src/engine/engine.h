@@ -42,8 +42,9 @@ enum class Device { kCpu, kCuda };
 // What per-edge data the CUDA forward keeps for the backward (docs/ARCHITECTURE.md has the bytes):
 //  kFast: the gated layers' pre-activations of every edge for the blocks before the last
 //         (their backward recomputes only the rotation and the last linear layer);
-//  kLean: nothing per edge beyond geometry and radial features; the backward recomputes each
-//         chunk's value path on chip (flash-style).
+//  kLean: nothing per edge beyond geometry and radial features (nothing beyond the graph and
+//         the attention weights with the edge state per chunk, EdgeState); the backward
+//         recomputes each chunk's value path on chip (flash-style).
 // In both modes the last block's backward runs chunk by chunk right behind its forward, so it
 // is neither kept nor recomputed.
 enum class CudaMode { kFast, kLean };
@@ -54,12 +55,22 @@ enum class CudaMode { kFast, kLean };
 // docs/performance.md for its error against float64 and its energy drift.
 enum class Precision { kDeviceDefault, kTf32 };
 
+// Where the CUDA engine holds what it derives from the edge vectors (geometry, Wigner rows,
+// radial basis and features, env-seed edge state) and their adjoints (docs/ARCHITECTURE.md,
+// "Device memory per edge"). kKeep: per edge for the whole call (computed once; ~1.2 kB per
+// edge). kChunk: recomputed per chunk into chunk scratch wherever a step needs them, their
+// adjoints mapped into dE/dv per (block, chunk) share (~0.1 kB per edge: a million diamond atoms
+// on one H200). kAuto: kKeep when the call fits the device's free memory with it, else kChunk.
+// Energies are bit-identical between kKeep and kChunk; forces agree to fp32 rounding.
+enum class EdgeState { kAuto, kKeep, kChunk };
+
 struct EngineOptions {
   Device device = Device::kCpu;
   int gpu = 0;                      // CUDA device ordinal
   CudaMode mode = CudaMode::kLean;  // CUDA only
   int chunk_edges = 0;              // CUDA only: edges per value-path chunk; 0 = the mode's default
   Precision precision = Precision::kDeviceDefault;
+  EdgeState edge_state = EdgeState::kAuto;  // CUDA only
 };
 
 const char* device_name(Device d);     // "cpu" | "cuda"
@@ -67,6 +78,9 @@ const char* cuda_mode_name(CudaMode m);  // "lean" | "fast"
 const char* precision_name(Precision p);  // "default" | "tf32"
 // "default" / "fp32" -> kDeviceDefault, "tf32" -> kTf32; false for anything else.
 bool parse_precision(const std::string& s, Precision* p);
+const char* edge_state_name(EdgeState e);  // "auto" | "keep" | "chunk"
+// "auto" / "keep" / "chunk"; false for anything else.
+bool parse_edge_state(const std::string& s, EdgeState* e);
 
 // Default edges per chunk of the CUDA engine: lean 32768 (its chunk scratch, ~0.5 GB, keeps
 // 4096 atoms under 2 GB), fast 131072 (~2.1 GB of scratch; at 4096 atoms on an H200 14 % less
