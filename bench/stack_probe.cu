@@ -12,7 +12,8 @@
 // F = 2), in the engine's arithmetic (IEEE fp32 FFMA) and with `precision tf32`. Medians of
 // R launches; TFLOP/s count the useful products only; the H200's fp32 FFMA peak is 67 TFLOP/s,
 // its dense TF32 tensor-core peak ~495 TFLOP/s (3xTF32: a third of that, as useful products).
-// Part 1 also prints each arithmetic's error against the exact (double) product. A probe for kernel work, not a test.
+// Part 1 also prints each arithmetic's error against the exact (double) product. On a CC 9.0 GPU
+// both parts also run the warpgroup tile (wgmma_tile.cuh). A probe for kernel work, not a test.
 #include <cuda_runtime.h>
 #ifdef SEZM_PROBE_CUBLAS
 #include <cublas_v2.h>
@@ -22,6 +23,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -79,9 +81,55 @@ void launch_probe(bool hbm_a, int rows, int K, int N, const float* A, int lda, c
   SEZM_LAUNCH("tile_probe");
 }
 
+// The warpgroup tile (wgmma_tile.cuh, sm_90a): 128 rows per CTA of two warpgroups, B the weights'
+// image (wgmma_b_image), the 3xTF32 split (kPasses 3) or one TF32 pass (1).
+template <int N, int kPasses, bool kHbmA>
+__global__ void __launch_bounds__(kThreads, 1)
+    wg_probe_k(int rows, int K, const float* __restrict__ A, int lda, const float* __restrict__ Bimg, float* C) {
+  extern __shared__ float4 smem4[];
+  const int row0 = blockIdx.x * 128;
+  float acc[N / 2];
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) acc[i] = 0.0f;
+  wg_tile<N, kPasses, 4, 2, 2>(reinterpret_cast<float*>(smem4), K, Bimg,
+                               [&](int r, int k) {
+                                 const int rr = row0 + r;
+                                 if (kHbmA) return rr < rows ? ld4(A + (size_t)rr * lda + k) : zero4();
+                                 const float v = 1e-3f * (float)((rr * 7 + k) & 63);
+                                 return make_float4(v, v + 1e-3f, v - 1e-3f, v + 2e-3f);
+                               },
+                               acc);
+  const int r = row0 + wg_row();
+#pragma unroll
+  for (int p = 0; p < N / 16; ++p)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      if (r + 8 * h < rows) st4(C + (size_t)(r + 8 * h) * N + wg_quad_col(p), wg_quad(acc, p, h));
+}
+
+template <int N, int kPasses>
+void launch_wg_probe(bool hbm_a, int rows, int K, const float* A, int lda, const float* Bimg, float* C,
+                     cudaStream_t s) {
+  const size_t bytes = (size_t)wg_smem_floats(N, 4, kPasses == 3) * sizeof(float);
+  const dim3 grid(div_up(rows, 128));
+  auto k = hbm_a ? wg_probe_k<N, kPasses, true> : wg_probe_k<N, kPasses, false>;
+  SEZM_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+  k<<<grid, kThreads, bytes, s>>>(rows, K, A, lda, Bimg, C);
+  SEZM_LAUNCH("wg_probe");
+}
+
 void launch_tile_probe(int variant, bool hbm_a, int rows, int K, int N, const float* A, int lda, const float* B,
-                       float* C, cudaStream_t s) {
+                       const float* Bimg, float* C, cudaStream_t s) {
   const bool wide = pad64(N) / 64 > 2;
+  if (variant >= 6) {  // the warpgroup tile: N = K = 128 or 192
+    const bool split = variant == 6;
+    if (N == 192) split ? launch_wg_probe<192, 3>(hbm_a, rows, K, A, lda, Bimg, C, s)
+                        : launch_wg_probe<192, 1>(hbm_a, rows, K, A, lda, Bimg, C, s);
+    else if (N == 128) split ? launch_wg_probe<128, 3>(hbm_a, rows, K, A, lda, Bimg, C, s)
+                             : launch_wg_probe<128, 1>(hbm_a, rows, K, A, lda, Bimg, C, s);
+    else throw Error("the warpgroup tile probe takes N = 128 or 192");
+    return;
+  }
   switch (variant) {
     case 0:  // the layers' tile: 64 rows, 4 x 4NC per thread, 2 CTAs per SM, k loop unrolled by 4
       if (wide) launch_probe<4, 3>(hbm_a, rows, K, N, A, lda, B, C, s);
@@ -192,10 +240,18 @@ int main(int argc, char** argv) {
     std::printf("tile product alone, %d rows (edges x foci), median of %d:\n", rows, R);
     for (int K : {d.M0, 2 * d.M1}) {
       DevBuf A((size_t)rows * d.ROW, &rng, 1.0f), B((size_t)K * K, &rng, 0.1f), C((size_t)rows * K);
-      static const char* names[] = {"IEEE FFMA, 64-row tile (engine)", "IEEE FFMA, 128 rows, 1 CTA/SM",
+      static const char* names[] = {"IEEE FFMA, 64-row tile (SIMT)", "IEEE FFMA, 128 rows, 1 CTA/SM",
                                     "IEEE FFMA, 64 rows, k unrolled", "IEEE FFMA, 128 rows, 2 CTAs/SM",
-                                    "3xTF32, 64-row tile", "1xTF32, 64-row tile (tf32)"};
-      constexpr int kVariants = 6;
+                                    "3xTF32 mma.sync, 64 rows",      "1xTF32 mma.sync (tf32, SIMT)",
+                                    "3xTF32 wgmma, 128 rows (H100)",  "1xTF32 wgmma (tf32, H100)"};
+      // The warpgroup tile needs sm_90a code and a CC 9.0 device, and N = K = 128 or 192.
+      const bool wg_ok = prop.major == 9 && prop.minor == 0 && (K == 128 || K == 192);
+      const int kVariants = wg_ok ? 8 : 6;
+      std::vector<float> hbw((size_t)K * K);
+      SEZM_CUDA(cudaMemcpy(hbw.data(), B.p, hbw.size() * sizeof(float), cudaMemcpyDeviceToHost));
+      const std::vector<float> img = wgmma_b_image(hbw.data(), K, K, K, 4);
+      DevBuf Bimg(img.size());
+      SEZM_CUDA(cudaMemcpy(Bimg.p, img.data(), img.size() * sizeof(float), cudaMemcpyHostToDevice));
       // Each variant's C (A from HBM) against the IEEE tile's: the split's and one pass's rounding.
       std::vector<float> ref((size_t)rows * K), got((size_t)rows * K);
       // The exact product (double) of the first rows, for each arithmetic's own error.
@@ -214,7 +270,7 @@ int main(int argc, char** argv) {
       for (int v = 0; v < kVariants; ++v)
         for (bool hbm : {true, false}) {
           if (v == 3 && K > 128) continue;
-          const double ms = median_ms(R, s, [&] { launch_tile_probe(v, hbm, rows, K, K, A.p, d.ROW, B.p, C.p, s); });
+          const double ms = median_ms(R, s, [&] { launch_tile_probe(v, hbm, rows, K, K, A.p, d.ROW, B.p, Bimg.p, C.p, s); });
           std::string err;
           if (hbm) {
             SEZM_CUDA(cudaMemcpy((v == 0 ? ref : got).data(), C.p, got.size() * sizeof(float), cudaMemcpyDeviceToHost));
@@ -238,7 +294,7 @@ int main(int argc, char** argv) {
             std::snprintf(b, sizeof b, "  vs exact %.1e", num / den);
             err += b;
           }
-          std::printf("  K = N = %3d, %-31s A %-9s %8.3f ms  %6.2f TFLOP/s%s\n", K, names[v],
+          std::printf("  K = N = %3d, %-32s A %-9s %8.3f ms  %6.2f TFLOP/s%s\n", K, names[v],
                       hbm ? "from HBM" : "on chip", ms, 2.0 * rows * K * K / (ms * 1e9), err.c_str());
         }
 #ifdef SEZM_PROBE_CUBLAS
@@ -279,15 +335,41 @@ int main(int argc, char** argv) {
     std::printf("layer kernels, %d edges x %d foci (one pass over the activations: %.2f GB), median of %d:\n", E,
                 d.F, row_gb, R);
     auto report = [&](const char* what, double ms, double f, double passes) {
-      std::printf("  %-36s %8.3f ms  %6.2f TFLOP/s  %6.0f GB/s for its %.0f minimal passes\n", what, ms,
+      std::printf("  %-42s %8.3f ms  %6.2f TFLOP/s  %6.0f GB/s for its %.0f minimal passes\n", what, ms,
                   f / (ms * 1e9), passes * row_gb / (ms * 1e-3), passes);
     };
-    // The engine's two arithmetics of the tile products: IEEE FFMA (default), one TF32 pass
-    // (`precision tf32`). The 3xTF32 split in the layers measured only 1-4 % faster than FFMA here
-    // (docs/performance.md, "Tensor cores"), so the engine does not build it.
-    for (const int tf32 : {0, 1}) {
+    // The engine's arithmetics of the tile products: on the SIMT / mma.sync tile IEEE FFMA (default
+    // off Hopper) and one TF32 pass (`precision tf32`); on the warpgroup tile the 3xTF32 split
+    // (default on Hopper) and one TF32 pass.
+    // On a CC 9.0 GPU the same layers also on the warpgroup tile (the engine's default there):
+    // the weights' images as the engine uploads them (device_weights.cpp).
+    std::vector<std::unique_ptr<DevBuf>> images;
+    auto image_of = [&](const DevBuf& w, int count, int K, int N) {
+      std::vector<float> h((size_t)count * K * N), all;
+      SEZM_CUDA(cudaMemcpy(h.data(), w.p, h.size() * sizeof(float), cudaMemcpyDeviceToHost));
+      for (int i = 0; i < count; ++i) {
+        const std::vector<float> img = wgmma_b_image(h.data() + (size_t)i * K * N, K, N, N, 4);
+        all.insert(all.end(), img.begin(), img.end());
+      }
+      images.push_back(std::make_unique<DevBuf>(all.size()));
+      SEZM_CUDA(cudaMemcpy(images.back()->p, all.data(), all.size() * sizeof(float), cudaMemcpyHostToDevice));
+      return static_cast<const float*>(images.back()->p);
+    };
+    const bool wg = prop.major == 9 && prop.minor == 0 && wgmma_shape(d);
+    if (wg) {
+      w.A_wg = image_of(A, d.nL * d.F, d.M0, d.M0);
+      w.AT_wg = image_of(AT, d.nL * d.F, d.M0, d.M0);
+      w.W1_wg = image_of(W1, d.nL * d.F, 2 * d.M1, 2 * d.M1);
+      w.W1T_wg = image_of(W1T, d.nL * d.F, 2 * d.M1, 2 * d.M1);
+      w.G_wg = image_of(G, d.ngated * d.F, d.Cf, LC);
+      w.GT_wg = image_of(GT, d.ngated * d.F, LC, d.Cf);
+    }
+    for (const int arith : {0, 1, 2, 3}) {
+      const int tf32 = arith & 1;
       d.tf32_one_pass = tf32;
-      const std::string p = tf32 ? "tf32: " : "fp32: ";
+      d.wgmma = arith >= 2;
+      if (d.wgmma && !wg) break;
+      const std::string p = std::string(d.wgmma ? "wgmma " : "SIMT ") + (tf32 ? "tf32: " : "fp32: ");
       report((p + "forward, gated (z kept: fast)").c_str(),
              median_ms(R, s, [&] { launch_stack_layer_forward(d, w, 0, E, U.p, V.p, Z.p, s); }), flop + gate, 3);
       report((p + "forward, gated (lean)").c_str(),
