@@ -329,7 +329,6 @@ int main(int argc, char** argv) {
     w.A = A.p; w.AT = AT.p; w.W1 = W1.p; w.W1T = W1T.p; w.G = G.p; w.GT = GT.p;
     const size_t n = (size_t)d.F * E * d.ROW;
     DevBuf U(n, &rng, 1.0f), V(n), Z(n, &rng, 1.0f);
-    // Useful flops of the full products (the warpgroup tile's |m| = 1 Gauss form does 3/4 of them).
     const double flop = 2.0 * E * d.F * ((double)d.M0 * d.M0 + 4.0 * d.M1 * d.M1);
     const double gate = 2.0 * E * d.F * (double)d.Cf * LC;
     const double row_gb = (double)n * sizeof(float) / 1e9;  // one pass over the activations
@@ -356,38 +355,12 @@ int main(int argc, char** argv) {
       SEZM_CUDA(cudaMemcpy(images.back()->p, all.data(), all.size() * sizeof(float), cudaMemcpyHostToDevice));
       return static_cast<const float*>(images.back()->p);
     };
-    // |m| = 1 on the warpgroup tile: Gauss's three parts P, Q - P, -(P + Q) of each (layer, focus)
-    // (stack.cu tile_gauss), here from the random weight's top blocks (timing only).
-    auto gauss_images = [&](const DevBuf& w) {
-      const int n = d.M1, n2 = 2 * d.M1, count = d.nL * d.F;
-      std::vector<float> h((size_t)count * n2 * n2), all;
-      SEZM_CUDA(cudaMemcpy(h.data(), w.p, h.size() * sizeof(float), cudaMemcpyDeviceToHost));
-      for (int i = 0; i < count; ++i) {
-        const float* m = h.data() + (size_t)i * n2 * n2;
-        std::vector<float> parts[3];
-        for (auto& q : parts) q.resize((size_t)n * n);
-        for (int r = 0; r < n; ++r)
-          for (int c = 0; c < n; ++c) {
-            const double P = m[(size_t)r * n2 + c], Q = m[(size_t)r * n2 + n + c];
-            parts[0][(size_t)r * n + c] = (float)P;
-            parts[1][(size_t)r * n + c] = (float)(Q - P);
-            parts[2][(size_t)r * n + c] = (float)(-(P + Q));
-          }
-        for (const auto& q : parts) {
-          const std::vector<float> img = wgmma_b_image(q.data(), n, n, n, 4);
-          all.insert(all.end(), img.begin(), img.end());
-        }
-      }
-      images.push_back(std::make_unique<DevBuf>(all.size()));
-      SEZM_CUDA(cudaMemcpy(images.back()->p, all.data(), all.size() * sizeof(float), cudaMemcpyHostToDevice));
-      return static_cast<const float*>(images.back()->p);
-    };
     const bool wg = prop.major == 9 && prop.minor == 0 && wgmma_shape(d);
     if (wg) {
       w.A_wg = image_of(A, d.nL * d.F, d.M0, d.M0);
       w.AT_wg = image_of(AT, d.nL * d.F, d.M0, d.M0);
-      w.W1g_wg = gauss_images(W1);
-      w.W1Tg_wg = gauss_images(W1T);
+      w.W1_wg = image_of(W1, d.nL * d.F, 2 * d.M1, 2 * d.M1);
+      w.W1T_wg = image_of(W1T, d.nL * d.F, 2 * d.M1, 2 * d.M1);
       w.G_wg = image_of(G, d.ngated * d.F, d.Cf, LC);
       w.GT_wg = image_of(GT, d.ngated * d.F, LC, d.Cf);
     }
