@@ -87,31 +87,6 @@ class Arena {
   std::vector<std::pair<const int**, size_t>> islots_;
 };
 
-// The |m| = 1 product on the warpgroup tile in Gauss's three-product form (stack.cu,
-// tile_gauss): an assembled block M = [[P, Q], [-Q, P]] of M1 x M1 blocks maps a row [a | b] to
-//   [a | b] M = [a P - b Q | a Q + b P] = [k1 + k3 | k1 + k2],
-//   k1 = (a + b) P,  k2 = a (Q - P),  k3 = b (-(P + Q))
-// (k1 + k3 = a P + b P - b P - b Q; k1 + k2 = a P + b P + a Q - a P): three M1 x M1 products in
-// place of one 2M1 x 2M1. W1 (rows in (-, +), cols out (-, +), model/weights.h) has P = W_u,
-// Q = W_v (docs/model.md §5.4: z- = u- W_u - u+ W_v, z+ = u- W_v + u+ W_u); its transpose
-// [[W_u^T, -W_v^T], [W_v^T, W_u^T]] has P = W_u^T, Q = -W_v^T (§7.6: u_bar- = z_bar- W_u^T +
-// z_bar+ W_v^T, u_bar+ = -z_bar- W_v^T + z_bar+ W_u^T). Appends P, Q - P and -(P + Q), formed in
-// double (rounded to float once, by put_wg); k3's part is negated so that all three products
-// accumulate with the tile's "+=".
-void gauss_parts(const Mat<double>& m, int M1, std::vector<Mat<double>>& out) {
-  const Eigen::Index n = M1;
-  if (m.rows() != 2 * n || m.cols() != 2 * n)
-    throw Error("device cuda: the |m| = 1 weight is " + std::to_string(m.rows()) + " x " + std::to_string(m.cols()) +
-                ", not 2 M1 x 2 M1 with M1 = " + std::to_string(M1));
-  const Mat<double> P = m.topLeftCorner(n, n), Q = m.topRightCorner(n, n);
-  if (m.bottomLeftCorner(n, n) != -Q || m.bottomRightCorner(n, n) != P)
-    throw Error("device cuda: the |m| = 1 weight is not of the form [[P, Q], [-Q, P]] (docs/model.md §5.4); "
-                "the warpgroup stack's three-product form needs it");
-  out.push_back(P);
-  out.push_back(Q - P);
-  out.push_back(-(P + Q));
-}
-
 // The grid product's sparse coupling tensor T[k, i, j] = sum_g B[k, g] A[g, i] A[g, j]
 // (model_dev.cuh, SO3GridDev), in double from the grid's double A and B. Both quadratures are
 // exact (docs/model.md §5.10.2), so T holds the coupling coefficients and most entries are zero
@@ -370,13 +345,8 @@ void DeviceWeights::upload(const ModelW<double>& w, const Dims& d, MemCounter* m
     if (d.wgmma) {  // the warpgroup tile's B images (wgmma_layout.h) of the same float weights
       a.put_wg(x.A_wg, As);
       a.put_wg(x.AT_wg, ATs);
-      std::vector<Mat<double>> W1g, W1Tg;  // |m| = 1: Gauss's three parts (gauss_parts)
-      for (size_t i = 0; i < W1s.size(); ++i) {
-        gauss_parts(W1s[i], d.M1, W1g);
-        gauss_parts(W1Ts[i], d.M1, W1Tg);
-      }
-      a.put_wg(x.W1g_wg, W1g);
-      a.put_wg(x.W1Tg_wg, W1Tg);
+      a.put_wg(x.W1_wg, W1s);
+      a.put_wg(x.W1T_wg, W1Ts);
       if (!Gs.empty()) a.put_wg(x.G_wg, Gs);
       if (!GTs.empty()) a.put_wg(x.GT_wg, GTs);
     }

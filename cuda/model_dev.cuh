@@ -79,11 +79,10 @@ struct BlockWDev {
   const float *mixp;                  // ((L+1)C, Kp): blockdiag(W_rh) mix, K padded to Kp = K rounded up to 4
   const float *A, *AT, *W1, *W1T;     // (nL, F, M0, M0), (nL, F, 2M1, 2M1) and transposes
   const float *G, *GT;                // (ngated, F, Cf, L*Cf) and per-(layer, focus) transposes
-  // The same as images for the warpgroup tile (wgmma_layout.h; Dims::wgmma), 2 K N floats per
-  // image (A: K = N = M0; G: K = Cf, N = L*Cf; GT: K = L*Cf, N = Cf), one per (layer, focus), or
-  // null. W1 and W1^T as Gauss's three M1 x M1 parts each, P, Q - P, -(P + Q) of [[P, Q], [-Q, P]]
-  // (device_weights.cpp, gauss_parts; stack.cu, tile_gauss): 3 images per (layer, focus).
-  const float *A_wg, *AT_wg, *W1g_wg, *W1Tg_wg, *G_wg, *GT_wg;
+  // The same six as images for the warpgroup tile (wgmma_layout.h; Dims::wgmma), per (layer,
+  // focus) 2 K N floats each (A: K = N = M0; W1: 2M1; G: K = Cf, N = L*Cf; GT: K = L*Cf, N = Cf),
+  // or null.
+  const float *A_wg, *AT_wg, *W1_wg, *W1T_wg, *G_wg, *GT_wg;
   const float *fc_w, *fc_norm;        // (Cf, F), (F, Cf) or null
   const float *qk_norm, *gate_norm;   // (F, Cf)
   const float *Wq, *Wk;               // (F, Cf, Cf)

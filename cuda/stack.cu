@@ -14,7 +14,6 @@
 //  backward (identity):    G' = g + g W^T.
 // Numerics: the tile products in IEEE fp32 FFMA, or in one TF32 pass on tensor cores with
 // `precision tf32` (Dims::tf32_one_pass); the tile product and its geometry are stack_tile.cuh.
-// On Hopper's warpgroup tile the |m| = 1 product is Gauss's three-product form (tile_gauss).
 // CPU twin: the mixing stack in engine/so2_convolution.h.
 #include "stack.cuh"
 
@@ -72,48 +71,6 @@ __device__ __forceinline__ const float* weights(const float* w, const float* img
   return is_wg(kM) ? img + i * 2 * kn : w + i * kn;
 }
 
-// The |m| = 1 product [a | b] [[P, Q], [-Q, P]] (a, b: the group's first and last M1 columns)
-// on the warpgroup tile in Gauss's three-product form, three M1 x M1 products in place of one
-// 2M1 x 2M1 (a quarter fewer flops):
-//   [a | b] [[P, Q], [-Q, P]] = [a P - b Q | a Q + b P] = [k1 + k3 | k1 + k2],
-//   k1 = (a + b) P,  k2 = a (Q - P),  k3 = b (-(P + Q)).
-// Forward: W1 = [[W_u, W_v], [-W_v, W_u]], P = W_u, Q = W_v (docs/model.md §5.4, z- = u- W_u -
-// u+ W_v, z+ = u- W_v + u+ W_u); backward: W1^T = [[W_u^T, -W_v^T], [W_v^T, W_u^T]], P = W_u^T,
-// Q = -W_v^T (§7.6). `img`: the images of P, Q - P, -(P + Q) of this (layer, focus), formed in
-// double at upload (device_weights.cpp, gauss_parts). `loadH(r, k, h)` returns a (h = 0) or b
-// (h = 1) of tile row r at k..k+3 (k < M1); a + b is formed here in fp32. The first half
-// accumulates k1 then k3, the second starts from a copy of k1 and accumulates k2; acc receives
-// them in the full product's layout (quads j < NC/2: columns 16 j + .. of the first half, the
-// rest the second: M1 = 16 NC/2, launch_wg), so the epilogues are those of the 2M1 product.
-template <int NC, int kM, class LoadH>
-__device__ __forceinline__ void tile_gauss(const StackSmem& sm, int M1, const float* __restrict__ img, LoadH loadH,
-                                           float (&acc)[2][4 * NC]) {
-  static_assert(is_wg(kM) && NC % 2 == 0, "the warpgroup tile, the two halves of the group");
-  constexpr int NH = NC / 2;
-  const size_t kn = 2 * (size_t)M1 * M1;  // floats of one image
-  float zf[2][4 * NH], zs[2][4 * NH];
-  zero<2, NH>(zf);
-  tile_mma<2, NH, kM>(sm, M1, M1, img,
-                      [&](int r, int k) {
-                        const float4 x = loadH(r, k, 0), y = loadH(r, k, 1);
-                        return make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
-                      },
-                      zf);
-#pragma unroll
-  for (int r = 0; r < 2; ++r)
-#pragma unroll
-    for (int i = 0; i < 4 * NH; ++i) zs[r][i] = zf[r][i];
-  tile_mma<2, NH, kM>(sm, M1, M1, img + kn, [&](int r, int k) { return loadH(r, k, 0); }, zs);
-  tile_mma<2, NH, kM>(sm, M1, M1, img + 2 * kn, [&](int r, int k) { return loadH(r, k, 1); }, zf);
-#pragma unroll
-  for (int r = 0; r < 2; ++r)
-#pragma unroll
-    for (int i = 0; i < 4 * NH; ++i) {
-      acc[r][i] = zf[r][i];
-      acc[r][4 * NH + i] = zs[r][i];
-    }
-}
-
 // S[r][g*Cf + b] = sigmoid(sum_a Zs[r][a] G[a][g*Cf + b]) for the CTA's rows: a (BM x Cf) x
 // (Cf x L*Cf) product on the same tiled inner product as the layer (NCG = L*Cf / 64 rounded up).
 // Zs must be complete (a barrier) before the call; S is complete after the caller's next barrier.
@@ -144,7 +101,7 @@ __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3 && !is_wg(kM)) 
   const float* U = Uin + fo;
   const size_t lf = (size_t)layer * d.F + f;
   const float* A = weights<kM>(w.A, w.A_wg, lf, (size_t)d.M0 * d.M0);
-  const float* W1 = is_wg(kM) ? nullptr : w.W1 + lf * 4 * (size_t)d.M1 * d.M1;  // warpgroup tile: tile_gauss
+  const float* W1 = weights<kM>(w.W1, w.W1_wg, lf, 4 * (size_t)d.M1 * d.M1);
   const int LC = d.L * d.Cf, Cf = d.Cf;
   const bool replay = gated && Zin != nullptr;
 
@@ -203,13 +160,6 @@ __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3 && !is_wg(kM)) 
         const float4 z = ld4(Zin + fo + (size_t)row * d.ROW + d.M0 + c);
         acc[r][4 * j] = z.x; acc[r][4 * j + 1] = z.y; acc[r][4 * j + 2] = z.z; acc[r][4 * j + 3] = z.w;
       });
-    } else if constexpr (is_wg(kM)) {  // three M1 x M1 products (tile_gauss)
-      tile_gauss<NC1, kM>(sm, d.M1, w.W1g_wg + lf * 6 * (size_t)d.M1 * d.M1,
-                          [&](int r, int k, int h) {
-                            return row0 + r < Ec ? ld4(U + (size_t)(row0 + r) * d.ROW + d.M0 + h * d.M1 + k)
-                                                 : zero4();
-                          },
-                          acc);
     } else {
       tile_mma<TR, NC1, kM>(sm, N1, N1, W1,
                         [&](int r, int k) {
@@ -250,7 +200,7 @@ __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3 && !is_wg(kM)) 
   const float* Z = gated ? Zin + fo : nullptr;
   const size_t lf = (size_t)layer * d.F + f;
   const float* AT = weights<kM>(w.AT, w.AT_wg, lf, (size_t)d.M0 * d.M0);
-  const float* W1T = is_wg(kM) ? nullptr : w.W1T + lf * 4 * (size_t)d.M1 * d.M1;  // warpgroup tile: tile_gauss
+  const float* W1T = weights<kM>(w.W1T, w.W1T_wg, lf, 4 * (size_t)d.M1 * d.M1);
   const int LC = d.L * d.Cf, Cf = d.Cf;
 
   if (gated) {
@@ -336,30 +286,16 @@ __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3 && !is_wg(kM)) 
     float acc[TR][4 * NC1];
     zero<TR, NC1>(acc);
     const int N1 = 2 * d.M1;
-    if constexpr (is_wg(kM)) {  // three M1 x M1 products with W1^T's parts (tile_gauss)
-      // Columns k and k + M1 (m = -1 and +1 of the same degree l = 1 + k / Cf) share the gate
-      // S[k]: (red_l(L + 1 + k / Cf) - 1) Cf + k % Cf = k.
-      tile_gauss<NC1, kM>(sm, d.M1, w.W1Tg_wg + lf * 6 * (size_t)d.M1 * d.M1,
-                          [&](int r, int k, int h) {
-                            if (row0 + r >= Ec) return zero4();
-                            const float4 v = ld4(g + (size_t)(row0 + r) * d.ROW + d.M0 + h * d.M1 + k);
-                            if (!gated) return v;
-                            const float4 s = ld4(sm.S + r * sm.sst + k);
-                            return make_float4(v.x * s.x, v.y * s.y, v.z * s.z, v.w * s.w);
-                          },
-                          acc);
-    } else {
-      tile_mma<TR, NC1, kM>(sm, N1, N1, W1T,
-                        [&](int r, int k) {
-                          if (row0 + r >= Ec) return zero4();
-                          float4 v = ld4(g + (size_t)(row0 + r) * d.ROW + d.M0 + k);
-                          if (!gated) return v;
-                          const int j = d.L + 1 + k / Cf;
-                          const float4 s = ld4(sm.S + r * sm.sst + (red_l(j, d.L) - 1) * Cf + k % Cf);
-                          return make_float4(v.x * s.x, v.y * s.y, v.z * s.z, v.w * s.w);
-                        },
-                        acc);
-    }
+    tile_mma<TR, NC1, kM>(sm, N1, N1, W1T,
+                      [&](int r, int k) {
+                        if (row0 + r >= Ec) return zero4();
+                        float4 v = ld4(g + (size_t)(row0 + r) * d.ROW + d.M0 + k);
+                        if (!gated) return v;
+                        const int j = d.L + 1 + k / Cf;
+                        const float4 s = ld4(sm.S + r * sm.sst + (red_l(j, d.L) - 1) * Cf + k % Cf);
+                        return make_float4(v.x * s.x, v.y * s.y, v.z * s.z, v.w * s.w);
+                      },
+                      acc);
     // Residual loads a row at a time here: the whole tile's would spill beside the gate tables.
 #pragma unroll
     for (int r = 0; r < TR; ++r) {
