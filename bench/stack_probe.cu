@@ -46,6 +46,14 @@ namespace {
 // streamed from HBM as the layer kernels stream it (hbm_a), or made in registers from (row, k)
 // so that no operand leaves the chip. Separates the inner product's own ceiling from what the
 // layer kernels add around it (residual epilogues, gate tables, HBM streaming).
+// A(row, k..k+3) of the probe: streamed from HBM (kHbmA), or made in registers from (row, k).
+template <bool kHbmA>
+__device__ __forceinline__ float4 probe_a4(const float* __restrict__ A, int lda, int rows, int row, int k) {
+  if (kHbmA) return row < rows ? ld4(A + (size_t)row * lda + k) : zero4();
+  const float v = 1e-3f * (float)((row * 7 + k) & 63);
+  return make_float4(v, v + 1e-3f, v - 1e-3f, v + 2e-3f);
+}
+
 template <int TR, int NC4, bool kHbmA, int kMinBlocks, int kUnroll, int kM>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     tile_probe_k(int rows, int K, int N, const float* __restrict__ A, int lda, const float* __restrict__ B, float* C) {
@@ -57,12 +65,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   float acc[TR][4 * NC4];
   zero<TR, NC4>(acc);
   tile_mma<TR, NC4, kM, kUnroll>(sm, K, N, B,
-                             [&](int r, int k) {
-                               const int rr = row0 + r;
-                               if (kHbmA) return rr < rows ? ld4(A + (size_t)rr * lda + k) : zero4();
-                               const float v = 1e-3f * (float)((rr * 7 + k) & 63);
-                               return make_float4(v, v + 1e-3f, v - 1e-3f, v + 2e-3f);
-                             },
+                             [&](int r, int k) { return probe_a4<kHbmA>(A, lda, rows, row0 + r, k); },
                              acc);
   for_each_quad<TR, NC4, kM>(row0, rows, N, [&](int r, int j, int row, int c) {
     st4(C + (size_t)row * N + c, quad<TR, NC4>(acc, r, j));
@@ -92,12 +95,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
   for (int i = 0; i < N / 2; ++i) acc[i] = 0.0f;
   wg_tile<N, kPasses, 4, 2, 2>(reinterpret_cast<float*>(smem4), K, Bimg,
-                               [&](int r, int k) {
-                                 const int rr = row0 + r;
-                                 if (kHbmA) return rr < rows ? ld4(A + (size_t)rr * lda + k) : zero4();
-                                 const float v = 1e-3f * (float)((rr * 7 + k) & 63);
-                                 return make_float4(v, v + 1e-3f, v - 1e-3f, v + 2e-3f);
-                               },
+                               [&](int r, int k) { return probe_a4<kHbmA>(A, lda, rows, row0 + r, k); },
                                acc);
   const int r = row0 + wg_row();
 #pragma unroll
