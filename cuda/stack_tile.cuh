@@ -102,11 +102,7 @@ __device__ __forceinline__ void st4(float* p, float4 v) { *reinterpret_cast<floa
 __device__ __forceinline__ float4 zero4() { return make_float4(0.f, 0.f, 0.f, 0.f); }
 
 // ---- tensor-core pieces (sm_80+) ----
-__device__ __forceinline__ float tf32_round(float x) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-  return __uint_as_float(r);
-}
+__device__ __forceinline__ float tf32_round(float x) { return __uint_as_float(wg_tf32(x)); }
 // hi = x rounded to TF32; for the 3xTF32 split also lo = (x - hi) rounded to TF32 (x - hi is
 // exact in fp32, so hi + lo carries ~22 of x's 24 significant bits; lo lo is left out).
 __device__ __forceinline__ float4 tf32_hi(float4 v) {

@@ -22,6 +22,7 @@
 // accumulators with IEEE adds (docs/performance.md: all-in-accumulator biased the energy).
 #include <cstdint>
 
+#include "async_copy.cuh"
 #include "wgmma_layout.h"
 #include "wgmma_ops.cuh"
 
@@ -66,14 +67,11 @@ __device__ __forceinline__ uint64_t wg_desc(const float* smem) {
   return static_cast<uint64_t>((a & 0x3FFFFu) >> 4) | (static_cast<uint64_t>(128 >> 4) << 16) |
          (static_cast<uint64_t>(256 >> 4) << 32);
 }
+// x rounded to TF32 (nearest, ties away), as a bit pattern; stack_tile.cuh's tf32_round too.
 __device__ __forceinline__ uint32_t wg_tf32(float x) {
   uint32_t r;
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
   return r;
-}
-__device__ __forceinline__ void wg_cp16(float* sm, const float* gm) {
-  const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(sm));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gm) : "memory");
 }
 
 // This thread's two rows (0..127) of the CTA tile: r and r + 8.
@@ -106,7 +104,7 @@ __device__ __forceinline__ void wg_tile(float* sB, int K, const float* __restric
   auto stage = [&](int kb) {
     float* dst = sB + (kb & 1) * kCopy;
     const float* src = Bimg + static_cast<size_t>(kb) * kStage;
-    for (int i = tid; i < kCopy / 4; i += 128 * kWG) wg_cp16(dst + 4 * i, src + 4 * i);
+    for (int i = tid; i < kCopy / 4; i += 128 * kWG) copy_async16(dst + 4 * i, src + 4 * i);
     asm volatile("cp.async.commit_group;\n" ::: "memory");
   };
   float4 ra[kS];  // rows r0 (ra[0 .. kS/2)), r0 + 8: k = 8 kS kb + 2 kS t .. + 2 kS - 1
