@@ -346,7 +346,7 @@ int main(int argc, char** argv) {
       std::vector<float> h((size_t)count * K * N), all;
       SEZM_CUDA(cudaMemcpy(h.data(), w.p, h.size() * sizeof(float), cudaMemcpyDeviceToHost));
       for (int i = 0; i < count; ++i) {
-        const std::vector<float> img = wgmma_b_image(h.data() + (size_t)i * K * N, K, N, N, 4);
+        const std::vector<float> img = wgmma_b_image(h.data() + (size_t)i * K * N, K, N, N, wg_ks(N));
         all.insert(all.end(), img.begin(), img.end());
       }
       images.push_back(std::make_unique<DevBuf>(all.size()));

@@ -50,7 +50,7 @@ class Arena {
     for (const auto& m : ms) {
       const std::vector<float> f = to_float(m.data(), m.size());
       const int K = static_cast<int>(m.rows()), N = static_cast<int>(m.cols());
-      const std::vector<float> img = wgmma_b_image(f.data(), K, N, N, 4);
+      const std::vector<float> img = wgmma_b_image(f.data(), K, N, N, wg_ks(N));
       if (img.size() != 2 * f.size())  // K % 32 == 0 for every shape stack.cu sends there
         throw Error("device cuda: the wgmma image of a " + std::to_string(K) + " x " + std::to_string(N) +
                     " weight is not 2 K N floats");

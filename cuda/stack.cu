@@ -25,21 +25,26 @@ namespace sezm::cuda {
 namespace {
 
 // Shared memory of a layer kernel: the operand tiles, then Zs, S and (backward) T. On the
-// warpgroup tile, Bs is two k-block stages of the widest B and T (dead once the scalar row of
-// z_bar is formed) lies inside Bs above the stages of that product (K = L*Cf, N = Cf).
+// warpgroup tile, Bs is two k-block stages of the largest B stage of the layer's products
+// (wg_ks: the 2M1-wide |m| = 1 product stages k blocks of 16, the others 32) and T (dead once
+// the scalar row of z_bar is formed) lies inside Bs above the stages of that product (K = L*Cf,
+// N = Cf). C.pt on the warpgroup tile: 64 + 9 + 25 = 98 KiB, so two CTAs share an SM.
 struct SmemPlan {
   int bs, zs, s, t_off, total;  // floats: Bs (with As on the SIMT tile), Zs, S; T's offset
 };
+__host__ __device__ constexpr int wg_stages(int N, bool x3) { return wg_smem_floats(N, wg_ks(N), x3); }
 template <int TR, int kM>
 __host__ __device__ SmemPlan smem_plan(const Dims& d, bool bwd) {
   constexpr int BM = tile_bm<TR, kM>();
   SmemPlan p;
   const int wmax = d.M0 > 2 * d.M1 ? d.M0 : 2 * d.M1;  // >= L*Cf
   const int np = (wmax + 63) / 64 * 64;
-  p.bs = is_wg(kM) ? wg_smem_floats(wmax, 4, kM == kWg3) : a_floats<TR, kM>() + b_floats<kM>(np);
+  const bool x3 = kM == kWg3;  // one pass stages only the hi plane
+  const int wg_b = wg_stages(d.M0, x3) > wg_stages(2 * d.M1, x3) ? wg_stages(d.M0, x3) : wg_stages(2 * d.M1, x3);
+  p.bs = is_wg(kM) ? wg_b : a_floats<TR, kM>() + b_floats<kM>(np);
   p.zs = BM * bank_stride(d.Cf);
   p.s = BM * bank_stride(d.L * d.Cf);
-  const int t_in = wg_smem_floats(d.Cf, 4, kM == kWg3);
+  const int t_in = wg_smem_floats(d.Cf, wg_ks(d.Cf), kM == kWg3);
   const bool t_inside = is_wg(kM) && t_in + p.s <= p.bs;
   p.t_off = t_inside ? t_in : p.bs + p.zs + p.s;
   p.total = p.bs + p.zs + p.s + (bwd && !t_inside ? p.s : 0);
@@ -89,7 +94,7 @@ __device__ __forceinline__ void gate_sigmoids(const Dims& d, const StackSmem& sm
 // Forward of one layer; with Zin (fast mode's backward) the gated layer's pre-activations are
 // read instead of multiplied.
 template <int TR, int NC0, int NC1, int kM>
-__global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3 && !is_wg(kM)) ? 2 : 1) stack_forward_k(Dims d, BlockWDev w, int layer, int Ec,
+__global__ void __launch_bounds__(tile_threads<kM>(), (is_wg(kM) || (TR == 4 && NC1 <= 3)) ? 2 : 1) stack_forward_k(Dims d, BlockWDev w, int layer, int Ec,
                                                             const float* __restrict__ Uin, float* Uout, float* Zsave,
                                                             const float* __restrict__ Zin) {
   constexpr int BM = tile_bm<TR, kM>();
@@ -186,7 +191,7 @@ __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3 && !is_wg(kM)) 
 }
 
 template <int TR, int NC0, int NC1, int kM>
-__global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3 && !is_wg(kM)) ? 2 : 1) stack_backward_k(Dims d, BlockWDev w, int layer, int Ec,
+__global__ void __launch_bounds__(tile_threads<kM>(), (is_wg(kM) || (TR == 4 && NC1 <= 3)) ? 2 : 1) stack_backward_k(Dims d, BlockWDev w, int layer, int Ec,
                                                              const float* __restrict__ Gin, float* Gout,
                                                              const float* __restrict__ Zin) {
   constexpr int BM = tile_bm<TR, kM>();
@@ -206,7 +211,7 @@ __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3 && !is_wg(kM)) 
   if (gated) {
     const float* Gw = weights<kM>(w.G, w.G_wg, lf, (size_t)Cf * LC);
     const float* GwT = weights<kM>(w.GT, w.GT_wg, lf, (size_t)Cf * LC);  // (LC, Cf): coalesced over a
-    for (int i = tid; i < BM * Cf / 4; i += kThreads) {  // Cf % 4 == 0
+    for (int i = tid; i < BM * Cf / 4; i += tile_threads<kM>()) {  // Cf % 4 == 0
       const int r = i / (Cf / 4), a = (i % (Cf / 4)) * 4;
       const float4 z =
           row0 + r < Ec ? __ldg(reinterpret_cast<const float4*>(Z + (size_t)(row0 + r) * d.ROW + a)) : zero4();
@@ -218,7 +223,7 @@ __global__ void __launch_bounds__(kThreads, (TR == 4 && NC1 <= 3 && !is_wg(kM)) 
     // eta = s_bar * S (1 - S), s_bar[g][b] = sum over the three orders of degree g+1 of g * z.
     // Column quads (Cf % 4 == 0), unrolled so each thread has its 24 loads in flight at once.
 #pragma unroll 4
-    for (int i = tid; i < BM * LC / 4; i += kThreads) {
+    for (int i = tid; i < BM * LC / 4; i += tile_threads<kM>()) {
       const int r = i / (LC / 4), cq = (i % (LC / 4)) * 4, gg = cq / Cf, b = cq % Cf;
       float4 sb = zero4();
       if (row0 + r < Ec) {
@@ -331,11 +336,11 @@ void launch_tile(const Dims& d, const BlockWDev& w, int layer, int Ec, const flo
       bwd ? (const void*)stack_backward_k<TR, NC0, NC1, kM> : (const void*)stack_forward_k<TR, NC0, NC1, kM>;
   if (bytes > 48 * 1024) SEZM_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
   if (bwd)
-    stack_backward_k<TR, NC0, NC1, kM><<<grid, kThreads, bytes, s>>>(d, w, layer, Ec, in, out, z);
+    stack_backward_k<TR, NC0, NC1, kM><<<grid, tile_threads<kM>(), bytes, s>>>(d, w, layer, Ec, in, out, z);
   else if (pass == Pass::kReplay)
-    stack_forward_k<TR, NC0, NC1, kM><<<grid, kThreads, bytes, s>>>(d, w, layer, Ec, in, out, nullptr, z);
+    stack_forward_k<TR, NC0, NC1, kM><<<grid, tile_threads<kM>(), bytes, s>>>(d, w, layer, Ec, in, out, nullptr, z);
   else
-    stack_forward_k<TR, NC0, NC1, kM><<<grid, kThreads, bytes, s>>>(d, w, layer, Ec, in, out, z, nullptr);
+    stack_forward_k<TR, NC0, NC1, kM><<<grid, tile_threads<kM>(), bytes, s>>>(d, w, layer, Ec, in, out, z, nullptr);
 }
 
 // Column quads per thread (N / 64 rounded up) compiled for the supported widths.

@@ -7,8 +7,8 @@
 // a_hi + a_lo, each part rounded to TF32; a_hi b_hi + a_hi b_lo + a_lo b_hi, fp32 accumulation):
 // fp32-accurate, but at this tile no faster than FFMA (docs/performance.md, "Tensor cores"), so
 // only sezm-stack-probe runs it; kWg3 / kWg1, the same two on Hopper's warpgroup instructions
-// (wgmma_tile.cuh, sm_90a; 128-row tiles, two rows x N / 16 quads per thread, B an image
-// prepared at upload): the engine's default / `precision tf32` where Dims::wgmma says so.
+// (wgmma_tile.cuh, sm_90a; 64-row tiles of one warpgroup, two rows x N / 16 quads per thread, B
+// an image prepared at upload): the engine's default / `precision tf32` where Dims::wgmma says so.
 // Operands are staged in shared memory; a thread's accumulators always come as quads of four
 // consecutive columns of one row (tile_row / tile_col say which), so the epilogues are shared.
 #include <cstdint>
@@ -56,10 +56,16 @@ __host__ __device__ constexpr int a_floats() { return (kM == kTf32x3 ? 2 : 1) * 
 template <int kM>
 __host__ __device__ constexpr int b_floats(int np) { return (kM == kTf32x3 ? 2 : 1) * kBK * np; }
 
-// Rows of a CTA's tile: 16 TR, or 128 on the warpgroup tile (TR = 2: rows r and r + 8).
+// Rows and threads of a CTA's tile: 16 TR rows and 256 threads, or on the warpgroup tile one
+// warpgroup of 128 threads over 64 rows (TR = 2: each thread rows r and r + 8), two CTAs per SM
+// so that one CTA's epilogues overlap the other's tensor-core products.
 template <int TR, int kM>
 __host__ __device__ constexpr int tile_bm() {
-  return is_wg(kM) ? 128 : Tile<TR>::BM;
+  return is_wg(kM) ? 64 : Tile<TR>::BM;
+}
+template <int kM>
+__host__ __device__ constexpr int tile_threads() {
+  return is_wg(kM) ? 128 : kThreads;
 }
 
 // The tile row (0..BM) of a thread's accumulator row r, and the first column of its quad j.
@@ -147,7 +153,7 @@ __device__ __forceinline__ void tile_wg(const StackSmem& sm, int K, const float*
     for (int h = 0; h < 2; ++h)
 #pragma unroll
       for (int q = 0; q < 4; ++q) d[8 * p + 2 * h + (q & 1) + 4 * (q >> 1)] = acc[h][4 * p + q];
-  wg_tile<N, kM - 10, 4, 2, 2>(sm.Bs, K, Bimg, loadA4, d);
+  wg_tile<N, kM - 10, wg_ks(N), 2, 1>(sm.Bs, K, Bimg, loadA4, d);
 #pragma unroll
   for (int p = 0; p < NC4; ++p)
 #pragma unroll

@@ -15,6 +15,11 @@
 
 namespace sezm::cuda {
 
+// k steps of 8 per k block of a product of width N: 4 (blocks of 32), or 2 for N > 128, so that
+// the two stages of the widest stack product (2 M1 = 192 for C.pt) fit beside another CTA's on
+// one SM (stack.cu's SmemPlan). The B image (wgmma_b_image) and the tile (wg_tile) of a width
+// must agree on it.
+SEZM_WG_HD constexpr int wg_ks(int N) { return N > 128 ? 2 : 4; }
 // Floats of one k block of the B image for width N: two planes (hi, lo) x kS k steps x 8 k x N.
 SEZM_WG_HD constexpr int wg_stage_floats(int N, int kS) { return 2 * kS * 8 * N; }
 // Shared memory (floats) of wg_tile: two stages of a block (one pass: of its hi plane only).

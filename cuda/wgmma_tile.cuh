@@ -1,7 +1,7 @@
 #pragma once
 // The stack's tile product on Hopper's warpgroup tensor-core instructions (wgmma, sm_90a):
-// C (128 rows x N) += A (128 x K) B (K x N) per CTA of two warpgroups, in the 3xTF32 split
-// (fp32-accurate) or one TF32 pass. The SIMT / mma.sync twin is `tile_mma` in stack_tile.cuh.
+// C (64 kWG rows x N) += A B (K x N) per CTA of kWG warpgroups (the engine: one, two CTAs per SM;
+// stack_tile.cuh), in the 3xTF32 split (fp32-accurate) or one TF32 pass. The SIMT / mma.sync twin is `tile_mma` in stack_tile.cuh.
 //
 // Why this shape (docs/performance.md, "Tensor cores"): the mma.sync tile read every operand
 // fragment from shared memory with scalar loads and re-split B per CTA, and topped out at 42
