@@ -25,14 +25,14 @@ namespace sezm::cuda {
 namespace {
 
 // Shared memory of a layer kernel: the operand tiles, then Zs, S and (backward) T. On the
-// warpgroup tile, Bs is two k-block stages of the largest B stage of the layer's products
-// (wg_ks: the 2M1-wide |m| = 1 product stages k blocks of 16, the others 32) and T (dead once
-// the scalar row of z_bar is formed) lies inside Bs above the stages of that product (K = L*Cf,
-// N = Cf). C.pt on the warpgroup tile: 64 + 9 + 25 = 98 KiB, so two CTAs share an SM.
+// warpgroup tile, Bs is the two stages of the layer's largest product stage (wg_ks, wg_kb: in
+// the 3xTF32 split the 2M1-wide |m| = 1 product stages k blocks of 16, the rest 32), and T (dead
+// once the scalar row of z_bar is formed) lies inside Bs above the stages of that product
+// (K = L*Cf, N = Cf). C.pt on the warpgroup tile: 64 + 9 + 25 = 98 KiB, so two CTAs share an SM.
 struct SmemPlan {
   int bs, zs, s, t_off, total;  // floats: Bs (with As on the SIMT tile), Zs, S; T's offset
 };
-__host__ __device__ constexpr int wg_stages(int N, bool x3) { return wg_smem_floats(N, wg_ks(N), x3); }
+__host__ __device__ constexpr int wg_stages(int N, bool x3) { return wg_smem_floats(N, wg_ks(N), x3, wg_kb(N, x3)); }
 template <int TR, int kM>
 __host__ __device__ SmemPlan smem_plan(const Dims& d, bool bwd) {
   constexpr int BM = tile_bm<TR, kM>();
@@ -44,7 +44,7 @@ __host__ __device__ SmemPlan smem_plan(const Dims& d, bool bwd) {
   p.bs = is_wg(kM) ? wg_b : a_floats<TR, kM>() + b_floats<kM>(np);
   p.zs = BM * bank_stride(d.Cf);
   p.s = BM * bank_stride(d.L * d.Cf);
-  const int t_in = wg_smem_floats(d.Cf, wg_ks(d.Cf), kM == kWg3);
+  const int t_in = wg_stages(d.Cf, kM == kWg3);
   const bool t_inside = is_wg(kM) && t_in + p.s <= p.bs;
   p.t_off = t_inside ? t_in : p.bs + p.zs + p.s;
   p.total = p.bs + p.zs + p.s + (bwd && !t_inside ? p.s : 0);

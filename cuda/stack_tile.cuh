@@ -139,7 +139,7 @@ __device__ __forceinline__ void mma_m16n8k8_from0(float& d0, float& d1, float& d
 __device__ __forceinline__ int bs_swizzle(int k) { return ((k & 1) << 1) | ((k & 2) << 3); }
 
 // The warpgroup tile (is_wg(kM)): N = 16 NC4 exactly, K % 32 == 0, B the weights' image
-// (wgmma_b_image, k blocks of 4 steps), sm.Bs holding wg_smem_floats(N, 4, ..). The
+// (wgmma_b_image, k blocks of wg_ks(N) steps), sm.Bs holding wg_smem_floats(N, wg_ks(N), ..). The
 // accumulator quads are renamed to and from the instruction's register order (free: every index
 // is a compile-time constant).
 template <int NC4, int kM, class LoadA4>
@@ -153,7 +153,7 @@ __device__ __forceinline__ void tile_wg(const StackSmem& sm, int K, const float*
     for (int h = 0; h < 2; ++h)
 #pragma unroll
       for (int q = 0; q < 4; ++q) d[8 * p + 2 * h + (q & 1) + 4 * (q >> 1)] = acc[h][4 * p + q];
-  wg_tile<N, kM - 10, wg_ks(N), 2, 1>(sm.Bs, K, Bimg, loadA4, d);
+  wg_tile<N, kM - 10, wg_ks(N), 2, 1, wg_kb(N, kM == kWg3)>(sm.Bs, K, Bimg, loadA4, d);
 #pragma unroll
   for (int p = 0; p < NC4; ++p)
 #pragma unroll

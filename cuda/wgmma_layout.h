@@ -15,15 +15,20 @@
 
 namespace sezm::cuda {
 
-// k steps of 8 per k block of a product of width N: 4 (blocks of 32), or 2 for N > 128, so that
-// the two stages of the widest stack product (2 M1 = 192 for C.pt) fit beside another CTA's on
-// one SM (stack.cu's SmemPlan). The B image (wgmma_b_image) and the tile (wg_tile) of a width
-// must agree on it.
+// k steps of 8 per k block of the B image of a product of width N: 4 (blocks of 32), or 2 for
+// N > 128, so that the two stages of the widest stack product in the 3xTF32 split (2 M1 = 192 for
+// C.pt) fit beside another CTA's on one SM (stack.cu's SmemPlan). The image (wgmma_b_image) and
+// the tile (wg_tile) of a width agree on it.
 SEZM_WG_HD constexpr int wg_ks(int N) { return N > 128 ? 2 : 4; }
+// Image k blocks per shared-memory stage: one in the 3xTF32 split; in one TF32 pass (which stages
+// only the hi plane) as many as make 32 k, so that its barriers stay one per 32 k.
+SEZM_WG_HD constexpr int wg_kb(int N, bool split) { return split ? 1 : 4 / wg_ks(N); }
 // Floats of one k block of the B image for width N: two planes (hi, lo) x kS k steps x 8 k x N.
 SEZM_WG_HD constexpr int wg_stage_floats(int N, int kS) { return 2 * kS * 8 * N; }
-// Shared memory (floats) of wg_tile: two stages of a block (one pass: of its hi plane only).
-SEZM_WG_HD constexpr int wg_smem_floats(int N, int kS, bool split) { return 2 * (split ? 2 : 1) * kS * 8 * N; }
+// Shared memory (floats) of wg_tile: two stages of kB blocks (one pass: of their hi planes only).
+SEZM_WG_HD constexpr int wg_smem_floats(int N, int kS, bool split, int kB = 1) {
+  return 2 * kB * (split ? 2 : 1) * kS * 8 * N;
+}
 
 // Logical column of the instruction's column n (the quad permutation, wgmma_tile.cuh).
 inline int wgmma_col(int n) {

@@ -87,86 +87,102 @@ __device__ __forceinline__ float4 wg_quad(const float (&acc)[M], int p, int h) {
   return make_float4(acc[8 * p + 2 * h], acc[8 * p + 2 * h + 1], acc[8 * p + 4 + 2 * h], acc[8 * p + 5 + 2 * h]);
 }
 
-// acc (this thread's N / 2 accumulators) += A B over K (K % (8 kS) == 0). `loadA4(row, k)`
-// returns A(row, k..k+3) for a tile row (0 .. 64 kWG - 1) and k % 4 == 0. `sB`: wg_smem_floats
-// of shared memory (16-byte aligned); `Bimg`: wgmma_b_image(.., kS) of B in global memory. kM:
-// kTf32x3 (3) or one TF32 pass (1, which stages only the hi plane); kAdd: k steps of 8 per IEEE
-// add of the 3xTF32 partial (divides kS). Called by all 128 kWG threads; ends with a barrier.
-template <int N, int kM, int kS, int kAdd, int kWG, class LoadA4>
+// acc (this thread's N / 2 accumulators) += A B over K (K % (8 kS kB) == 0). `loadA4(row, k)`
+// returns A(row, k..k+3) for a tile row (0 .. 64 kWG - 1) and k % 4 == 0. `sB`: wg_smem_floats(N,
+// kS, kM == 3, kB) of shared memory (16-byte aligned); `Bimg`: wgmma_b_image(.., kS) of B in
+// global memory, staged kB image blocks at a time. kM: kTf32x3 (3) or one TF32 pass (1, which
+// stages only the hi plane); kAdd: k steps of 8 per IEEE add of the 3xTF32 partial (divides kS).
+// Called by all 128 kWG threads; ends with a barrier.
+template <int N, int kM, int kS, int kAdd, int kWG, int kB = 1, class LoadA4>
 __device__ __forceinline__ void wg_tile(float* sB, int K, const float* __restrict__ Bimg, LoadA4 loadA4,
                                         float (&acc)[N / 2]) {
   static_assert(N % 16 == 0 && N <= 256, "wgmma widths: multiples of 16 up to 256");
   static_assert((kS == 2 || kS == 4) && kS % kAdd == 0, "k blocks of 2 or 4 steps; kAdd divides them");
   constexpr int kStage = wg_stage_floats(N, kS), kPlane = kS * 8 * N, kCopy = kM == 3 ? kStage : kPlane;
   static_assert(kM == 1 || kM == 3, "one TF32 pass or the 3xTF32 split");
+  constexpr int kSteps = kB * kS;  // k steps of 8 per stage
   const int tid = threadIdx.x, t = tid & 3, r0 = wg_row();
-  const int nkb = K / (8 * kS);
-  auto stage = [&](int kb) {
-    float* dst = sB + (kb & 1) * kCopy;
-    const float* src = Bimg + static_cast<size_t>(kb) * kStage;
-    for (int i = tid; i < kCopy / 4; i += 128 * kWG) copy_async16(dst + 4 * i, src + 4 * i);
+  const int nsb = K / (8 * kSteps);
+  auto stage = [&](int sb) {
+    float* dst = sB + (sb & 1) * kB * kCopy;
+#pragma unroll
+    for (int j = 0; j < kB; ++j) {
+      const float* src = Bimg + static_cast<size_t>(sb * kB + j) * kStage;
+      for (int i = tid; i < kCopy / 4; i += 128 * kWG) copy_async16(dst + j * kCopy + 4 * i, src + 4 * i);
+    }
     asm volatile("cp.async.commit_group;\n" ::: "memory");
   };
-  float4 ra[kS];  // rows r0 (ra[0 .. kS/2)), r0 + 8: k = 8 kS kb + 2 kS t .. + 2 kS - 1
-  auto loadA = [&](int kb) {
-    const int k = 8 * kS * kb + 2 * kS * t;
+  float4 ra[kSteps];  // image block j: rows r0 (ra[j kS + 0 .. kS/2)), r0 + 8; k = 8 kS kb + 2 kS t ..
+  auto loadA = [&](int sb) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h)
+    for (int j = 0; j < kB; ++j) {
+      const int k = 8 * kS * (sb * kB + j) + 2 * kS * t;
 #pragma unroll
-      for (int i = 0; i < kS / 2; ++i) ra[h * (kS / 2) + i] = loadA4(r0 + 8 * h, k + 4 * i);
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int i = 0; i < kS / 2; ++i) ra[j * kS + h * (kS / 2) + i] = loadA4(r0 + 8 * h, k + 4 * i);
+    }
   };
   stage(0);
   loadA(0);
   float part[N / 2];
 #pragma unroll
   for (int i = 0; i < N / 2; ++i) part[i] = 0.0f;
-  for (int kb = 0; kb < nkb; ++kb) {
-    float x0[2 * kS], x1[2 * kS];  // rows r0, r0 + 8
+  for (int sb = 0; sb < nsb; ++sb) {
+    float x0[2 * kSteps], x1[2 * kSteps];  // rows r0, r0 + 8; block j at 2 kS j
 #pragma unroll
-    for (int i = 0; i < kS / 2; ++i) {
-      const float4 u = ra[i], v = ra[kS / 2 + i];
-      x0[4 * i] = u.x; x0[4 * i + 1] = u.y; x0[4 * i + 2] = u.z; x0[4 * i + 3] = u.w;
-      x1[4 * i] = v.x; x1[4 * i + 1] = v.y; x1[4 * i + 2] = v.z; x1[4 * i + 3] = v.w;
-    }
-    if (kb + 1 < nkb) {
-      stage(kb + 1);
-      loadA(kb + 1);
+    for (int j = 0; j < kB; ++j)
+#pragma unroll
+      for (int i = 0; i < kS / 2; ++i) {
+        const float4 u = ra[j * kS + i], v = ra[j * kS + kS / 2 + i];
+        float* y0 = x0 + 2 * kS * j + 4 * i;
+        float* y1 = x1 + 2 * kS * j + 4 * i;
+        y0[0] = u.x; y0[1] = u.y; y0[2] = u.z; y0[3] = u.w;
+        y1[0] = v.x; y1[1] = v.y; y1[2] = v.z; y1[3] = v.w;
+      }
+    if (sb + 1 < nsb) {
+      stage(sb + 1);
+      loadA(sb + 1);
       asm volatile("cp.async.wait_group 1;\n" ::: "memory");
     } else {
       asm volatile("cp.async.wait_group 0;\n" ::: "memory");
     }
     wg_fence_async_smem();
     __syncthreads();
-    const float* buf = sB + (kb & 1) * kCopy;
 #pragma unroll
-    for (int s = 0; s < kS; ++s) {
-      // fragment (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4): physical k 2 kS t + 2 s (+ 1)
-      const float v[4] = {x0[2 * s], x1[2 * s], x0[2 * s + 1], x1[2 * s + 1]};
-      uint32_t hi[4], lo[4];
+    for (int j = 0; j < kB; ++j) {
+      const float* buf = sB + (sb & 1) * kB * kCopy + j * kCopy;
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        hi[q] = wg_tf32(v[q]);
-        lo[q] = wg_tf32(v[q] - __uint_as_float(hi[q]));
-      }
-      const uint64_t dh = wg_desc(buf + s * 8 * N);
-      if constexpr (kM == 3) {
-        const uint64_t dl = wg_desc(buf + kPlane + s * 8 * N);
-        wg_pin(part);
-        wg_fence();
-        Wgmma<N>::mma(part, lo, dh, s % kAdd != 0);
-        Wgmma<N>::mma(part, hi, dl, 1);
-        Wgmma<N>::mma(part, hi, dh, 1);
-        if ((s + 1) % kAdd == 0) {
-          wg_commit();
-          wg_wait0();
-          wg_pin(part);
+      for (int s = 0; s < kS; ++s) {
+        // fragment (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4): physical k 2 kS t + 2 s (+ 1)
+        const int q0 = 2 * kS * j + 2 * s;
+        const float v[4] = {x0[q0], x1[q0], x0[q0 + 1], x1[q0 + 1]};
+        uint32_t hi[4], lo[4];
 #pragma unroll
-          for (int i = 0; i < N / 2; ++i) acc[i] += part[i];
+        for (int q = 0; q < 4; ++q) {
+          hi[q] = wg_tf32(v[q]);
+          lo[q] = wg_tf32(v[q] - __uint_as_float(hi[q]));
         }
-      } else {
-        wg_pin(acc);
-        wg_fence();
-        Wgmma<N>::mma(acc, hi, dh, 1);
+        const uint64_t dh = wg_desc(buf + s * 8 * N);
+        if constexpr (kM == 3) {
+          const uint64_t dl = wg_desc(buf + kPlane + s * 8 * N);
+          wg_pin(part);
+          wg_fence();
+          Wgmma<N>::mma(part, lo, dh, s % kAdd != 0);
+          Wgmma<N>::mma(part, hi, dl, 1);
+          Wgmma<N>::mma(part, hi, dh, 1);
+          if ((s + 1) % kAdd == 0) {
+            wg_commit();
+            wg_wait0();
+            wg_pin(part);
+#pragma unroll
+            for (int i = 0; i < N / 2; ++i) acc[i] += part[i];
+          }
+        } else {
+          wg_pin(acc);
+          wg_fence();
+          Wgmma<N>::mma(acc, hi, dh, 1);
+        }
       }
     }
     if constexpr (kM != 3) {
