@@ -2,7 +2,7 @@
 // engine, src/engine/sezm_model.cpp) and store-or-recompute per mode. CudaEngine's public
 // wrappers: engine_api.cu; weights: device_weights.cpp; buffers and their sizing: buffers.cu;
 // device queries: device.cu; chunks and source grouping: chunks.cu; timing and ghost staging:
-// host_support.cuh; kernels: one file per component.
+// host_support.cuh (row gathers: ghost_rows.cu); kernels: one file per component.
 //
 // Edges are processed in chunks of whole destination segments (at most `chunk_edges` edges):
 // every per-edge activation of the SO(2) value path lives only in chunk-sized scratch, so device
@@ -276,6 +276,7 @@ EngineResult CudaEngine::Impl::compute(const Graph& gv, bool gradients, FeatureE
     if (gv.types[i] < 0 || gv.types[i] >= d.ntypes)
       throw Error("CudaEngine: atom type index " + std::to_string(gv.types[i]) + " outside the model's type_map");
   prepare_call(gv, gradients);
+  ghosts.reset_stats();
   // Bridging (docs/model.md §9): the device sees the clamped edge vectors and the source gate.
   if (bridge.on()) bridge.forward(gv, ex, vec, gradients, &mem, s);
   const size_t Er = static_cast<size_t>(E), W = static_cast<size_t>(d.L + 1) * d.C;
@@ -319,7 +320,7 @@ EngineResult CudaEngine::Impl::compute(const Graph& gv, bool gradients, FeatureE
   for (int b = 0; b < nb; ++b) {
     const BlockWDev& w = dw.bw[b];
     mark("fwd: exchange");
-    if (ex) ghosts.forward(X[b].data(), nodeW, NT, N, ex, s);
+    if (ex) ghosts.forward(X[b].data(), nodeW, NT, N, ex, &mem, s);
     mark("fwd: node (attention, mix)");
     grow(H[b], static_cast<size_t>(NT) * nodeWw);
     launch_per_degree_linear(NT, d.L, d.C, d.Cw, X[b].data(), w.pre, H[b].data(), false, false, s);
@@ -380,6 +381,8 @@ EngineResult CudaEngine::Impl::compute(const Graph& gv, bool gradients, FeatureE
   for (double e : res.atom_energy) res.energy += e;
   const auto t1 = clock::now();
   res.seconds_forward = std::chrono::duration<double>(t1 - t0).count();
+  res.seconds_exchange = ghosts.seconds;
+  res.exchange_bytes = ghosts.bytes;
   if (!gradients) {
     mark("end");
     timer.report(s);
@@ -437,6 +440,8 @@ EngineResult CudaEngine::Impl::compute(const Graph& gv, bool gradients, FeatureE
   mark("end");
   timer.report(s);
   res.seconds_backward = std::chrono::duration<double>(clock::now() - t1).count();
+  res.seconds_exchange = ghosts.seconds;
+  res.exchange_bytes = ghosts.bytes;
   return res;
 }
 
