@@ -159,6 +159,10 @@ void PairSezm::init_style() {
 #endif
   comm_forward = comm_reverse = comm_reverse_off = comm_width_;
   reset_timing();
+  // Every run's init restarts neighbor->ncalls at 0 (Neighbor::init): the record of sent rows
+  // is keyed on it, so the first force call of the run records afresh.
+  sent_build_ = -1;
+  sent_valid_ = false;
 }
 
 // The neighbour list serves every model of a committee: the largest cutoff.
@@ -259,7 +263,8 @@ void PairSezm::find_ghost_owners(int nlocal, int nall) {
 // reverse comm adds into the same rows. A width-1 forward comm with recording_ set collects them
 // (CommBrick and CommTiled alike call pack_forward_comm with each list). Ghost sets change only
 // with a neighbour-list build, so one record per build (neighbor->ncalls, the same on every rank:
-// the record is collective) serves every exchange until the next.
+// the record is collective; init_style forgets it, as each run's init restarts the count) serves
+// every exchange until the next.
 void PairSezm::begin_record(int nall) {
   sent_flag_.assign(nall, 0);
   sent_valid_ = false;
