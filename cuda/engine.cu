@@ -1,8 +1,8 @@
 // CUDA engine: the orchestration of forward and backward (same order and names as the CPU
-// engine, src/engine/sezm_model.cpp), store-or-recompute per mode, and CudaEngine's public
-// wrappers. Weights: device_weights.cpp; buffers and their sizing: buffers.cu; device queries:
-// device.cu; chunks and source grouping: chunks.cu; timing and ghost staging: host_support.cuh;
-// kernels: one file per component.
+// engine, src/engine/sezm_model.cpp) and store-or-recompute per mode. CudaEngine's public
+// wrappers: engine_api.cu; weights: device_weights.cpp; buffers and their sizing: buffers.cu;
+// device queries: device.cu; chunks and source grouping: chunks.cu; timing and ghost staging:
+// host_support.cuh (row gathers: ghost_rows.cu); kernels: one file per component.
 //
 // Edges are processed in chunks of whole destination segments (at most `chunk_edges` edges):
 // every per-edge activation of the SO(2) value path lives only in chunk-sized scratch, so device
@@ -276,6 +276,7 @@ EngineResult CudaEngine::Impl::compute(const Graph& gv, bool gradients, FeatureE
     if (gv.types[i] < 0 || gv.types[i] >= d.ntypes)
       throw Error("CudaEngine: atom type index " + std::to_string(gv.types[i]) + " outside the model's type_map");
   prepare_call(gv, gradients);
+  ghosts.reset_stats();
   // Bridging (docs/model.md §9): the device sees the clamped edge vectors and the source gate.
   if (bridge.on()) bridge.forward(gv, ex, vec, gradients, &mem, s);
   const size_t Er = static_cast<size_t>(E), W = static_cast<size_t>(d.L + 1) * d.C;
@@ -319,7 +320,7 @@ EngineResult CudaEngine::Impl::compute(const Graph& gv, bool gradients, FeatureE
   for (int b = 0; b < nb; ++b) {
     const BlockWDev& w = dw.bw[b];
     mark("fwd: exchange");
-    if (ex) ghosts.forward(X[b].data(), nodeW, NT, N, ex, s);
+    if (ex) ghosts.forward(X[b].data(), nodeW, NT, N, ex, &mem, s);
     mark("fwd: node (attention, mix)");
     grow(H[b], static_cast<size_t>(NT) * nodeWw);
     launch_per_degree_linear(NT, d.L, d.C, d.Cw, X[b].data(), w.pre, H[b].data(), false, false, s);
@@ -380,6 +381,8 @@ EngineResult CudaEngine::Impl::compute(const Graph& gv, bool gradients, FeatureE
   for (double e : res.atom_energy) res.energy += e;
   const auto t1 = clock::now();
   res.seconds_forward = std::chrono::duration<double>(t1 - t0).count();
+  res.seconds_exchange = ghosts.seconds;
+  res.exchange_bytes = ghosts.bytes;
   if (!gradients) {
     mark("end");
     timer.report(s);
@@ -437,79 +440,9 @@ EngineResult CudaEngine::Impl::compute(const Graph& gv, bool gradients, FeatureE
   mark("end");
   timer.report(s);
   res.seconds_backward = std::chrono::duration<double>(clock::now() - t1).count();
+  res.seconds_exchange = ghosts.seconds;
+  res.exchange_bytes = ghosts.bytes;
   return res;
 }
-
-// ---- public wrappers ----
-CudaEngine::CudaEngine(const ModelW<double>& w, int device, CudaMode mode) : impl_(new Impl(w, device, mode)) {}
-CudaEngine::~CudaEngine() = default;
-const ModelConfig& CudaEngine::config() const { return impl_->cfg; }
-std::string CudaEngine::description() const {
-  return "CUDA device " + std::to_string(impl_->device) + " (" + impl_->name + "), mode " +
-         cuda_mode_name(impl_->mode) + ", " + std::to_string(impl_->effective_chunk_edges()) + " edges per chunk, " +
-         (impl_->d.tf32_one_pass ? "precision tf32 (one TF32 pass)" : "precision fp32") +
-         (impl_->d.wgmma ? (impl_->d.tf32_one_pass ? ", stack on wgmma" : ", stack on wgmma (3xTF32)") : "") +
-         ", edge state " + edge_state_name(impl_->edge_state) +
-         (impl_->edge_state == EdgeState::kAuto && impl_->last_state != EdgeState::kAuto
-              ? std::string(" (") + edge_state_name(impl_->last_state) + " in the latest call)"
-              : std::string());
-}
-EngineResult CudaEngine::compute(const Graph& g, bool gradients, FeatureExchange<double>* ex) {
-  return call(g, gradients, ex, nullptr, GeometryShare::kNone);
-}
-
-// A committee follower (Engine::compute_like): the leader's graph and geometry buffers are read
-// on this engine's stream without an event, because the leader's compute() synchronises its own
-// stream before it returns and is not called again (the one host thread is here) before this
-// call has synchronised its stream in turn.
-EngineResult CudaEngine::compute_like(const Engine& leader, const Graph& g, bool gradients,
-                                      FeatureExchange<double>* ex) {
-  const auto* l = dynamic_cast<const CudaEngine*>(&leader);
-  const GeometryShare share = l && l != this && l->impl_->device == impl_->device &&
-                                      l->impl_->stamp == GraphStamp::of(g)
-                                  ? sezm::geometry_share(l->impl_->key, impl_->key)
-                                  : GeometryShare::kNone;
-  return call(g, gradients, ex, share == GeometryShare::kNone ? nullptr : l->impl_.get(), share);
-}
-
-GeometryShare CudaEngine::last_geometry_share() const { return impl_->share_level; }
-
-EngineResult CudaEngine::call(const Graph& g, bool gradients, FeatureExchange<double>* ex, const Impl* from,
-                              GeometryShare share) {
-  struct Reset {  // geometry_from lives for this call only
-    Impl& i;
-    ~Reset() { i.geometry_from = nullptr; }
-  } reset{*impl_};
-  impl_->stamp = GraphStamp();
-  impl_->geometry_from = from;
-  impl_->share_level = from ? share : GeometryShare::kNone;
-  try {
-    EngineResult r = impl_->compute(g, gradients, ex);
-    impl_->stamp = GraphStamp::of(g);
-    return r;
-  } catch (const cuda::OutOfMemory& e) {
-    // Name what the chunking and the mode cost and what to change (docs/errors.md; the bytes per
-    // edge of each mode are in docs/ARCHITECTURE.md, "Device memory per edge").
-    const bool fast = impl_->mode == CudaMode::kFast;
-    char msg[768];
-    std::snprintf(msg, sizeof msg,
-                  "device cuda (GPU %d, mode %s, %d edges per chunk): out of GPU memory allocating %.2f GiB (the "
-                  "engine holds %.2f GiB already) for %d atoms and %d edges; %s a smaller chunk (pair_style ... "
-                  "chunk N, sezm-bench --chunk N; each chunk edge costs about 16 kB), or fewer atoms per GPU "
-                  "(more MPI ranks / GPUs)",
-                  impl_->device, cuda_mode_name(impl_->mode), impl_->effective_chunk_edges(), e.bytes / 1073741824.0,
-                  e.held / 1073741824.0, g.n_total, g.n_edges(),
-                  fast ? "use mode lean (it keeps about 5 kB less per edge), or" : "use");
-    throw Error(msg);
-  }
-}
-void CudaEngine::set_chunk_edges(int n) { impl_->chunk_edges = n > 0 ? n : 0; }
-void CudaEngine::set_precision(Precision p) { impl_->d.tf32_one_pass = p == Precision::kTf32 ? 1 : 0; }
-void CudaEngine::set_edge_state(EdgeState e) { impl_->edge_state = e; }
-void CudaEngine::set_node_batch(int n) { impl_->node_batch = n > 0 ? n : kNodeBatch; }
-EdgeState CudaEngine::last_edge_state() const { return impl_->last_state; }
-int CudaEngine::chunk_edges() const { return impl_->effective_chunk_edges(); }
-size_t CudaEngine::peak_device_bytes() const { return impl_->mem.peak; }
-std::string CudaEngine::device_name() const { return impl_->name; }
 
 }  // namespace sezm

@@ -212,7 +212,7 @@ void CudaEngine::Impl::end_block_backward(int b, FeatureExchange<double>* ex) {
                               static_cast<size_t>(NT - N) * nodeW * sizeof(float), s));
   launch_per_degree_linear(NT, d.L, d.Cw, d.C, H_bar.data(), w.pre, Xb_prev.data(), true, true, s);
   mark("bwd: exchange");
-  if (ex) ghosts.reverse(Xb_prev.data(), nodeW, NT, ex, s);
+  if (ex) ghosts.reverse(Xb_prev.data(), nodeW, NT, N, ex, &mem, s);
   std::swap(Xb, Xb_prev);
 }
 

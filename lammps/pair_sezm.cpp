@@ -76,6 +76,7 @@ class LammpsExchange : public sezm::FeatureExchange<double> {
   LammpsExchange(PairSezm *pair, int nlocal, int nall) : pair_(pair), nlocal_(nlocal), nall_(nall) {}
   void forward(double *rows, int width) override { pair_->exchange_forward(rows, width); }
   void reverse(double *rows, int width) override { pair_->exchange_reverse(rows, width, nlocal_, nall_); }
+  const std::vector<int> *sent_rows() const override { return pair_->sent_rows(nlocal_, nall_); }
 
  private:
   PairSezm *pair_;
@@ -158,6 +159,10 @@ void PairSezm::init_style() {
 #endif
   comm_forward = comm_reverse = comm_reverse_off = comm_width_;
   reset_timing();
+  // Every run's init restarts neighbor->ncalls at 0 (Neighbor::init): the record of sent rows
+  // is keyed on it, so the first force call of the run records afresh.
+  sent_build_ = -1;
+  sent_valid_ = false;
 }
 
 // The neighbour list serves every model of a committee: the largest cutoff.
@@ -167,6 +172,7 @@ const sezm::ModelConfig &PairSezm::model_config() const { return engine_->config
 
 void PairSezm::reset_timing() {
   t_edges_ = t_forward_ = t_backward_ = t_comm_fwd_ = t_comm_rev_ = t_total_ = 0;
+  t_stage_ = stage_bytes_ = 0;
   n_calls_ = 0;
   n_edges_sum_ = 0;
 }
@@ -174,10 +180,11 @@ void PairSezm::reset_timing() {
 void PairSezm::log_timing(const char *when) {
   // Max over ranks: the slowest rank sets the step time.
   const double rest = t_total_ - t_edges_ - t_forward_ - t_backward_ - t_comm_fwd_ - t_comm_rev_;
-  double loc[8] = {t_edges_, t_forward_, t_backward_, t_comm_fwd_, t_comm_rev_, t_total_, n_edges_sum_, rest};
-  double mx[8], sum[8];
-  MPI_Allreduce(loc, mx, 8, MPI_DOUBLE, MPI_MAX, world);
-  MPI_Allreduce(loc, sum, 8, MPI_DOUBLE, MPI_SUM, world);
+  double loc[10] = {t_edges_, t_forward_, t_backward_, t_comm_fwd_,   t_comm_rev_,
+                    t_total_, n_edges_sum_, rest,        t_stage_, stage_bytes_};
+  double mx[10], sum[10];
+  MPI_Allreduce(loc, mx, 10, MPI_DOUBLE, MPI_MAX, world);
+  MPI_Allreduce(loc, sum, 10, MPI_DOUBLE, MPI_SUM, world);
   if (committee_) committee_->log_timing(when, std::strcmp(when, "end of run") == 0);
   if (comm->me != 0 || n_calls_ == 0) return;
   const double n = static_cast<double>(n_calls_);
@@ -190,6 +197,13 @@ void PairSezm::log_timing(const char *when) {
                  "  total {:18.4f} s   ({:.1f} us per edge)\n",
                  when, n_calls_, sum[6] / n, comm->nprocs, mx[0] / n, mx[1] / n, mx[2] / n, mx[3] / n, mx[4] / n,
                  other / n, mx[5] / n, sum[6] > 0 ? 1e6 * mx[5] / (sum[6] / comm->nprocs) : 0.0);
+  // The CUDA engine's ghost-row staging, inside engine forward + backward + comm above
+  // (docs/multi-gpu.md): what a step pays per rank for the exchanges.
+  if (mx[8] > 0)
+    utils::logmesg(lmp,
+                   "  ghost staging {:10.4f} s   (device<->host copies, conversion and the comm above; "
+                   "{:.3f} MB moved per call, max over ranks)\n",
+                   mx[8] / n, mx[9] / n / 1e6);
 }
 
 void PairSezm::exchange_forward(double *rows, int width) {
@@ -224,7 +238,9 @@ void PairSezm::find_ghost_owners(int nlocal, int nall) {
   if (comm->nprocs != 1) return;
   owner_probe_.assign(nall, -1.0);
   for (int i = 0; i < nlocal; i++) owner_probe_[i] = i;
+  begin_record(nall);  // the probe is a forward comm: it records the sent rows as well
   exchange_forward(owner_probe_.data(), 1);
+  end_record(nlocal, nall);
   ghost_owner_.resize(nall - nlocal);
   for (int g = 0; g < nall - nlocal; g++) {
     const double v = owner_probe_[nlocal + g];
@@ -241,7 +257,60 @@ void PairSezm::find_ghost_owners(int nlocal, int nall) {
   owners_valid_ = true;
 }
 
+// ---- the rows that pair comm moves (FeatureExchange::sent_rows; docs/multi-gpu.md) ----
+// Forward comm packs, swap by swap, the rows of each swap's send list: owned rows, and in
+// multi-hop swaps (a cutoff longer than a subdomain) ghost rows received in an earlier swap;
+// reverse comm adds into the same rows. A width-1 forward comm with recording_ set collects them
+// (CommBrick and CommTiled alike call pack_forward_comm with each list). Ghost sets change only
+// with a neighbour-list build, so one record per build (neighbor->ncalls, the same on every rank:
+// the record is collective; init_style forgets it, as each run's init restarts the count) serves
+// every exchange until the next.
+void PairSezm::begin_record(int nall) {
+  sent_flag_.assign(nall, 0);
+  sent_valid_ = false;
+  recording_ = true;
+}
+
+void PairSezm::end_record(int nlocal, int nall) {
+  recording_ = false;
+  sent_rows_.clear();
+  for (int i = 0; i < nall; i++)
+    if (sent_flag_[i]) sent_rows_.push_back(i);
+  sent_nlocal_ = nlocal;
+  sent_nall_ = nall;
+  sent_build_ = neighbor->ncalls;
+  sent_valid_ = true;
+}
+
+void PairSezm::record_sent_rows(int nlocal, int nall) {
+  owner_probe_.assign(nall, 0.0);
+  begin_record(nall);
+  exchange_forward(owner_probe_.data(), 1);
+  end_record(nlocal, nall);
+}
+
+const std::vector<int> *PairSezm::sent_rows(int nlocal, int nall) const {
+  return sent_valid_ && nlocal == sent_nlocal_ && nall == sent_nall_ ? &sent_rows_ : nullptr;
+}
+
+// A row outside the record would be one that a device engine did not move (stale on the host):
+// stop, naming the cause. One byte read per packed row.
+void PairSezm::check_sent(int n, const int *list, const char *what) const {
+  if (!sent_valid_) return;
+  const int nf = static_cast<int>(sent_flag_.size());
+  for (int i = 0; i < n; i++)
+    if (list[i] < 0 || list[i] >= nf || !sent_flag_[list[i]])
+      error->one(FLERR, std::string("pair_style sezm: ") + what + " comm moves atom row " + std::to_string(list[i]) +
+                            ", which the record of sent rows (taken at the latest neighbour-list build) lacks: "
+                            "the ghost atoms changed without a neighbour-list build");
+}
+
 int PairSezm::pack_forward_comm(int n, int *list, double *buf, int, int *) {
+  if (recording_) {
+    for (int i = 0; i < n; i++) sent_flag_[list[i]] = 1;
+  } else {
+    check_sent(n, list, "forward");
+  }
   const size_t w = cur_width_;
   for (int i = 0; i < n; i++) std::memcpy(buf + i * w, cur_rows_ + list[i] * w, w * sizeof(double));
   return n * cur_width_;
@@ -259,6 +328,7 @@ int PairSezm::pack_reverse_comm(int n, int first, double *buf) {
 }
 
 void PairSezm::unpack_reverse_comm(int n, int *list, double *buf) {
+  check_sent(n, list, "reverse");
   const size_t w = cur_width_;
   for (int i = 0; i < n; i++) {
     double *row = cur_rows_ + list[i] * w;
@@ -290,6 +360,9 @@ void PairSezm::compute(int eflag, int vflag) {
   }
 
   find_ghost_owners(nlocal, nall);  // its comm time counts as comm forward, not edge or engine time
+  // Several ranks: the rows pair comm moves, once per neighbour-list build (one rank: recorded by
+  // find_ghost_owners's probe).
+  if (comm->nprocs > 1 && neighbor->ncalls != sent_build_) record_sent_rows(nlocal, nall);
   const auto t_edges = Clock::now();
 
   // A rank without atoms still runs the engine (on an empty graph), so it makes the same
@@ -329,6 +402,8 @@ void PairSezm::compute(int eflag, int vflag) {
   } catch (std::exception &e) {
     fail_run(lmp, std::string("pair_style sezm: ") + e.what());
   }
+  t_stage_ += r.seconds_exchange;
+  stage_bytes_ += r.exchange_bytes;
   const double comm_fwd = t_comm_fwd_ - fwd_before;
   const double comm_rev = t_comm_fwd_ + t_comm_rev_ - comm_before - comm_fwd;
   t_forward_ += r.seconds_forward - comm_fwd;

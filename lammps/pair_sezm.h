@@ -58,6 +58,10 @@ class PairSezm : public Pair {
   void exchange_forward(double *rows, int width);
   void exchange_reverse(double *rows, int width, int nlocal, int nall);
   void find_ghost_owners(int nlocal, int nall);
+  // The rows pair forward comm packs on this rank (sorted, unique; FeatureExchange::sent_rows),
+  // recorded at the latest neighbour-list build; nullptr where that record is not of these
+  // nlocal/nall (the engine then moves every row).
+  const std::vector<int> *sent_rows(int nlocal, int nall) const;
 
  private:
   std::string model_path_;
@@ -83,11 +87,25 @@ class PairSezm : public Pair {
   std::vector<double> owner_probe_;
   bool owners_valid_ = false, warned_owners_ = false;
   int cur_width_ = 0;
+  // Rows that forward comm packs (= those reverse comm adds into), recorded by a width-1 forward
+  // comm whenever the neighbour lists were rebuilt (record_sent_rows). Between records every packed
+  // or unpacked row is checked against sent_flag_, so a stale record stops the run.
+  std::vector<int> sent_rows_;
+  std::vector<char> sent_flag_;  // nall: row was packed in the recording
+  bigint sent_build_ = -1;       // neighbor->ncalls of the record
+  int sent_nlocal_ = -1, sent_nall_ = -1;
+  bool recording_ = false, sent_valid_ = false;
+  void begin_record(int nall);
+  void end_record(int nlocal, int nall);
+  void record_sent_rows(int nlocal, int nall);
+  void check_sent(int n, const int *list, const char *what) const;
 
   std::vector<double> forces_, virial_atom_;  // scratch, nall x 3 / nall x 9
 
   // Cumulative per-run timing (seconds) and counters.
   double t_edges_ = 0, t_forward_ = 0, t_backward_ = 0, t_comm_fwd_ = 0, t_comm_rev_ = 0, t_total_ = 0;
+  // The engine's ghost staging (EngineResult::seconds_exchange, exchange_bytes; CUDA only).
+  double t_stage_ = 0, stage_bytes_ = 0;
   long n_calls_ = 0;
   double n_edges_sum_ = 0;
   void reset_timing();

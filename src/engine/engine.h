@@ -24,6 +24,14 @@ class FeatureExchange {
   virtual void forward(T* rows, int width) = 0;
   // Add each ghost row into its owner's row, then zero the ghost rows.
   virtual void reverse(T* rows, int width) = 0;
+  // Optional: the rows forward() reads, sorted, unique, each < n_total: the owned rows it sends
+  // and the ghost rows it forwards onward (multi-hop: a ghost filled earlier in the same call);
+  // reverse() adds into the same rows and no others. nullptr (the default): unknown, forward()
+  // may read any owned row. A device engine that knows them moves only these owned rows and the
+  // ghost rows between device and host (cuda/host_support.cuh, GhostStaging); rows it does not
+  // move hold NaN on the host side, so a row missing from the list turns the result non-finite
+  // (docs/multi-gpu.md).
+  virtual const std::vector<int>* sent_rows() const { return nullptr; }
 };
 
 // How much of a committee leader's per-edge geometry an engine took (Engine::compute_like).
@@ -35,6 +43,12 @@ struct EngineResult {
   std::vector<double> edge_grad;    // 3E, dE/dv_e; empty unless gradients were requested
   // Wall time of the two passes, feature exchanges included (callers time those themselves).
   double seconds_forward = 0.0, seconds_backward = 0.0;
+  // Host wall time of the ghost-row staging (device<->host copies, float<->double conversion and
+  // the FeatureExchange calls themselves) and the bytes it moved between device and host, summed
+  // over the call's exchanges; part of the two times above. Zero on the CPU engine and without
+  // an exchange.
+  double seconds_exchange = 0.0;
+  double exchange_bytes = 0.0;
 };
 
 enum class Device { kCpu, kCuda };

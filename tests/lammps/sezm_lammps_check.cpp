@@ -3,7 +3,7 @@
 //   sezm_lammps_check ref JSON CONFIG [--procs PX PY PZ] [--triclinic XY XZ YZ] [--out FILE]
 //                        [--expect-empty-rank] [--tol-engine T] [--tol-ref T] [--model PT]
 //                        [--head NAME]   (multi-task: pair_style ... head NAME, the CONFIG of that head)
-//                        [--types E1,E2,...]
+//                        [--types E1,E2,...] [--comm-tiled]
 //       `run 0` on a reference configuration: energy, forces, per-atom energies, global and
 //       per-atom virial against the CPU engine (sezm::Potential on the same coordinates) and,
 //       for the unmodified configuration, against deepmd-kit's reference values (per-atom
@@ -13,6 +13,9 @@
 //       atoms are dealt to those types in turn), elements the configuration lacks may be listed.
 //       --triclinic shears the cell (lower-triangular tilts, fractional coordinates kept), so
 //       only the engine comparison applies; `press` is checked against the engine virial.
+//       --comm-tiled: `comm_style tiled` (CommTiled's swaps instead of CommBrick's).
+//       Every run also checks the pair style's record of sent rows (FeatureExchange::sent_rows,
+//       docs/multi-gpu.md): a forward comm from the recorded rows alone fills every ghost.
 //   sezm_lammps_check compare FILE_A FILE_B TOL
 //       Same system on different rank counts: per-ID agreement, relative to the largest value.
 //   sezm_lammps_check nve MODEL ELEMENT LATTICE A0 NCELL STEPS DT_PS TEMP MAX_DEV
@@ -124,10 +127,31 @@ bool report(const char *what, const Dev &d, double tol) {
   return ok;
 }
 
+// The pair style's record of the rows pair comm moves (PairSezm::sent_rows): a width-1 forward
+// comm in which only the recorded owned rows hold numbers (each atom's ID; the others NaN) must
+// fill every ghost with its atom's ID. Sums over ranks: {ranks without a record, ghosts wrong,
+// recorded rows}.
+void check_sent_rows(LAMMPS *lmp, long out[3]) {
+  auto *pair = dynamic_cast<PairSezm *>(lmp->force->pair);
+  const int nlocal = lmp->atom->nlocal, nall = nlocal + lmp->atom->nghost;
+  const std::vector<int> *sent = pair ? pair->sent_rows(nlocal, nall) : nullptr;
+  std::vector<double> rows(nall, std::nan(""));
+  if (sent) {
+    for (int i : *sent)
+      if (i < nlocal) rows[i] = static_cast<double>(lmp->atom->tag[i]);
+  } else {
+    for (int i = 0; i < nlocal; i++) rows[i] = static_cast<double>(lmp->atom->tag[i]);
+  }
+  long loc[3] = {sent ? 0 : 1, 0, sent ? static_cast<long>(sent->size()) : 0};
+  if (pair) pair->exchange_forward(rows.data(), 1);  // collective: every rank takes part
+  for (int g = nlocal; g < nall; g++) loc[1] += rows[g] != static_cast<double>(lmp->atom->tag[g]);
+  MPI_Allreduce(loc, out, 3, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+}
+
 int run_ref(int argc, char **argv) {
   const std::string json_path = argv[2], name = argv[3];
   int px = 0, py = 0, pz = 0;
-  bool tric = false, expect_empty = false;
+  bool tric = false, expect_empty = false, tiled = false;
   double tilt[3] = {0, 0, 0}, tol_engine = 1e-10, tol_ref = 1e-9;
   std::string out, model_override, head, types_arg;
   for (int i = 4; i < argc; i++) {
@@ -145,6 +169,8 @@ int run_ref(int argc, char **argv) {
       types_arg = argv[++i];
     } else if (a == "--out") {
       out = argv[++i];
+    } else if (a == "--comm-tiled") {
+      tiled = true;
     } else if (a == "--expect-empty-rank") {
       expect_empty = true;
     } else if (a == "--tol-engine") {
@@ -277,6 +303,7 @@ int run_ref(int argc, char **argv) {
   cmd(lmp, periodic ? "boundary p p p" : "boundary f f f");
   if (px > 0) cmd(lmp, "processors " + std::to_string(px) + " " + std::to_string(py) + " " + std::to_string(pz));
   cmd(lmp, "read_data " + data_path);
+  if (tiled) cmd(lmp, "comm_style tiled");
   cmd(lmp, "pair_style sezm " + model + (head.empty() ? "" : " head " + head) + cs_args);
   std::string pc = "pair_coeff * *";
   for (const auto &e : ltypes) pc += " " + e;
@@ -301,6 +328,8 @@ int run_ref(int argc, char **argv) {
   MPI_Allreduce(&nl, &nl_max, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   const auto atoms = gather_atoms(lmp);
   const double nktv2p = lmp->force->nktv2p;
+  long sent_stats[3];
+  check_sent_rows(lmp, sent_stats);
   delete lmp;
 
   int rc = 0;
@@ -323,6 +352,11 @@ int run_ref(int argc, char **argv) {
       std::printf("  log names the head ('%s'): %s\n", want.c_str(), named ? "yes" : "no FAIL");
       ok = ok && named;
     }
+    // A device engine moves only the recorded rows: from them alone every ghost must be filled.
+    const bool sent_ok = sent_stats[0] == 0 && sent_stats[1] == 0;
+    std::printf("  sent rows recorded: %ld (all ranks); ranks without a record %ld, ghosts not filled from them %ld%s\n",
+                sent_stats[2], sent_stats[0], sent_stats[1], sent_ok ? "" : " FAIL");
+    ok = ok && sent_ok;
     if (expect_empty && nl_min != 0) {
       std::printf("  expected a rank without atoms, min atoms per rank %d FAIL\n", nl_min);
       ok = false;
