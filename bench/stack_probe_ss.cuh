@@ -18,14 +18,15 @@ struct SsVariant {
   int kM, kS, kWG;
   const char* name;
 };
-// Variants 8.. of part 1, in order. Shared memory per CTA (wgss_smem_floats, 3 A stages): see
-// the probe's output, which prints it with the CTAs per SM the occupancy calculator gives.
+// Variants 8.. of part 1, in order. Shared memory per CTA (wgss_smem_floats, 3 A stages) at N = 192 /
+// 128, ptxas's registers (sm_90a, no spills) and the CTAs per SM they allow (228 KiB and 64 Ki
+// registers per SM; the probe prints what the occupancy calculator says):
 constexpr SsVariant kSsVariants[] = {
-    {3, 2, 1, "3xTF32 wgmma SS, 64 rows, k16"},   // 68 / 52 KiB (N = 192 / 128): 2 CTAs/SM (registers)
-    {3, 4, 1, "3xTF32 wgmma SS, 64 rows, k32"},   // 136 / 104 KiB: 1 / 2 CTAs/SM
-    {3, 4, 2, "3xTF32 wgmma SS, 128 rows, k32"},  // 176 / 144 KiB: 1 CTA/SM
-    {1, 4, 1, "1xTF32 wgmma SS, 64 rows, k32"},   // 72 / 56 KiB: up to 3 CTAs/SM
-    {1, 4, 2, "1xTF32 wgmma SS, 128 rows, k32"},  // 96 / 80 KiB
+    {3, 2, 1, "3xTF32 wgmma SS, 64 rows, k16"},   // 68 / 52 KiB, 224 / 160 registers: 2 / 3 CTAs/SM
+    {3, 4, 1, "3xTF32 wgmma SS, 64 rows, k32"},   // 136 / 104 KiB, 255 / 168: 1 / 2
+    {3, 4, 2, "3xTF32 wgmma SS, 128 rows, k32"},  // 176 / 144 KiB, 255 / 168: 1 / 1
+    {1, 4, 1, "1xTF32 wgmma SS, 64 rows, k32"},   // 72 / 56 KiB, 142 / 112: 3 / 4
+    {1, 4, 2, "1xTF32 wgmma SS, 128 rows, k32"},  // 96 / 80 KiB, 142 / 112: 1 / 2
 };
 constexpr int kSsVariantCount = sizeof(kSsVariants) / sizeof(kSsVariants[0]);
 
