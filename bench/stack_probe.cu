@@ -13,7 +13,9 @@
 // R launches; TFLOP/s count the useful products only; the H200's fp32 FFMA peak is 67 TFLOP/s,
 // its dense TF32 tensor-core peak ~495 TFLOP/s (3xTF32: a third of that, as useful products).
 // Part 1 also prints each arithmetic's error against the exact (double) product. On a CC 9.0 GPU
-// both parts also run the warpgroup tile (wgmma_tile.cuh). A probe for kernel work, not a test.
+// both parts also run the warpgroup tile (wgmma_tile.cuh), and part 1 its SS twin with A staged
+// through shared memory (wgmma_tile_ss.cuh, variants 8-12 in stack_probe_ss.cuh, printed with their
+// shared memory and CTAs per SM). A probe for kernel work, not a test.
 #include <cuda_runtime.h>
 #ifdef SEZM_PROBE_CUBLAS
 #include <cublas_v2.h>
@@ -31,11 +33,13 @@
 
 #include "stack.cuh"
 #include "stack_tile.cuh"
+#include "stack_probe_ss.cuh"
 
 // The stack's tile product alone, C (rows x N) = A (rows x K, row stride lda) B (K x N), N <= 192.
 // variants 0-3 in IEEE fp32 FFMA: 0 the 64-row tile; 1: 128 rows (8 per thread, one CTA per SM);
 // 2: variant 0 with the k loop fully unrolled; 3: 128 rows at two CTAs per SM (N <= 128); on
-// tensor cores: 4 the layers' 3xTF32 tile, 5 one TF32 pass. A read from HBM, or
+// tensor cores: 4 the layers' 3xTF32 tile, 5 one TF32 pass; 6, 7 the warpgroup tile (3xTF32, one
+// pass); 8-12 its SS twin (stack_probe_ss.cuh, A from HBM only). A read from HBM, or
 // (hbm_a false) made in registers: only B and C touch memory. Probe-only: the engine never
 // launches it, so it lives here rather than in cuda/.
 namespace sezm::cuda {
@@ -244,12 +248,18 @@ int main(int argc, char** argv) {
                                     "3xTF32 wgmma, 128 rows (H100)",  "1xTF32 wgmma (tf32, H100)"};
       // The warpgroup tile needs sm_90a code and a CC 9.0 device, and N = K = 128 or 192.
       const bool wg_ok = prop.major == 9 && prop.minor == 0 && (K == 128 || K == 192);
-      const int kVariants = wg_ok ? 8 : 6;
+      const int kVariants = wg_ok ? 8 + kSsVariantCount : 6;
       std::vector<float> hbw((size_t)K * K);
       SEZM_CUDA(cudaMemcpy(hbw.data(), B.p, hbw.size() * sizeof(float), cudaMemcpyDeviceToHost));
       const std::vector<float> img = wgmma_b_image(hbw.data(), K, K, K, 4);
       DevBuf Bimg(img.size());
       SEZM_CUDA(cudaMemcpy(Bimg.p, img.data(), img.size() * sizeof(float), cudaMemcpyHostToDevice));
+      // The SS tile's natural-order images, for k blocks of 2 and 4 steps.
+      const std::vector<float> nat2 = wgmma_b_image_natural(hbw.data(), K, K, K, 2),
+                               nat4 = wgmma_b_image_natural(hbw.data(), K, K, K, 4);
+      DevBuf Bnat2(nat2.size()), Bnat4(nat4.size());
+      SEZM_CUDA(cudaMemcpy(Bnat2.p, nat2.data(), nat2.size() * sizeof(float), cudaMemcpyHostToDevice));
+      SEZM_CUDA(cudaMemcpy(Bnat4.p, nat4.data(), nat4.size() * sizeof(float), cudaMemcpyHostToDevice));
       // Each variant's C (A from HBM) against the IEEE tile's: the split's and one pass's rounding.
       std::vector<float> ref((size_t)rows * K), got((size_t)rows * K);
       // The exact product (double) of the first rows, for each arithmetic's own error.
@@ -268,7 +278,14 @@ int main(int argc, char** argv) {
       for (int v = 0; v < kVariants; ++v)
         for (bool hbm : {true, false}) {
           if (v == 3 && K > 128) continue;
-          const double ms = median_ms(R, s, [&] { launch_tile_probe(v, hbm, rows, K, K, A.p, d.ROW, B.p, Bimg.p, C.p, s); });
+          if (v >= 8 && !hbm) continue;  // the SS tile only streams A from HBM
+          std::string info;  // the SS variants' shared memory and CTAs per SM
+          // Fill C with 3.4e38 first, so that any element the new tile leaves unwritten shows as error.
+          if (v >= 8) SEZM_CUDA(cudaMemset(C.p, 0x7F, (size_t)rows * K * sizeof(float)));
+          const double ms = median_ms(R, s, [&] {
+            if (v < 8) launch_tile_probe(v, hbm, rows, K, K, A.p, d.ROW, B.p, Bimg.p, C.p, s);
+            else info = launch_wgss_probe_variant(v - 8, rows, K, K, A.p, d.ROW, Bnat2.p, Bnat4.p, C.p, s);
+          });
           std::string err;
           if (hbm) {
             SEZM_CUDA(cudaMemcpy((v == 0 ? ref : got).data(), C.p, got.size() * sizeof(float), cudaMemcpyDeviceToHost));
@@ -292,8 +309,9 @@ int main(int argc, char** argv) {
             std::snprintf(b, sizeof b, "  vs exact %.1e", num / den);
             err += b;
           }
-          std::printf("  K = N = %3d, %-32s A %-9s %8.3f ms  %6.2f TFLOP/s%s\n", K, names[v],
-                      hbm ? "from HBM" : "on chip", ms, 2.0 * rows * K * K / (ms * 1e9), err.c_str());
+          std::printf("  K = N = %3d, %-32s A %-9s %8.3f ms  %6.2f TFLOP/s%s%s\n", K,
+                      v < 8 ? names[v] : kSsVariants[v - 8].name, hbm ? "from HBM" : "on chip", ms,
+                      2.0 * rows * K * K / (ms * 1e9), err.c_str(), info.c_str());
         }
 #ifdef SEZM_PROBE_CUBLAS
       // The vendor's fp32 GEMM at the same shape, IEEE fp32 (pedantic math: no TF32), as a
