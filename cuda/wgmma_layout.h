@@ -54,7 +54,9 @@ inline float tf32_rna_host(float x) {
 // i.e. each step's plane is N / 8 x 2 "core matrices" of 8 rows x 16 bytes (no swizzle), the
 // two k halves of a column group adjacent (128 bytes apart), column groups 256 bytes apart.
 // N % 16 == 0; rows of B beyond K are zero.
-inline std::vector<float> wgmma_b_image(const float* B, int K, int N, int ldb, int kS) {
+// The image with k (k block kb, step s, k half kh, element c) -> the row of B it holds.
+template <class KOf>
+std::vector<float> wgmma_b_image_k(const float* B, int K, int N, int ldb, int kS, KOf k_of) {
   const int nkb = (K + 8 * kS - 1) / (8 * kS);
   std::vector<float> img(static_cast<size_t>(nkb) * wg_stage_floats(N, kS), 0.0f);
   for (int kb = 0; kb < nkb; ++kb)
@@ -63,7 +65,7 @@ inline std::vector<float> wgmma_b_image(const float* B, int K, int N, int ldb, i
         for (int kh = 0; kh < 2; ++kh)
           for (int r = 0; r < 8; ++r)
             for (int c = 0; c < 4; ++c) {
-              const int k = 8 * kS * kb + 2 * kS * c + 2 * s + kh;
+              const int k = k_of(kb, s, kh, c);
               const float x = k < K ? B[static_cast<size_t>(k) * ldb + wgmma_col(8 * ng + r)] : 0.0f;
               const float hi = tf32_rna_host(x), lo = tf32_rna_host(x - hi);
               for (int p = 0; p < 2; ++p) {
@@ -72,6 +74,9 @@ inline std::vector<float> wgmma_b_image(const float* B, int K, int N, int ldb, i
               }
             }
   return img;
+}
+inline std::vector<float> wgmma_b_image(const float* B, int K, int N, int ldb, int kS) {
+  return wgmma_b_image_k(B, K, N, ldb, kS, [kS](int kb, int s, int kh, int c) { return 8 * kS * kb + 2 * kS * c + 2 * s + kh; });
 }
 
 // ---- the SS form (cuda/wgmma_tile_ss.cuh: A from shared memory too) ----
@@ -117,23 +122,7 @@ SEZM_WG_HD constexpr int wgss_smem_floats(int N, int kS, int kWG, int kStages, b
 //     = split_p(B[8 kS kb + 8 s + 4 kh + c][wgmma_col(8 ng + r)])
 // N % 16 == 0; rows of B beyond K are zero.
 inline std::vector<float> wgmma_b_image_natural(const float* B, int K, int N, int ldb, int kS) {
-  const int nkb = (K + 8 * kS - 1) / (8 * kS);
-  std::vector<float> img(static_cast<size_t>(nkb) * wg_stage_floats(N, kS), 0.0f);
-  for (int kb = 0; kb < nkb; ++kb)
-    for (int s = 0; s < kS; ++s)
-      for (int ng = 0; ng < N / 8; ++ng)
-        for (int kh = 0; kh < 2; ++kh)
-          for (int r = 0; r < 8; ++r)
-            for (int c = 0; c < 4; ++c) {
-              const int k = 8 * kS * kb + 8 * s + 4 * kh + c;
-              const float x = k < K ? B[static_cast<size_t>(k) * ldb + wgmma_col(8 * ng + r)] : 0.0f;
-              const float hi = tf32_rna_host(x), lo = tf32_rna_host(x - hi);
-              for (int p = 0; p < 2; ++p) {
-                const size_t o = ((static_cast<size_t>(kb) * 2 + p) * kS + s) * (N / 8) + ng;
-                img[o * 64 + kh * 32 + r * 4 + c] = p == 0 ? hi : lo;
-              }
-            }
-  return img;
+  return wgmma_b_image_k(B, K, N, ldb, kS, [kS](int kb, int s, int kh, int c) { return 8 * kS * kb + 8 * s + 4 * kh + c; });
 }
 
 }  // namespace sezm::cuda

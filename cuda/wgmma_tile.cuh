@@ -64,8 +64,8 @@ __device__ __forceinline__ void wg_fence_async_smem() {
 // garbage).
 __device__ __forceinline__ uint64_t wg_desc(const float* smem) {
   const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  return static_cast<uint64_t>((a & 0x3FFFFu) >> 4) | (static_cast<uint64_t>(128 >> 4) << 16) |
-         (static_cast<uint64_t>(256 >> 4) << 32);
+  return static_cast<uint64_t>((a & 0x3FFFFu) >> 4) | (static_cast<uint64_t>(kWgLboBytes >> 4) << 16) |
+         (static_cast<uint64_t>(kWgSboBytes >> 4) << 32);
 }
 // x rounded to TF32 (nearest, ties away), as a bit pattern; stack_tile.cuh's tf32_round too.
 __device__ __forceinline__ uint32_t wg_tf32(float x) {
@@ -73,6 +73,7 @@ __device__ __forceinline__ uint32_t wg_tf32(float x) {
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
   return r;
 }
+__device__ __forceinline__ float wg_tf32f(float x) { return __uint_as_float(wg_tf32(x)); }
 
 // This thread's two rows (0..127) of the CTA tile: r and r + 8.
 __device__ __forceinline__ int wg_row() {

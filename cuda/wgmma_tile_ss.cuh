@@ -3,7 +3,7 @@
 // (the "SS" form of wgmma: A and B by descriptor), sm_90a: C (64 kWG rows x N) += A B per CTA of kWG
 // warpgroups, in the 3xTF32 split or one TF32 pass. Named twin of wgmma_tile.cuh (`wg_tile`, A from
 // registers); probe-only for now (sezm-stack-probe part 1, variants 8-12): the engine does not use
-// it, and it shares no code with wg_tile on purpose (that tile changes on its own).
+// it. It shares wg_tile's helpers (fences, waits, descriptors, the accumulator layout).
 //
 // Why (docs/performance.md, "the stack on Hopper's warpgroup tensor cores"): wg_tile loads A from
 // HBM into registers, synchronously, with only 8 warps per SM to hide the latency and the registers
@@ -33,73 +33,14 @@
 // (several microseconds) to land.
 #include <cstdint>
 
-#include "async_copy.cuh"
-#include "wgmma_layout.h"
-#include "wgmma_ops.cuh"
+#include "wgmma_tile.cuh"
 
 namespace sezm::cuda {
 
 namespace {
 
-__device__ __forceinline__ void wgss_fence() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void wgss_commit() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void wgss_wait0() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-#endif
-}
-// Keeps the compiler from moving reads or writes of an accumulator across the asynchronous
-// product's issue and wait.
-template <int M>
-__device__ __forceinline__ void wgss_pin(float (&d)[M]) {
-#pragma unroll
-  for (int i = 0; i < M; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-// Generic-proxy shared-memory writes (cp.async, the split's stores) made visible to the tensor
-// cores' (async-proxy) reads; each writing thread fences before the barrier.
-__device__ __forceinline__ void wgss_fence_async_smem() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
-}
 __device__ __forceinline__ void wgss_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 __device__ __forceinline__ void wgss_cp_wait1() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
-// Shared-memory matrix descriptor, no swizzle (layout type 0 in bits 62-63, base offset 0): start
-// address >> 4 in bits 0-13, LBO >> 4 (k-adjacent core matrices) in bits 16-29, SBO >> 4 (8-row
-// groups) in bits 32-45 (PTX ISA, "Matrix Descriptor"); the same for A's planes and B's.
-__device__ __forceinline__ uint64_t wgss_desc(const float* smem) {
-  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  return static_cast<uint64_t>((a & 0x3FFFFu) >> 4) | (static_cast<uint64_t>(kWgLboBytes >> 4) << 16) |
-         (static_cast<uint64_t>(kWgSboBytes >> 4) << 32);
-}
-// x rounded to TF32 (nearest, ties away), as a float (low 13 bits zero).
-__device__ __forceinline__ float wgss_tf32(float x) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-  return __uint_as_float(r);
-}
-
-// The accumulator layout is the instruction's, whatever feeds A: this thread's two rows (0 .. 64
-// kWG - 1) of the CTA tile are r and r + 8; its quad p (N / 16 per row) holds logical columns
-// 16 p + 4 (tid % 4) .. + 3 (wgmma_col).
-__device__ __forceinline__ int wgss_row() {
-  const int tid = threadIdx.x;
-  return 64 * (tid >> 7) + 16 * ((tid >> 5) & 3) + ((tid & 31) >> 2);
-}
-__device__ __forceinline__ int wgss_quad_col(int p) { return 16 * p + 4 * (threadIdx.x & 3); }
-template <int M>
-__device__ __forceinline__ float4 wgss_quad(const float (&acc)[M], int p, int h) {
-  return make_float4(acc[8 * p + 2 * h], acc[8 * p + 2 * h + 1], acc[8 * p + 4 + 2 * h], acc[8 * p + 5 + 2 * h]);
-}
-
 // acc (this thread's N / 2 accumulators) += A B over K (K % (8 kS) == 0). `aPtr(row, k)`: the
 // 16-byte-aligned global address of A(row, k..k+3), row < 64 kWG (rows past the end: any readable
 // address, e.g. the last row's; their results are not stored), k % 4 == 0. `smem`: wgss_smem_floats
@@ -148,13 +89,13 @@ __device__ __forceinline__ void wgss_tile(float* smem, int K, APtr aPtr, const f
     for (int j = 0; j < kChunksPerThread; ++j) {
       const int i = tid + j * kThreads, o = wgss_a_offset(wgss_chunk_row(i, kS), wgss_chunk_k(i, kS), kS);
       const float4 x = *reinterpret_cast<const float4*>(st + o);
-      const float4 h = make_float4(wgss_tf32(x.x), wgss_tf32(x.y), wgss_tf32(x.z), wgss_tf32(x.w));
+      const float4 h = make_float4(wg_tf32f(x.x), wg_tf32f(x.y), wg_tf32f(x.z), wg_tf32f(x.w));
       *reinterpret_cast<float4*>(st + o) = h;
       if constexpr (kM == 3)
         *reinterpret_cast<float4*>(lo + o) =
-            make_float4(wgss_tf32(x.x - h.x), wgss_tf32(x.y - h.y), wgss_tf32(x.z - h.z), wgss_tf32(x.w - h.w));
+            make_float4(wg_tf32f(x.x - h.x), wg_tf32f(x.y - h.y), wg_tf32f(x.z - h.z), wg_tf32f(x.w - h.w));
     }
-    wgss_fence_async_smem();
+    wg_fence_async_smem();
   };
   issueB(0);
   issueA(0);
@@ -182,32 +123,32 @@ __device__ __forceinline__ void wgss_tile(float* smem, int K, APtr aPtr, const f
     if constexpr (kM == 3) {
 #pragma unroll
       for (int g = 0; g < kS / kAdd; ++g) {
-        wgss_pin(part);
-        wgss_fence();
+        wg_pin(part);
+        wg_fence();
 #pragma unroll
         for (int s = g * kAdd; s < (g + 1) * kAdd; ++s) {
-          const uint64_t ah = wgss_desc(aHi + 512 * s), al = wgss_desc(aLo + 512 * s);
-          const uint64_t bh = wgss_desc(bHi + s * 8 * N), bl = wgss_desc(bHi + kBPlane + s * 8 * N);
+          const uint64_t ah = wg_desc(aHi + 512 * s), al = wg_desc(aLo + 512 * s);
+          const uint64_t bh = wg_desc(bHi + s * 8 * N), bl = wg_desc(bHi + kBPlane + s * 8 * N);
           WgmmaSS<N>::mma(part, al, bh, s != g * kAdd);
           WgmmaSS<N>::mma(part, ah, bl, 1);
           WgmmaSS<N>::mma(part, ah, bh, 1);
         }
-        wgss_commit();
+        wg_commit();
         if (g == 0) background();
-        wgss_wait0();
-        wgss_pin(part);
+        wg_wait0();
+        wg_pin(part);
 #pragma unroll
         for (int i = 0; i < N / 2; ++i) acc[i] += part[i];
       }
     } else {
-      wgss_pin(acc);
-      wgss_fence();
+      wg_pin(acc);
+      wg_fence();
 #pragma unroll
-      for (int s = 0; s < kS; ++s) WgmmaSS<N>::mma(acc, wgss_desc(aHi + 512 * s), wgss_desc(bHi + s * 8 * N), 1);
-      wgss_commit();
+      for (int s = 0; s < kS; ++s) WgmmaSS<N>::mma(acc, wg_desc(aHi + 512 * s), wg_desc(bHi + s * 8 * N), 1);
+      wg_commit();
       background();
-      wgss_wait0();
-      wgss_pin(acc);
+      wg_wait0();
+      wg_pin(acc);
     }
     __syncthreads();
   }
