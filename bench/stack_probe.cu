@@ -14,7 +14,7 @@
 // its dense TF32 tensor-core peak ~495 TFLOP/s (3xTF32: a third of that, as useful products).
 // Part 1 also prints each arithmetic's error against the exact (double) product. On a CC 9.0 GPU
 // both parts also run the warpgroup tile (wgmma_tile.cuh), and part 1 its SS twin with A staged
-// through shared memory (wgmma_tile_ss.cuh, variants 8-12 in stack_probe_ss.cuh, printed with their
+// through shared memory (wgmma_tile_ss.cuh, variants 8-13 in stack_probe_ss.cuh, printed with their
 // shared memory and CTAs per SM). A probe for kernel work, not a test.
 #include <cuda_runtime.h>
 #ifdef SEZM_PROBE_CUBLAS
@@ -39,7 +39,7 @@
 // variants 0-3 in IEEE fp32 FFMA: 0 the 64-row tile; 1: 128 rows (8 per thread, one CTA per SM);
 // 2: variant 0 with the k loop fully unrolled; 3: 128 rows at two CTAs per SM (N <= 128); on
 // tensor cores: 4 the layers' 3xTF32 tile, 5 one TF32 pass; 6, 7 the warpgroup tile (3xTF32, one
-// pass); 8-12 its SS twin (stack_probe_ss.cuh, A from HBM only). A read from HBM, or
+// pass); 8-13 its SS twin (stack_probe_ss.cuh, A from HBM only). A read from HBM, or
 // (hbm_a false) made in registers: only B and C touch memory. Probe-only: the engine never
 // launches it, so it lives here rather than in cuda/.
 namespace sezm::cuda {
