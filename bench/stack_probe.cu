@@ -101,12 +101,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   wg_tile<N, kPasses, 4, 2, 2>(reinterpret_cast<float*>(smem4), K, Bimg,
                                [&](int r, int k) { return probe_a4<kHbmA>(A, lda, rows, row0 + r, k); },
                                acc);
-  const int r = row0 + wg_row();
-#pragma unroll
-  for (int p = 0; p < N / 16; ++p)
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-      if (r + 8 * h < rows) st4(C + (size_t)(r + 8 * h) * N + wg_quad_col(p), wg_quad(acc, p, h));
+  wg_store_rows(C, N, row0, rows, acc);
 }
 
 template <int N, int kPasses>

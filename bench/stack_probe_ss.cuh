@@ -45,12 +45,7 @@ __global__ void __launch_bounds__(128 * kWG, kWG == 1 ? 2 : 1)
   wgss_tile<N, kM, kS, kAdd, kWG>(
       reinterpret_cast<float*>(smem4), K,
       [&](int r, int k) { return A + (size_t)(row0 + (r < last ? r : last)) * lda + k; }, Bimg, acc);
-  const int r = row0 + wg_row();
-#pragma unroll
-  for (int p = 0; p < N / 16; ++p)
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-      if (r + 8 * h < rows) st4(C + (size_t)(r + 8 * h) * N + wg_quad_col(p), wg_quad(acc, p, h));
+  wg_store_rows(C, N, row0, rows, acc);
 }
 
 // Launches one configuration; returns "[smem KiB, CTAs/SM]" for the probe's line.

@@ -52,6 +52,15 @@ __device__ __forceinline__ void wg_pin(float (&d)[M]) {
 #pragma unroll
   for (int i = 0; i < M; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
+// After the partial's products were committed: wait for them, then add the partial to the
+// accumulators in IEEE fp32 (the tensor cores' own accumulation truncates; wgmma_tile_ss.cuh too).
+template <int M>
+__device__ __forceinline__ void wg_fold_partial(float (&part)[M], float (&acc)[M]) {
+  wg_wait0();
+  wg_pin(part);
+#pragma unroll
+  for (int i = 0; i < M; ++i) acc[i] += part[i];
+}
 // Ordinary (or cp.async) shared-memory writes made visible to the tensor cores' reads.
 __device__ __forceinline__ void wg_fence_async_smem() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -86,6 +95,17 @@ __device__ __forceinline__ int wg_quad_col(int p) { return 16 * p + 4 * (threadI
 template <int M>
 __device__ __forceinline__ float4 wg_quad(const float (&acc)[M], int p, int h) {
   return make_float4(acc[8 * p + 2 * h], acc[8 * p + 2 * h + 1], acc[8 * p + 4 + 2 * h], acc[8 * p + 5 + 2 * h]);
+}
+// This thread's quads of the CTA tile (accumulators acc) into row-major C (row stride ldc),
+// tile row 0 at C row row0, rows >= rows not stored.
+template <int M>
+__device__ __forceinline__ void wg_store_rows(float* C, int ldc, int row0, int rows, const float (&acc)[M]) {
+  const int r = row0 + wg_row();
+#pragma unroll
+  for (int p = 0; p < M / 8; ++p)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      if (r + 8 * h < rows) *reinterpret_cast<float4*>(C + (size_t)(r + 8 * h) * ldc + wg_quad_col(p)) = wg_quad(acc, p, h);
 }
 
 // acc (this thread's N / 2 accumulators) += A B over K (K % (8 kS kB) == 0). `loadA4(row, k)`
@@ -174,10 +194,7 @@ __device__ __forceinline__ void wg_tile(float* sB, int K, const float* __restric
           Wgmma<N>::mma(part, hi, dh, 1);
           if ((s + 1) % kAdd == 0) {
             wg_commit();
-            wg_wait0();
-            wg_pin(part);
-#pragma unroll
-            for (int i = 0; i < N / 2; ++i) acc[i] += part[i];
+            wg_fold_partial(part, acc);
           }
         } else {
           wg_pin(acc);

@@ -135,10 +135,7 @@ __device__ __forceinline__ void wgss_tile(float* smem, int K, APtr aPtr, const f
         }
         wg_commit();
         if (g == 0) background();
-        wg_wait0();
-        wg_pin(part);
-#pragma unroll
-        for (int i = 0; i < N / 2; ++i) acc[i] += part[i];
+        wg_fold_partial(part, acc);
       }
     } else {
       wg_pin(acc);

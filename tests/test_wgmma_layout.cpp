@@ -20,18 +20,7 @@
 
 namespace {
 
-using sezm::cuda::kWgLboBytes;
-using sezm::cuda::kWgSboBytes;
-using sezm::cuda::tf32_rna_host;
-using sezm::cuda::wg_stage_floats;
-using sezm::cuda::wgmma_b_image;
-using sezm::cuda::wgmma_b_image_natural;
-using sezm::cuda::wgmma_col;
-using sezm::cuda::wgss_a_offset;
-using sezm::cuda::wgss_a_stage_floats;
-using sezm::cuda::wgss_a_step_offset;
-using sezm::cuda::wgss_chunk_k;
-using sezm::cuda::wgss_chunk_row;
+using namespace sezm::cuda;  // the layout under test (wgmma_layout.h)
 
 float from_bits(uint32_t u) {
   float f;
