@@ -178,15 +178,16 @@ void CudaEngine::Impl::node_forward(int b, int n0, int n) {
   if (w.has_mn)  // A += MN(A, H) (docs/model.md §5.11)
     launch_grid_cross_forward(d, dw.mw.so3, w.mn, n, Ab, H[b].data() + o * nodeWw, grid_scratch.data(), s);
   launch_per_degree_linear(n, d.L, d.Cw, d.C, Ab, w.post, O[b].data() + o * nodeW, false, false, s);
-  launch_eq_norm_forward(n, d.L, d.C, O[b].data() + o * nodeW, w.post_scale, w.post_bias, w.post_eps,
-                         X1[b].data() + o * nodeW, post_rho[b].data() + o, X[b].data() + o * nodeW, s);
-  launch_eq_norm_forward(n, d.L, d.C, X1[b].data() + o * nodeW, w.pre_scale, w.pre_bias, w.pre_eps,
-                         Xt[b].data() + o * nodeW, pre_rho[b].data() + o, nullptr, s);
-  launch_ffn_forward(d, dw.mw, w, n, Xt[b].data() + o * nodeW, ffn_hidden(b, n0),
-                     ybuf.data() + so * d.D * d.KF * d.H, X[b + 1].data() + o * nodeW, grid_scratch.data(), s);
-  const long nn = static_cast<long>(n) * nodeW;
-  launch_add(nn, X1[b].data() + o * nodeW, X[b + 1].data() + o * nodeW, s);
-  SEZM_LAUNCH("residual");
+  EqNormPairArgs na{};  // X1 = norm_post(O) + X, Xt = norm_pre(X1): one launch
+  na.N = n; na.L = d.L; na.C = d.C; na.O = O[b].data() + o * nodeW; na.X = X[b].data() + o * nodeW;
+  na.post_scale = w.post_scale; na.post_bias = w.post_bias; na.post_eps = w.post_eps;
+  na.pre_scale = w.pre_scale; na.pre_bias = w.pre_bias; na.pre_eps = w.pre_eps;
+  na.X1 = X1[b].data() + o * nodeW; na.post_rho = post_rho[b].data() + o;
+  na.Xt = Xt[b].data() + o * nodeW; na.pre_rho = pre_rho[b].data() + o;
+  launch_eq_norm_pair_forward(na, s);
+  // X[b+1] = FFN(Xt) + X1, the residual added by the FFN's last linear.
+  launch_ffn_forward(d, dw.mw, w, n, Xt[b].data() + o * nodeW, ffn_hidden(b, n0), ybuf.data() + so * d.D * d.KF * d.H,
+                     X[b + 1].data() + o * nodeW, grid_scratch.data(), s, X1[b].data() + o * nodeW);
 }
 
 // Block b's node steps on every centre: at once, or (chunk_geo) batch by batch of the scratch's

@@ -25,9 +25,12 @@ void CudaEngine::Impl::node_backward(int b, int n0, int n) {
   // FFN branch and norms: X1_bar = Y_bar + norm_pre^T(FFN^T(Y_bar)); O_bar = norm_post^T(X1_bar).
   launch_ffn_backward(d, dw.mw, w, n, ffn_hidden(b, n0), X1b, ybuf_n, hbar.data() + so * d.D * 2 * d.KF * d.H, t,
                       grid_scratch.data(), s);
-  launch_eq_norm_backward(n, d.L, d.C, X1[b].data() + o * nodeW, w.pre_scale, pre_rho[b].data() + o, t, X1b, s);
-  SEZM_CUDA(cudaMemsetAsync(t, 0, n * nodeW * sizeof(float), s));
-  launch_eq_norm_backward(n, d.L, d.C, O[b].data() + o * nodeW, w.post_scale, post_rho[b].data() + o, X1b, t, s);
+  EqNormPairBackwardArgs na{};  // X1b += norm_pre^T(t), then t = norm_post^T(X1b): one launch
+  na.N = n; na.L = d.L; na.C = d.C; na.O = O[b].data() + o * nodeW; na.X1 = X1[b].data() + o * nodeW;
+  na.post_scale = w.post_scale; na.pre_scale = w.pre_scale;
+  na.post_rho = post_rho[b].data() + o; na.pre_rho = pre_rho[b].data() + o;
+  na.X1_bar = X1b; na.t = t;
+  launch_eq_norm_pair_backward(na, s);
   launch_per_degree_linear(n, d.L, d.C, d.Cw, t, w.post, Abar, true, false, s);
   OutputGateArgs ga{};
   ga.N = n; ga.gamma = gamma[b].data() + o * d.F; ga.P = P[b].data() + o * nodeWw;

@@ -1,7 +1,7 @@
 // Node-level steps on the device (O(N) work): per-degree linears, equivariant RMS norms, the S2
 // grid FFN (the SO(3)-grid FFN through grid_net.cu), read-out and fitting, forward and backward
-// (CPU twins: engine/norms.h, ffn.h, readout.h, fitting.h). Linears: a thread per output; the FFN
-// grid activation: eight lanes per (node, channel); norms and the read-out: a CTA per node (they
+// (CPU twins: engine/norms.h, ffn.h, readout.h, fitting.h). Linears: node_linear.cu; the FFN
+// grid activation: eight lanes per (node, channel); norms: a warp per node; the read-out: a CTA per node (they
 // also run on one chunk's few hundred destinations at a time).
 #include "node_steps.cuh"
 
@@ -9,32 +9,6 @@
 
 namespace sezm::cuda {
 namespace {
-
-// Y[n, p, o] (+)= sum_i X[n, p, i] W[l(p)][i][o]   (transpose: W[l(p)][o][i])
-__global__ void per_degree_linear_k(int N, int L, int Cin, int Cout, const float* __restrict__ X,
-                                    const float* __restrict__ W, float* Y, int transpose, int accumulate) {
-  __shared__ float xs[16][17], ws[16][17];
-  const int D = (L + 1) * (L + 1);
-  const int p = blockIdx.z, l = degree_of_packed(p);
-  const int n = blockIdx.x * 16 + threadIdx.y, o = blockIdx.y * 16 + threadIdx.x;
-  const float* Wl = W + (size_t)l * Cin * Cout;
-  double acc = 0.0;  // node-level work is small: accumulate in double to keep fp32 error at the storage level
-  for (int k0 = 0; k0 < Cin; k0 += 16) {
-    const int kx = k0 + threadIdx.x, ky = k0 + threadIdx.y;
-    xs[threadIdx.y][threadIdx.x] = (n < N && kx < Cin) ? X[((size_t)n * D + p) * Cin + kx] : 0.0f;
-    const int oo = blockIdx.y * 16 + threadIdx.x;
-    ws[threadIdx.y][threadIdx.x] =
-        (ky < Cin && oo < Cout) ? (transpose ? Wl[(size_t)oo * Cin + ky] : Wl[(size_t)ky * Cout + oo]) : 0.0f;
-    __syncthreads();
-#pragma unroll
-    for (int k = 0; k < 16; ++k) acc += (double)xs[threadIdx.y][k] * ws[k][threadIdx.x];
-    __syncthreads();
-  }
-  if (n < N && o < Cout) {
-    float* y = Y + ((size_t)n * D + p) * Cout + o;
-    *y = accumulate ? (float)(*y + acc) : (float)acc;
-  }
-}
 
 // Sum over the CTA (blockDim.x a multiple of 32, at most 1024), the same for every thread and
 // in a fixed order (repeated runs are bit-identical). `red` holds one double per warp.
@@ -48,70 +22,128 @@ __device__ double cta_total(double v, double* red) {
   return t;
 }
 
-// One CTA per node: the node steps run per chunk of destinations in the last block (engine.cu),
-// where a thread per node would leave the GPU nearly idle for a few hundred nodes.
+// One CTA per node for the read-out: the node steps run per chunk of destinations in the last
+// block (engine.cu), where a thread per node would leave the GPU nearly idle for a few hundred nodes.
 constexpr int kNodeThreads = 128;
 
-// y = EqRMSNorm(x) (+ residual) (docs/model.md §5.2.1).
-__global__ void __launch_bounds__(kNodeThreads) eq_norm_forward_k(int L, int C, const float* __restrict__ X,
-                                                                   const float* __restrict__ scale,
-                                                                   const float* __restrict__ bias, float eps, float* Y,
-                                                                   float* rho_o, const float* __restrict__ residual) {
-  __shared__ double red[kNodeThreads / 32];
-  const int n = blockIdx.x, D = (L + 1) * (L + 1), tid = threadIdx.x;
-  const float* x = X + (size_t)n * D * C;
-  double m = 0.0;
-  for (int c = tid; c < C; c += blockDim.x) m += x[c];
-  const double mean0 = cta_total(m, red) / C;
-  double v = 0.0;  // sum over degrees of the degree's mean square / (L+1)
-  for (int i = tid; i < D * C; i += blockDim.x) {
-    const int p = i / C, l = degree_of_packed(p);
-    const double xt = p == 0 ? x[i] - mean0 : x[i];
-    v += xt * xt / (double)((2 * l + 1) * (L + 1) * C);
+// The norms: a warp per node, four nodes per CTA. They ran one 128-thread CTA per node (a node's
+// 512 values, two or three dependent sums, a few hundred CTAs per chunk); the warp replays those
+// threads as lane + 32 w (w = 0..3) and their CTA total (cta_total: each warp's butterfly, then
+// the warps in order), so every sum and output keeps its bits. Each lane only ever touches the
+// elements i = lane (mod 32), so a lane reads back its own writes (no barrier between the steps).
+constexpr int kVirt = kNodeThreads / 32, kNormWarps = 4;
+
+__device__ __forceinline__ double warp_total(const double (&v)[kVirt]) {
+  double t = 0.0;
+#pragma unroll
+  for (int w = 0; w < kVirt; ++w) t += warp_sum(v[w]);
+  return t;
+}
+
+// y = EqRMSNorm(x) (+ residual) on one node (docs/model.md §5.2.1); x, y, res at the node's rows.
+__device__ void eq_norm_forward_warp(int L, int C, const float* x, const float* scale, const float* bias, float eps,
+                                     float* y, float* rho_o, const float* res) {
+  const int lane = threadIdx.x % 32, D = (L + 1) * (L + 1), DC = D * C;
+  double m[kVirt], v[kVirt];
+#pragma unroll
+  for (int w = 0; w < kVirt; ++w) {
+    m[w] = 0.0;
+    for (int c = lane + 32 * w; c < C; c += kNodeThreads) m[w] += x[c];
   }
-  const double rho = 1.0 / sqrt(cta_total(v, red) + eps);
-  if (tid == 0) rho_o[n] = (float)rho;
-  float* y = Y + (size_t)n * D * C;
-  const float* res = residual ? residual + (size_t)n * D * C : nullptr;
-  for (int i = tid; i < D * C; i += blockDim.x) {
+  const double mean0 = warp_total(m) / C;
+#pragma unroll
+  for (int w = 0; w < kVirt; ++w) {
+    v[w] = 0.0;  // sum over degrees of the degree's mean square / (L+1)
+    for (int i = lane + 32 * w; i < DC; i += kNodeThreads) {
+      const int p = i / C, l = degree_of_packed(p);
+      const double xt = p == 0 ? x[i] - mean0 : x[i];
+      v[w] += xt * xt / (double)((2 * l + 1) * (L + 1) * C);
+    }
+  }
+  const double rho = 1.0 / sqrt(warp_total(v) + eps);
+  if (lane == 0) *rho_o = (float)rho;
+  for (int i = lane; i < DC; i += 32) {
     const int p = i / C, c = i % C, l = degree_of_packed(p);
     const double xt = p == 0 ? x[i] - mean0 : x[i];
     y[i] = (float)(xt * rho * scale[l * C + c] + (p == 0 ? bias[c] : 0.0f) + (res ? res[i] : 0.0f));
   }
 }
 
-// X_bar += dEqRMSNorm^T Y_bar (docs/model.md §7.6).
-__global__ void __launch_bounds__(kNodeThreads) eq_norm_backward_k(int L, int C, const float* __restrict__ X,
-                                                                    const float* __restrict__ scale,
-                                                                    const float* __restrict__ rho_i,
-                                                                    const float* __restrict__ Y_bar, float* X_bar) {
-  __shared__ double red[kNodeThreads / 32];
-  const int n = blockIdx.x, D = (L + 1) * (L + 1), tid = threadIdx.x;
-  const float* x = X + (size_t)n * D * C;
-  const float* yb = Y_bar + (size_t)n * D * C;
-  float* xb = X_bar + (size_t)n * D * C;
-  const double rho = rho_i[n];
-  double m = 0.0;
-  for (int c = tid; c < C; c += blockDim.x) m += x[c];
-  const double mean0 = cta_total(m, red) / C;
-  double sg = 0.0;
-  for (int i = tid; i < D * C; i += blockDim.x) {
-    const int p = i / C, l = degree_of_packed(p);
-    const double xt = p == 0 ? x[i] - mean0 : x[i];
-    sg += yb[i] * scale[l * C + i % C] * xt * rho;
+// xb += dEqRMSNorm^T yb on one node (docs/model.md §7.6).
+__device__ void eq_norm_backward_warp(int L, int C, const float* x, const float* scale, double rho, const float* yb,
+                                      float* xb) {
+  const int lane = threadIdx.x % 32, D = (L + 1) * (L + 1), DC = D * C;
+  double m[kVirt], sg[kVirt], r0[kVirt];
+#pragma unroll
+  for (int w = 0; w < kVirt; ++w) {
+    m[w] = 0.0;
+    for (int c = lane + 32 * w; c < C; c += kNodeThreads) m[w] += x[c];
   }
-  const double sigma = cta_total(sg, red);
-  double r0 = 0.0;
-  for (int i = tid; i < D * C; i += blockDim.x) {
-    const int p = i / C, l = degree_of_packed(p);
-    const double beta = 1.0 / (double)((2 * l + 1) * (L + 1) * C);
-    const double xt = p == 0 ? x[i] - mean0 : x[i];
-    const double g = rho * (yb[i] * scale[l * C + i % C] - beta * xt * rho * sigma);
-    if (p == 0) r0 += g;
-    xb[i] += (float)g;
+  const double mean0 = warp_total(m) / C;
+#pragma unroll
+  for (int w = 0; w < kVirt; ++w) {
+    sg[w] = 0.0;
+    for (int i = lane + 32 * w; i < DC; i += kNodeThreads) {
+      const int p = i / C, l = degree_of_packed(p);
+      const double xt = p == 0 ? x[i] - mean0 : x[i];
+      sg[w] += yb[i] * scale[l * C + i % C] * xt * rho;
+    }
   }
-  const double row0 = cta_total(r0, red) / C;  // its barriers also order the writes above
-  for (int c = tid; c < C; c += blockDim.x) xb[c] -= (float)row0;
+  const double sigma = warp_total(sg);
+#pragma unroll
+  for (int w = 0; w < kVirt; ++w) {
+    r0[w] = 0.0;
+    for (int i = lane + 32 * w; i < DC; i += kNodeThreads) {
+      const int p = i / C, l = degree_of_packed(p);
+      const double beta = 1.0 / (double)((2 * l + 1) * (L + 1) * C);
+      const double xt = p == 0 ? x[i] - mean0 : x[i];
+      const double g = rho * (yb[i] * scale[l * C + i % C] - beta * xt * rho * sigma);
+      if (p == 0) r0[w] += g;
+      xb[i] += (float)g;
+    }
+  }
+  const double row0 = warp_total(r0) / C;
+  for (int c = lane; c < C; c += 32) xb[c] -= (float)row0;
+}
+
+__global__ void __launch_bounds__(32 * kNormWarps) eq_norm_forward_k(int N, int L, int C, const float* X,
+                                                                      const float* scale, const float* bias, float eps,
+                                                                      float* Y, float* rho, const float* residual) {
+  const int n = blockIdx.x * kNormWarps + threadIdx.x / 32;
+  if (n >= N) return;  // whole warps leave
+  const size_t o = (size_t)n * (L + 1) * (L + 1) * C;
+  eq_norm_forward_warp(L, C, X + o, scale, bias, eps, Y + o, rho + n, residual ? residual + o : nullptr);
+}
+
+__global__ void __launch_bounds__(32 * kNormWarps) eq_norm_backward_k(int N, int L, int C, const float* X,
+                                                                       const float* scale, const float* rho,
+                                                                       const float* Y_bar, float* X_bar) {
+  const int n = blockIdx.x * kNormWarps + threadIdx.x / 32;
+  if (n >= N) return;
+  const size_t o = (size_t)n * (L + 1) * (L + 1) * C;
+  eq_norm_backward_warp(L, C, X + o, scale, rho[n], Y_bar + o, X_bar + o);
+}
+
+// The block's two norms in one pass: X1 = norm_post(O) + X, Xt = norm_pre(X1) (the second reads
+// the lane's own fresh X1 writes).
+__global__ void __launch_bounds__(32 * kNormWarps) eq_norm_pair_forward_k(EqNormPairArgs a) {
+  const int n = blockIdx.x * kNormWarps + threadIdx.x / 32;
+  if (n >= a.N) return;
+  const size_t o = (size_t)n * (a.L + 1) * (a.L + 1) * a.C;
+  eq_norm_forward_warp(a.L, a.C, a.O + o, a.post_scale, a.post_bias, a.post_eps, a.X1 + o, a.post_rho + n, a.X + o);
+  eq_norm_forward_warp(a.L, a.C, a.X1 + o, a.pre_scale, a.pre_bias, a.pre_eps, a.Xt + o, a.pre_rho + n, nullptr);
+}
+
+// Their backward: X1_bar += norm_pre^T(t), then t = norm_post^T(X1_bar) (t zeroed first, as the
+// separate launches' memset did: the same bits).
+__global__ void __launch_bounds__(32 * kNormWarps) eq_norm_pair_backward_k(EqNormPairBackwardArgs a) {
+  const int n = blockIdx.x * kNormWarps + threadIdx.x / 32;
+  if (n >= a.N) return;
+  const int DC = (a.L + 1) * (a.L + 1) * a.C;
+  const size_t o = (size_t)n * DC;
+  eq_norm_backward_warp(a.L, a.C, a.X1 + o, a.pre_scale, a.pre_rho[n], a.t + o, a.X1_bar + o);
+  for (int i = threadIdx.x % 32; i < DC; i += 32) a.t[o + i] = 0.0f;
+  eq_norm_backward_warp(a.L, a.C, a.O + o, a.post_scale, a.post_rho[n], a.X1_bar + o, a.t + o);
 }
 
 // FFN grid activation per (node, hidden channel): y = kappa * P((T a)(T b)) + [l=0] silu(a0) b0.
@@ -397,33 +429,36 @@ __global__ void __launch_bounds__(kNodeThreads) readout_fitting_backward_k(
 
 }  // namespace
 
-void launch_per_degree_linear(int N, int L, int Cin, int Cout, const float* X, const float* W, float* Y,
-                              bool transpose, bool accumulate, cudaStream_t s) {
-  if (N == 0) return;
-  const dim3 grid(div_up(N, 16), div_up(Cout, 16), (L + 1) * (L + 1)), block(16, 16);
-  per_degree_linear_k<<<grid, block, 0, s>>>(N, L, Cin, Cout, X, W, Y, transpose ? 1 : 0, accumulate ? 1 : 0);
-  SEZM_LAUNCH("per_degree_linear");
-}
 void launch_eq_norm_forward(int N, int L, int C, const float* X, const float* scale, const float* bias, float eps,
                             float* Y, float* rho, const float* residual, cudaStream_t s) {
   if (N == 0) return;
-  eq_norm_forward_k<<<N, kNodeThreads, 0, s>>>(L, C, X, scale, bias, eps, Y, rho, residual);
+  eq_norm_forward_k<<<div_up(N, kNormWarps), 32 * kNormWarps, 0, s>>>(N, L, C, X, scale, bias, eps, Y, rho, residual);
   SEZM_LAUNCH("eq_norm_forward");
 }
 void launch_eq_norm_backward(int N, int L, int C, const float* X, const float* scale, const float* rho,
                              const float* Y_bar, float* X_bar, cudaStream_t s) {
   if (N == 0) return;
-  eq_norm_backward_k<<<N, kNodeThreads, 0, s>>>(L, C, X, scale, rho, Y_bar, X_bar);
+  eq_norm_backward_k<<<div_up(N, kNormWarps), 32 * kNormWarps, 0, s>>>(N, L, C, X, scale, rho, Y_bar, X_bar);
   SEZM_LAUNCH("eq_norm_backward");
 }
+void launch_eq_norm_pair_forward(const EqNormPairArgs& a, cudaStream_t s) {
+  if (a.N == 0) return;
+  eq_norm_pair_forward_k<<<div_up(a.N, kNormWarps), 32 * kNormWarps, 0, s>>>(a);
+  SEZM_LAUNCH("eq_norm_pair_forward");
+}
+void launch_eq_norm_pair_backward(const EqNormPairBackwardArgs& a, cudaStream_t s) {
+  if (a.N == 0) return;
+  eq_norm_pair_backward_k<<<div_up(a.N, kNormWarps), 32 * kNormWarps, 0, s>>>(a);
+  SEZM_LAUNCH("eq_norm_pair_backward");
+}
 void launch_ffn_forward(const Dims& d, const ModelWDev& mw, const BlockWDev& w, int N, const float* Xt, float* hbuf,
-                        float* ybuf, float* out, float* grid_scratch, cudaStream_t s) {
+                        float* ybuf, float* out, float* grid_scratch, cudaStream_t s, const float* residual) {
   if (N == 0) return;
   if (w.ffn_so3) {  // docs/model.md §5.12
     const int KH = d.KF * d.H;
     launch_per_degree_linear(N, d.L, d.C, 2 * KH, Xt, w.ffn_w1, hbuf, false, false, s);
     launch_grid_self_forward(d, mw.so3, w.ffn_grid, N, hbuf, ybuf, grid_scratch, s);
-    launch_per_degree_linear(N, d.L, KH, d.C, ybuf, w.ffn_w2, out, false, false, s);
+    launch_per_degree_linear(N, d.L, KH, d.C, ybuf, w.ffn_w2, out, false, false, s, residual);
     return;
   }
   launch_per_degree_linear(N, d.L, d.C, 2 * d.H, Xt, w.ffn_w1, hbuf, false, false, s);
@@ -431,7 +466,7 @@ void launch_ffn_forward(const Dims& d, const ModelWDev& mw, const BlockWDev& w, 
   ffn_act_forward_k<<<div_up((long)N * d.H * kSlices, kActThreads), kActThreads, 0, s>>>(d, mw, w.ffn_sg, N, hbuf,
                                                                                           ybuf);
   SEZM_LAUNCH("ffn_act_forward");
-  launch_per_degree_linear(N, d.L, d.H, d.C, ybuf, w.ffn_w2, out, false, false, s);
+  launch_per_degree_linear(N, d.L, d.H, d.C, ybuf, w.ffn_w2, out, false, false, s, residual);
 }
 void launch_ffn_backward(const Dims& d, const ModelWDev& mw, const BlockWDev& w, int N, const float* hbuf,
                          const float* out_bar, float* ybar_buf, float* hbar_buf, float* Xt_bar, float* grid_scratch,

@@ -7,18 +7,37 @@
 
 namespace sezm::cuda {
 
-// Per-degree linear: Y[n, p, :] (+)= X[n, p, :] W[l(p)] (W: (L+1, Cin, Cout), or its transpose).
+// Per-degree linear (node_linear.cu): Y[n, p, :] (+)= X[n, p, :] W[l(p)] (W: (L+1, Cin, Cout), or its
+// transpose); with residual, Y = that + residual (rounded to fp32 first, as a separate add would).
 void launch_per_degree_linear(int N, int L, int Cin, int Cout, const float* X, const float* W, float* Y,
-                              bool transpose, bool accumulate, cudaStream_t s);
+                              bool transpose, bool accumulate, cudaStream_t s, const float* residual = nullptr);
 // Y = EqRMSNorm(X) (+ residual), rho (N) kept for the backward; X_bar += its transpose of Y_bar.
 void launch_eq_norm_forward(int N, int L, int C, const float* X, const float* scale, const float* bias, float eps,
                             float* Y, float* rho, const float* residual, cudaStream_t s);
 void launch_eq_norm_backward(int N, int L, int C, const float* X, const float* scale, const float* rho,
                              const float* Y_bar, float* X_bar, cudaStream_t s);
+// The block's two norms at once (bit-identical to the two launches above): X1 = norm_post(O) + X,
+// Xt = norm_pre(X1); backward X1_bar += norm_pre^T(t), then t = norm_post^T(X1_bar) (t: Xt_bar in,
+// O_bar out). Arrays at the first node, (N, D, C) rows; rho (N).
+struct EqNormPairArgs {
+  int N, L, C;
+  const float *O, *X;
+  const float *post_scale, *post_bias, *pre_scale, *pre_bias;
+  float post_eps, pre_eps;
+  float *X1, *post_rho, *Xt, *pre_rho;
+};
+struct EqNormPairBackwardArgs {
+  int N, L, C;
+  const float *O, *X1, *post_scale, *pre_scale, *post_rho, *pre_rho;
+  float *X1_bar, *t;
+};
+void launch_eq_norm_pair_forward(const EqNormPairArgs& a, cudaStream_t s);
+void launch_eq_norm_pair_backward(const EqNormPairBackwardArgs& a, cudaStream_t s);
 // Block FFN: out = W2 grid-act(W1 Xt), on the S2 grid or (ffn_so3_grid) the SO(3) grid
 // (grid_net.cu, through grid_scratch); hbuf (N, D, 2 KF H) kept for the backward, ybuf scratch.
+// With residual, out = that + residual (the block's X1: no separate add).
 void launch_ffn_forward(const Dims& d, const ModelWDev& mw, const BlockWDev& w, int N, const float* Xt, float* hbuf,
-                        float* ybuf, float* out, float* grid_scratch, cudaStream_t s);
+                        float* ybuf, float* out, float* grid_scratch, cudaStream_t s, const float* residual = nullptr);
 void launch_ffn_backward(const Dims& d, const ModelWDev& mw, const BlockWDev& w, int N, const float* hbuf,
                          const float* out_bar, float* ybar_buf, float* hbar_buf, float* Xt_bar, float* grid_scratch,
                          cudaStream_t s);

@@ -1,0 +1,231 @@
+// The per-degree linear of the node steps (docs/model.md §4, "SO3Linear"; CPU twin: the per-degree
+// products in engine/norms.h's callers, ffn.h and interaction_block.h):
+//   Y[n, p, o] (+)= sum_i X[n, p, i] W[l(p)][i][o]   (transpose: W[l(p)][o][i]),
+// products of fp32 values accumulated in double over i = 0, 1, ... in that order (the node-level
+// sums stay double), so every output has the bits of the one-thread-per-output kernel it replaced.
+//
+// Why tiled: the old kernel (16 x 16 outputs per CTA, one per thread) converted both operands of
+// every product to double (the conversion unit, 16 per clock per SM, was its limit) and launched
+// ~9k CTAs of tiny work per call; per chunk of ~200 destinations it was launch- and latency-bound
+// (130 launches, 2.6 ms per 4,096-atom call). Here a CTA takes TN nodes x every row p x 32
+// output columns; each thread a 4 nodes x 4 columns register tile of one row p, so 4 shared
+// loads of double pairs feed 16 DFMA. The k tile (16 inputs) is converted to double once, when it
+// is written to shared memory, and the next k tile's global loads are in flight (in registers)
+// while the current one is multiplied.
+#include <algorithm>
+#include <cstdint>
+
+#include "node_steps.cuh"
+
+namespace sezm::cuda {
+namespace {
+
+constexpr int kTC = 32;        // output columns per CTA
+constexpr int kCG = kTC / 4;   // column quads per CTA
+constexpr int kKT = 16;        // inputs per k tile
+constexpr int kTCp = kTC + 2;  // padded W tile row (doubles): conflict-light transposed stores, 16-byte pairs
+constexpr int kX4 = 2;         // X tile quads per thread: TN D kKT / 4 / (D NG kCG) = 16 NG D / (8 NG D)
+constexpr int kW4 = 4;         // at most this many W tile quads per thread (checked by the launcher)
+
+struct LinArgs {
+  int N, L, D, Cin, Cout, NG;  // NG node quads per CTA: TN = 4 NG nodes
+  const float* X;
+  const float* W;
+  float* Y;
+  const float* R;  // residual added in fp32 after the rounding (launch_add's bits), or null
+  int transpose, accumulate;
+};
+
+// blockDim.x = D NG kCG: thread (p, ng, cg) owns nodes 4 ng .. 4 ng + 3 and columns 4 cg .. 4 cg + 3
+// of row p. Shared memory (doubles): xs (D, kKT, TNp), TNp = TN + 2 (16-byte pairs, fewer bank
+// conflicts on the transposing stores), then ws (L + 1, kKT, kTCp). Global loads are 16-byte
+// quads (the launcher checks Cin, Cout % 4 and the bases' alignment); each thread's quads and
+// their places in the tiles are fixed over the k loop, so their offsets are computed once.
+template <bool kTrans>
+__global__ void __launch_bounds__(512) per_degree_linear_tiled_k(LinArgs a) {
+  extern __shared__ __align__(16) double lsm[];
+  const int D = a.D, TN = 4 * a.NG, TNp = TN + 2, Cin = a.Cin, Cout = a.Cout;
+  double* xs = lsm;
+  double* ws = lsm + (size_t)D * kKT * TNp;
+  const int tid = threadIdx.x, nt = blockDim.x;
+  const int cg = tid % kCG, ng = (tid / kCG) % a.NG, p = tid / (kCG * a.NG), l = degree_of_packed(p);
+  const int n0 = blockIdx.x * TN, o0 = blockIdx.y * kTC;
+  // X quads: t = tid + j nt < 16 NG D = 2 nt; quad q of row (node i, p') of the tile.
+  long xg[kX4];  // global float offset at k0 = 0, or -1 (a node past N: zeros)
+  int xsi[kX4];  // shared index of its first double (then + TNp per k)
+#pragma unroll
+  for (int j = 0; j < kX4; ++j) {
+    const int t = tid + j * nt, q = t % 4, r = t / 4, pp = r % D, i = r / D;
+    xg[j] = n0 + i < a.N ? ((long)(n0 + i) * D + pp) * Cin + 4 * q : -1;
+    xsi[j] = (pp * kKT + 4 * q) * TNp + i;
+  }
+  // W quads: (L + 1) kKT kTC / 4 of them; transposed, quad q of row (l', o) holds 4 k; else
+  // quad q of row (l', k) holds 4 o.
+  const int nw = (a.L + 1) * kKT * kTC / 4;
+  int wg[kW4];  // global float offset at k0 = 0 (weights are small), or -1 (outside the tile or o >= Cout)
+  int wsi[kW4];
+#pragma unroll
+  for (int j = 0; j < kW4; ++j) {
+    const int t = tid + j * nt;
+    wg[j] = -1;
+    wsi[j] = 0;
+    if (t >= nw) continue;
+    if (kTrans) {
+      const int q = t % 4, r = t / 4, oo = r % kTC, ll = r / kTC, o = o0 + oo;
+      if (o < Cout) wg[j] = (ll * Cout + o) * Cin + 4 * q;
+      wsi[j] = (ll * kKT + 4 * q) * kTCp + oo;
+    } else {
+      const int q = t % kCG, r = t / kCG, kk = r % kKT, ll = r / kKT, o = o0 + 4 * q;
+      if (o < Cout) wg[j] = (ll * Cin + kk) * Cout + o;
+      wsi[j] = (ll * kKT + kk) * kTCp + 4 * q;
+    }
+  }
+  const float4 zero4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  float4 xr[kX4], wr[kW4];
+  // The k tile at k0 (Cin % 4 == 0: a quad is wholly inside or outside).
+  auto load = [&](int k0) __attribute__((always_inline)) {
+#pragma unroll
+    for (int j = 0; j < kX4; ++j) {
+      const int k = k0 + 4 * ((tid + j * nt) % 4);
+      xr[j] = xg[j] >= 0 && k < Cin ? *reinterpret_cast<const float4*>(a.X + xg[j] + k0) : zero4;
+    }
+#pragma unroll
+    for (int j = 0; j < kW4; ++j) {
+      bool in;
+      int off;
+      if (kTrans) {
+        in = k0 + 4 * ((tid + j * nt) % 4) < Cin;
+        off = wg[j] + k0;
+      } else {
+        in = k0 + ((tid + j * nt) / kCG) % kKT < Cin;
+        off = wg[j] + k0 * Cout;
+      }
+      wr[j] = wg[j] >= 0 && in ? *reinterpret_cast<const float4*>(a.W + off) : zero4;
+    }
+  };
+  // Registers -> shared memory, converted to double once.
+  auto store = [&]() __attribute__((always_inline)) {
+#pragma unroll
+    for (int j = 0; j < kX4; ++j) {
+      double* x = xs + xsi[j];
+      x[0] = xr[j].x;
+      x[TNp] = xr[j].y;
+      x[2 * TNp] = xr[j].z;
+      x[3 * TNp] = xr[j].w;
+    }
+#pragma unroll
+    for (int j = 0; j < kW4; ++j) {
+      if (tid + j * nt >= nw) continue;
+      double* w = ws + wsi[j];
+      if (kTrans) {
+        w[0] = wr[j].x;
+        w[kTCp] = wr[j].y;
+        w[2 * kTCp] = wr[j].z;
+        w[3 * kTCp] = wr[j].w;
+      } else {
+        reinterpret_cast<double2*>(w)[0] = make_double2(wr[j].x, wr[j].y);
+        reinterpret_cast<double2*>(w)[1] = make_double2(wr[j].z, wr[j].w);
+      }
+    }
+  };
+  double acc[4][4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) acc[i][j] = 0.0;
+  const double* xp = xs + (size_t)p * kKT * TNp + 4 * ng;
+  const double* wp = ws + (size_t)l * kKT * kTCp + 4 * cg;
+  load(0);
+  for (int k0 = 0; k0 < Cin; k0 += kKT) {
+    store();
+    __syncthreads();
+    if (k0 + kKT < Cin) load(k0 + kKT);  // in flight during the products below
+#pragma unroll 4
+    for (int kk = 0; kk < kKT; ++kk) {
+      const double2 x01 = *reinterpret_cast<const double2*>(xp + kk * TNp);
+      const double2 x23 = *reinterpret_cast<const double2*>(xp + kk * TNp + 2);
+      const double2 w01 = *reinterpret_cast<const double2*>(wp + kk * kTCp);
+      const double2 w23 = *reinterpret_cast<const double2*>(wp + kk * kTCp + 2);
+      const double xv[4] = {x01.x, x01.y, x23.x, x23.y}, wv[4] = {w01.x, w01.y, w23.x, w23.y};
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = fma(xv[i], wv[j], acc[i][j]);
+    }
+    __syncthreads();  // the next store overwrites the tiles
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int n = n0 + 4 * ng + i;
+    if (n >= a.N) continue;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int o = o0 + 4 * cg + j;
+      if (o >= Cout) continue;
+      const size_t idx = ((size_t)n * D + p) * Cout + o;
+      float v = a.accumulate ? (float)(a.Y[idx] + acc[i][j]) : (float)acc[i][j];
+      if (a.R) v += a.R[idx];
+      a.Y[idx] = v;
+    }
+  }
+}
+
+// Generic path (shapes the tile does not cover: Cin or Cout not a multiple of 4, unaligned bases, D > 64, a W tile over kW4 quads per thread):
+// a thread per output, the same sums in the same order.
+__global__ void per_degree_linear_k(LinArgs a) {
+  __shared__ float xs[16][17], ws[16][17];
+  const int D = a.D, Cin = a.Cin, Cout = a.Cout;
+  const int p = blockIdx.z, l = degree_of_packed(p);
+  const int n = blockIdx.x * 16 + threadIdx.y, o = blockIdx.y * 16 + threadIdx.x;
+  const float* Wl = a.W + (size_t)l * Cin * Cout;
+  double acc = 0.0;
+  for (int k0 = 0; k0 < Cin; k0 += 16) {
+    const int kx = k0 + threadIdx.x, ky = k0 + threadIdx.y;
+    xs[threadIdx.y][threadIdx.x] = (n < a.N && kx < Cin) ? a.X[((size_t)n * D + p) * Cin + kx] : 0.0f;
+    ws[threadIdx.y][threadIdx.x] =
+        (ky < Cin && o < Cout) ? (a.transpose ? Wl[(size_t)o * Cin + ky] : Wl[(size_t)ky * Cout + o]) : 0.0f;
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < 16; ++k) acc += (double)xs[threadIdx.y][k] * ws[k][threadIdx.x];
+    __syncthreads();
+  }
+  if (n < a.N && o < Cout) {
+    const size_t idx = ((size_t)n * D + p) * Cout + o;
+    float v = a.accumulate ? (float)(a.Y[idx] + acc) : (float)acc;
+    if (a.R) v += a.R[idx];
+    a.Y[idx] = v;
+  }
+}
+
+}  // namespace
+
+void launch_per_degree_linear(int N, int L, int Cin, int Cout, const float* X, const float* W, float* Y,
+                              bool transpose, bool accumulate, cudaStream_t s, const float* residual) {
+  if (N == 0 || Cout == 0) return;
+  const int D = (L + 1) * (L + 1);
+  LinArgs a{N, L, D, Cin, Cout, 1, X, W, Y, residual, transpose ? 1 : 0, accumulate ? 1 : 0};
+  // About 256 threads: D = 16 (L = 3) takes 8 nodes per CTA, D = 9 twelve, D = 4 thirty-two.
+  a.NG = std::max(1, 256 / (D * kCG));
+  const int nt = D * a.NG * kCG;
+  const bool quads = Cin % 4 == 0 && Cout % 4 == 0 &&
+                     ((reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) & 15) == 0;
+  const bool tiled = quads && D <= 64 && (L + 1) * kKT * kTC / 4 <= kW4 * nt;
+  if (!tiled) {
+    const dim3 grid(div_up(N, 16), div_up(Cout, 16), D), block(16, 16);
+    per_degree_linear_k<<<grid, block, 0, s>>>(a);
+    SEZM_LAUNCH("per_degree_linear");
+    return;
+  }
+  const size_t bytes = ((size_t)D * kKT * (4 * a.NG + 2) + (size_t)(L + 1) * kKT * kTCp) * sizeof(double);
+  const void* fn = transpose ? (const void*)per_degree_linear_tiled_k<true> : (const void*)per_degree_linear_tiled_k<false>;
+  if (bytes > 48 * 1024)  // L >= 5 only (L = 3: 37 KiB)
+    SEZM_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+  const dim3 grid(div_up(N, 4 * a.NG), div_up(Cout, kTC));
+  if (transpose)
+    per_degree_linear_tiled_k<true><<<grid, nt, bytes, s>>>(a);
+  else
+    per_degree_linear_tiled_k<false><<<grid, nt, bytes, s>>>(a);
+  SEZM_LAUNCH("per_degree_linear");
+}
+
+}  // namespace sezm::cuda
