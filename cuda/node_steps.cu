@@ -152,7 +152,12 @@ __global__ void __launch_bounds__(32 * kNormWarps) eq_norm_pair_backward_k(EqNor
 // (every lane ends with the same bits: each step adds the same two values). The last block runs
 // these per chunk of ~200 destinations (engine.cu), where one thread per (node, channel) filled a
 // tenth of one wave and waited on its serial sums (docs/performance.md, per-kernel table).
-constexpr int kSlices = 8, kMaxGrid = 64, kPerSlice = kMaxGrid / kSlices;
+// The lane's column of h (and of y_bar) is read once into registers (D known at compile time:
+// the S2 grid exists for L <= 3 only, lebedev.cpp), and the grid matrices T and P are staged per
+// CTA in shared memory (in double for the forward, which converted both operands of every product
+// at the conversion unit's 16 per clock per SM before); the sums, their order and bits are the
+// same as when every operand came from global memory.
+constexpr int kSlices = 8, kMaxGrid = 40, kPerSlice = kMaxGrid / kSlices;  // Lebedev 9: 38 points
 constexpr int kActThreads = 256;
 
 template <class T>
@@ -178,12 +183,31 @@ struct ActLane {
   }
 };
 
+// T (G, D) and P (D, G) into shared memory as TS.
+template <class TS, int kD>
+__device__ __forceinline__ void stage_grid(const ModelWDev& mw, TS* sT, TS* sP) {
+  for (int i = threadIdx.x; i < mw.G * kD; i += blockDim.x) {
+    sT[i] = mw.gridT[i];
+    sP[i] = mw.gridP[i];
+  }
+  __syncthreads();
+}
+
+template <int kD>
 __global__ void __launch_bounds__(kActThreads) ffn_act_forward_k(Dims d, ModelWDev mw, const float* __restrict__ sg,
                                                                  int N, const float* __restrict__ h, float* y) {
-  const int H = d.H, D = d.D, G = mw.G;
+  __shared__ double sT[kMaxGrid * kD], sP[kD * kMaxGrid];
+  stage_grid<double, kD>(mw, sT, sP);
+  const int H = d.H, G = mw.G;
   const ActLane ln(N, H);
   const int c = ln.c, n = ln.n;
-  const float* hn = h + (size_t)n * D * 2 * H;
+  const float* hn = h + (size_t)n * kD * 2 * H;
+  double ha[kD], hb[kD];
+#pragma unroll
+  for (int p = 0; p < kD; ++p) {
+    ha[p] = hn[p * 2 * H + c];
+    hb[p] = hn[p * 2 * H + H + c];
+  }
   double prod[kPerSlice];
 #pragma unroll
   for (int k = 0; k < kPerSlice; ++k) {
@@ -191,37 +215,49 @@ __global__ void __launch_bounds__(kActThreads) ffn_act_forward_k(Dims d, ModelWD
     prod[k] = 0.0;
     if (g >= G) continue;
     double a = 0.0, b = 0.0;
-    for (int p = 0; p < D; ++p) {
-      a += (double)mw.gridT[g * D + p] * hn[p * 2 * H + c];
-      b += (double)mw.gridT[g * D + p] * hn[p * 2 * H + H + c];
+#pragma unroll
+    for (int p = 0; p < kD; ++p) {
+      a += sT[g * kD + p] * ha[p];
+      b += sT[g * kD + p] * hb[p];
     }
     prod[k] = a * b;
   }
   double t = 0.0;
   for (int i = ln.s; i < H; i += kSlices) t += (double)hn[i] * sg[i * H + c] + (double)hn[H + i] * sg[(H + i) * H + c];
   const double kap = 1.0 / (1.0 + exp(-slice_sum(t)));
-  for (int p = 0; p < D; ++p) {
+#pragma unroll
+  for (int p = 0; p < kD; ++p) {
     double q = 0.0;
 #pragma unroll
     for (int k = 0; k < kPerSlice; ++k) {
       const int g = ln.s + kSlices * k;
-      if (g < G) q += mw.gridP[p * G + g] * prod[k];
+      if (g < G) q += sP[p * G + g] * prod[k];
     }
     q = slice_sum(q);
     if (ln.live && p % kSlices == ln.s)
-      y[((size_t)n * D + p) * H + c] = (float)(kap * q + (p == 0 ? siluf_(hn[c]) * hn[H + c] : 0.0f));
+      y[((size_t)n * kD + p) * H + c] = (float)(kap * q + (p == 0 ? siluf_(hn[c]) * hn[H + c] : 0.0f));
   }
 }
 
+template <int kD>
 __global__ void __launch_bounds__(kActThreads) ffn_act_backward_k(Dims d, ModelWDev mw, const float* __restrict__ sg,
                                                                   int N, const float* __restrict__ h,
                                                                   const float* __restrict__ ybar, float* hbar,
                                                                   float* tbar) {
-  const int H = d.H, D = d.D, G = mw.G;
+  __shared__ float sT[kMaxGrid * kD], sP[kD * kMaxGrid];
+  stage_grid<float, kD>(mw, sT, sP);
+  const int H = d.H, G = mw.G;
   const ActLane ln(N, H);
   const int c = ln.c, n = ln.n;
-  const float* hn = h + (size_t)n * D * 2 * H;
-  const float* yb = ybar + (size_t)n * D * H;
+  const float* hn = h + (size_t)n * kD * 2 * H;
+  const float* yb = ybar + (size_t)n * kD * H;
+  float ha[kD], hb[kD], yv[kD];
+#pragma unroll
+  for (int p = 0; p < kD; ++p) {
+    ha[p] = hn[p * 2 * H + c];
+    hb[p] = hn[p * 2 * H + H + c];
+    yv[p] = yb[p * H + c];
+  }
   float ah[kPerSlice], bh[kPerSlice], wy[kPerSlice];  // wy[k] = sum_p P[p, g] ybar[p]
 #pragma unroll
   for (int k = 0; k < kPerSlice; ++k) {
@@ -229,10 +265,11 @@ __global__ void __launch_bounds__(kActThreads) ffn_act_backward_k(Dims d, ModelW
     ah[k] = bh[k] = wy[k] = 0.0f;
     if (g >= G) continue;
     float a = 0.0f, b = 0.0f, w = 0.0f;
-    for (int p = 0; p < D; ++p) {
-      a += mw.gridT[g * D + p] * hn[p * 2 * H + c];
-      b += mw.gridT[g * D + p] * hn[p * 2 * H + H + c];
-      w += mw.gridP[p * G + g] * yb[p * H + c];
+#pragma unroll
+    for (int p = 0; p < kD; ++p) {
+      a += sT[g * kD + p] * ha[p];
+      b += sT[g * kD + p] * hb[p];
+      w += sP[p * G + g] * yv[p];
     }
     ah[k] = a;
     bh[k] = b;
@@ -247,26 +284,27 @@ __global__ void __launch_bounds__(kActThreads) ffn_act_backward_k(Dims d, ModelW
   for (int k = 0; k < kPerSlice; ++k) kb += ah[k] * bh[k] * wy[k];
   kb = slice_sum(kb);
   if (ln.live && ln.s == 0) tbar[(size_t)n * H + c] = kb * kap * (1.0f - kap);
-  float* hb = hbar + (size_t)n * D * 2 * H;
-  for (int p = 0; p < D; ++p) {
+  float* hbn = hbar + (size_t)n * kD * 2 * H;
+#pragma unroll
+  for (int p = 0; p < kD; ++p) {
     float a = 0.0f, b = 0.0f;
 #pragma unroll
     for (int k = 0; k < kPerSlice; ++k) {
       const int g = ln.s + kSlices * k;
       if (g >= G) continue;
-      const float tp = mw.gridT[g * D + p] * kap * wy[k];
+      const float tp = sT[g * kD + p] * kap * wy[k];
       a += tp * bh[k];
       b += tp * ah[k];
     }
     a = slice_sum(a);
     b = slice_sum(b);
     if (p == 0) {
-      a += yb[c] * hn[H + c] * silu_gradf_(hn[c]);
-      b += yb[c] * siluf_(hn[c]);
+      a += yv[0] * hb[0] * silu_gradf_(ha[0]);
+      b += yv[0] * siluf_(ha[0]);
     }
     if (ln.live && p % kSlices == ln.s) {
-      hb[p * 2 * H + c] = a;
-      hb[p * 2 * H + H + c] = b;
+      hbn[p * 2 * H + c] = a;
+      hbn[p * 2 * H + H + c] = b;
     }
   }
 }
@@ -462,9 +500,15 @@ void launch_ffn_forward(const Dims& d, const ModelWDev& mw, const BlockWDev& w, 
     return;
   }
   launch_per_degree_linear(N, d.L, d.C, 2 * d.H, Xt, w.ffn_w1, hbuf, false, false, s);
-  if (mw.G > kMaxGrid) throw Error("device cuda: the FFN's S2 grid has more than 64 points");
-  ffn_act_forward_k<<<div_up((long)N * d.H * kSlices, kActThreads), kActThreads, 0, s>>>(d, mw, w.ffn_sg, N, hbuf,
-                                                                                          ybuf);
+  if (mw.G > kMaxGrid) throw Error("device cuda: the FFN's S2 grid has more than 40 points");
+  const int grid = div_up((long)N * d.H * kSlices, kActThreads);
+  switch (d.D) {  // the S2 grid exists for L <= 3 (lebedev.cpp)
+    case 1: ffn_act_forward_k<1><<<grid, kActThreads, 0, s>>>(d, mw, w.ffn_sg, N, hbuf, ybuf); break;
+    case 4: ffn_act_forward_k<4><<<grid, kActThreads, 0, s>>>(d, mw, w.ffn_sg, N, hbuf, ybuf); break;
+    case 9: ffn_act_forward_k<9><<<grid, kActThreads, 0, s>>>(d, mw, w.ffn_sg, N, hbuf, ybuf); break;
+    case 16: ffn_act_forward_k<16><<<grid, kActThreads, 0, s>>>(d, mw, w.ffn_sg, N, hbuf, ybuf); break;
+    default: throw Error("device cuda: the FFN's S2 grid needs lmax <= 3");
+  }
   SEZM_LAUNCH("ffn_act_forward");
   launch_per_degree_linear(N, d.L, d.H, d.C, ybuf, w.ffn_w2, out, false, false, s, residual);
 }
@@ -483,8 +527,16 @@ void launch_ffn_backward(const Dims& d, const ModelWDev& mw, const BlockWDev& w,
   // t_bar (N, H) lives in Xt_bar until the final linear overwrites it (D*C >= H holds for every
   // supported model; the engine checks it at construction).
   float* tbar = Xt_bar;
-  ffn_act_backward_k<<<div_up((long)N * d.H * kSlices, kActThreads), kActThreads, 0, s>>>(d, mw, w.ffn_sg, N, hbuf,
-                                                                                           ybar_buf, hbar_buf, tbar);
+  const int grid = div_up((long)N * d.H * kSlices, kActThreads);
+  switch (d.D) {
+    case 1: ffn_act_backward_k<1><<<grid, kActThreads, 0, s>>>(d, mw, w.ffn_sg, N, hbuf, ybar_buf, hbar_buf, tbar); break;
+    case 4: ffn_act_backward_k<4><<<grid, kActThreads, 0, s>>>(d, mw, w.ffn_sg, N, hbuf, ybar_buf, hbar_buf, tbar); break;
+    case 9: ffn_act_backward_k<9><<<grid, kActThreads, 0, s>>>(d, mw, w.ffn_sg, N, hbuf, ybar_buf, hbar_buf, tbar); break;
+    case 16:
+      ffn_act_backward_k<16><<<grid, kActThreads, 0, s>>>(d, mw, w.ffn_sg, N, hbuf, ybar_buf, hbar_buf, tbar);
+      break;
+    default: throw Error("device cuda: the FFN's S2 grid needs lmax <= 3");
+  }
   SEZM_LAUNCH("ffn_act_backward");
   ffn_gate_input_backward_k<<<div_up((long)N * 2 * d.H, 128), 128, 0, s>>>(d, w.ffn_sg, N, tbar, hbar_buf);
   SEZM_LAUNCH("ffn_gate_input_backward");
