@@ -205,7 +205,10 @@ void launch_per_degree_linear(int N, int L, int Cin, int Cout, const float* X, c
   const int D = (L + 1) * (L + 1);
   LinArgs a{N, L, D, Cin, Cout, 1, X, W, Y, residual, transpose ? 1 : 0, accumulate ? 1 : 0};
   // About 256 threads: D = 16 (L = 3) takes 8 nodes per CTA, D = 9 twelve, D = 4 thirty-two.
+  // Fewer nodes per CTA where the grid would not cover the GPU twice (a chunk's ~200 destinations):
+  // more CTAs, each with a shorter chain of k tiles' products.
   a.NG = std::max(1, 256 / (D * kCG));
+  while (a.NG > 1 && (long)div_up(N, 4 * a.NG) * div_up(Cout, kTC) < 264) a.NG /= 2;
   const int nt = D * a.NG * kCG;
   const bool quads = Cin % 4 == 0 && Cout % 4 == 0 &&
                      ((reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) & 15) == 0;
