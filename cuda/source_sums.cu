@@ -34,7 +34,7 @@ __global__ void __launch_bounds__(kScatterThreads, 3)
     src_scatter_k(Dims d, int B, int BI, const int* __restrict__ seg_node, const int* __restrict__ seg_off,
                   const int* __restrict__ perm, int e0, const int* __restrict__ dst, const float* __restrict__ Dc,
                   const float* __restrict__ Xloc_bar, const float* __restrict__ lbar, const float* __restrict__ q,
-                  float* __restrict__ H_bar, float* __restrict__ k_bar) {
+                  float* __restrict__ H_bar, float* __restrict__ k_bar, int h_off) {
   constexpr int kDm = 3 * LT + 1, kD = (LT + 1) * (LT + 1), kDcs = 1 + 3 * (kD - 1);
   (void)kDm; (void)kD; (void)kDcs;
   extern __shared__ __align__(16) float spart[];  // (R - 1) x (kD + 1) x Cw; before that the staging:
@@ -51,6 +51,23 @@ __global__ void __launch_bounds__(kScatterThreads, 3)
   const float scale = rsqrtf((float)d.Cf);
   const bool quads =
       d.Cw % 4 == 0 && ((reinterpret_cast<uintptr_t>(Xloc_bar) | reinterpret_cast<uintptr_t>(q)) & 15) == 0;
+  // The source's H_bar and k_bar rows, read at the start (asynchronously, waited for with the
+  // first batch) instead of after the sums: the closing read-modify-write was one more dependent
+  // round trip at the end of every CTA. No other CTA of the launch touches source s.
+  float* sH = reinterpret_cast<float*>(reinterpret_cast<char*>(spart) + h_off);  // (kD + 1) x Cw
+  const bool hquads =
+      d.Cw % 4 == 0 && ((reinterpret_cast<uintptr_t>(H_bar) | reinterpret_cast<uintptr_t>(k_bar)) & 15) == 0;
+  {
+    const float* hrow = H_bar + (size_t)s * kD * d.Cw;
+    const float* krow = k_bar + (size_t)s * d.Cw;
+    if (hquads) {
+      for (int x = tid; x < kD * d.Cw / 4; x += nt) copy_async16(sH + 4 * x, hrow + 4 * x);
+      for (int x = tid; x < d.Cw / 4; x += nt) copy_async16(sH + kD * d.Cw + 4 * x, krow + 4 * x);
+    } else {
+      for (int x = tid; x < kD * d.Cw; x += nt) copy_async4(sH + x, hrow + x);
+      for (int x = tid; x < d.Cw; x += nt) copy_async4(sH + kD * d.Cw + x, krow + x);
+    }
+  }
   float acc[kD + 1];  // acc[kD]: the k_bar sum
   #pragma unroll
   for (int p = 0; p <= kD; ++p) acc[p] = 0.0f;
@@ -120,6 +137,7 @@ __global__ void __launch_bounds__(kScatterThreads, 3)
     #pragma unroll
     for (int p = 0; p <= kD; ++p) spart[((size_t)(y - 1) * (kD + 1) + p) * d.Cw + c] = acc[p];
   }
+  copy_async_wait();  // sH (an empty segment never waited in the loop)
   __syncthreads();
   if (y > 0) return;
   #pragma unroll
@@ -127,8 +145,8 @@ __global__ void __launch_bounds__(kScatterThreads, 3)
     for (int yy = 1; yy < R; ++yy) acc[p] += spart[((size_t)(yy - 1) * (kD + 1) + p) * d.Cw + c];
   float* hb = H_bar + (size_t)s * kD * d.Cw + c;
   #pragma unroll
-  for (int p = 0; p < kD; ++p) hb[(size_t)p * d.Cw] += acc[p];
-  k_bar[(size_t)s * d.Cw + c] += acc[kD];
+  for (int p = 0; p < kD; ++p) hb[(size_t)p * d.Cw] = sH[p * d.Cw + c] + acc[p];  // the old "+=", same bits
+  k_bar[(size_t)s * d.Cw + c] = sH[kD * d.Cw + c] + acc[kD];
 }
 
 }  // namespace
@@ -148,7 +166,9 @@ void launch_src_scatter(const Dims& d, const SourceSumArgs& a, cudaStream_t s) {
   while (B > rows && staging(B, index_batch(B)) > 48 * 1024) B -= rows;
   const int BI = index_batch(B);
   const size_t part = (size_t)(rows - 1) * (d.D + 1) * d.Cw * sizeof(float);
-  const size_t bytes = part > staging(B, BI) ? part : staging(B, BI);
+  // Then the source's H_bar and k_bar rows (16-byte aligned): 4.25 KiB for L = 3, Cw = 64.
+  const size_t h_off = ((part > staging(B, BI) ? part : staging(B, BI)) + 15) / 16 * 16;
+  const size_t bytes = h_off + (size_t)(d.D + 1) * d.Cw * sizeof(float);
   if (bytes > 48 * 1024) {
     const void* fn = d.L == 1 ? (const void*)src_scatter_k<1>
                    : d.L == 2 ? (const void*)src_scatter_k<2> : (const void*)src_scatter_k<3>;
@@ -156,13 +176,13 @@ void launch_src_scatter(const Dims& d, const SourceSumArgs& a, cudaStream_t s) {
   }
   if (d.L == 1)
     src_scatter_k<1><<<a.nseg, block, bytes, s>>>(d, B, BI, a.seg_node, a.seg_off, a.perm, a.e0, a.dst, a.Dc,
-                                                  a.Xloc_bar, a.lbar, a.q, a.H_bar, a.k_bar);
+                                                  a.Xloc_bar, a.lbar, a.q, a.H_bar, a.k_bar, (int)h_off);
   else if (d.L == 2)
     src_scatter_k<2><<<a.nseg, block, bytes, s>>>(d, B, BI, a.seg_node, a.seg_off, a.perm, a.e0, a.dst, a.Dc,
-                                                  a.Xloc_bar, a.lbar, a.q, a.H_bar, a.k_bar);
+                                                  a.Xloc_bar, a.lbar, a.q, a.H_bar, a.k_bar, (int)h_off);
   else
     src_scatter_k<3><<<a.nseg, block, bytes, s>>>(d, B, BI, a.seg_node, a.seg_off, a.perm, a.e0, a.dst, a.Dc,
-                                                  a.Xloc_bar, a.lbar, a.q, a.H_bar, a.k_bar);
+                                                  a.Xloc_bar, a.lbar, a.q, a.H_bar, a.k_bar, (int)h_off);
   SEZM_LAUNCH("src_scatter");
 }
 
