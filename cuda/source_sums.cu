@@ -47,7 +47,9 @@ __global__ void __launch_bounds__(kScatterThreads, 3)
   int* sT = sE + BI;                               // BI destination indices
   const int sgi = blockIdx.x, c = threadIdx.x, y = threadIdx.y, R = blockDim.y, f = c / d.Cf;
   const int tid = y * d.Cw + c, nt = R * d.Cw;
-  const int s = seg_node[sgi];
+  // The segment's node and edge range in one round trip (before the asm copies below, which no
+  // load may cross).
+  const int s = seg_node[sgi], tb = seg_off[sgi], t1 = seg_off[sgi + 1];
   const float scale = rsqrtf((float)d.Cf);
   const bool quads =
       d.Cw % 4 == 0 && ((reinterpret_cast<uintptr_t>(Xloc_bar) | reinterpret_cast<uintptr_t>(q)) & 15) == 0;
@@ -71,36 +73,24 @@ __global__ void __launch_bounds__(kScatterThreads, 3)
   float acc[kD + 1];  // acc[kD]: the k_bar sum
   #pragma unroll
   for (int p = 0; p <= kD; ++p) acc[p] = 0.0f;
-  const int t1 = seg_off[sgi + 1];
-  for (int t0 = seg_off[sgi]; t0 < t1; t0 += BI) {
+  for (int t0 = tb; t0 < t1; t0 += BI) {
     const int ni = min(BI, t1 - t0);
-    for (int k = tid; k < ni; k += nt) {
-      const int e = perm[t0 + k];
-      sE[k] = e;
-      sT[k] = dst[e];
-    }
+    for (int k = tid; k < ni; k += nt) sE[k] = perm[t0 + k];
     __syncthreads();
     for (int b = 0; b < ni; b += B) {
       const int nb = min(B, ni - b);
-      // Xloc_bar and q rows: Cw % 4 == 0 (model_dev.cuh limits), so 16-byte quads from the
-      // (cudaMalloc-aligned) chunk and node buffers; single floats from any other base.
+      // The edge rows (Xloc_bar, Wigner, lbar) need only the edge index: they are in flight while
+      // the first batch reads the index batch's destinations (which were one more round trip
+      // before any copy could start), then the q[dst] rows follow.
       if (quads) {
         for (int x = tid; x < nb * XW / 4; x += nt) {
           const int k = x / (XW / 4), r = x - k * (XW / 4);
           copy_async16(sX + 4 * x, Xloc_bar + (size_t)(sE[b + k] - e0) * XW + 4 * r);
         }
-        for (int x = tid; x < nb * d.Cw / 4; x += nt) {
-          const int k = x / (d.Cw / 4), r = x - k * (d.Cw / 4);
-          copy_async16(sQ + 4 * x, q + (size_t)sT[b + k] * d.Cw + 4 * r);
-        }
       } else {
         for (int x = tid; x < nb * XW; x += nt) {
           const int k = x / XW, r = x - k * XW;
           copy_async4(sX + x, Xloc_bar + (size_t)(sE[b + k] - e0) * XW + r);
-        }
-        for (int x = tid; x < nb * d.Cw; x += nt) {
-          const int k = x / d.Cw, r = x - k * d.Cw;
-          copy_async4(sQ + x, q + (size_t)sT[b + k] * d.Cw + r);
         }
       }
       for (int x = tid; x < nb * kDcs; x += nt) {
@@ -110,6 +100,23 @@ __global__ void __launch_bounds__(kScatterThreads, 3)
       for (int x = tid; x < nb * d.F; x += nt) {
         const int k = x / d.F, r = x - k * d.F;
         copy_async4(sL + x, lbar + (size_t)(sE[b + k] - e0) * d.F + r);
+      }
+      if (b == 0) {
+        for (int k = tid; k < ni; k += nt) sT[k] = dst[sE[k]];
+        __syncthreads();
+      }
+      // Xloc_bar and q rows: Cw % 4 == 0 (model_dev.cuh limits), so 16-byte quads from the
+      // (cudaMalloc-aligned) chunk and node buffers; single floats from any other base.
+      if (quads) {
+        for (int x = tid; x < nb * d.Cw / 4; x += nt) {
+          const int k = x / (d.Cw / 4), r = x - k * (d.Cw / 4);
+          copy_async16(sQ + 4 * x, q + (size_t)sT[b + k] * d.Cw + 4 * r);
+        }
+      } else {
+        for (int x = tid; x < nb * d.Cw; x += nt) {
+          const int k = x / d.Cw, r = x - k * d.Cw;
+          copy_async4(sQ + x, q + (size_t)sT[b + k] * d.Cw + r);
+        }
       }
       copy_async_wait();
       __syncthreads();
