@@ -172,12 +172,16 @@ void CudaEngine::Impl::node_forward(int b, int n0, int n) {
   const size_t o = n0, nodeW = (size_t)d.D * d.C, nodeWw = (size_t)d.D * d.Cw;
   const size_t so = n0 - node_base;  // row of node n0 in the node steps' scratch
   float* Ab = nodeA.data() + so * nodeWw;
-  OutputGateArgs ga{};
-  ga.N = n; ga.gamma = gamma[b].data() + o * d.F; ga.P = P[b].data() + o * nodeWw; ga.A = Ab;
-  launch_gate_post(d, ga, s);
-  if (w.has_mn)  // A += MN(A, H) (docs/model.md §5.11)
+  if (w.has_mn) {  // A = gate(P), A += MN(A, H) (docs/model.md §5.11), then the post-focus mix
+    OutputGateArgs ga{};
+    ga.N = n; ga.gamma = gamma[b].data() + o * d.F; ga.P = P[b].data() + o * nodeWw; ga.A = Ab;
+    launch_gate_post(d, ga, s);
     launch_grid_cross_forward(d, dw.mw.so3, w.mn, n, Ab, H[b].data() + o * nodeWw, grid_scratch.data(), s);
-  launch_per_degree_linear(n, d.L, d.Cw, d.C, Ab, w.post, O[b].data() + o * nodeW, false, false, s);
+    launch_per_degree_linear(n, d.L, d.Cw, d.C, Ab, w.post, O[b].data() + o * nodeW, false, false, s);
+  } else {  // the gate folded into the mix's input
+    launch_gated_post_linear(d, n, gamma[b].data() + o * d.F, P[b].data() + o * nodeWw, w.post,
+                             O[b].data() + o * nodeW, s);
+  }
   EqNormPairArgs na{};  // X1 = norm_post(O) + X, Xt = norm_pre(X1): one launch
   na.N = n; na.L = d.L; na.C = d.C; na.O = O[b].data() + o * nodeW; na.X = X[b].data() + o * nodeW;
   na.post_scale = w.post_scale; na.post_bias = w.post_bias; na.post_eps = w.post_eps;

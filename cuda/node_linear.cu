@@ -34,14 +34,18 @@ struct LinArgs {
   float* Y;
   const float* R;  // residual added in fp32 after the rounding (launch_add's bits), or null
   int transpose, accumulate;
+  // The output gate folded into the input (launch_gated_post_linear): X[n, p, k] gamma[n, k / Cf]
+  // (gamma (N, F), the fp32 product gate_post_k forms), or null.
+  const float* gamma;
+  int F, Cf;
 };
 
 // blockDim.x = D NG kCG: thread (p, ng, cg) owns nodes 4 ng .. 4 ng + 3 and columns 4 cg .. 4 cg + 3
 // of row p. Shared memory (doubles): xs (D, kKT, TNp), TNp = TN + 2 (16-byte pairs, fewer bank
 // conflicts on the transposing stores), then ws (L + 1, kKT, kTCp). Global loads are 16-byte
-// quads (the launcher checks Cin, Cout % 4 and the bases' alignment); each thread's quads and
-// their places in the tiles are fixed over the k loop, so their offsets are computed once.
-template <bool kTrans>
+// quads (the launcher checks Cin, Cout % 4 and the bases' alignment). One k step at a time (no
+// unrolling): 128 registers hold the accumulators and the next tile without spilling.
+template <bool kTrans, bool kGate>
 __global__ void __launch_bounds__(512) per_degree_linear_tiled_k(LinArgs a) {
   extern __shared__ __align__(16) double lsm[];
   const int D = a.D, TN = 4 * a.NG, TNp = TN + 2, Cin = a.Cin, Cout = a.Cout;
@@ -60,26 +64,9 @@ __global__ void __launch_bounds__(512) per_degree_linear_tiled_k(LinArgs a) {
     xsi[j] = (pp * kKT + 4 * q) * TNp + i;
   }
   // W quads: (L + 1) kKT kTC / 4 of them; transposed, quad q of row (l', o) holds 4 k; else
-  // quad q of row (l', k) holds 4 o.
+  // quad q of row (l', k) holds 4 o. Their places follow from t by shifts (kKT, kTC powers of
+  // two), so they are recomputed per tile rather than held in registers.
   const int nw = (a.L + 1) * kKT * kTC / 4;
-  int wg[kW4];  // global float offset at k0 = 0 (weights are small), or -1 (outside the tile or o >= Cout)
-  int wsi[kW4];
-#pragma unroll
-  for (int j = 0; j < kW4; ++j) {
-    const int t = tid + j * nt;
-    wg[j] = -1;
-    wsi[j] = 0;
-    if (t >= nw) continue;
-    if (kTrans) {
-      const int q = t % 4, r = t / 4, oo = r % kTC, ll = r / kTC, o = o0 + oo;
-      if (o < Cout) wg[j] = (ll * Cout + o) * Cin + 4 * q;
-      wsi[j] = (ll * kKT + 4 * q) * kTCp + oo;
-    } else {
-      const int q = t % kCG, r = t / kCG, kk = r % kKT, ll = r / kKT, o = o0 + 4 * q;
-      if (o < Cout) wg[j] = (ll * Cin + kk) * Cout + o;
-      wsi[j] = (ll * kKT + kk) * kTCp + 4 * q;
-    }
-  }
   const float4 zero4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   float4 xr[kX4], wr[kW4];
   // The k tile at k0 (Cin % 4 == 0: a quad is wholly inside or outside).
@@ -88,19 +75,25 @@ __global__ void __launch_bounds__(512) per_degree_linear_tiled_k(LinArgs a) {
     for (int j = 0; j < kX4; ++j) {
       const int k = k0 + 4 * ((tid + j * nt) % 4);
       xr[j] = xg[j] >= 0 && k < Cin ? *reinterpret_cast<const float4*>(a.X + xg[j] + k0) : zero4;
+      if (kGate && xg[j] >= 0 && k < Cin) {  // Cf % 4 == 0: the quad is in one focus
+        const float g = a.gamma[(size_t)(xg[j] / ((long)D * Cin)) * a.F + k / a.Cf];  // xg's node
+        xr[j] = make_float4(g * xr[j].x, g * xr[j].y, g * xr[j].z, g * xr[j].w);
+      }
     }
 #pragma unroll
     for (int j = 0; j < kW4; ++j) {
-      bool in;
-      int off;
-      if (kTrans) {
-        in = k0 + 4 * ((tid + j * nt) % 4) < Cin;
-        off = wg[j] + k0;
-      } else {
-        in = k0 + ((tid + j * nt) / kCG) % kKT < Cin;
-        off = wg[j] + k0 * Cout;
+      const int t = tid + j * nt;
+      float4 v = zero4;
+      if (t < nw) {
+        if (kTrans) {
+          const int q = t % 4, r = t / 4, oo = r % kTC, ll = r / kTC, o = o0 + oo, k = k0 + 4 * q;
+          if (o < Cout && k < Cin) v = *reinterpret_cast<const float4*>(a.W + ((size_t)ll * Cout + o) * Cin + k);
+        } else {
+          const int q = t % kCG, r = t / kCG, kk = r % kKT, ll = r / kKT, o = o0 + 4 * q, k = k0 + kk;
+          if (o < Cout && k < Cin) v = *reinterpret_cast<const float4*>(a.W + ((size_t)ll * Cin + k) * Cout + o);
+        }
       }
-      wr[j] = wg[j] >= 0 && in ? *reinterpret_cast<const float4*>(a.W + off) : zero4;
+      wr[j] = v;
     }
   };
   // Registers -> shared memory, converted to double once.
@@ -115,16 +108,20 @@ __global__ void __launch_bounds__(512) per_degree_linear_tiled_k(LinArgs a) {
     }
 #pragma unroll
     for (int j = 0; j < kW4; ++j) {
-      if (tid + j * nt >= nw) continue;
-      double* w = ws + wsi[j];
+      const int t = tid + j * nt;
+      if (t >= nw) continue;
       if (kTrans) {
+        const int q = t % 4, r = t / 4, oo = r % kTC, ll = r / kTC;
+        double* w = ws + (ll * kKT + 4 * q) * kTCp + oo;
         w[0] = wr[j].x;
         w[kTCp] = wr[j].y;
         w[2 * kTCp] = wr[j].z;
         w[3 * kTCp] = wr[j].w;
       } else {
-        reinterpret_cast<double2*>(w)[0] = make_double2(wr[j].x, wr[j].y);
-        reinterpret_cast<double2*>(w)[1] = make_double2(wr[j].z, wr[j].w);
+        const int q = t % kCG, r = t / kCG, kk = r % kKT, ll = r / kKT;
+        double2* w = reinterpret_cast<double2*>(ws + (ll * kKT + kk) * kTCp + 4 * q);
+        w[0] = make_double2(wr[j].x, wr[j].y);
+        w[1] = make_double2(wr[j].z, wr[j].w);
       }
     }
   };
@@ -140,7 +137,7 @@ __global__ void __launch_bounds__(512) per_degree_linear_tiled_k(LinArgs a) {
     store();
     __syncthreads();
     if (k0 + kKT < Cin) load(k0 + kKT);  // in flight during the products below
-#pragma unroll 4
+#pragma unroll 1
     for (int kk = 0; kk < kKT; ++kk) {
       const double2 x01 = *reinterpret_cast<const double2*>(xp + kk * TNp);
       const double2 x23 = *reinterpret_cast<const double2*>(xp + kk * TNp + 2);
@@ -181,7 +178,9 @@ __global__ void per_degree_linear_k(LinArgs a) {
   double acc = 0.0;
   for (int k0 = 0; k0 < Cin; k0 += 16) {
     const int kx = k0 + threadIdx.x, ky = k0 + threadIdx.y;
-    xs[threadIdx.y][threadIdx.x] = (n < a.N && kx < Cin) ? a.X[((size_t)n * D + p) * Cin + kx] : 0.0f;
+    float xv = (n < a.N && kx < Cin) ? a.X[((size_t)n * D + p) * Cin + kx] : 0.0f;
+    if (a.gamma && n < a.N && kx < Cin) xv = a.gamma[(size_t)n * a.F + kx / a.Cf] * xv;
+    xs[threadIdx.y][threadIdx.x] = xv;
     ws[threadIdx.y][threadIdx.x] =
         (ky < Cin && o < Cout) ? (a.transpose ? Wl[(size_t)o * Cin + ky] : Wl[(size_t)ky * Cout + o]) : 0.0f;
     __syncthreads();
@@ -197,20 +196,17 @@ __global__ void per_degree_linear_k(LinArgs a) {
   }
 }
 
-}  // namespace
-
-void launch_per_degree_linear(int N, int L, int Cin, int Cout, const float* X, const float* W, float* Y,
-                              bool transpose, bool accumulate, cudaStream_t s, const float* residual) {
-  if (N == 0 || Cout == 0) return;
-  const int D = (L + 1) * (L + 1);
-  LinArgs a{N, L, D, Cin, Cout, 1, X, W, Y, residual, transpose ? 1 : 0, accumulate ? 1 : 0};
+void launch_linear(LinArgs a, cudaStream_t s) {
+  const int N = a.N, L = a.L, D = a.D, Cin = a.Cin, Cout = a.Cout;
+  const bool transpose = a.transpose != 0;
+  const float *X = a.X, *W = a.W;
   // About 256 threads: D = 16 (L = 3) takes 8 nodes per CTA, D = 9 twelve, D = 4 thirty-two.
   // Fewer nodes per CTA where the grid would not cover the GPU twice (a chunk's ~200 destinations):
   // more CTAs, each with a shorter chain of k tiles' products.
   a.NG = std::max(1, 256 / (D * kCG));
   while (a.NG > 1 && (long)div_up(N, 4 * a.NG) * div_up(Cout, kTC) < 264) a.NG /= 2;
   const int nt = D * a.NG * kCG;
-  const bool quads = Cin % 4 == 0 && Cout % 4 == 0 &&
+  const bool quads = Cin % 4 == 0 && Cout % 4 == 0 && (!a.gamma || (a.Cf % 4 == 0 && !transpose)) &&
                      ((reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) & 15) == 0;
   const bool tiled = quads && D <= 64 && (L + 1) * kKT * kTC / 4 <= kW4 * nt;
   if (!tiled) {
@@ -220,15 +216,37 @@ void launch_per_degree_linear(int N, int L, int Cin, int Cout, const float* X, c
     return;
   }
   const size_t bytes = ((size_t)D * kKT * (4 * a.NG + 2) + (size_t)(L + 1) * kKT * kTCp) * sizeof(double);
-  const void* fn = transpose ? (const void*)per_degree_linear_tiled_k<true> : (const void*)per_degree_linear_tiled_k<false>;
+  // The gate only ever multiplies the forward's input (launch_gated_post_linear).
+  const void* fn = transpose ? (const void*)per_degree_linear_tiled_k<true, false>
+                 : a.gamma   ? (const void*)per_degree_linear_tiled_k<false, true>
+                             : (const void*)per_degree_linear_tiled_k<false, false>;
   if (bytes > 48 * 1024)  // L >= 5 only (L = 3: 37 KiB)
     SEZM_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
   const dim3 grid(div_up(N, 4 * a.NG), div_up(Cout, kTC));
   if (transpose)
-    per_degree_linear_tiled_k<true><<<grid, nt, bytes, s>>>(a);
+    per_degree_linear_tiled_k<true, false><<<grid, nt, bytes, s>>>(a);
+  else if (a.gamma)
+    per_degree_linear_tiled_k<false, true><<<grid, nt, bytes, s>>>(a);
   else
-    per_degree_linear_tiled_k<false><<<grid, nt, bytes, s>>>(a);
+    per_degree_linear_tiled_k<false, false><<<grid, nt, bytes, s>>>(a);
   SEZM_LAUNCH("per_degree_linear");
+}
+
+}  // namespace
+
+void launch_per_degree_linear(int N, int L, int Cin, int Cout, const float* X, const float* W, float* Y,
+                              bool transpose, bool accumulate, cudaStream_t s, const float* residual) {
+  if (N == 0 || Cout == 0) return;
+  launch_linear(LinArgs{N, L, (L + 1) * (L + 1), Cin, Cout, 1, X, W, Y, residual, transpose ? 1 : 0,
+                        accumulate ? 1 : 0, nullptr, 1, 1},
+                s);
+}
+
+void launch_gated_post_linear(const Dims& d, int N, const float* gamma, const float* P, const float* W, float* Y,
+                              cudaStream_t s) {
+  if (N == 0) return;
+  LinArgs a{N, d.L, d.D, d.Cw, d.C, 1, P, W, Y, nullptr, 0, 0, gamma, d.F, d.Cf};
+  launch_linear(a, s);
 }
 
 }  // namespace sezm::cuda

@@ -11,6 +11,11 @@ namespace sezm::cuda {
 // transpose); with residual, Y = that + residual (rounded to fp32 first, as a separate add would).
 void launch_per_degree_linear(int N, int L, int Cin, int Cout, const float* X, const float* W, float* Y,
                               bool transpose, bool accumulate, cudaStream_t s, const float* residual = nullptr);
+// The output gate and the post-focus mix in one pass (no message-node net between them):
+// Y (N, D, C) = (gamma * P) W_post, gamma (N, F) per focus, P (N, D, Cw); the bits of
+// launch_gate_post followed by launch_per_degree_linear.
+void launch_gated_post_linear(const Dims& d, int N, const float* gamma, const float* P, const float* W, float* Y,
+                              cudaStream_t s);
 // Y = EqRMSNorm(X) (+ residual), rho (N) kept for the backward; X_bar += its transpose of Y_bar.
 void launch_eq_norm_forward(int N, int L, int C, const float* X, const float* scale, const float* bias, float eps,
                             float* Y, float* rho, const float* residual, cudaStream_t s);
