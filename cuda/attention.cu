@@ -9,31 +9,46 @@ namespace {
 
 constexpr int kMaxCf = 64;
 
-__device__ float scalar_rms(const float* x, int n, const float* scale, float eps, float* y) {
+// The q/k projections, norms and gate per (node, focus) run a warp each (four per CTA). They ran
+// a thread each, which walked Cf x Cf products alone with the normed row in local memory (8,192
+// threads for 4,096 nodes, a few dozen CTAs). Now lane b takes the outputs b, b + 32 (the same
+// serial sum over a, so the same bits), the normed row sits in the warp's shared row, and the
+// norms' serial sums of Cf terms are formed by every lane alike (the old thread's bits).
+constexpr int kNodeWarps = 4;
+
+// y = x rho scale into the warp's shared row (each lane its elements c = lane (mod 32)); rho.
+__device__ float scalar_rms_warp(const float* x, int n, const float* scale, float eps, float* y) {
   float s = 0.0f;
   for (int c = 0; c < n; ++c) s += x[c] * x[c];
   const float rho = rsqrtf(s / n + eps);
-  for (int c = 0; c < n; ++c) y[c] = x[c] * rho * scale[c];
+  for (int c = threadIdx.x % 32; c < n; c += 32) y[c] = x[c] * rho * scale[c];
+  __syncwarp();
   return rho;
 }
-__device__ void scalar_rms_backward(const float* x, int n, const float* scale, float rho, const float* yb, float* xb) {
+// xb += the norm's transpose of yb (the warp's shared row); each lane its elements of xb.
+__device__ void scalar_rms_backward_warp(const float* x, int n, const float* scale, float rho, const float* yb,
+                                         float* xb) {
   float dot = 0.0f;
   for (int c = 0; c < n; ++c) dot += yb[c] * scale[c] * x[c] * rho;
-  for (int c = 0; c < n; ++c) xb[c] += rho * (yb[c] * scale[c] - x[c] * rho * dot / n);
+  for (int c = threadIdx.x % 32; c < n; c += 32) xb[c] += rho * (yb[c] * scale[c] - x[c] * rho * dot / n);
 }
 
-// One thread per (node, focus).
-__global__ void attention_node_forward_k(Dims d, BlockWDev w, int N, int NT, const float* __restrict__ H, float* q,
-                                         float* k, float* qk_rho, float* gate_rho, float* gamma) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= NT * d.F) return;
+__global__ void __launch_bounds__(32 * kNodeWarps) attention_node_forward_k(Dims d, BlockWDev w, int N, int NT,
+                                                                             const float* __restrict__ H, float* q,
+                                                                             float* k, float* qk_rho, float* gate_rho,
+                                                                             float* gamma) {
+  __shared__ float hs[kNodeWarps][kMaxCf];
+  const int wi = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const long i = (long)blockIdx.x * kNodeWarps + wi;
+  if (i >= (long)NT * d.F) return;  // whole warps
   const int n = i / d.F, f = i % d.F, Cf = d.Cf;
   const float* h0 = H + (size_t)n * d.D * d.Cw + f * Cf;
-  float hn[kMaxCf];
-  qk_rho[i] = scalar_rms(h0, Cf, w.qk_norm + f * Cf, d.eps, hn);
+  float* hn = hs[wi];
+  const float rq = scalar_rms_warp(h0, Cf, w.qk_norm + f * Cf, d.eps, hn);
+  if (lane == 0) qk_rho[i] = rq;
   const float* Wq = w.Wq + (size_t)f * Cf * Cf;
   const float* Wk = w.Wk + (size_t)f * Cf * Cf;
-  for (int b = 0; b < Cf; ++b) {
+  for (int b = lane; b < Cf; b += 32) {
     float sq = 0.0f, sk = 0.0f;
     for (int a = 0; a < Cf; ++a) {
       sq += hn[a] * Wq[a * Cf + b];
@@ -43,10 +58,12 @@ __global__ void attention_node_forward_k(Dims d, BlockWDev w, int N, int NT, con
     k[(size_t)n * d.Cw + f * Cf + b] = sk;
   }
   if (n < N) {
-    gate_rho[i] = scalar_rms(h0, Cf, w.gate_norm + f * Cf, d.eps, hn);
+    __syncwarp();  // every lane has read hn
+    const float rg = scalar_rms_warp(h0, Cf, w.gate_norm + f * Cf, d.eps, hn);
+    if (lane == 0) gate_rho[i] = rg;
     float z = 0.0f;
     for (int a = 0; a < Cf; ++a) z += hn[a] * w.gate_w[a * d.F + f];
-    gamma[i] = sigmoidf_(z);
+    if (lane == 0) gamma[i] = sigmoidf_(z);
   }
 }
 
@@ -164,32 +181,37 @@ __global__ void softmax_backward_k(Dims d, BlockWDev w, int n0, int e0, const in
   }
 }
 
-// One thread per (node, focus): q/k projections and norms, output gate -> H_bar[n, 0, :].
-__global__ void attention_node_backward_k(Dims d, BlockWDev w, int N, int NT, const float* __restrict__ H,
-                                          const float* __restrict__ qk_rho, const float* __restrict__ gate_rho,
-                                          const float* __restrict__ gamma, const float* __restrict__ q_bar,
-                                          const float* __restrict__ k_bar, const float* __restrict__ gamma_bar,
-                                          float* H_bar) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= NT * d.F) return;
+// A warp per (node, focus): q/k projections and norms, output gate -> H_bar[n, 0, :] (lane a
+// takes the rows a, a + 32 of the projections' transposes, same serial sums).
+__global__ void __launch_bounds__(32 * kNodeWarps) attention_node_backward_k(
+    Dims d, BlockWDev w, int N, int NT, const float* __restrict__ H, const float* __restrict__ qk_rho,
+    const float* __restrict__ gate_rho, const float* __restrict__ gamma, const float* __restrict__ q_bar,
+    const float* __restrict__ k_bar, const float* __restrict__ gamma_bar, float* H_bar) {
+  __shared__ float hs[kNodeWarps][kMaxCf];
+  const int wi = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const long i = (long)blockIdx.x * kNodeWarps + wi;
+  if (i >= (long)NT * d.F) return;  // whole warps
   const int n = i / d.F, f = i % d.F, Cf = d.Cf;
   const float* h0 = H + (size_t)n * d.D * d.Cw + f * Cf;
   float* hb0 = H_bar + (size_t)n * d.D * d.Cw + f * Cf;
   const float* Wq = w.Wq + (size_t)f * Cf * Cf;
   const float* Wk = w.Wk + (size_t)f * Cf * Cf;
-  float hb[kMaxCf];
-  for (int a = 0; a < Cf; ++a) {
+  float* hb = hs[wi];
+  for (int a = lane; a < Cf; a += 32) {
     float s = 0.0f;
     for (int b = 0; b < Cf; ++b)
       s += (n < N ? q_bar[(size_t)n * d.Cw + f * Cf + b] : 0.0f) * Wq[a * Cf + b] +
            k_bar[(size_t)n * d.Cw + f * Cf + b] * Wk[a * Cf + b];
     hb[a] = s;
   }
-  scalar_rms_backward(h0, Cf, w.qk_norm + f * Cf, qk_rho[i], hb, hb0);
+  __syncwarp();
+  scalar_rms_backward_warp(h0, Cf, w.qk_norm + f * Cf, qk_rho[i], hb, hb0);
   if (n < N) {
+    __syncwarp();  // every lane has read hb
     const float g = gamma[i], tb = gamma_bar[i] * g * (1.0f - g);
-    for (int a = 0; a < Cf; ++a) hb[a] = tb * w.gate_w[a * d.F + f];
-    scalar_rms_backward(h0, Cf, w.gate_norm + f * Cf, gate_rho[i], hb, hb0);
+    for (int a = lane; a < Cf; a += 32) hb[a] = tb * w.gate_w[a * d.F + f];
+    __syncwarp();
+    scalar_rms_backward_warp(h0, Cf, w.gate_norm + f * Cf, gate_rho[i], hb, hb0);
   }
 }
 
@@ -199,8 +221,8 @@ constexpr int kT = 128;
 
 void launch_attention_node_forward(const Dims& d, const BlockWDev& w, const AttentionNodeArgs& a, cudaStream_t s) {
   if (a.NT == 0) return;
-  attention_node_forward_k<<<div_up((long)a.NT * d.F, kT), kT, 0, s>>>(d, w, a.N, a.NT, a.H, a.q, a.k, a.qk_rho,
-                                                                       a.gate_rho, a.gamma);
+  attention_node_forward_k<<<div_up((long)a.NT * d.F, kNodeWarps), 32 * kNodeWarps, 0, s>>>(
+      d, w, a.N, a.NT, a.H, a.q, a.k, a.qk_rho, a.gate_rho, a.gamma);
   SEZM_LAUNCH("attention_node_forward");
 }
 void launch_attention_softmax_forward(const Dims& d, const BlockWDev& w, const SoftmaxArgs& a, cudaStream_t s) {
@@ -232,9 +254,8 @@ void launch_softmax_backward(const Dims& d, const BlockWDev& w, const SoftmaxBac
 }
 void launch_attention_node_backward(const Dims& d, const BlockWDev& w, const AttentionNodeArgs& a, cudaStream_t s) {
   if (a.NT == 0) return;
-  attention_node_backward_k<<<div_up((long)a.NT * d.F, kT), kT, 0, s>>>(d, w, a.N, a.NT, a.H, a.qk_rho, a.gate_rho,
-                                                                        a.gamma, a.q_bar, a.k_bar, a.gamma_bar,
-                                                                        a.H_bar);
+  attention_node_backward_k<<<div_up((long)a.NT * d.F, kNodeWarps), 32 * kNodeWarps, 0, s>>>(
+      d, w, a.N, a.NT, a.H, a.qk_rho, a.gate_rho, a.gamma, a.q_bar, a.k_bar, a.gamma_bar, a.H_bar);
   SEZM_LAUNCH("attention_node_backward");
 }
 
