@@ -1,5 +1,5 @@
-// The per-degree linear of the node steps (docs/model.md §4, "SO3Linear"; CPU twin: the per-degree
-// products in engine/norms.h's callers, ffn.h and interaction_block.h):
+// The per-degree linear of the node steps ("SO3Linear", docs/model.md; CPU twins: the per-degree
+// products of engine/interaction_block.h and ffn.h):
 //   Y[n, p, o] (+)= sum_i X[n, p, i] W[l(p)][i][o]   (transpose: W[l(p)][o][i]),
 // products of fp32 values accumulated in double over i = 0, 1, ... in that order (the node-level
 // sums stay double), so every output has the bits of the one-thread-per-output kernel it replaced.
@@ -167,8 +167,9 @@ __global__ void __launch_bounds__(512) per_degree_linear_tiled_k(LinArgs a) {
   }
 }
 
-// Generic path (shapes the tile does not cover: Cin or Cout not a multiple of 4, unaligned bases, D > 64, a W tile over kW4 quads per thread):
-// a thread per output, the same sums in the same order.
+// Generic path, a thread per output, the same sums in the same order: the shapes the tile does not
+// cover (Cin or Cout not a multiple of 4, unaligned bases, a gate splitting a quad, D > 64, a W
+// tile over kW4 quads per thread).
 __global__ void per_degree_linear_k(LinArgs a) {
   __shared__ float xs[16][17], ws[16][17];
   const int D = a.D, Cin = a.Cin, Cout = a.Cout;
