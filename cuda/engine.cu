@@ -172,23 +172,22 @@ void CudaEngine::Impl::node_forward(int b, int n0, int n) {
   const size_t o = n0, nodeW = (size_t)d.D * d.C, nodeWw = (size_t)d.D * d.Cw;
   const size_t so = n0 - node_base;  // row of node n0 in the node steps' scratch
   float* Ab = nodeA.data() + so * nodeWw;
+  EqNormPairArgs na{};  // then X1 = norm_post(O) + X, Xt = norm_pre(X1)
+  na.N = n; na.L = d.L; na.C = d.C; na.X = X[b].data() + o * nodeW;
+  na.post_scale = w.post_scale; na.post_bias = w.post_bias; na.post_eps = w.post_eps;
+  na.pre_scale = w.pre_scale; na.pre_bias = w.pre_bias; na.pre_eps = w.pre_eps;
+  na.X1 = X1[b].data() + o * nodeW; na.post_rho = post_rho[b].data() + o;
+  na.Xt = Xt[b].data() + o * nodeW; na.pre_rho = pre_rho[b].data() + o;
   if (w.has_mn) {  // A = gate(P), A += MN(A, H) (docs/model.md §5.11), then the post-focus mix
     OutputGateArgs ga{};
     ga.N = n; ga.gamma = gamma[b].data() + o * d.F; ga.P = P[b].data() + o * nodeWw; ga.A = Ab;
     launch_gate_post(d, ga, s);
     launch_grid_cross_forward(d, dw.mw.so3, w.mn, n, Ab, H[b].data() + o * nodeWw, grid_scratch.data(), s);
-    launch_per_degree_linear(n, d.L, d.Cw, d.C, Ab, w.post, O[b].data() + o * nodeW, false, false, s);
+    launch_post_mix_norms(d, n, nullptr, Ab, w.post, O[b].data() + o * nodeW, na, s);
   } else {  // the gate folded into the mix's input
-    launch_gated_post_linear(d, n, gamma[b].data() + o * d.F, P[b].data() + o * nodeWw, w.post,
-                             O[b].data() + o * nodeW, s);
+    launch_post_mix_norms(d, n, gamma[b].data() + o * d.F, P[b].data() + o * nodeWw, w.post, O[b].data() + o * nodeW,
+                          na, s);
   }
-  EqNormPairArgs na{};  // X1 = norm_post(O) + X, Xt = norm_pre(X1): one launch
-  na.N = n; na.L = d.L; na.C = d.C; na.O = O[b].data() + o * nodeW; na.X = X[b].data() + o * nodeW;
-  na.post_scale = w.post_scale; na.post_bias = w.post_bias; na.post_eps = w.post_eps;
-  na.pre_scale = w.pre_scale; na.pre_bias = w.pre_bias; na.pre_eps = w.pre_eps;
-  na.X1 = X1[b].data() + o * nodeW; na.post_rho = post_rho[b].data() + o;
-  na.Xt = Xt[b].data() + o * nodeW; na.pre_rho = pre_rho[b].data() + o;
-  launch_eq_norm_pair_forward(na, s);
   // X[b+1] = FFN(Xt) + X1, the residual added by the FFN's last linear.
   launch_ffn_forward(d, dw.mw, w, n, Xt[b].data() + o * nodeW, ffn_hidden(b, n0), ybuf.data() + so * d.D * d.KF * d.H,
                      X[b + 1].data() + o * nodeW, grid_scratch.data(), s, X1[b].data() + o * nodeW);

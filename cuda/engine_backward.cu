@@ -22,15 +22,15 @@ void CudaEngine::Impl::node_backward(int b, int n0, int n) {
   float* ybuf_n = ybuf.data() + so * d.D * d.KF * d.H;
   if (share_ffn && b != fused_block)  // the shared hidden buffer holds another block's: recompute it
     launch_ffn_forward(d, dw.mw, w, n, Xt[b].data() + o * nodeW, ffn_hidden(b, n0), ybuf_n, t, grid_scratch.data(), s);
-  // FFN branch and norms: X1_bar = Y_bar + norm_pre^T(FFN^T(Y_bar)); O_bar = norm_post^T(X1_bar).
-  launch_ffn_backward(d, dw.mw, w, n, ffn_hidden(b, n0), X1b, ybuf_n, hbar.data() + so * d.D * 2 * d.KF * d.H, t,
-                      grid_scratch.data(), s);
-  EqNormPairBackwardArgs na{};  // X1b += norm_pre^T(t), then t = norm_post^T(X1b): one launch
+  // FFN branch and norms: X1_bar = Y_bar + norm_pre^T(FFN^T(Y_bar)); O_bar = norm_post^T(X1_bar)
+  // (the norms ride on the FFN's last linear).
+  EqNormPairBackwardArgs na{};
   na.N = n; na.L = d.L; na.C = d.C; na.O = O[b].data() + o * nodeW; na.X1 = X1[b].data() + o * nodeW;
   na.post_scale = w.post_scale; na.pre_scale = w.pre_scale;
   na.post_rho = post_rho[b].data() + o; na.pre_rho = pre_rho[b].data() + o;
   na.X1_bar = X1b; na.t = t;
-  launch_eq_norm_pair_backward(na, s);
+  launch_ffn_backward(d, dw.mw, w, n, ffn_hidden(b, n0), X1b, ybuf_n, hbar.data() + so * d.D * 2 * d.KF * d.H, t,
+                      grid_scratch.data(), s, &na);
   launch_per_degree_linear(n, d.L, d.C, d.Cw, t, w.post, Abar, true, false, s);
   OutputGateArgs ga{};
   ga.N = n; ga.gamma = gamma[b].data() + o * d.F; ga.P = P[b].data() + o * nodeWw;

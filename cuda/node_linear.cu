@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "node_norms.cuh"
 #include "node_steps.cuh"
 
 namespace sezm::cuda {
@@ -38,6 +39,11 @@ struct LinArgs {
   // (gamma (N, F), the fp32 product gate_post_k forms), or null.
   const float* gamma;
   int F, Cf;
+  // The block's two norms right behind the linear, on the CTA's nodes (the CTA holds all their
+  // columns: Cout <= kTC): 1 the forward pair (Y = nf.O), 2 the backward pair (Y = nb.t); 0 none.
+  int norms;
+  EqNormPairArgs nf;
+  EqNormPairBackwardArgs nb;
 };
 
 // blockDim.x = D NG kCG: thread (p, ng, cg) owns nodes 4 ng .. 4 ng + 3 and columns 4 cg .. 4 cg + 3
@@ -45,7 +51,7 @@ struct LinArgs {
 // conflicts on the transposing stores), then ws (L + 1, kKT, kTCp). Global loads are 16-byte
 // quads (the launcher checks Cin, Cout % 4 and the bases' alignment). One k step at a time (no
 // unrolling): 128 registers hold the accumulators and the next tile without spilling.
-template <bool kTrans, bool kGate>
+template <bool kTrans, bool kGate, int kNorms>
 __global__ void __launch_bounds__(512) per_degree_linear_tiled_k(LinArgs a) {
   extern __shared__ __align__(16) double lsm[];
   const int D = a.D, TN = 4 * a.NG, TNp = TN + 2, Cin = a.Cin, Cout = a.Cout;
@@ -165,6 +171,18 @@ __global__ void __launch_bounds__(512) per_degree_linear_tiled_k(LinArgs a) {
       a.Y[idx] = v;
     }
   }
+  if (kNorms != 0) {
+    // Every row and column of the CTA's nodes is written (one column tile): after the barrier
+    // (which orders the CTA's global writes) a warp per node runs the norms on them.
+    __syncthreads();
+    const int nwarps = nt / 32;  // nt % 32 == 0 (launcher)
+    for (int i = tid / 32; i < TN && n0 + i < a.N; i += nwarps) {
+      if (kNorms == 1)
+        eq_norm_pair_forward_node(a.nf, n0 + i);
+      else
+        eq_norm_pair_backward_node(a.nb, n0 + i);
+    }
+  }
 }
 
 // Generic path, a thread per output, the same sums in the same order: the shapes the tile does not
@@ -197,10 +215,18 @@ __global__ void per_degree_linear_k(LinArgs a) {
   }
 }
 
+template <bool kTrans, bool kGate, int kNorms>
+void launch_tiled(const LinArgs& a, int nt, size_t bytes, cudaStream_t s) {
+  if (bytes > 48 * 1024)  // L >= 5 only (L = 3: 37 KiB)
+    SEZM_CUDA(cudaFuncSetAttribute(per_degree_linear_tiled_k<kTrans, kGate, kNorms>,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+  const dim3 grid(div_up(a.N, 4 * a.NG), div_up(a.Cout, kTC));
+  per_degree_linear_tiled_k<kTrans, kGate, kNorms><<<grid, nt, bytes, s>>>(a);
+}
+
 void launch_linear(LinArgs a, cudaStream_t s) {
   const int N = a.N, L = a.L, D = a.D, Cin = a.Cin, Cout = a.Cout;
   const bool transpose = a.transpose != 0;
-  const float *X = a.X, *W = a.W;
   // About 256 threads: D = 16 (L = 3) takes 8 nodes per CTA, D = 9 twelve, D = 4 thirty-two.
   // Fewer nodes per CTA where the grid would not cover the GPU twice (a chunk's ~200 destinations):
   // more CTAs, each with a shorter chain of k tiles' products.
@@ -208,45 +234,59 @@ void launch_linear(LinArgs a, cudaStream_t s) {
   while (a.NG > 1 && (long)div_up(N, 4 * a.NG) * div_up(Cout, kTC) < 264) a.NG /= 2;
   const int nt = D * a.NG * kCG;
   const bool quads = Cin % 4 == 0 && Cout % 4 == 0 && (!a.gamma || (a.Cf % 4 == 0 && !transpose)) &&
-                     ((reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) & 15) == 0;
+                     ((reinterpret_cast<uintptr_t>(a.X) | reinterpret_cast<uintptr_t>(a.W)) & 15) == 0;
   const bool tiled = quads && D <= 64 && (L + 1) * kKT * kTC / 4 <= kW4 * nt;
+  const int norms = a.norms;
+  // The norms ride along where one CTA holds whole nodes in whole warps; else their own launch.
+  const bool fused = tiled && norms != 0 && Cout <= kTC && nt % 32 == 0 &&
+                     ((norms == 1 && !transpose) || (norms == 2 && transpose && !a.gamma));
+  if (!fused) a.norms = 0;
   if (!tiled) {
     const dim3 grid(div_up(N, 16), div_up(Cout, 16), D), block(16, 16);
     per_degree_linear_k<<<grid, block, 0, s>>>(a);
     SEZM_LAUNCH("per_degree_linear");
-    return;
+  } else {
+    const size_t bytes = ((size_t)D * kKT * (4 * a.NG + 2) + (size_t)(L + 1) * kKT * kTCp) * sizeof(double);
+    // The gate only ever multiplies the forward's input (launch_post_mix_norms).
+    if (transpose)
+      fused ? launch_tiled<true, false, 2>(a, nt, bytes, s) : launch_tiled<true, false, 0>(a, nt, bytes, s);
+    else if (a.gamma)
+      fused ? launch_tiled<false, true, 1>(a, nt, bytes, s) : launch_tiled<false, true, 0>(a, nt, bytes, s);
+    else
+      fused ? launch_tiled<false, false, 1>(a, nt, bytes, s) : launch_tiled<false, false, 0>(a, nt, bytes, s);
+    SEZM_LAUNCH("per_degree_linear");
   }
-  const size_t bytes = ((size_t)D * kKT * (4 * a.NG + 2) + (size_t)(L + 1) * kKT * kTCp) * sizeof(double);
-  // The gate only ever multiplies the forward's input (launch_gated_post_linear).
-  const void* fn = transpose ? (const void*)per_degree_linear_tiled_k<true, false>
-                 : a.gamma   ? (const void*)per_degree_linear_tiled_k<false, true>
-                             : (const void*)per_degree_linear_tiled_k<false, false>;
-  if (bytes > 48 * 1024)  // L >= 5 only (L = 3: 37 KiB)
-    SEZM_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-  const dim3 grid(div_up(N, 4 * a.NG), div_up(Cout, kTC));
-  if (transpose)
-    per_degree_linear_tiled_k<true, false><<<grid, nt, bytes, s>>>(a);
-  else if (a.gamma)
-    per_degree_linear_tiled_k<false, true><<<grid, nt, bytes, s>>>(a);
-  else
-    per_degree_linear_tiled_k<false, false><<<grid, nt, bytes, s>>>(a);
-  SEZM_LAUNCH("per_degree_linear");
+  if (norms == 1 && !fused) launch_eq_norm_pair_forward(a.nf, s);
+  if (norms == 2 && !fused) launch_eq_norm_pair_backward(a.nb, s);
 }
 
 }  // namespace
 
 void launch_per_degree_linear(int N, int L, int Cin, int Cout, const float* X, const float* W, float* Y,
-                              bool transpose, bool accumulate, cudaStream_t s, const float* residual) {
+                              bool transpose, bool accumulate, cudaStream_t s, const float* residual,
+                              const EqNormPairBackwardArgs* norms) {
   if (N == 0 || Cout == 0) return;
-  launch_linear(LinArgs{N, L, (L + 1) * (L + 1), Cin, Cout, 1, X, W, Y, residual, transpose ? 1 : 0,
-                        accumulate ? 1 : 0, nullptr, 1, 1},
-                s);
+  LinArgs a{};
+  a.N = N; a.L = L; a.D = (L + 1) * (L + 1); a.Cin = Cin; a.Cout = Cout; a.NG = 1;
+  a.X = X; a.W = W; a.Y = Y; a.R = residual; a.transpose = transpose ? 1 : 0; a.accumulate = accumulate ? 1 : 0;
+  a.F = a.Cf = 1;
+  if (norms) {  // Y is the norms' t (Xt_bar)
+    if (norms->t != Y || !transpose) throw Error("launch_per_degree_linear: the backward norms need Y = t, transposed");
+    a.norms = 2;
+    a.nb = *norms;
+  }
+  launch_linear(a, s);
 }
 
-void launch_gated_post_linear(const Dims& d, int N, const float* gamma, const float* P, const float* W, float* Y,
-                              cudaStream_t s) {
+void launch_post_mix_norms(const Dims& d, int N, const float* gamma, const float* A, const float* W, float* O,
+                           const EqNormPairArgs& nf, cudaStream_t s) {
   if (N == 0) return;
-  LinArgs a{N, d.L, d.D, d.Cw, d.C, 1, P, W, Y, nullptr, 0, 0, gamma, d.F, d.Cf};
+  LinArgs a{};
+  a.N = N; a.L = d.L; a.D = d.D; a.Cin = d.Cw; a.Cout = d.C; a.NG = 1;
+  a.X = A; a.W = W; a.Y = O; a.gamma = gamma; a.F = d.F; a.Cf = d.Cf;
+  a.norms = 1;
+  a.nf = nf;
+  a.nf.O = O;
   launch_linear(a, s);
 }
 

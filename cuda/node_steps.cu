@@ -6,6 +6,7 @@
 #include "node_steps.cuh"
 
 #include "grid_net.cuh"
+#include "node_norms.cuh"
 
 namespace sezm::cuda {
 namespace {
@@ -26,85 +27,7 @@ __device__ double cta_total(double v, double* red) {
 // block (engine.cu), where a thread per node would leave the GPU nearly idle for a few hundred nodes.
 constexpr int kNodeThreads = 128;
 
-// The norms: a warp per node, four nodes per CTA. They ran one 128-thread CTA per node (a node's
-// 512 values, two or three dependent sums, a few hundred CTAs per chunk); the warp replays those
-// threads as lane + 32 w (w = 0..3) and their CTA total (cta_total: each warp's butterfly, then
-// the warps in order), so every sum and output keeps its bits. Each lane only ever touches the
-// elements i = lane (mod 32), so a lane reads back its own writes (no barrier between the steps).
-constexpr int kVirt = kNodeThreads / 32, kNormWarps = 4;
-
-__device__ __forceinline__ double warp_total(const double (&v)[kVirt]) {
-  double t = 0.0;
-#pragma unroll
-  for (int w = 0; w < kVirt; ++w) t += warp_sum(v[w]);
-  return t;
-}
-
-// y = EqRMSNorm(x) (+ residual) on one node (docs/model.md §5.2.1); x, y, res at the node's rows.
-__device__ void eq_norm_forward_warp(int L, int C, const float* x, const float* scale, const float* bias, float eps,
-                                     float* y, float* rho_o, const float* res) {
-  const int lane = threadIdx.x % 32, D = (L + 1) * (L + 1), DC = D * C;
-  double m[kVirt], v[kVirt];
-#pragma unroll
-  for (int w = 0; w < kVirt; ++w) {
-    m[w] = 0.0;
-    for (int c = lane + 32 * w; c < C; c += kNodeThreads) m[w] += x[c];
-  }
-  const double mean0 = warp_total(m) / C;
-#pragma unroll
-  for (int w = 0; w < kVirt; ++w) {
-    v[w] = 0.0;  // sum over degrees of the degree's mean square / (L+1)
-    for (int i = lane + 32 * w; i < DC; i += kNodeThreads) {
-      const int p = i / C, l = degree_of_packed(p);
-      const double xt = p == 0 ? x[i] - mean0 : x[i];
-      v[w] += xt * xt / (double)((2 * l + 1) * (L + 1) * C);
-    }
-  }
-  const double rho = 1.0 / sqrt(warp_total(v) + eps);
-  if (lane == 0) *rho_o = (float)rho;
-  for (int i = lane; i < DC; i += 32) {
-    const int p = i / C, c = i % C, l = degree_of_packed(p);
-    const double xt = p == 0 ? x[i] - mean0 : x[i];
-    y[i] = (float)(xt * rho * scale[l * C + c] + (p == 0 ? bias[c] : 0.0f) + (res ? res[i] : 0.0f));
-  }
-}
-
-// xb += dEqRMSNorm^T yb on one node (docs/model.md §7.6).
-__device__ void eq_norm_backward_warp(int L, int C, const float* x, const float* scale, double rho, const float* yb,
-                                      float* xb) {
-  const int lane = threadIdx.x % 32, D = (L + 1) * (L + 1), DC = D * C;
-  double m[kVirt], sg[kVirt], r0[kVirt];
-#pragma unroll
-  for (int w = 0; w < kVirt; ++w) {
-    m[w] = 0.0;
-    for (int c = lane + 32 * w; c < C; c += kNodeThreads) m[w] += x[c];
-  }
-  const double mean0 = warp_total(m) / C;
-#pragma unroll
-  for (int w = 0; w < kVirt; ++w) {
-    sg[w] = 0.0;
-    for (int i = lane + 32 * w; i < DC; i += kNodeThreads) {
-      const int p = i / C, l = degree_of_packed(p);
-      const double xt = p == 0 ? x[i] - mean0 : x[i];
-      sg[w] += yb[i] * scale[l * C + i % C] * xt * rho;
-    }
-  }
-  const double sigma = warp_total(sg);
-#pragma unroll
-  for (int w = 0; w < kVirt; ++w) {
-    r0[w] = 0.0;
-    for (int i = lane + 32 * w; i < DC; i += kNodeThreads) {
-      const int p = i / C, l = degree_of_packed(p);
-      const double beta = 1.0 / (double)((2 * l + 1) * (L + 1) * C);
-      const double xt = p == 0 ? x[i] - mean0 : x[i];
-      const double g = rho * (yb[i] * scale[l * C + i % C] - beta * xt * rho * sigma);
-      if (p == 0) r0[w] += g;
-      xb[i] += (float)g;
-    }
-  }
-  const double row0 = warp_total(r0) / C;
-  for (int c = lane; c < C; c += 32) xb[c] -= (float)row0;
-}
+constexpr int kNormWarps = 4;  // the norms: a warp per node (node_norms.cuh), four per CTA
 
 __global__ void __launch_bounds__(32 * kNormWarps) eq_norm_forward_k(int N, int L, int C, const float* X,
                                                                       const float* scale, const float* bias, float eps,
@@ -124,26 +47,14 @@ __global__ void __launch_bounds__(32 * kNormWarps) eq_norm_backward_k(int N, int
   eq_norm_backward_warp(L, C, X + o, scale, rho[n], Y_bar + o, X_bar + o);
 }
 
-// The block's two norms in one pass: X1 = norm_post(O) + X, Xt = norm_pre(X1) (the second reads
-// the lane's own fresh X1 writes).
+// The block's two norms in one pass, and their backward (node_norms.cuh).
 __global__ void __launch_bounds__(32 * kNormWarps) eq_norm_pair_forward_k(EqNormPairArgs a) {
   const int n = blockIdx.x * kNormWarps + threadIdx.x / 32;
-  if (n >= a.N) return;
-  const size_t o = (size_t)n * (a.L + 1) * (a.L + 1) * a.C;
-  eq_norm_forward_warp(a.L, a.C, a.O + o, a.post_scale, a.post_bias, a.post_eps, a.X1 + o, a.post_rho + n, a.X + o);
-  eq_norm_forward_warp(a.L, a.C, a.X1 + o, a.pre_scale, a.pre_bias, a.pre_eps, a.Xt + o, a.pre_rho + n, nullptr);
+  if (n < a.N) eq_norm_pair_forward_node(a, n);
 }
-
-// Their backward: X1_bar += norm_pre^T(t), then t = norm_post^T(X1_bar) (t zeroed first, as the
-// separate launches' memset did: the same bits).
 __global__ void __launch_bounds__(32 * kNormWarps) eq_norm_pair_backward_k(EqNormPairBackwardArgs a) {
   const int n = blockIdx.x * kNormWarps + threadIdx.x / 32;
-  if (n >= a.N) return;
-  const int DC = (a.L + 1) * (a.L + 1) * a.C;
-  const size_t o = (size_t)n * DC;
-  eq_norm_backward_warp(a.L, a.C, a.X1 + o, a.pre_scale, a.pre_rho[n], a.t + o, a.X1_bar + o);
-  for (int i = threadIdx.x % 32; i < DC; i += 32) a.t[o + i] = 0.0f;
-  eq_norm_backward_warp(a.L, a.C, a.O + o, a.post_scale, a.post_rho[n], a.X1_bar + o, a.t + o);
+  if (n < a.N) eq_norm_pair_backward_node(a, n);
 }
 
 // FFN grid activation per (node, hidden channel): y = kappa * P((T a)(T b)) + [l=0] silu(a0) b0.
@@ -514,13 +425,13 @@ void launch_ffn_forward(const Dims& d, const ModelWDev& mw, const BlockWDev& w, 
 }
 void launch_ffn_backward(const Dims& d, const ModelWDev& mw, const BlockWDev& w, int N, const float* hbuf,
                          const float* out_bar, float* ybar_buf, float* hbar_buf, float* Xt_bar, float* grid_scratch,
-                         cudaStream_t s) {
+                         cudaStream_t s, const EqNormPairBackwardArgs* norms) {
   if (N == 0) return;
   if (w.ffn_so3) {  // docs/model.md §7.12
     const int KH = d.KF * d.H;
     launch_per_degree_linear(N, d.L, d.C, KH, out_bar, w.ffn_w2, ybar_buf, true, false, s);
     launch_grid_self_backward(d, mw.so3, w.ffn_grid, N, hbuf, ybar_buf, hbar_buf, grid_scratch, s);
-    launch_per_degree_linear(N, d.L, 2 * KH, d.C, hbar_buf, w.ffn_w1, Xt_bar, true, false, s);
+    launch_per_degree_linear(N, d.L, 2 * KH, d.C, hbar_buf, w.ffn_w1, Xt_bar, true, false, s, nullptr, norms);
     return;
   }
   launch_per_degree_linear(N, d.L, d.C, d.H, out_bar, w.ffn_w2, ybar_buf, true, false, s);
@@ -540,7 +451,7 @@ void launch_ffn_backward(const Dims& d, const ModelWDev& mw, const BlockWDev& w,
   SEZM_LAUNCH("ffn_act_backward");
   ffn_gate_input_backward_k<<<div_up((long)N * 2 * d.H, 128), 128, 0, s>>>(d, w.ffn_sg, N, tbar, hbar_buf);
   SEZM_LAUNCH("ffn_gate_input_backward");
-  launch_per_degree_linear(N, d.L, 2 * d.H, d.C, hbar_buf, w.ffn_w1, Xt_bar, true, false, s);
+  launch_per_degree_linear(N, d.L, 2 * d.H, d.C, hbar_buf, w.ffn_w1, Xt_bar, true, false, s, nullptr, norms);
 }
 void launch_readout_fitting_forward(const Dims& d, const ModelWDev& w, const FittingDev& fit, int N, const float* X,
                                     const int* types, double* atom_energy, const float* desc_in, cudaStream_t s) {

@@ -7,20 +7,6 @@
 
 namespace sezm::cuda {
 
-// Per-degree linear (node_linear.cu): Y[n, p, :] (+)= X[n, p, :] W[l(p)] (W: (L+1, Cin, Cout), or its
-// transpose); with residual, Y = that + residual (rounded to fp32 first, as a separate add would).
-void launch_per_degree_linear(int N, int L, int Cin, int Cout, const float* X, const float* W, float* Y,
-                              bool transpose, bool accumulate, cudaStream_t s, const float* residual = nullptr);
-// The output gate and the post-focus mix in one pass (no message-node net between them):
-// Y (N, D, C) = (gamma * P) W_post, gamma (N, F) per focus, P (N, D, Cw); the bits of
-// launch_gate_post followed by launch_per_degree_linear.
-void launch_gated_post_linear(const Dims& d, int N, const float* gamma, const float* P, const float* W, float* Y,
-                              cudaStream_t s);
-// Y = EqRMSNorm(X) (+ residual), rho (N) kept for the backward; X_bar += its transpose of Y_bar.
-void launch_eq_norm_forward(int N, int L, int C, const float* X, const float* scale, const float* bias, float eps,
-                            float* Y, float* rho, const float* residual, cudaStream_t s);
-void launch_eq_norm_backward(int N, int L, int C, const float* X, const float* scale, const float* rho,
-                             const float* Y_bar, float* X_bar, cudaStream_t s);
 // The block's two norms at once (bit-identical to the two launches above): X1 = norm_post(O) + X,
 // Xt = norm_pre(X1); backward X1_bar += norm_pre^T(t), then t = norm_post^T(X1_bar) (t: Xt_bar in,
 // O_bar out). Arrays at the first node, (N, D, C) rows; rho (N).
@@ -36,6 +22,26 @@ struct EqNormPairBackwardArgs {
   const float *O, *X1, *post_scale, *pre_scale, *post_rho, *pre_rho;
   float *X1_bar, *t;
 };
+
+// Per-degree linear (node_linear.cu): Y[n, p, :] (+)= X[n, p, :] W[l(p)] (W: (L+1, Cin, Cout), or its
+// transpose); with residual, Y = that + residual (rounded to fp32 first, as a separate add would);
+// with norms (transpose only; Y = norms->t), launch_eq_norm_pair_backward(*norms) follows, in the
+// same launch where the shapes allow.
+void launch_per_degree_linear(int N, int L, int Cin, int Cout, const float* X, const float* W, float* Y,
+                              bool transpose, bool accumulate, cudaStream_t s, const float* residual = nullptr,
+                              const EqNormPairBackwardArgs* norms = nullptr);
+// The output gate, the post-focus mix and the block's two norms (node_linear.cu): O (N, D, C) =
+// (gamma * A) W_post with gamma (N, F) per focus (null: A as is, e.g. after the message-node
+// net), then launch_eq_norm_pair_forward(nf) with nf.O = O; one launch where the shapes allow
+// (C <= 32), the bits of the separate launches either way.
+void launch_post_mix_norms(const Dims& d, int N, const float* gamma, const float* A, const float* W, float* O,
+                           const EqNormPairArgs& nf, cudaStream_t s);
+// Y = EqRMSNorm(X) (+ residual), rho (N) kept for the backward; X_bar += its transpose of Y_bar.
+void launch_eq_norm_forward(int N, int L, int C, const float* X, const float* scale, const float* bias, float eps,
+                            float* Y, float* rho, const float* residual, cudaStream_t s);
+void launch_eq_norm_backward(int N, int L, int C, const float* X, const float* scale, const float* rho,
+                             const float* Y_bar, float* X_bar, cudaStream_t s);
+// The two norms alone (bit-identical to two launch_eq_norm_* calls and, backward, t's memset).
 void launch_eq_norm_pair_forward(const EqNormPairArgs& a, cudaStream_t s);
 void launch_eq_norm_pair_backward(const EqNormPairBackwardArgs& a, cudaStream_t s);
 // Block FFN: out = W2 grid-act(W1 Xt), on the S2 grid or (ffn_so3_grid) the SO(3) grid
@@ -43,9 +49,10 @@ void launch_eq_norm_pair_backward(const EqNormPairBackwardArgs& a, cudaStream_t 
 // With residual, out = that + residual (the block's X1: no separate add).
 void launch_ffn_forward(const Dims& d, const ModelWDev& mw, const BlockWDev& w, int N, const float* Xt, float* hbuf,
                         float* ybuf, float* out, float* grid_scratch, cudaStream_t s, const float* residual = nullptr);
+// With norms (norms->t == Xt_bar), launch_eq_norm_pair_backward(*norms) follows (fused with the last linear).
 void launch_ffn_backward(const Dims& d, const ModelWDev& mw, const BlockWDev& w, int N, const float* hbuf,
                          const float* out_bar, float* ybar_buf, float* hbar_buf, float* Xt_bar, float* grid_scratch,
-                         cudaStream_t s);
+                         cudaStream_t s, const EqNormPairBackwardArgs* norms = nullptr);
 // Read-out MLP and fitting net per node: atom_energy (double, N) from X's row 0; the backward
 // writes dE/dX's row 0 into X_bar (other rows untouched). With desc_in (so3_readout mlp: the
 // descriptor from grid_net.cu's read-out, (N, C)) only the fitting net runs, and its backward

@@ -1,0 +1,108 @@
+#pragma once
+// The equivariant RMS norms of one node, run by one warp (CPU twin: engine/norms.h; docs/model.md
+// §5.2.1, backward §7.6): used by node_steps.cu's norm kernels and by node_linear.cu, which runs
+// the block's two norms right behind the linear that feeds them.
+#include "node_steps.cuh"
+
+namespace sezm::cuda {
+namespace {
+
+// The norms: a warp per node. They ran one 128-thread CTA per node (a node's
+// 512 values, two or three dependent sums, a few hundred CTAs per chunk); the warp replays those
+// threads as lane + 32 w (w = 0..3) and their CTA total (cta_total: each warp's butterfly, then
+// the warps in order), so every sum and output keeps its bits. Each lane only ever touches the
+// elements i = lane (mod 32), so a lane reads back its own writes (no barrier between the steps).
+constexpr int kVirt = 4;  // the old CTA's 128 threads per lane: lane + 32 w
+
+__device__ __forceinline__ double warp_total(const double (&v)[kVirt]) {
+  double t = 0.0;
+#pragma unroll
+  for (int w = 0; w < kVirt; ++w) t += warp_sum(v[w]);
+  return t;
+}
+
+// y = EqRMSNorm(x) (+ residual) on one node (docs/model.md §5.2.1); x, y, res at the node's rows.
+__device__ void eq_norm_forward_warp(int L, int C, const float* x, const float* scale, const float* bias, float eps,
+                                     float* y, float* rho_o, const float* res) {
+  const int lane = threadIdx.x % 32, D = (L + 1) * (L + 1), DC = D * C;
+  double m[kVirt], v[kVirt];
+#pragma unroll
+  for (int w = 0; w < kVirt; ++w) {
+    m[w] = 0.0;
+    for (int c = lane + 32 * w; c < C; c += (32 * kVirt)) m[w] += x[c];
+  }
+  const double mean0 = warp_total(m) / C;
+#pragma unroll
+  for (int w = 0; w < kVirt; ++w) {
+    v[w] = 0.0;  // sum over degrees of the degree's mean square / (L+1)
+    for (int i = lane + 32 * w; i < DC; i += (32 * kVirt)) {
+      const int p = i / C, l = degree_of_packed(p);
+      const double xt = p == 0 ? x[i] - mean0 : x[i];
+      v[w] += xt * xt / (double)((2 * l + 1) * (L + 1) * C);
+    }
+  }
+  const double rho = 1.0 / sqrt(warp_total(v) + eps);
+  if (lane == 0) *rho_o = (float)rho;
+  for (int i = lane; i < DC; i += 32) {
+    const int p = i / C, c = i % C, l = degree_of_packed(p);
+    const double xt = p == 0 ? x[i] - mean0 : x[i];
+    y[i] = (float)(xt * rho * scale[l * C + c] + (p == 0 ? bias[c] : 0.0f) + (res ? res[i] : 0.0f));
+  }
+}
+
+// xb += dEqRMSNorm^T yb on one node (docs/model.md §7.6).
+__device__ void eq_norm_backward_warp(int L, int C, const float* x, const float* scale, double rho, const float* yb,
+                                      float* xb) {
+  const int lane = threadIdx.x % 32, D = (L + 1) * (L + 1), DC = D * C;
+  double m[kVirt], sg[kVirt], r0[kVirt];
+#pragma unroll
+  for (int w = 0; w < kVirt; ++w) {
+    m[w] = 0.0;
+    for (int c = lane + 32 * w; c < C; c += (32 * kVirt)) m[w] += x[c];
+  }
+  const double mean0 = warp_total(m) / C;
+#pragma unroll
+  for (int w = 0; w < kVirt; ++w) {
+    sg[w] = 0.0;
+    for (int i = lane + 32 * w; i < DC; i += (32 * kVirt)) {
+      const int p = i / C, l = degree_of_packed(p);
+      const double xt = p == 0 ? x[i] - mean0 : x[i];
+      sg[w] += yb[i] * scale[l * C + i % C] * xt * rho;
+    }
+  }
+  const double sigma = warp_total(sg);
+#pragma unroll
+  for (int w = 0; w < kVirt; ++w) {
+    r0[w] = 0.0;
+    for (int i = lane + 32 * w; i < DC; i += (32 * kVirt)) {
+      const int p = i / C, l = degree_of_packed(p);
+      const double beta = 1.0 / (double)((2 * l + 1) * (L + 1) * C);
+      const double xt = p == 0 ? x[i] - mean0 : x[i];
+      const double g = rho * (yb[i] * scale[l * C + i % C] - beta * xt * rho * sigma);
+      if (p == 0) r0[w] += g;
+      xb[i] += (float)g;
+    }
+  }
+  const double row0 = warp_total(r0) / C;
+  for (int c = lane; c < C; c += 32) xb[c] -= (float)row0;
+}
+
+// X1 = norm_post(O) + X, Xt = norm_pre(X1) on node n (the second reads the lane's own fresh X1).
+__device__ __forceinline__ void eq_norm_pair_forward_node(const EqNormPairArgs& a, int n) {
+  const size_t o = (size_t)n * (a.L + 1) * (a.L + 1) * a.C;
+  eq_norm_forward_warp(a.L, a.C, a.O + o, a.post_scale, a.post_bias, a.post_eps, a.X1 + o, a.post_rho + n, a.X + o);
+  eq_norm_forward_warp(a.L, a.C, a.X1 + o, a.pre_scale, a.pre_bias, a.pre_eps, a.Xt + o, a.pre_rho + n, nullptr);
+}
+
+// X1_bar += norm_pre^T(t), then t = norm_post^T(X1_bar) on node n (t zeroed first, as the separate
+// launches' memset did: the same bits).
+__device__ __forceinline__ void eq_norm_pair_backward_node(const EqNormPairBackwardArgs& a, int n) {
+  const int DC = (a.L + 1) * (a.L + 1) * a.C;
+  const size_t o = (size_t)n * DC;
+  eq_norm_backward_warp(a.L, a.C, a.X1 + o, a.pre_scale, a.pre_rho[n], a.t + o, a.X1_bar + o);
+  for (int i = threadIdx.x % 32; i < DC; i += 32) a.t[o + i] = 0.0f;
+  eq_norm_backward_warp(a.L, a.C, a.O + o, a.post_scale, a.post_rho[n], a.X1_bar + o, a.t + o);
+}
+
+}  // namespace
+}  // namespace sezm::cuda
