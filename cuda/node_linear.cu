@@ -231,7 +231,9 @@ void launch_linear(LinArgs a, cudaStream_t s) {
   // Fewer nodes per CTA where the grid would not cover the GPU twice (a chunk's ~200 destinations):
   // more CTAs, each with a shorter chain of k tiles' products.
   a.NG = std::max(1, 256 / (D * kCG));
-  while (a.NG > 1 && (long)div_up(N, 4 * a.NG) * div_up(Cout, kTC) < 264) a.NG /= 2;
+  while (a.NG > 1 && (long)div_up(N, 4 * a.NG) * div_up(Cout, kTC) < 264 &&
+         (L + 1) * kKT * kTC / 4 <= kW4 * D * (a.NG / 2) * kCG)  // the W tile still fits kW4 quads a thread
+    a.NG /= 2;
   const int nt = D * a.NG * kCG;
   const bool quads = Cin % 4 == 0 && Cout % 4 == 0 && (!a.gamma || (a.Cf % 4 == 0 && !transpose)) &&
                      ((reinterpret_cast<uintptr_t>(a.X) | reinterpret_cast<uintptr_t>(a.W)) & 15) == 0;
