@@ -3,6 +3,7 @@
 // warp per centre and focus forward, one CTA per centre backward), the output gate.
 #include "attention.cuh"
 #include "cta_reduce.cuh"
+#include "gate_warp.cuh"
 
 namespace sezm::cuda {
 namespace {
@@ -117,23 +118,13 @@ __global__ void gate_post_k(Dims d, int N, const float* __restrict__ gamma, cons
 // ---------------------------------------------------------------------------------------------
 // Backward.
 
-// One warp per (centre, focus): P_bar = gamma A_bar, gamma_bar = <A_bar, P> (a warp-tree sum;
-// the last block runs this on one chunk's destinations at a time).
+// One warp per (centre, focus): P_bar = gamma A_bar, gamma_bar = <A_bar, P> (gate_warp.cuh; the
+// last block runs this on one chunk's destinations at a time, or node_linear.cu behind the mix).
 __global__ void gate_backward_k(Dims d, int N, const float* __restrict__ gamma, const float* __restrict__ P,
                                 const float* __restrict__ A_bar, float* P_bar, float* gamma_bar) {
   const long i = ((long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
   if (i >= (long)N * d.F) return;  // whole warps: blockDim is a multiple of 32
-  const int n = i / d.F, f = i % d.F;
-  const float g = gamma[i];
-  float gb = 0.0f;
-  for (int t = lane; t < d.D * d.Cf; t += 32) {
-    const size_t o = ((size_t)n * d.D + t / d.Cf) * d.Cw + f * d.Cf + t % d.Cf;
-    P_bar[o] = g * A_bar[o];
-    gb += A_bar[o] * P[o];
-  }
-  gb = warp_sum(gb);
-  if (lane == 0) gamma_bar[i] = gb;
+  gate_backward_warp(d, i / d.F, i % d.F, gamma, P, A_bar, P_bar, gamma_bar);
 }
 
 // One CTA of Cw x R threads per centre of the chunk: softmax backward over its segment, all foci.

@@ -31,18 +31,21 @@ void CudaEngine::Impl::node_backward(int b, int n0, int n) {
   na.X1_bar = X1b; na.t = t;
   launch_ffn_backward(d, dw.mw, w, n, ffn_hidden(b, n0), X1b, ybuf_n, hbar.data() + so * d.D * 2 * d.KF * d.H, t,
                       grid_scratch.data(), s, &na);
-  launch_per_degree_linear(n, d.L, d.C, d.Cw, t, w.post, Abar, true, false, s);
   OutputGateArgs ga{};
   ga.N = n; ga.gamma = gamma[b].data() + o * d.F; ga.P = P[b].data() + o * nodeWw;
-  if (w.has_mn) {
-    // The message-node net's backward (§7.12) on the gated aggregate before it (recomputed into
-    // nodeA): nodeA_bar gains the query adjoint, mn_xbar takes the context's (added to H_bar
-    // in end_block_backward, after H_bar is cleared for the block).
-    ga.A = Ab;
-    launch_gate_post(d, ga, s);
-    launch_grid_cross_backward(d, dw.mw.so3, w.mn, n, Ab, H[b].data() + o * nodeWw, Abar,
-                               mn_xbar.data() + o * nodeWw, grid_scratch.data(), s);
+  if (!w.has_mn) {  // A_bar = O_bar W_post^T, then the gate's backward (one launch)
+    ga.P_bar = Pb.data() + o * nodeWw; ga.gamma_bar = gamma_bar.data() + o * d.F;
+    launch_post_mix_backward(d, n, t, w.post, Abar, ga, s);
+    return;
   }
+  launch_per_degree_linear(n, d.L, d.C, d.Cw, t, w.post, Abar, true, false, s);
+  // The message-node net's backward (§7.12) on the gated aggregate before it (recomputed into
+  // nodeA): nodeA_bar gains the query adjoint, mn_xbar takes the context's (added to H_bar in
+  // end_block_backward, after H_bar is cleared for the block).
+  ga.A = Ab;
+  launch_gate_post(d, ga, s);
+  launch_grid_cross_backward(d, dw.mw.so3, w.mn, n, Ab, H[b].data() + o * nodeWw, Abar, mn_xbar.data() + o * nodeWw,
+                             grid_scratch.data(), s);
   ga.A_bar = Abar; ga.P_bar = Pb.data() + o * nodeWw; ga.gamma_bar = gamma_bar.data() + o * d.F;
   launch_gate_backward(d, ga, s);
 }

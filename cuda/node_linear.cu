@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "attention.cuh"
+#include "gate_warp.cuh"
 #include "node_norms.cuh"
 #include "node_steps.cuh"
 
@@ -39,11 +41,15 @@ struct LinArgs {
   // (gamma (N, F), the fp32 product gate_post_k forms), or null.
   const float* gamma;
   int F, Cf;
-  // The block's two norms right behind the linear, on the CTA's nodes (the CTA holds all their
-  // columns: Cout <= kTC): 1 the forward pair (Y = nf.O), 2 the backward pair (Y = nb.t); 0 none.
+  // A per-node step right behind the linear, on the CTA's outputs (tail; 0 none): 1 the block's
+  // two norms (Y = nf.O) and 2 their backward (Y = nb.t), where the CTA holds all its nodes'
+  // columns (Cout <= kTC); 3 the output gate's backward (A_bar = Y), where its column tile holds
+  // whole foci.
   int norms;
   EqNormPairArgs nf;
   EqNormPairBackwardArgs nb;
+  Dims gd;
+  OutputGateArgs ga;
 };
 
 // blockDim.x = D NG kCG: thread (p, ng, cg) owns nodes 4 ng .. 4 ng + 3 and columns 4 cg .. 4 cg + 3
@@ -176,6 +182,14 @@ __global__ void __launch_bounds__(512) per_degree_linear_tiled_k(LinArgs a) {
     // (which orders the CTA's global writes) a warp per node runs the norms on them.
     __syncthreads();
     const int nwarps = nt / 32;  // nt % 32 == 0 (launcher)
+    if (kNorms == 3) {  // a warp per (node, focus) of the column tile
+      const int per = kTC / a.gd.Cf;
+      for (int pr = tid / 32; pr < TN * per; pr += nwarps) {
+        const int n = n0 + pr / per, f = blockIdx.y * per + pr % per;
+        if (n < a.N && f < a.gd.F) gate_backward_warp(a.gd, n, f, a.ga.gamma, a.ga.P, a.Y, a.ga.P_bar, a.ga.gamma_bar);
+      }
+      return;
+    }
     for (int i = tid / 32; i < TN && n0 + i < a.N; i += nwarps) {
       if (kNorms == 1)
         eq_norm_pair_forward_node(a.nf, n0 + i);
@@ -240,8 +254,10 @@ void launch_linear(LinArgs a, cudaStream_t s) {
   const bool tiled = quads && D <= 64 && (L + 1) * kKT * kTC / 4 <= kW4 * nt;
   const int norms = a.norms;
   // The norms ride along where one CTA holds whole nodes in whole warps; else their own launch.
-  const bool fused = tiled && norms != 0 && Cout <= kTC && nt % 32 == 0 &&
-                     ((norms == 1 && !transpose) || (norms == 2 && transpose && !a.gamma));
+  const bool fused = tiled && nt % 32 == 0 && !a.accumulate && !a.R &&
+                     (norms == 3 ? transpose && Cout == a.gd.Cw && a.gd.Cf <= kTC && kTC % a.gd.Cf == 0
+                                 : norms != 0 && Cout <= kTC &&
+                                       ((norms == 1 && !transpose) || (norms == 2 && transpose && !a.gamma)));
   if (!fused) a.norms = 0;
   if (!tiled) {
     const dim3 grid(div_up(N, 16), div_up(Cout, 16), D), block(16, 16);
@@ -250,7 +266,9 @@ void launch_linear(LinArgs a, cudaStream_t s) {
   } else {
     const size_t bytes = ((size_t)D * kKT * (4 * a.NG + 2) + (size_t)(L + 1) * kKT * kTCp) * sizeof(double);
     // The gate only ever multiplies the forward's input (launch_post_mix_norms).
-    if (transpose)
+    if (transpose && fused && norms == 3)
+      launch_tiled<true, false, 3>(a, nt, bytes, s);
+    else if (transpose)
       fused ? launch_tiled<true, false, 2>(a, nt, bytes, s) : launch_tiled<true, false, 0>(a, nt, bytes, s);
     else if (a.gamma)
       fused ? launch_tiled<false, true, 1>(a, nt, bytes, s) : launch_tiled<false, true, 0>(a, nt, bytes, s);
@@ -260,6 +278,11 @@ void launch_linear(LinArgs a, cudaStream_t s) {
   }
   if (norms == 1 && !fused) launch_eq_norm_pair_forward(a.nf, s);
   if (norms == 2 && !fused) launch_eq_norm_pair_backward(a.nb, s);
+  if (norms == 3 && !fused) {
+    OutputGateArgs ga = a.ga;
+    ga.A_bar = a.Y;
+    launch_gate_backward(a.gd, ga, s);
+  }
 }
 
 }  // namespace
@@ -289,6 +312,18 @@ void launch_post_mix_norms(const Dims& d, int N, const float* gamma, const float
   a.norms = 1;
   a.nf = nf;
   a.nf.O = O;
+  launch_linear(a, s);
+}
+
+void launch_post_mix_backward(const Dims& d, int N, const float* O_bar, const float* W, float* A_bar,
+                               const OutputGateArgs& ga, cudaStream_t s) {
+  if (N == 0) return;
+  LinArgs a{};
+  a.N = N; a.L = d.L; a.D = d.D; a.Cin = d.C; a.Cout = d.Cw; a.NG = 1;
+  a.X = O_bar; a.W = W; a.Y = A_bar; a.transpose = 1; a.F = a.Cf = 1;
+  a.norms = 3;
+  a.gd = d;
+  a.ga = ga;
   launch_linear(a, s);
 }
 

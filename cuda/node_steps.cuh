@@ -36,6 +36,12 @@ void launch_per_degree_linear(int N, int L, int Cin, int Cout, const float* X, c
 // (C <= 32), the bits of the separate launches either way.
 void launch_post_mix_norms(const Dims& d, int N, const float* gamma, const float* A, const float* W, float* O,
                            const EqNormPairArgs& nf, cudaStream_t s);
+// Its backward without a message-node net: A_bar (N, D, Cw) = O_bar W_post^T, then
+// launch_gate_backward(ga) on it (ga.A_bar ignored: A_bar); one launch where a column tile holds
+// whole foci (Cf <= 32), the bits of the separate launches either way.
+struct OutputGateArgs;
+void launch_post_mix_backward(const Dims& d, int N, const float* O_bar, const float* W, float* A_bar,
+                              const OutputGateArgs& ga, cudaStream_t s);
 // Y = EqRMSNorm(X) (+ residual), rho (N) kept for the backward; X_bar += its transpose of Y_bar.
 void launch_eq_norm_forward(int N, int L, int C, const float* X, const float* scale, const float* bias, float eps,
                             float* Y, float* rho, const float* residual, cudaStream_t s);
