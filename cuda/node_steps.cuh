@@ -7,7 +7,7 @@
 
 namespace sezm::cuda {
 
-// The block's two norms at once (bit-identical to the two launches above): X1 = norm_post(O) + X,
+// The block's two norms at once (bit-identical to two launch_eq_norm_* calls): X1 = norm_post(O) + X,
 // Xt = norm_pre(X1); backward X1_bar += norm_pre^T(t), then t = norm_post^T(X1_bar) (t: Xt_bar in,
 // O_bar out). Arrays at the first node, (N, D, C) rows; rho (N).
 struct EqNormPairArgs {
