@@ -1,8 +1,10 @@
-// Node-level steps on the device (O(N) work): per-degree linears, equivariant RMS norms, the S2
-// grid FFN (the SO(3)-grid FFN through grid_net.cu), read-out and fitting, forward and backward
-// (CPU twins: engine/norms.h, ffn.h, readout.h, fitting.h). Linears: node_linear.cu; the FFN
-// grid activation: eight lanes per (node, channel); norms: a warp per node; the read-out: a CTA per node (they
-// also run on one chunk's few hundred destinations at a time).
+// Node-level steps on the device (O(N) work): equivariant RMS norms, the S2 grid FFN (the
+// SO(3)-grid FFN through grid_net.cu), read-out and fitting, forward and backward (CPU twins:
+// engine/norms.h, ffn.h, readout.h, fitting.h). The per-degree linears, and the steps that ride
+// on them (output gate, the block's norms, the FFN residual), are in node_linear.cu; the norms'
+// per-node warp code in node_norms.cuh. FFN grid activation: eight lanes per (node, channel);
+// norms: a warp per node; read-out: a CTA per node (they also run on one chunk's few hundred
+// destinations at a time).
 #include "node_steps.cuh"
 
 #include "grid_net.cuh"
