@@ -34,6 +34,7 @@
 #include "stack.cuh"
 #include "stack_tile.cuh"
 #include "stack_probe_ss.cuh"
+#include "stack_probe_mc.cuh"
 
 // The stack's tile product alone, C (rows x N) = A (rows x K, row stride lda) B (K x N), N <= 192.
 // variants 0-3 in IEEE fp32 FFMA: 0 the 64-row tile; 1: 128 rows (8 per thread, one CTA per SM);
@@ -145,6 +146,12 @@ void launch_wg1_probe(bool restage, bool hbm_a, int rows, int K, const float* A,
 void launch_tile_probe(int variant, bool hbm_a, int rows, int K, int N, const float* A, int lda, const float* B,
                        const float* Bimg, float* C, cudaStream_t s) {
   const bool wide = pad64(N) / 64 > 2;
+  if (variant == 102) {  // the same with B multicast to clusters of two CTAs (stack_probe_mc.cuh)
+    if (N == 192) launch_wgmc_probe<192>(hbm_a, rows, K, A, lda, Bimg, C, s);
+    else if (N == 128) launch_wgmc_probe<128>(hbm_a, rows, K, A, lda, Bimg, C, s);
+    else throw Error("the warpgroup tile probe takes N = 128 or 192");
+    return;
+  }
   if (variant >= 100) {  // the engine's warpgroup tile shape; 100: B restaged per k block, 101: not
     const bool restage = variant == 100;
     if (N == 192) launch_wg1_probe<192>(restage, hbm_a, rows, K, A, lda, Bimg, C, s);
@@ -278,8 +285,9 @@ int main(int argc, char** argv) {
       // The warpgroup tile needs sm_90a code and a CC 9.0 device, and N = K = 128 or 192.
       const bool wg_ok = prop.major == 9 && prop.minor == 0 && (K == 128 || K == 192);
       // Then two of the engine's own tile shape (launch_tile_probe 100, 101).
-      const int kSsEnd = 8 + kSsVariantCount, kVariants = wg_ok ? kSsEnd + 2 : 6;
-      static const char* wg1_names[] = {"3xTF32 wgmma, 64 rows (engine)", "same, B staged once (wrong C)"};
+      const int kSsEnd = 8 + kSsVariantCount, kVariants = wg_ok ? kSsEnd + 3 : 6;
+      static const char* wg1_names[] = {"3xTF32 wgmma, 64 rows (engine)", "same, B staged once (wrong C)",
+                                        "same, B multicast in 2-CTA clusters"};
       std::vector<float> hbw((size_t)K * K);
       SEZM_CUDA(cudaMemcpy(hbw.data(), B.p, hbw.size() * sizeof(float), cudaMemcpyDeviceToHost));
       const std::vector<float> img = wgmma_b_image(hbw.data(), K, K, K, 4);
