@@ -4,9 +4,9 @@
 // products register-tiled (IEEE FFMA). Generic fallback (any other C, or a shape whose tile does
 // not fit the device's shared memory): the per-thread kernels, one thread per edge forward, four
 // backward.
-#include <algorithm>
 #include <cstdint>
 
+#include "async_copy.cuh"
 #include "radial.cuh"
 
 namespace sezm::cuda {
@@ -223,12 +223,21 @@ __device__ __forceinline__ void stage_w0(const Dims& d, const ModelWDev& w, floa
   if (d.edge_norm)
     for (int c = threadIdx.x; c < KC; c += kTT) nrm[c] = __ldg(w.rad_norm + c);
 }
+// Asynchronous copies (async_copy.cuh: all of a thread's loads in flight at once, no registers
+// held); rows past the tile's ne edges are zeros. The caller waits (copy_async_wait) before its
+// barrier.
 template <int TE>
 __device__ __forceinline__ void stage_rows(int nr, int e0, int ne, const float* __restrict__ rbf,
                                            const float* __restrict__ env, float* rbs, float* es) {
-  for (int i = threadIdx.x; i < TE * nr; i += kTT)
-    rbs[(i / nr) * (nr + 1) + i % nr] = i < ne * nr ? __ldg(rbf + (size_t)e0 * nr + i) : 0.0f;
-  for (int i = threadIdx.x; i < TE; i += kTT) es[i] = i < ne ? __ldg(env + e0 + i) : 0.0f;
+  for (int i = threadIdx.x; i < TE * nr; i += kTT) {
+    float* p = rbs + (i / nr) * (nr + 1) + i % nr;
+    if (i < ne * nr) copy_async4(p, rbf + (size_t)e0 * nr + i);
+    else *p = 0.0f;
+  }
+  for (int i = threadIdx.x; i < TE; i += kTT) {
+    if (i < ne) copy_async4(es + i, env + e0 + i);
+    else es[i] = 0.0f;
+  }
 }
 
 // Forward: tiles of 64 edges; thread (te, tn) = (tid / 16, tid % 16) owns edges 4te..4te+3 and
@@ -266,6 +275,7 @@ __global__ void __launch_bounds__(kTT) radial_forward_tile_k(Dims d, ModelWDev w
   for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
     const int e0 = tile * TE, ne = min(TE, E - e0);
     stage_rows<TE>(d.nr, e0, ne, rbf, env, rbs, es);
+    copy_async_wait();
     __syncthreads();
     float h[HPT];
     tile_hidden<KC, TE>(d, w0s, rbs, hs, rs, h);
@@ -362,10 +372,10 @@ __global__ void __launch_bounds__(kTT) radial_backward_tile_k(Dims d, ModelWDev 
     stage_rows<TE>(nr, e0, ne, rbf, env, rbs, es);
     for (int i = tid; i < TE * W / 4; i += kTT) {
       const int e = 4 * i / W, o = 4 * i % W;
-      *reinterpret_cast<float4*>(rb + e * RS + o) =
-          e < ne ? __ldg(reinterpret_cast<const float4*>(rho_bar + (size_t)(e0 + e) * W + o))
-                 : make_float4(0.f, 0.f, 0.f, 0.f);
+      if (e < ne) copy_async16(rb + e * RS + o, rho_bar + (size_t)(e0 + e) * W + o);
+      else *reinterpret_cast<float4*>(rb + e * RS + o) = make_float4(0.f, 0.f, 0.f, 0.f);
     }
+    copy_async_wait();
     __syncthreads();
     {
       float h[HPT];
@@ -454,23 +464,6 @@ void check_quads(const Dims& d, const ModelWDev& w, const float* rows, const cha
     throw Error(std::string(what) + ": radial weights and rows need C % 4 == 0 and 16-byte alignment");
 }
 
-// Launches a tile kernel (256 threads, `bytes` of dynamic shared memory) on as many CTAs as fit
-// the device at once, at most one per tile; false (nothing launched) where its shared memory
-// exceeds the device's opt-in limit (the caller runs the generic kernel then).
-template <class... P, class... A>
-bool launch_tiles(void (*fn)(P...), size_t bytes, int tiles, cudaStream_t s, A... args) {
-  int dev = 0, optin = 0, sms = 0, per = 0;
-  SEZM_CUDA(cudaGetDevice(&dev));
-  SEZM_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-  if (bytes > (size_t)optin) return false;
-  SEZM_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  if (bytes > 48 * 1024) SEZM_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-  SEZM_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, fn, kTT, bytes));
-  const int grid = std::min(tiles, std::max(per, 1) * sms);
-  fn<<<grid, kTT, bytes, s>>>(args...);
-  return true;
-}
-
 }  // namespace
 
 void launch_radial_forward(const Dims& d, const ModelWDev& w, const RadialMlpArgs& a, cudaStream_t s) {
@@ -481,9 +474,9 @@ void launch_radial_forward(const Dims& d, const ModelWDev& w, const RadialMlpArg
   const int tiles = div_up(E, kFwdTE);
   bool done = false;
   if (reinterpret_cast<uintptr_t>(a.rho) % 16 == 0) {  // the tile's 16-byte stores (engine buffers are aligned)
-    if (d.C == 32) done = launch_tiles(radial_forward_tile_k<32>, bytes, tiles, s, d, w, E, a.rbf, a.env, a.rho);
-    else if (d.C == 16) done = launch_tiles(radial_forward_tile_k<16>, bytes, tiles, s, d, w, E, a.rbf, a.env, a.rho);
-    else if (d.C == 64) done = launch_tiles(radial_forward_tile_k<64>, bytes, tiles, s, d, w, E, a.rbf, a.env, a.rho);
+    if (d.C == 32) done = launch_tiles(radial_forward_tile_k<32>, kTT, bytes, tiles, s, d, w, E, a.rbf, a.env, a.rho);
+    else if (d.C == 16) done = launch_tiles(radial_forward_tile_k<16>, kTT, bytes, tiles, s, d, w, E, a.rbf, a.env, a.rho);
+    else if (d.C == 64) done = launch_tiles(radial_forward_tile_k<64>, kTT, bytes, tiles, s, d, w, E, a.rbf, a.env, a.rho);
   }
   if (!done) {
     if (d.C == 32) radial_forward_k<32><<<div_up(E, kThreads), kThreads, 0, s>>>(d, w, E, a.rbf, a.env, a.rho);
@@ -502,11 +495,11 @@ void launch_radial_backward(const Dims& d, const ModelWDev& w, const RadialMlpAr
     const size_t bytes = L.total * sizeof(float);
     const int tiles = div_up(E, L.TE);
     if (d.C == 32)
-      done = launch_tiles(radial_backward_tile_k<32>, bytes, tiles, s, d, w, E, a.rbf, a.env, a.rho_bar, a.env_bar, a.rbf_bar);
+      done = launch_tiles(radial_backward_tile_k<32>, kTT, bytes, tiles, s, d, w, E, a.rbf, a.env, a.rho_bar, a.env_bar, a.rbf_bar);
     else if (d.C == 16)
-      done = launch_tiles(radial_backward_tile_k<16>, bytes, tiles, s, d, w, E, a.rbf, a.env, a.rho_bar, a.env_bar, a.rbf_bar);
+      done = launch_tiles(radial_backward_tile_k<16>, kTT, bytes, tiles, s, d, w, E, a.rbf, a.env, a.rho_bar, a.env_bar, a.rbf_bar);
     else
-      done = launch_tiles(radial_backward_tile_k<64>, bytes, tiles, s, d, w, E, a.rbf, a.env, a.rho_bar, a.env_bar, a.rbf_bar);
+      done = launch_tiles(radial_backward_tile_k<64>, kTT, bytes, tiles, s, d, w, E, a.rbf, a.env, a.rho_bar, a.env_bar, a.rbf_bar);
   }
   if (!done) {
     const int blocks = div_up(E, kBwdThreads / kTpe);
