@@ -78,21 +78,12 @@ __global__ void radial_forward_k(Dims d, ModelWDev w, int E, const float* __rest
   }
 }
 
-// The backward runs kTpe = 4 threads per edge (issue 16: one thread per edge held 227 registers,
-// 12.5 % occupancy, and issued one uniform weight load per FMA). With g = W1 rho_bar (C values,
-// W = (L+1) C outputs summed), a_bar = env g and env_bar = sum_c a_c g_c: the same sums of
-// products a_c W1_co rho_bar_o as sum_o rho_bar_o (a W1)_o, grouped so that the layer's output
-// m = a W1 is never formed (half the FMAs). Lane t of an edge's group owns the output quads
-// q = t, t + 4, ... (C % 4 == 0, model_dev.cuh limits) and adds g_c += rho_bar[4q..4q+3] .
-// W1[c, 4q..4q+3] with one 16-byte weight load per four FMAs (W1 is 16 KiB for C = 32 and stays
-// in L1; every tensor is 128-byte aligned, device_weights.cpp). The four partial g are then added
-// by a two-step xor butterfly, a fixed order that gives every lane of the group the same bits
-// (fp addition is commutative), so the lanes' identical tails (SiLU and norm backward) share the
-// rbf_bar rows n = t, t + 4, ... between them. Each lane forms the hidden layer itself (nr C
-// FMAs) rather than exchanging it; h waits in shared memory through the loop. Sums over o now
-// run as four interleaved partials and env_bar is summed over c last: changes of fp32 rounding
-// order only, every accumulator fp32 as before, and still one fixed order (docs/ARCHITECTURE.md
-// "CUDA engine": repeated runs bit-identical).
+// The generic backward: kTpe = 4 threads per edge. With g = W1 rho_bar (C values), a_bar = env g
+// and env_bar = sum_c a_c g_c, so the layer output m = a W1 is never formed. Lane t of an edge's
+// group owns the output quads q = t, t + 4, ... (one 16-byte W1 load per four FMAs); the four
+// partial g are added by a two-step xor butterfly (a fixed order giving every lane of the group
+// the same bits), and the lanes share the rbf_bar rows n = t, t + 4, ... Each lane forms the
+// hidden layer itself; h waits in shared memory through the loop.
 constexpr int kTpe = 4, kBwdThreads = 128;
 
 template <int KC>

@@ -266,8 +266,9 @@ void launch_radial_prep(const Dims& d, const BlockWDev& w, const RadialTablesArg
   float* kern = a.kern;
   if (Ec == 0) return;
   if (d.degree_mixer) {
-    const bool aligned = reinterpret_cast<uintptr_t>(kern) % 16 == 0;
-    if (aligned && launch_tiles(mixer_prep_k, kMT, PrepSmem(d).total * sizeof(float), div_up(Ec, kMTE), s, d, Ec, R,
+    // 32 edge pairs x Kp / 4 <= 8 column quads fill at most the 256 threads (L <= 3: Kp <= 28).
+    const bool fits = reinterpret_cast<uintptr_t>(kern) % 16 == 0 && padded_kernel_size(d) <= 32;
+    if (fits && launch_tiles(mixer_prep_k, kMT, PrepSmem(d).total * sizeof(float), div_up(Ec, kMTE), s, d, Ec, R,
                                 e0, w.mixp, kern)) {
       SEZM_LAUNCH("radial_prep");
       return;
