@@ -46,7 +46,10 @@ __global__ void __launch_bounds__(kThreads, 2) radial_prep_k(Dims d, int rows, i
                      if (kFromR == kDenseA) return ld4(A + (size_t)rr * K + k);
                      const int e = kFromR == kRByEdge ? e0 + rr : e0 + rr / (d.L + 1);
                      const int l = kFromR == kRByEdge ? k / d.C : rr % (d.L + 1), a = kFromR == kRByEdge ? k % d.C : k;
-                     return r4(d, R, e, l, a, R.types[R.src[e]], R.types[R.dst[e]]);
+                     // Rows by edge: three 16-byte loads (NC4 = 1). Rows by degree keep scalar
+                     // loads: NC4 = 4 (Cw = 256) is at the register limit.
+                     if (kFromR == kRByEdge) return r4(d, R, e, l, a, R.types[R.src[e]], R.types[R.dst[e]]);
+                     return make_float4(R(d, e, l, a), R(d, e, l, a + 1), R(d, e, l, a + 2), R(d, e, l, a + 3));
                    },
                    acc);
   // A row's earlier values are all loaded before its first store (a round trip per row, not per
@@ -84,7 +87,10 @@ template <int kFromR, bool kAcc, int kM>
 void launch_prep_widths(const Dims& d, int rows, int K, int N, const EdgeRadialIn& R, int e0, const float* A,
                         const float* B, float* out, cudaStream_t s) {
   const int grid = div_up(rows, Tile<4>::BM), nc4 = (N + 63) / 64;
-  if (nc4 <= 1) radial_prep_k<1, kFromR, kAcc, kM><<<grid, kThreads, 0, s>>>(d, rows, K, N, R, e0, A, B, out);
+  if constexpr (kFromR == kRByEdge) {  // N = Kp <= 28 (lmax <= 3, model_dims): one column block
+    if (nc4 > 1) throw Error("radial_prep: degree mixer wider than 64 kernel values");
+    radial_prep_k<1, kFromR, kAcc, kM><<<grid, kThreads, 0, s>>>(d, rows, K, N, R, e0, A, B, out);
+  } else if (nc4 <= 1) radial_prep_k<1, kFromR, kAcc, kM><<<grid, kThreads, 0, s>>>(d, rows, K, N, R, e0, A, B, out);
   else if (nc4 == 2) radial_prep_k<2, kFromR, kAcc, kM><<<grid, kThreads, 0, s>>>(d, rows, K, N, R, e0, A, B, out);
   else if (nc4 == 3) radial_prep_k<3, kFromR, kAcc, kM><<<grid, kThreads, 0, s>>>(d, rows, K, N, R, e0, A, B, out);
   else radial_prep_k<4, kFromR, kAcc, kM><<<grid, kThreads, 0, s>>>(d, rows, K, N, R, e0, A, B, out);
