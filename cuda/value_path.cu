@@ -1,18 +1,21 @@
 // The SO(2) value path around the mixing stack, forward and backward side by side (CPU twin:
 // engine/so2_convolution.h; docs/model.md §5.3, §5.6, §5.8; backward §7.9, §7.11): gather +
-// rotate + radial conditioning (one CTA per edge, channels over threads), rotate-back +
-// destination sum and their backward (the source-side sums: source_sums.cu). Edges arrive in chunks of whole destination
-// segments, so every destination-side sum is a plain loop over its CSR segment; source-side sums
-// use a per-chunk source grouping (no atomics, deterministic). Per-edge sums over channels
-// (Wigner-row and kernel adjoints) are warp reduce-scatters (cta_reduce.cuh). The segment sums
-// are latency-bound gathers: they first copy each batch of a segment's edges into shared memory
-// with asynchronous copies (copy_async16/4), then add from there in the old fixed order.
+// rotate + radial conditioning, rotate-back + destination sum and their backward (the
+// source-side sums: source_sums.cu). The per-edge kernels run one warp per edge (lanes over
+// channels, value_path_warp.cuh) for Cw = 32, 64 or 128; the one-CTA-per-edge kernels below
+// (channels over threads, per-edge sums by cta_sum) stay for the other widths. Edges arrive in
+// chunks of whole destination segments, so every destination-side sum is a plain loop over its
+// CSR segment; source-side sums use a per-chunk source grouping (no atomics, deterministic).
+// The segment sums are latency-bound gathers: they first copy each batch of a segment's edges
+// into shared memory with asynchronous copies (copy_async16/4), then add from there in the old
+// fixed order.
 #include <cstdint>
 
 #include "async_copy.cuh"
 #include "cta_reduce.cuh"
 #include "radial_tables.cuh"
 #include "value_path.cuh"
+#include "value_path_warp.cuh"
 
 namespace sezm::cuda {
 namespace {
@@ -21,10 +24,6 @@ constexpr int kMaxDm = 10, kMaxD = 16;
 
 template <int LT>
 __host__ __device__ constexpr int kernel_size() { return (LT + 1) * (LT + 1) + LT * LT; }
-
-__device__ inline int kernel_index(int L, int li, int lo, int m) {
-  return m == 0 ? li * (L + 1) + lo : (L + 1) * (L + 1) + (li - 1) * L + (lo - 1);
-}
 
 // Gather H[src] rows into the edge frame for one channel: xl[j] (mmax = 1 rows).
 template <int LT>
@@ -340,6 +339,14 @@ __global__ void condition_rotate_backward_k(Dims d, BlockWDev w, int e0, int Ec,
 void launch_rotate_condition(const Dims& d, const BlockWDev& w, const RotateConditionArgs& a, cudaStream_t s) {
   const int Ec = a.Ec;
   if (Ec == 0) return;
+  const int nc = warp_lanes(d, a.H, a.Rh, a.U0, a.Ssrc);
+  if (nc != 0) {
+    warp_dispatch(d.L, nc, [&](auto lt, auto ncv) {
+      rotate_condition_w<decltype(lt)::value, decltype(ncv)::value><<<warp_grid(Ec), 32 * kWarps, 0, s>>>(d, w, a);
+    });
+    SEZM_LAUNCH("rotate_condition");
+    return;
+  }
   if (d.L == 1)
     rotate_condition_k<1><<<Ec, d.Cw, 0, s>>>(d, w, a.e0, Ec, a.src, a.Dc, a.H, a.Rh, a.kern, a.U0, a.Ssrc);
   else if (d.L == 2)
@@ -378,6 +385,14 @@ void launch_rotate_back_aggregate(const Dims& d, const AggregateArgs& a, cudaStr
 void launch_aggregate_backward(const Dims& d, const AggregateBackwardArgs& a, cudaStream_t s) {
   const int Ec = a.Ec;
   if (Ec == 0) return;
+  const int nc = warp_lanes(d, a.P_bar, a.U, a.Gbuf);
+  if (nc != 0) {
+    warp_dispatch(d.L, nc, [&](auto lt, auto ncv) {
+      aggregate_backward_w<decltype(lt)::value, decltype(ncv)::value><<<warp_grid(Ec), 32 * kWarps, 0, s>>>(d, a);
+    });
+    SEZM_LAUNCH("aggregate_backward");
+    return;
+  }
   const size_t bytes = ((size_t)(d.dc_size + d.F + 1) * d.Cw + d.dc_size + d.F) * sizeof(float);
   if (d.L == 1)
     aggregate_backward_k<1><<<Ec, d.Cw, bytes, s>>>(d, a.e0, Ec, a.dst, a.Dc, a.U, a.alpha_fc, a.alpha, a.P_bar,
@@ -394,6 +409,16 @@ void launch_condition_rotate_backward(const Dims& d, const BlockWDev& w, const C
                                       cudaStream_t s) {
   const int Ec = a.Ec;
   if (Ec == 0) return;
+  const int nc = warp_lanes(d, a.H, a.Rh, a.Gbuf, a.Ssrc_bar, a.Xloc_bar, d.has_rh ? nullptr : a.R_bar);
+  if (nc != 0) {
+    warp_dispatch(d.L, nc, [&](auto lt, auto ncv) {
+      condition_rotate_backward_w<decltype(lt)::value, decltype(ncv)::value>
+          <<<warp_grid(Ec), 32 * kWarps, 0, s>>>(d, w, a);
+    });
+    SEZM_LAUNCH("condition_rotate_backward");
+    launch_radial_adjoint(d, w, RadialTablesArgs{a.e0, Ec, EdgeRadialIn{}, a.Rh, a.kern, a.R_bar}, s);
+    return;
+  }
   const int redn = d.K > d.dc_size ? d.K : d.dc_size;
   const size_t bytes = ((size_t)redn * d.Cw + 2 * (size_t)redn) * sizeof(float);
   if (d.L == 1)
