@@ -10,6 +10,8 @@
 // into shared memory with asynchronous copies (copy_async16/4), then add from there in the old
 // fixed order.
 #include <cstdint>
+#include <cstdlib>
+#include <type_traits>
 
 #include "async_copy.cuh"
 #include "cta_reduce.cuh"
@@ -102,9 +104,19 @@ __global__ void rotate_condition_k(Dims d, BlockWDev w, int e0, int Ec, const in
 // shares the dynamic shared memory with the partial sums (the batch loop's last barrier orders
 // every read of it before the partials are written). 64 registers for L = 3 (ptxas, sm_90): four
 // 256-thread CTAs per SM (three at 70), so a 32768-edge chunk's ~400 CTAs run in one wave.
-constexpr int kAggRows = 8;
+//
+// DR (double Wigner rows, the default; SEZM_CUDA_AGG_F32ROWS=1 keeps the fp32 rows above for
+// comparison): adding the rounded fp32 product row x v into the double sum converts every
+// product, 46 per edge and channel, and fp32 -> fp64 conversions run at 16 per clock and SM:
+// ~0.9 ms of conversions alone per 4096-atom call (647,168 edges, two blocks), next to ~1 ms of
+// loads. DR converts each staged Wigner-row value once per CTA (a pass after the copy, one more
+// barrier per batch) and each v once per row j, then adds the exact product (24 x 24 significant
+// bits fit a double) with a double FMA: ~10 conversions per edge and channel instead of 46, and
+// at least as accurate. It needs 70 registers (64 spill) and 12 bytes of staging per row value,
+// so it runs 6 thread rows: four 192-thread CTAs per SM, one wave for a chunk's ~410 CTAs.
+constexpr int kAggRows = 8, kAggRowsDR = 6;
 
-template <int LT>
+template <int LT, bool DR>
 __global__ void __launch_bounds__(512) rotate_back_aggregate_k(Dims d, int n0, int e0, int Ec, int B,
                                                                const int* __restrict__ off,
                                                                const float* __restrict__ Dc,
@@ -115,8 +127,9 @@ __global__ void __launch_bounds__(512) rotate_back_aggregate_k(Dims d, int n0, i
   constexpr int kDm = 3 * LT + 1, kD = (LT + 1) * (LT + 1), kDcs = 1 + 3 * (kD - 1);
   (void)kDm; (void)kD; (void)kDcs;
   extern __shared__ __align__(16) double part[];  // (R - 1) x kD x Cf; before that the staging area:
-  float* sU = reinterpret_cast<float*>(part);     // B x ROW: the batch's U rows of focus f
-  float* sD = sU + (size_t)B * d.ROW;             // B x kDcs Wigner rows
+  double* sDd = part;                             // DR: B x kDcs Wigner rows in double (B even)
+  float* sU = reinterpret_cast<float*>(DR ? sDd + (size_t)B * kDcs : part);  // B x ROW: U rows of focus f
+  float* sD = sU + (size_t)B * d.ROW;             // B x kDcs Wigner rows as copied
   float* sA = sD + B * kDcs;                      // B edge scales
   const int n = n0 + blockIdx.x, f = blockIdx.y, cf = threadIdx.x, c = f * d.Cf + cf, y = threadIdx.y;
   const int R = blockDim.y, tid = y * d.Cf + cf, nt = R * d.Cf;
@@ -139,10 +152,14 @@ __global__ void __launch_bounds__(512) rotate_back_aggregate_k(Dims d, int n0, i
       sA[k] = alpha[(size_t)(b0 + k) * d.F + f] * (d.F > 1 ? alpha_fc[(size_t)(b0 + k - e0) * d.F + f] : 1.0f);
     copy_async_wait();
     __syncthreads();
+    if constexpr (DR) {
+      #pragma unroll 1
+      for (int x = tid; x < nb * kDcs; x += nt) sDd[x] = (double)sD[x];
+      __syncthreads();
+    }
     for (int k = y; k < nb; k += R) {
       const float a = sA[k];
       const float* u = sU + (size_t)k * d.ROW + cf;
-      const float* Dce = sD + k * kDcs;
       #pragma unroll
       for (int j = 0; j < kDm; ++j) {
         const int l = red_l(j, LT), m = red_m(j, LT);
@@ -151,9 +168,15 @@ __global__ void __launch_bounds__(512) rotate_back_aggregate_k(Dims d, int n0, i
           acc[0] += v;
           continue;
         }
-        const float* row = Dce + dc_off(l) + (m + 1) * (2 * l + 1);
-        #pragma unroll
-        for (int mp = -l; mp <= l; ++mp) acc[packed(l, mp)] += row[mp + l] * v;
+        const int r = k * kDcs + dc_off(l) + (m + 1) * (2 * l + 1);
+        if constexpr (DR) {
+          const double dv = v;
+          #pragma unroll
+          for (int mp = -l; mp <= l; ++mp) acc[packed(l, mp)] = fma(sDd[r + mp + l], dv, acc[packed(l, mp)]);
+        } else {
+          #pragma unroll
+          for (int mp = -l; mp <= l; ++mp) acc[packed(l, mp)] += sD[r + mp + l] * v;
+        }
       }
     }
     __syncthreads();  // the next batch (or the partials) overwrite the staging area
@@ -357,29 +380,40 @@ void launch_rotate_condition(const Dims& d, const BlockWDev& w, const RotateCond
 }
 void launch_rotate_back_aggregate(const Dims& d, const AggregateArgs& a, cudaStream_t s) {
   if (a.n1 <= a.n0) return;
-  const int rows = kAggRows;
+  static const bool f32rows = [] {
+    const char* v = std::getenv("SEZM_CUDA_AGG_F32ROWS");
+    return v != nullptr && v[0] == '1';
+  }();
+  const bool dr = !f32rows;
+  const int rows = dr ? kAggRowsDR : kAggRows;
   const dim3 block(d.Cf, rows), grid(a.n1 - a.n0, d.F);
   // Staging batch: the largest multiple of the row count up to 32 edges whose U rows, Wigner rows
-  // and scales fit in 48 KiB (L = 3: 32 edges for C_f = 32, 46 KiB; 16 for C_f = 64, 44 KiB).
-  auto staging = [&](int B) { return (size_t)B * (d.ROW + d.dc_size + 1) * sizeof(float); };
-  int B = 4 * rows;
-  while (B > rows && staging(B) > 48 * 1024) B -= rows;
+  // (DR: also in double) and scales fit in 48 KiB, or in the partial sums' area where that is
+  // larger (L = 3, fp32 rows: 32 edges for C_f = 32, 46 KiB; 16 for C_f = 64, 44 KiB. DR: 24
+  // edges for C_f = 32, 43 KiB; 12 for C_f = 64, 37 KiB). Even B keeps U 16-byte aligned after
+  // the double rows.
+  auto staging = [&](int B) { return (size_t)B * (d.ROW + (dr ? 3 : 1) * d.dc_size + 1) * sizeof(float); };
   const size_t part = (size_t)(rows - 1) * d.D * d.Cf * sizeof(double);
+  const size_t budget = part > 48 * 1024 ? part : 48 * 1024;
+  int B = 32 / rows * rows;
+  while (B > rows && staging(B) > budget) B -= rows;
   const size_t bytes = part > staging(B) ? part : staging(B);
-  if (bytes > 48 * 1024) {  // focus width 64: 57 KiB of partial sums
-    const void* fn = d.L == 1 ? (const void*)rotate_back_aggregate_k<1>
-                   : d.L == 2 ? (const void*)rotate_back_aggregate_k<2> : (const void*)rotate_back_aggregate_k<3>;
-    SEZM_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-  }
-  if (d.L == 1)
-    rotate_back_aggregate_k<1><<<grid, block, bytes, s>>>(d, a.n0, a.e0, a.Ec, B, a.off, a.Dc, a.U, a.alpha_fc,
-                                                          a.alpha, a.P);
-  else if (d.L == 2)
-    rotate_back_aggregate_k<2><<<grid, block, bytes, s>>>(d, a.n0, a.e0, a.Ec, B, a.off, a.Dc, a.U, a.alpha_fc,
-                                                          a.alpha, a.P);
-  else
-    rotate_back_aggregate_k<3><<<grid, block, bytes, s>>>(d, a.n0, a.e0, a.Ec, B, a.off, a.Dc, a.U, a.alpha_fc,
-                                                          a.alpha, a.P);
+  auto launch = [&](auto lt, auto drv) {
+    constexpr int LT = decltype(lt)::value;
+    constexpr bool DR = decltype(drv)::value;
+    if (bytes > 48 * 1024)  // focus width 64: 57 KiB of partial sums (fp32 rows)
+      SEZM_CUDA(cudaFuncSetAttribute(rotate_back_aggregate_k<LT, DR>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)bytes));
+    rotate_back_aggregate_k<LT, DR><<<grid, block, bytes, s>>>(d, a.n0, a.e0, a.Ec, B, a.off, a.Dc, a.U, a.alpha_fc,
+                                                               a.alpha, a.P);
+  };
+  auto on_l = [&](auto drv) {
+    if (d.L == 1) launch(std::integral_constant<int, 1>{}, drv);
+    else if (d.L == 2) launch(std::integral_constant<int, 2>{}, drv);
+    else launch(std::integral_constant<int, 3>{}, drv);
+  };
+  if (dr) on_l(std::true_type{});
+  else on_l(std::false_type{});
   SEZM_LAUNCH("rotate_back_aggregate");
 }
 void launch_aggregate_backward(const Dims& d, const AggregateBackwardArgs& a, cudaStream_t s) {
