@@ -17,6 +17,7 @@
 // NC channels first, then the warp's butterfly), so results differ from the CTA kernels in the
 // last bits and repeat to the bit.
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include "async_copy.cuh"
@@ -349,9 +350,15 @@ template <class... P>
 inline bool aligned_to(int bytes, const void* p, P... rest) {
   return (p == nullptr || reinterpret_cast<uintptr_t>(p) % bytes == 0) && aligned_to(bytes, rest...);
 }
+// SEZM_CUDA_VALUE_CTA=1 keeps the one-CTA-per-edge kernels (timing and bit comparisons).
 template <class... P>
 inline int warp_lanes(const Dims& d, P... ptrs) {
+  static const bool cta = [] {
+    const char* v = std::getenv("SEZM_CUDA_VALUE_CTA");
+    return v != nullptr && v[0] == '1';
+  }();
   const int nc = d.Cw / 32;
+  if (cta) return 0;
   if (d.Cw % 32 != 0 || (nc != 1 && nc != 2 && nc != 4)) return 0;
   if ((d.Cf & (d.Cf - 1)) != 0 || d.Cf % nc != 0 || d.L > 3 || d.L < 1) return 0;
   return aligned_to(4 * nc, ptrs...) ? nc : 0;
