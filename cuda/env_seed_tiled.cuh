@@ -33,7 +33,7 @@ __host__ __device__ inline int imax(int a, int b) { return a > b ? a : b; }
 
 // Shared-memory sections (floats, each a multiple of 4 so that float4 rows stay aligned).
 struct Layout {
-  int wp1, wp2, wg1, wg2, wg2t, wg1t, wp2t, ts, tdt, bA, bB, bC, bD, bE, info, total;
+  int wp1, wp2, wg1, wg2, wg2t, wg1t, wp2t, ts, tdt, bA, bB, bC, bD, info, total;
   __host__ __device__ Layout(bool bwd, int nr, int ntypes, int RO, int HID, int EMB) {
     int o = 0;
     auto take = [&o](int n) { const int at = o; o += up4(n); return at; };
@@ -46,14 +46,13 @@ struct Layout {
     if (!bwd) {
       bA = take(imax(nr, RO) * kTE);   // rbf, then a = silu(p1) W_p2
       bB = take(imax(RO, HID) * kTE);  // silu(p1), then silu(g1)
-      bC = bD = bE = -1;
+      bC = bD = -1;
       info = take(2 * kTE);            // t_src, t_dst
     } else {
       bA = take(imax(nr + 1, RO) * kTE);  // rbf, a, a_bar, then rbf_bar as [edge][nr + 1]
-      bB = take(RO * kTE);                // silu(p1)
+      bB = take(imax(RO, EMB) * kTE);     // silu(p1), then g_bar
       bC = take(RO * kTE);                // silu'(p1), then p1_bar in place
-      bD = take(HID * kTE);               // silu'(g1), then g1_bar in place
-      bE = take(EMB * kTE);               // g, then g_bar
+      bD = take(HID * kTE);               // g (EMB <= HID rows), then silu'(g1), then g1_bar in place
       info = take(13 * kTE);              // t_src, t_dst, centre, isd, gate, seed (4), seed_bar (4)
     }
     total = o;
@@ -221,7 +220,8 @@ __global__ void __launch_bounds__(kNT, 1) edge_backward_k(Dims d, ModelWDev w, E
     const int i = idx / RO, o = idx % RO;
     sm[L.wp2t + o * RO + i] = w.es_p2[idx];
   }
-  float *bA = sm + L.bA, *bB = sm + L.bB, *bC = sm + L.bC, *bD = sm + L.bD, *bE = sm + L.bE;
+  static_assert(EMB <= HID, "g is staged in the g1 tile");
+  float *bA = sm + L.bA, *bB = sm + L.bB, *bC = sm + L.bC, *bD = sm + L.bD;
   const float *ts = sm + L.ts, *tdt = sm + L.tdt;
   int* ty = reinterpret_cast<int*>(sm + L.info);         // t_src [kTE], t_dst [kTE]
   int* cen = ty + 2 * kTE;                                // centre, -1 for padding
@@ -235,7 +235,7 @@ __global__ void __launch_bounds__(kNT, 1) edge_backward_k(Dims d, ModelWDev w, E
     stage_rbf(a.geo.rbf, nr, e0, ne, bA);
     for (int idx = t; idx < EMB * kTE; idx += kNT) {  // g as [i][edge]
       const int e = idx % kTE, i = idx / kTE;
-      bE[idx] = e < ne ? a.gemb[(size_t)(e0 + e) * EMB + i] : 0.0f;
+      bD[idx] = e < ne ? a.gemb[(size_t)(e0 + e) * EMB + i] : 0.0f;
     }
     if (t < kTE) {
       const bool v = t < ne;
@@ -258,24 +258,13 @@ __global__ void __launch_bounds__(kNT, 1) edge_backward_k(Dims d, ModelWDev w, E
       float s = 0.0f;
       if (n >= 0) {
         const float* Ab = a.A_bar + (size_t)n * 4 * EMB + k * EMB;
-        for (int i = 0; i < EMB; ++i) s += Ab[i] * bE[i * kTE + e];
+        for (int i = 0; i < EMB; ++i) s += Ab[i] * bD[i * kTE + e];
         s *= isd_e[e];
       }
       sb_e[idx] = s;
     }
     __syncthreads();
     layer<RO>(bB, RO, sm + L.wp2, zero, [&](int e, int o, float4 v) { at4(bA, o, e) = v; });
-    for (int idx = t; idx < EMB * kTE; idx += kNT) {  // g_bar = isd A_bar^T seed (times the gate)
-      const int e = idx % kTE, i = idx / kTE, n = cen[e];
-      float v = 0.0f;
-      if (n >= 0) {
-        const float* Ab = a.A_bar + (size_t)n * 4 * EMB + i;
-        for (int k = 0; k < 4; ++k) v += Ab[k * EMB] * seed_e[k * kTE + e];
-        v = isd_e[e] * v;
-        if (a.gate) v *= gate_e[e];
-      }
-      bE[idx] = v;
-    }
     if (t < ne) {  // the gate's adjoint and the seed Jacobian (docs/model.md §7.3)
       const size_t e = e0 + t;
       float sb[4];
@@ -295,8 +284,19 @@ __global__ void __launch_bounds__(kNT, 1) edge_backward_k(Dims d, ModelWDev w, E
     __syncthreads();
     layer<HID>(bA, RO, sm + L.wg1, [&](int e, int o) { return ts[ty[e] * HID + o] + tdt[ty[kTE + e] * HID + o]; },
                [&](int e, int o, float4 v) { at4(bD, o, e) = silu_grad4(v); });
+    for (int idx = t; idx < EMB * kTE; idx += kNT) {  // g_bar = isd A_bar^T seed (times the gate)
+      const int e = idx % kTE, i = idx / kTE, n = cen[e];
+      float v = 0.0f;
+      if (n >= 0) {
+        const float* Ab = a.A_bar + (size_t)n * 4 * EMB + i;
+        for (int k = 0; k < 4; ++k) v += Ab[k * EMB] * seed_e[k * kTE + e];
+        v = isd_e[e] * v;
+        if (a.gate) v *= gate_e[e];
+      }
+      bB[idx] = v;
+    }
     __syncthreads();
-    layer<HID>(bE, EMB, sm + L.wg2t, zero, [&](int e, int o, float4 v) { at4(bD, o, e) = mul4(v, at4(bD, o, e)); });
+    layer<HID>(bB, EMB, sm + L.wg2t, zero, [&](int e, int o, float4 v) { at4(bD, o, e) = mul4(v, at4(bD, o, e)); });
     __syncthreads();
     layer<RO>(bD, HID, sm + L.wg1t, zero, [&](int e, int o, float4 v) { at4(bA, o, e) = v; });
     __syncthreads();
@@ -311,7 +311,7 @@ __global__ void __launch_bounds__(kNT, 1) edge_backward_k(Dims d, ModelWDev w, E
     }
     __syncthreads();
     for (int j = t; j < ne * nr; j += kNT) a.rbf_bar[(size_t)e0 * nr + j] += bA[(j / nr) * (nr + 1) + j % nr];
-    __syncthreads();  // the next tile restages bA, bE and the edge data
+    __syncthreads();  // the next tile restages bA, bD and the edge data
   }
 }
 
