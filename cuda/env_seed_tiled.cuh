@@ -33,7 +33,7 @@ __host__ __device__ inline int imax(int a, int b) { return a > b ? a : b; }
 
 // Shared-memory sections (floats, each a multiple of 4 so that float4 rows stay aligned).
 struct Layout {
-  int wp1, wp2, wg1, wg2, wg2t, wg1t, wp2t, ts, tdt, bA, bB, bC, bD, info, total;
+  int wp1, wp2, wg1, wg2, wg2t, wg1t, wp2t, ts, tdt, bA, bB, bD, info, total;
   __host__ __device__ Layout(bool bwd, int nr, int ntypes, int RO, int HID, int EMB) {
     int o = 0;
     auto take = [&o](int n) { const int at = o; o += up4(n); return at; };
@@ -46,12 +46,11 @@ struct Layout {
     if (!bwd) {
       bA = take(imax(nr, RO) * kTE);   // rbf, then a = silu(p1) W_p2
       bB = take(imax(RO, HID) * kTE);  // silu(p1), then silu(g1)
-      bC = bD = -1;
+      bD = -1;
       info = take(2 * kTE);            // t_src, t_dst
     } else {
       bA = take(imax(nr + 1, RO) * kTE);  // rbf, a, a_bar, then rbf_bar as [edge][nr + 1]
-      bB = take(imax(RO, EMB) * kTE);     // silu(p1), then g_bar
-      bC = take(RO * kTE);                // silu'(p1), then p1_bar in place
+      bB = take(imax(RO, EMB) * kTE);     // silu(p1), then g_bar, then p1_bar
       bD = take(HID * kTE);               // g (EMB <= HID rows), then silu'(g1), then g1_bar in place
       info = take(13 * kTE);              // t_src, t_dst, centre, isd, gate, seed (4), seed_bar (4)
     }
@@ -82,8 +81,13 @@ __device__ __forceinline__ void load_row(const float* p, float (&w)[RO]) {
 
 // out[e][o] = init(e, o) + sum_k in[k][e] W[k][o] (one FMA chain, k ascending) for the tile's
 // kTE edges and NOUT outputs; in is [K][kTE], W is [K][NOUT], both in shared memory. The thread
-// of edge quad q = tid % 32 and output block b = tid / 32 hands epi(e, o, v) each of its outputs
-// o with v = the values of edges e..e+3 (e = 4q), so tile stores are whole float4s.
+// of edge quad q = tid % 32 and output block b = tid / 32 hands epi(e, o, j, v) each of its
+// outputs o = b * per_thread<NOUT> + j with v = the values of edges e..e+3 (e = 4q), so tile
+// stores are whole float4s; two layers of one NOUT give a thread the same (e, o), so a value can
+// stay in its registers from one to the other.
+template <int NOUT>
+constexpr int per_thread = NOUT / (kNT / (kTE / 4));
+
 template <int NOUT, class Init, class Epi>
 __device__ __forceinline__ void layer(const float* __restrict__ in, int K, const float* __restrict__ W, Init init,
                                       Epi epi) {
@@ -112,7 +116,7 @@ __device__ __forceinline__ void layer(const float* __restrict__ in, int K, const
 #pragma unroll
   for (int j = 0; j < RO; ++j) {
     float4 v = make_float4(acc[0][j], acc[1][j], acc[2][j], acc[3][j]);
-    epi(e, o0 + j, v);
+    epi(e, o0 + j, j, v);
   }
 }
 
@@ -180,14 +184,14 @@ __global__ void __launch_bounds__(kNT, HID <= 64 ? 2 : 1) edge_forward_k(Dims d,
     }
     __syncthreads();
     auto zero = [](int, int) { return 0.0f; };
-    layer<RO>(bA, d.nr, sm + L.wp1, zero, [&](int e, int o, float4 v) { at4(bB, o, e) = silu4(v); });
+    layer<RO>(bA, d.nr, sm + L.wp1, zero, [&](int e, int o, int, float4 v) { at4(bB, o, e) = silu4(v); });
     __syncthreads();
-    layer<RO>(bB, RO, sm + L.wp2, zero, [&](int e, int o, float4 v) { at4(bA, o, e) = v; });
+    layer<RO>(bB, RO, sm + L.wp2, zero, [&](int e, int o, int, float4 v) { at4(bA, o, e) = v; });
     __syncthreads();
     layer<HID>(bA, RO, sm + L.wg1, [&](int e, int o) { return ts[ty[e] * HID + o] + tdt[ty[kTE + e] * HID + o]; },
-               [&](int e, int o, float4 v) { at4(bB, o, e) = silu4(v); });
+               [&](int e, int o, int, float4 v) { at4(bB, o, e) = silu4(v); });
     __syncthreads();
-    layer<EMB>(bB, HID, sm + L.wg2, zero, [&](int e, int o, float4 v) {
+    layer<EMB>(bB, HID, sm + L.wg2, zero, [&](int e, int o, int, float4 v) {
       float* g = a.gemb + (size_t)(e0 + e) * EMB + o;
       if (e < ne) g[0] = v.x;
       if (e + 1 < ne) g[EMB] = v.y;
@@ -202,7 +206,7 @@ __global__ void __launch_bounds__(kNT, HID <= 64 ? 2 : 1) edge_forward_k(Dims d,
 // env_seed_edge_backward_k): seed_bar and g_bar from the centre's A_bar, then back through
 // g = silu(g1) W_g2, g1 = [a, tau] W_g1, a = silu(p1) W_p2, p1 = rbf W_p1 (recomputed).
 template <int RO, int HID, int EMB>
-__global__ void __launch_bounds__(kNT, 1) edge_backward_k(Dims d, ModelWDev w, EnvSeedArgs a) {
+__global__ void __launch_bounds__(kNT, HID <= 64 ? 2 : 1) edge_backward_k(Dims d, ModelWDev w, EnvSeedArgs a) {
   extern __shared__ float4 smem4[];
   float* sm = reinterpret_cast<float*>(smem4);
   const Layout L(true, d.nr, d.ntypes, RO, HID, EMB);
@@ -221,7 +225,7 @@ __global__ void __launch_bounds__(kNT, 1) edge_backward_k(Dims d, ModelWDev w, E
     sm[L.wp2t + o * RO + i] = w.es_p2[idx];
   }
   static_assert(EMB <= HID, "g is staged in the g1 tile");
-  float *bA = sm + L.bA, *bB = sm + L.bB, *bC = sm + L.bC, *bD = sm + L.bD;
+  float *bA = sm + L.bA, *bB = sm + L.bB, *bD = sm + L.bD;
   const float *ts = sm + L.ts, *tdt = sm + L.tdt;
   int* ty = reinterpret_cast<int*>(sm + L.info);         // t_src [kTE], t_dst [kTE]
   int* cen = ty + 2 * kTE;                                // centre, -1 for padding
@@ -249,9 +253,10 @@ __global__ void __launch_bounds__(kNT, 1) edge_backward_k(Dims d, ModelWDev w, E
     }
     __syncthreads();
     auto zero = [](int, int) { return 0.0f; };
-    layer<RO>(bA, nr, sm + L.wp1, zero, [&](int e, int o, float4 v) {
+    float4 sgp[per_thread<RO>];  // silu'(p1) of this thread's outputs, read back by the p1_bar layer
+    layer<RO>(bA, nr, sm + L.wp1, zero, [&](int e, int o, int j, float4 v) {
       at4(bB, o, e) = silu4(v);
-      at4(bC, o, e) = silu_grad4(v);
+      sgp[j] = silu_grad4(v);
     });
     for (int idx = t; idx < 4 * kTE; idx += kNT) {  // seed_bar = isd A_bar g (before the gate)
       const int e = idx % kTE, k = idx / kTE, n = cen[e];
@@ -264,7 +269,7 @@ __global__ void __launch_bounds__(kNT, 1) edge_backward_k(Dims d, ModelWDev w, E
       sb_e[idx] = s;
     }
     __syncthreads();
-    layer<RO>(bB, RO, sm + L.wp2, zero, [&](int e, int o, float4 v) { at4(bA, o, e) = v; });
+    layer<RO>(bB, RO, sm + L.wp2, zero, [&](int e, int o, int, float4 v) { at4(bA, o, e) = v; });
     if (t < ne) {  // the gate's adjoint and the seed Jacobian (docs/model.md §7.3)
       const size_t e = e0 + t;
       float sb[4];
@@ -283,7 +288,7 @@ __global__ void __launch_bounds__(kNT, 1) edge_backward_k(Dims d, ModelWDev w, E
     }
     __syncthreads();
     layer<HID>(bA, RO, sm + L.wg1, [&](int e, int o) { return ts[ty[e] * HID + o] + tdt[ty[kTE + e] * HID + o]; },
-               [&](int e, int o, float4 v) { at4(bD, o, e) = silu_grad4(v); });
+               [&](int e, int o, int, float4 v) { at4(bD, o, e) = silu_grad4(v); });
     for (int idx = t; idx < EMB * kTE; idx += kNT) {  // g_bar = isd A_bar^T seed (times the gate)
       const int e = idx % kTE, i = idx / kTE, n = cen[e];
       float v = 0.0f;
@@ -296,17 +301,17 @@ __global__ void __launch_bounds__(kNT, 1) edge_backward_k(Dims d, ModelWDev w, E
       bB[idx] = v;
     }
     __syncthreads();
-    layer<HID>(bB, EMB, sm + L.wg2t, zero, [&](int e, int o, float4 v) { at4(bD, o, e) = mul4(v, at4(bD, o, e)); });
+    layer<HID>(bB, EMB, sm + L.wg2t, zero, [&](int e, int o, int, float4 v) { at4(bD, o, e) = mul4(v, at4(bD, o, e)); });
     __syncthreads();
-    layer<RO>(bD, HID, sm + L.wg1t, zero, [&](int e, int o, float4 v) { at4(bA, o, e) = v; });
+    layer<RO>(bD, HID, sm + L.wg1t, zero, [&](int e, int o, int, float4 v) { at4(bA, o, e) = v; });
     __syncthreads();
-    layer<RO>(bA, RO, sm + L.wp2t, zero, [&](int e, int o, float4 v) { at4(bC, o, e) = mul4(v, at4(bC, o, e)); });
+    layer<RO>(bA, RO, sm + L.wp2t, zero, [&](int e, int o, int j, float4 v) { at4(bB, o, e) = mul4(v, sgp[j]); });
     __syncthreads();
     for (int idx = t; idx < nr * kTE; idx += kNT) {  // rbf_bar = p1_bar W_p1^T, staged [edge][nr + 1]
       const int e = idx % kTE, m = idx / kTE;
       const float* wm = sm + L.wp1 + m * RO;
       float v = 0.0f;
-      for (int i = 0; i < RO; ++i) v += bC[i * kTE + e] * wm[i];
+      for (int i = 0; i < RO; ++i) v += bB[i * kTE + e] * wm[i];
       bA[e * (nr + 1) + m] = v;
     }
     __syncthreads();
