@@ -148,12 +148,26 @@ __device__ void stage_common(const Dims& d, const ModelWDev& w, float* sm, const
   }
 }
 
-// rbf of the tile as [m][edge] (lanes over edges: conflict-free stores; the strided global reads
-// are served by L1), zero beyond the last edge so padded lanes stay finite.
-__device__ __forceinline__ void stage_rbf(const float* __restrict__ rbf, int nr, int e0, int ne, float* bA) {
-  for (int idx = threadIdx.x; idx < nr * kTE; idx += kNT) {
-    const int e = idx % kTE, m = idx / kTE;
-    bA[idx] = e < ne ? rbf[(size_t)(e0 + e) * nr + m] : 0.0f;
+// Rows of W4 floats per edge (global, edge-major) into a [feature][edge] tile: each thread reads
+// a float4 (W4 % 4 == 0, as rows are then 16-byte aligned) or a float of one edge's row and
+// writes it down the tile's columns (lanes over edges: conflict-free); zero beyond the last edge
+// so padded lanes stay finite. The edge-strided reads are whole sectors, each used by two loads.
+__device__ __forceinline__ void stage_rows(const float* __restrict__ src, int width, int e0, int ne, float* tile) {
+  if (width % 4 == 0) {
+    for (int idx = threadIdx.x; idx < width / 4 * kTE; idx += kNT) {
+      const int e = idx % kTE, m = 4 * (idx / kTE);
+      const float4 v = e < ne ? *reinterpret_cast<const float4*>(src + (size_t)(e0 + e) * width + m)
+                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      tile[m * kTE + e] = v.x;
+      tile[(m + 1) * kTE + e] = v.y;
+      tile[(m + 2) * kTE + e] = v.z;
+      tile[(m + 3) * kTE + e] = v.w;
+    }
+  } else {
+    for (int idx = threadIdx.x; idx < width * kTE; idx += kNT) {
+      const int e = idx % kTE, m = idx / kTE;
+      tile[idx] = e < ne ? src[(size_t)(e0 + e) * width + m] : 0.0f;
+    }
   }
 }
 
@@ -171,7 +185,7 @@ __global__ void __launch_bounds__(kNT, HID <= 64 ? 2 : 1) edge_forward_k(Dims d,
   __syncthreads();
   for (int tile = blockIdx.x; tile * kTE < E; tile += gridDim.x) {
     const int e0 = tile * kTE, ne = min(kTE, E - e0);
-    stage_rbf(a.geo.rbf, d.nr, e0, ne, bA);
+    stage_rows(a.geo.rbf, d.nr, e0, ne, bA);
     if (t < kTE) {
       const int e = e0 + t;
       ty[t] = t < ne ? a.g.types[a.g.src[e]] : 0;
@@ -191,13 +205,25 @@ __global__ void __launch_bounds__(kNT, HID <= 64 ? 2 : 1) edge_forward_k(Dims d,
     layer<HID>(bA, RO, sm + L.wg1, [&](int e, int o) { return ts[ty[e] * HID + o] + tdt[ty[kTE + e] * HID + o]; },
                [&](int e, int o, int, float4 v) { at4(bB, o, e) = silu4(v); });
     __syncthreads();
-    layer<EMB>(bB, HID, sm + L.wg2, zero, [&](int e, int o, int, float4 v) {
-      float* g = a.gemb + (size_t)(e0 + e) * EMB + o;
-      if (e < ne) g[0] = v.x;
-      if (e + 1 < ne) g[EMB] = v.y;
-      if (e + 2 < ne) g[2 * EMB] = v.z;
-      if (e + 3 < ne) g[3 * EMB] = v.w;
-    });
+    constexpr int kG = per_thread<EMB>;
+    float4 gv[kG];  // this thread's outputs o0..o0+kG-1 of edges e..e+3, stored as row pieces
+    layer<EMB>(bB, HID, sm + L.wg2, zero, [&](int, int, int j, float4 v) { gv[j] = v; });
+    {
+      const int e = 4 * (t % (kTE / 4)), o0 = kG * (t / (kTE / 4));
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        if (e + r >= ne) break;
+        float* g = a.gemb + (size_t)(e0 + e + r) * EMB + o0;
+        auto pick = [&](int j) { return r == 0 ? gv[j].x : r == 1 ? gv[j].y : r == 2 ? gv[j].z : gv[j].w; };
+#pragma unroll
+        for (int j = 0; j < kG; j += (kG % 4 == 0 ? 4 : 1)) {
+          if constexpr (kG % 4 == 0)
+            *reinterpret_cast<float4*>(g + j) = make_float4(pick(j), pick(j + 1), pick(j + 2), pick(j + 3));
+          else
+            g[j] = pick(j);
+        }
+      }
+    }
     __syncthreads();  // the next tile restages bA and the types
   }
 }
@@ -236,11 +262,8 @@ __global__ void __launch_bounds__(kNT, HID <= 64 ? 2 : 1) edge_backward_k(Dims d
   __syncthreads();
   for (int tile = blockIdx.x; tile * kTE < E; tile += gridDim.x) {
     const int e0 = tile * kTE, ne = min(kTE, E - e0);
-    stage_rbf(a.geo.rbf, nr, e0, ne, bA);
-    for (int idx = t; idx < EMB * kTE; idx += kNT) {  // g as [i][edge]
-      const int e = idx % kTE, i = idx / kTE;
-      bD[idx] = e < ne ? a.gemb[(size_t)(e0 + e) * EMB + i] : 0.0f;
-    }
+    stage_rows(a.geo.rbf, nr, e0, ne, bA);
+    stage_rows(a.gemb, EMB, e0, ne, bD);  // g as [i][edge]
     if (t < kTE) {
       const bool v = t < ne;
       const int e = e0 + t, n = v ? a.g.dst[e] : -1;
