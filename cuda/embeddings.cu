@@ -1,7 +1,8 @@
 // The initial node embedding, forward and backward side by side (CPU twin:
-// engine/embeddings.h): degree, environment-seed FiLM (edge MLP per edge, node sums one CTA per
-// node), GIE. One thread per edge or per node elsewhere: these steps are small next to the SO(2)
-// stack, so they favour simple, obviously-correct code over tiling.
+// engine/embeddings.h): degree, environment-seed FiLM (edge MLP in tiles of edges for the shipped
+// widths, env_seed_tiled.cuh, else a thread per edge; node sums one CTA per node), GIE (a CTA per
+// node forward; a warp per node or edge for the isd and Wigner-row adjoints, a thread per (edge,
+// channel) for rho_bar). Every sum runs in a fixed order: repeated runs are bit-identical.
 #include "embeddings.cuh"
 #include "env_seed_tiled.cuh"
 
@@ -380,21 +381,25 @@ __global__ void gie_dc_backward_k(Dims d, int E, const int* __restrict__ dst, co
   }
 }
 
-// rho_bar[e, l, c] += isd[n] g_e sum_m X0_bar[n, p(l,m), c] Dc[e, k(l,m)], thread per (e, l >= 1, c).
+// rho_bar[e, l, c] += isd[n] g_e sum_m X0_bar[n, p(l,m), c] Dc[e, k(l,m)]: a thread per (e, c) for
+// every l >= 1 (the edge's centre, isd and gate read once), coalesced over c.
 __global__ void gie_rho_backward_k(Dims d, int E, const int* __restrict__ dst, const float* __restrict__ Dc,
                                    const float* __restrict__ isd, const float* __restrict__ X0_bar,
                                    const float* __restrict__ gate, float* rho_bar) {
   const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
   const int C = d.C;
-  if (idx >= (long)E * d.L * C) return;
-  const int c = idx % C, l = 1 + (int)((idx / C) % d.L);
-  const int e = (int)(idx / ((long)C * d.L)), n = dst[e];
+  if (idx >= (long)E * C) return;
+  const int c = idx % C, e = (int)(idx / C), n = dst[e];
   const float* xb = X0_bar + (size_t)n * d.D * C + c;
-  const float* z = Dc + (size_t)e * d.dc_size + dc_off(l) + (2 * l + 1) + l;
-  float rb = 0.0f;
-  for (int m = -l; m <= l; ++m) rb += xb[(size_t)packed(l, m) * C] * z[m];
-  if (gate) rb *= gate[e];
-  rho_bar[((size_t)e * (d.L + 1) + l) * C + c] += isd[n] * rb;
+  const float sc = isd[n];
+  float* rb_e = rho_bar + (size_t)e * (d.L + 1) * C + c;
+  for (int l = 1; l <= d.L; ++l) {
+    const float* z = Dc + (size_t)e * d.dc_size + dc_off(l) + (2 * l + 1) + l;
+    float rb = 0.0f;
+    for (int m = -l; m <= l; ++m) rb += xb[(size_t)packed(l, m) * C] * z[m];
+    if (gate) rb *= gate[e];
+    rb_e[(size_t)l * C] += sc * rb;
+  }
 }
 
 constexpr int kThreads = 128;
@@ -447,7 +452,7 @@ void launch_gie_forward(const Dims& d, const GieArgs& a, cudaStream_t s) {
 }
 void launch_gie_rho_backward(const Dims& d, const GieArgs& a, cudaStream_t s) {
   if (a.E == 0 || d.L == 0) return;
-  gie_rho_backward_k<<<div_up((long)a.E * d.L * d.C, kThreads), kThreads, 0, s>>>(d, a.E, a.dst, a.Dc, a.isd,
+  gie_rho_backward_k<<<div_up((long)a.E * d.C, kThreads), kThreads, 0, s>>>(d, a.E, a.dst, a.Dc, a.isd,
                                                                                   a.X0_bar, a.gate, a.rho_bar);
   SEZM_LAUNCH("gie_rho_backward");
 }
