@@ -33,7 +33,7 @@ __host__ __device__ inline int imax(int a, int b) { return a > b ? a : b; }
 
 // Shared-memory sections (floats, each a multiple of 4 so that float4 rows stay aligned).
 struct Layout {
-  int wp1, wp2, wg1, wg2, wg2t, wg1t, wp2t, ts, tdt, bA, bB, bD, info, total;
+  int wp1, wp2, wg1, wg2, wg2t, wg1t, wp2t, wp1t, ts, tdt, bA, bB, bD, info, total;
   __host__ __device__ Layout(bool bwd, int nr, int ntypes, int RO, int HID, int EMB) {
     int o = 0;
     auto take = [&o](int n) { const int at = o; o += up4(n); return at; };
@@ -42,6 +42,7 @@ struct Layout {
     wg2t = bwd ? take(EMB * HID) : -1;
     wg1t = bwd ? take(HID * RO) : -1;
     wp2t = bwd ? take(RO * RO) : -1;
+    wp1t = bwd ? take(RO * nr) : -1;
     ts = take(ntypes * HID); tdt = take(ntypes * HID);
     if (!bwd) {
       bA = take(imax(nr, RO) * kTE);   // rbf, then a = silu(p1) W_p2
@@ -250,6 +251,10 @@ __global__ void __launch_bounds__(kNT, HID <= 64 ? 2 : 1) edge_backward_k(Dims d
     const int i = idx / RO, o = idx % RO;
     sm[L.wp2t + o * RO + i] = w.es_p2[idx];
   }
+  for (int idx = t; idx < nr * RO; idx += kNT) {  // W_p1^T (the rbf_bar layer at nr = 16)
+    const int m = idx / RO, i = idx % RO;
+    sm[L.wp1t + i * nr + m] = w.es_p1[idx];
+  }
   static_assert(EMB <= HID, "g is staged in the g1 tile");
   float *bA = sm + L.bA, *bB = sm + L.bB, *bD = sm + L.bD;
   const float *ts = sm + L.ts, *tdt = sm + L.tdt;
@@ -330,12 +335,23 @@ __global__ void __launch_bounds__(kNT, HID <= 64 ? 2 : 1) edge_backward_k(Dims d
     __syncthreads();
     layer<RO>(bA, RO, sm + L.wp2t, zero, [&](int e, int o, int j, float4 v) { at4(bB, o, e) = mul4(v, sgp[j]); });
     __syncthreads();
-    for (int idx = t; idx < nr * kTE; idx += kNT) {  // rbf_bar = p1_bar W_p1^T, staged [edge][nr + 1]
-      const int e = idx % kTE, m = idx / kTE;
-      const float* wm = sm + L.wp1 + m * RO;
-      float v = 0.0f;
-      for (int i = 0; i < RO; ++i) v += bB[i * kTE + e] * wm[i];
-      bA[e * (nr + 1) + m] = v;
+    // rbf_bar = p1_bar W_p1^T, staged [edge][nr + 1]: a tile layer at nr = 16 (the shipped
+    // configurations but water's), else a thread per (edge, m); the same FMA chain either way.
+    if (nr == 16) {
+      layer<16>(bB, RO, sm + L.wp1t, zero, [&](int e, int m, int, float4 v) {
+        bA[e * 17 + m] = v.x;
+        bA[(e + 1) * 17 + m] = v.y;
+        bA[(e + 2) * 17 + m] = v.z;
+        bA[(e + 3) * 17 + m] = v.w;
+      });
+    } else {
+      for (int idx = t; idx < nr * kTE; idx += kNT) {
+        const int e = idx % kTE, m = idx / kTE;
+        const float* wm = sm + L.wp1 + m * RO;
+        float v = 0.0f;
+        for (int i = 0; i < RO; ++i) v += bB[i * kTE + e] * wm[i];
+        bA[e * (nr + 1) + m] = v;
+      }
     }
     __syncthreads();
     for (int j = t; j < ne * nr; j += kNT) a.rbf_bar[(size_t)e0 * nr + j] += bA[(j / nr) * (nr + 1) + j % nr];
