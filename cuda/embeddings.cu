@@ -284,6 +284,7 @@ __global__ void gie_forward_k(Dims d, int N, const int* __restrict__ off, const 
     float acc[2 * kGieMaxL + 1];
 #pragma unroll
     for (int j = 0; j < 2 * kGieMaxL + 1; ++j) acc[j] = 0.0f;
+#pragma unroll 4
     for (int e = off[n]; e < off[n + 1]; ++e) {
       const float rv = rho[((size_t)e * (d.L + 1) + l) * C + c];
       const float* z = Dc + (size_t)e * d.dc_size + zo;

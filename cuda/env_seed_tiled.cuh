@@ -1,7 +1,7 @@
 #pragma once
 // The env-seed edge MLP (CPU twin: engine/embeddings.h, env_seed_forward/_backward) as tiles of
-// kEsTE edges per step of a persistent CTA, for the widths of the shipped configurations
-// (es_ro, es_hid, es_emb compile-time; n_radial, type width and type count at run time).
+// kTE edges per step of a persistent CTA, for the widths of the shipped configurations
+// (es_ro, es_hid, es_emb compile-time; n_radial, type width and type count (<= 8) at run time).
 // Included by embeddings.cu only, which keeps the one-thread-per-edge kernels as the fallback.
 //
 // Why: one thread per edge kept four runtime-sized activation arrays in local memory and read
