@@ -149,8 +149,9 @@ __device__ void stage_common(const Dims& d, const ModelWDev& w, float* sm, const
   }
 }
 
-// Rows of W4 floats per edge (global, edge-major) into a [feature][edge] tile: each thread reads
-// a float4 (W4 % 4 == 0, as rows are then 16-byte aligned) or a float of one edge's row and
+// Rows of `width` floats per edge (global, edge-major) into a [feature][edge] tile: each thread
+// reads a float4 (width % 4 == 0: the engine's edge views keep such rows 16-byte aligned, also
+// per chunk) or a float of one edge's row and
 // writes it down the tile's columns (lanes over edges: conflict-free); zero beyond the last edge
 // so padded lanes stay finite. The edge-strided reads are whole sectors, each used by two loads.
 __device__ __forceinline__ void stage_rows(const float* __restrict__ src, int width, int e0, int ne, float* tile) {
