@@ -303,7 +303,7 @@ __global__ void gie_forward_k(Dims d, int N, const int* __restrict__ off, const 
 // added by a fixed butterfly.
 __global__ void gie_isd_backward_k(Dims d, int N, const float* __restrict__ isd, const float* __restrict__ X0,
                                    const float* __restrict__ X0_bar, float* isd_bar) {
-  const int n = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
+  const int n = (int)(((long)blockIdx.x * blockDim.x + threadIdx.x) / 32), lane = threadIdx.x % 32;
   if (n >= N) return;
   const size_t b = (size_t)n * d.D * d.C;
   float acc = 0.0f;
@@ -345,7 +345,7 @@ __global__ void gie_dc_backward_k(Dims d, int E, const int* __restrict__ dst, co
                                   const float* __restrict__ Dc, const float* __restrict__ rho,
                                   const float* __restrict__ X0_bar, const float* __restrict__ gate, float* Dc_bar,
                                   float* gate_bar) {
-  const int e = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
+  const int e = (int)(((long)blockIdx.x * blockDim.x + threadIdx.x) / 32), lane = threadIdx.x % 32;
   if (e >= E) return;  // whole warps leave together
   const int n = dst[e], C = d.C, P = d.D - 1;
   const float* xb = X0_bar + (size_t)n * d.D * C;
