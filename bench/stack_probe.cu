@@ -34,6 +34,7 @@
 #include "stack.cuh"
 #include "stack_tile.cuh"
 #include "stack_probe_ss.cuh"
+#include "stack_probe_mc.cuh"
 
 // The stack's tile product alone, C (rows x N) = A (rows x K, row stride lda) B (K x N), N <= 192.
 // variants 0-3 in IEEE fp32 FFMA: 0 the 64-row tile; 1: 128 rows (8 per thread, one CTA per SM);
@@ -115,9 +116,49 @@ void launch_wg_probe(bool hbm_a, int rows, int K, const float* A, int lda, const
   SEZM_LAUNCH("wg_probe");
 }
 
+// The engine's warpgroup tile shape (stack.cu): 64 rows, one warpgroup, two CTAs per SM, k blocks
+// of wg_ks(N), the 3xTF32 split; kRestageB false: B staged once, reused for every k block (no B
+// stream from L2: what the B stream costs; wrong products).
+template <int N, bool kHbmA, bool kRestageB>
+__global__ void __launch_bounds__(128, 2)
+    wg1_probe_k(int rows, int K, const float* __restrict__ A, int lda, const float* __restrict__ Bimg, float* C) {
+  extern __shared__ float4 smem4[];
+  const int row0 = blockIdx.x * 64;
+  float acc[N / 2];
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) acc[i] = 0.0f;
+  wg_tile<N, 3, wg_ks(N), 2, 1, 1, kRestageB>(reinterpret_cast<float*>(smem4), K, Bimg,
+                                              [&](int r, int k) { return probe_a4<kHbmA>(A, lda, rows, row0 + r, k); },
+                                              acc);
+  wg_store_rows(C, N, row0, rows, acc);
+}
+template <int N>
+void launch_wg1_probe(bool restage, bool hbm_a, int rows, int K, const float* A, int lda, const float* Bimg, float* C,
+                      cudaStream_t s) {
+  const size_t bytes = (size_t)wg_smem_floats(N, wg_ks(N), true) * sizeof(float);
+  auto k = restage ? (hbm_a ? wg1_probe_k<N, true, true> : wg1_probe_k<N, false, true>)
+                   : (hbm_a ? wg1_probe_k<N, true, false> : wg1_probe_k<N, false, false>);
+  SEZM_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+  k<<<div_up(rows, 64), 128, bytes, s>>>(rows, K, A, lda, Bimg, C);
+  SEZM_LAUNCH("wg1_probe");
+}
+
 void launch_tile_probe(int variant, bool hbm_a, int rows, int K, int N, const float* A, int lda, const float* B,
                        const float* Bimg, float* C, cudaStream_t s) {
   const bool wide = pad64(N) / 64 > 2;
+  if (variant == 102) {  // the same with B multicast to clusters of two CTAs (stack_probe_mc.cuh)
+    if (N == 192) launch_wgmc_probe<192>(hbm_a, rows, K, A, lda, Bimg, C, s);
+    else if (N == 128) launch_wgmc_probe<128>(hbm_a, rows, K, A, lda, Bimg, C, s);
+    else throw Error("the warpgroup tile probe takes N = 128 or 192");
+    return;
+  }
+  if (variant >= 100) {  // the engine's warpgroup tile shape; 100: B restaged per k block, 101: not
+    const bool restage = variant == 100;
+    if (N == 192) launch_wg1_probe<192>(restage, hbm_a, rows, K, A, lda, Bimg, C, s);
+    else if (N == 128) launch_wg1_probe<128>(restage, hbm_a, rows, K, A, lda, Bimg, C, s);
+    else throw Error("the warpgroup tile probe takes N = 128 or 192");
+    return;
+  }
   if (variant >= 6) {  // the warpgroup tile: N = K = 128 or 192
     const bool split = variant == 6;
     if (N == 192) split ? launch_wg_probe<192, 3>(hbm_a, rows, K, A, lda, Bimg, C, s)
@@ -243,12 +284,18 @@ int main(int argc, char** argv) {
                                     "3xTF32 wgmma, 128 rows (H100)",  "1xTF32 wgmma (tf32, H100)"};
       // The warpgroup tile needs sm_90a code and a CC 9.0 device, and N = K = 128 or 192.
       const bool wg_ok = prop.major == 9 && prop.minor == 0 && (K == 128 || K == 192);
-      const int kVariants = wg_ok ? 8 + kSsVariantCount : 6;
+      // Then two of the engine's own tile shape (launch_tile_probe 100, 101).
+      const int kSsEnd = 8 + kSsVariantCount, kVariants = wg_ok ? kSsEnd + 3 : 6;
+      static const char* wg1_names[] = {"3xTF32 wgmma, 64 rows (engine)", "same, B staged once (wrong C)",
+                                        "same, B multicast in 2-CTA clusters"};
       std::vector<float> hbw((size_t)K * K);
       SEZM_CUDA(cudaMemcpy(hbw.data(), B.p, hbw.size() * sizeof(float), cudaMemcpyDeviceToHost));
       const std::vector<float> img = wgmma_b_image(hbw.data(), K, K, K, 4);
       DevBuf Bimg(img.size());
       SEZM_CUDA(cudaMemcpy(Bimg.p, img.data(), img.size() * sizeof(float), cudaMemcpyHostToDevice));
+      const std::vector<float> img_e = wgmma_b_image(hbw.data(), K, K, K, wg_ks(K));  // the engine's k blocks
+      DevBuf Bimg_e(img_e.size());
+      SEZM_CUDA(cudaMemcpy(Bimg_e.p, img_e.data(), img_e.size() * sizeof(float), cudaMemcpyHostToDevice));
       // The SS tile's natural-order images, for k blocks of 2 and 4 steps.
       const std::vector<float> nat2 = wgmma_b_image_natural(hbw.data(), K, K, K, 2),
                                nat4 = wgmma_b_image_natural(hbw.data(), K, K, K, 4);
@@ -273,12 +320,13 @@ int main(int argc, char** argv) {
       for (int v = 0; v < kVariants; ++v)
         for (bool hbm : {true, false}) {
           if (v == 3 && K > 128) continue;
-          if (v >= 8 && !hbm) continue;  // the SS tile only streams A from HBM
+          if (v >= 8 && v < kSsEnd && !hbm) continue;  // the SS tile only streams A from HBM
           std::string info;  // the SS variants' shared memory and CTAs per SM
           // Fill C with 3.4e38 first, so that any element the new tile leaves unwritten shows as error.
-          if (v >= 8) SEZM_CUDA(cudaMemset(C.p, 0x7F, (size_t)rows * K * sizeof(float)));
+          if (v >= 8 && v < kSsEnd) SEZM_CUDA(cudaMemset(C.p, 0x7F, (size_t)rows * K * sizeof(float)));
           const double ms = median_ms(R, s, [&] {
             if (v < 8) launch_tile_probe(v, hbm, rows, K, K, A.p, d.ROW, B.p, Bimg.p, C.p, s);
+            else if (v >= kSsEnd) launch_tile_probe(100 + v - kSsEnd, hbm, rows, K, K, A.p, d.ROW, B.p, Bimg_e.p, C.p, s);
             else info = launch_wgss_probe_variant(v - 8, rows, K, K, A.p, d.ROW, Bnat2.p, Bnat4.p, C.p, s);
           });
           std::string err;
@@ -305,7 +353,7 @@ int main(int argc, char** argv) {
             err += b;
           }
           std::printf("  K = N = %3d, %-32s A %-9s %8.3f ms  %6.2f TFLOP/s%s%s\n", K,
-                      v < 8 ? names[v] : kSsVariants[v - 8].name, hbm ? "from HBM" : "on chip", ms,
+                      v < 8 ? names[v] : v >= kSsEnd ? wg1_names[v - kSsEnd] : kSsVariants[v - 8].name, hbm ? "from HBM" : "on chip", ms,
                       2.0 * rows * K * K / (ms * 1e9), err.c_str(), info.c_str());
         }
 #ifdef SEZM_PROBE_CUBLAS

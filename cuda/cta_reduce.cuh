@@ -65,6 +65,35 @@ __device__ __forceinline__ void cta_sum(const float (&v)[N], float* red, float* 
   __syncthreads();
 }
 
+// Warp-wide sums for the one-warp-per-edge kernels (value_path_warp.cuh): no shared memory, no
+// barrier. The N values go in chunks of 32: a chunk padded to P (a power of two) is
+// reduce-scattered over the lane bits 16, 8, .. 32/P (one value per lane left), the lower lane
+// bits then add by a plain butterfly; lane owns(P) then holds the full sum of value C0 + base.
+// Fixed order (deterministic); N values cost ~N shuffles.
+template <int H, int O, int NP>
+__device__ __forceinline__ void rs_steps(float (&t)[NP], int lane, int& base) {
+  rs_step<H, O>(t, lane, base);
+  if constexpr (H > 1) rs_steps<H / 2, O / 2>(t, lane, base);
+}
+__host__ __device__ constexpr int pow2_ceil(int n) { return n <= 1 ? 1 : 2 * pow2_ceil((n + 1) / 2); }
+
+// val(k) gives the lane's value k (called with constants, chunk by chunk: a chunk's values are
+// formed only when it is summed, so at most 32 of them are live); sink(k, sum) is called once per
+// value k < N, by one lane.
+template <int N, int C0 = 0, class Val, class Sink>
+__device__ __forceinline__ void warp_sum_scatter(Val&& val, int lane, Sink&& sink) {
+  constexpr int n = N - C0 < 32 ? N - C0 : 32, P = pow2_ceil(n);
+  float t[P];
+#pragma unroll
+  for (int k = 0; k < P; ++k) t[k] = k < n ? val(C0 + k) : 0.0f;
+  int base = 0;
+  if constexpr (P > 1) rs_steps<P / 2, 16>(t, lane, base);
+#pragma unroll
+  for (int o = 16 / P; o > 0; o >>= 1) t[0] += __shfl_xor_sync(0xffffffffu, t[0], o);
+  if (lane % (32 / P) == 0 && base < n) sink(C0 + base, t[0]);
+  if constexpr (C0 + 32 < N) warp_sum_scatter<N, C0 + 32>(val, lane, sink);
+}
+
 // Thread rows over a segment's edges for the softmax backward and the source-side sums: 8, fewer
 // when Cw x 8 would pass the 1024 threads of a CTA.
 inline int edge_rows(const Dims& d) { return std::max(1, std::min(8, 1024 / d.Cw)); }

@@ -1,8 +1,12 @@
-// The radial MLP per edge, forward and backward (CPU twin: engine/radial_mlp.h). The forward
-// runs one thread per edge, the backward four (below); the channel count compiled in for the
-// common widths.
+// The radial MLP per edge, forward and backward (CPU twin: engine/radial_mlp.h). Fast path (C =
+// 16, 32, 64): a CTA of 256 threads per tile of edges, the weights staged once per CTA in shared
+// memory (each CTA loops over tiles), the tile's hidden layer formed once per edge, the layer
+// products register-tiled (IEEE FFMA). Generic fallback (any other C, or a shape whose tile does
+// not fit the device's shared memory): the per-thread kernels, one thread per edge forward, four
+// backward.
 #include <cstdint>
 
+#include "async_copy.cuh"
 #include "radial.cuh"
 
 namespace sezm::cuda {
@@ -74,21 +78,12 @@ __global__ void radial_forward_k(Dims d, ModelWDev w, int E, const float* __rest
   }
 }
 
-// The backward runs kTpe = 4 threads per edge (issue 16: one thread per edge held 227 registers,
-// 12.5 % occupancy, and issued one uniform weight load per FMA). With g = W1 rho_bar (C values,
-// W = (L+1) C outputs summed), a_bar = env g and env_bar = sum_c a_c g_c: the same sums of
-// products a_c W1_co rho_bar_o as sum_o rho_bar_o (a W1)_o, grouped so that the layer's output
-// m = a W1 is never formed (half the FMAs). Lane t of an edge's group owns the output quads
-// q = t, t + 4, ... (C % 4 == 0, model_dev.cuh limits) and adds g_c += rho_bar[4q..4q+3] .
-// W1[c, 4q..4q+3] with one 16-byte weight load per four FMAs (W1 is 16 KiB for C = 32 and stays
-// in L1; every tensor is 128-byte aligned, device_weights.cpp). The four partial g are then added
-// by a two-step xor butterfly, a fixed order that gives every lane of the group the same bits
-// (fp addition is commutative), so the lanes' identical tails (SiLU and norm backward) share the
-// rbf_bar rows n = t, t + 4, ... between them. Each lane forms the hidden layer itself (nr C
-// FMAs) rather than exchanging it; h waits in shared memory through the loop. Sums over o now
-// run as four interleaved partials and env_bar is summed over c last: changes of fp32 rounding
-// order only, every accumulator fp32 as before, and still one fixed order (docs/ARCHITECTURE.md
-// "CUDA engine": repeated runs bit-identical).
+// The generic backward: kTpe = 4 threads per edge. With g = W1 rho_bar (C values), a_bar = env g
+// and env_bar = sum_c a_c g_c, so the layer output m = a W1 is never formed. Lane t of an edge's
+// group owns the output quads q = t, t + 4, ... (one 16-byte W1 load per four FMAs); the four
+// partial g are added by a two-step xor butterfly (a fixed order giving every lane of the group
+// the same bits), and the lanes share the rbf_bar rows n = t, t + 4, ... Each lane forms the
+// hidden layer itself; h waits in shared memory through the loop.
 constexpr int kTpe = 4, kBwdThreads = 128;
 
 template <int KC>
@@ -166,6 +161,290 @@ __global__ void __launch_bounds__(kBwdThreads) radial_backward_k(Dims d, ModelWD
   }
 }
 
+// ---- Fast path: a CTA per tile of edges ----
+//
+// 256 threads; the weights go to shared memory once per CTA and the CTA loops over tiles
+// (grid-stride, as many CTAs as fit the device at once), so W1 crosses L2 once per CTA instead of
+// once per edge group. Per tile: the rbf rows, env (and rho_bar) staged with coalesced loads; the
+// hidden layer h = rbf W0 once per (edge, channel) pair, thread (edge tid % TE, channels
+// tid / TE + (256 / TE) i); the per-edge norm factor by one thread per edge; then the layer
+// product with each thread owning a register block of edges x column quads. Every sum runs in
+// one fixed order, independent of the grid: repeated runs are bit-identical. The forward's sums
+// are those of radial_forward_k (h over n, s over c, m over c, each from zero in index order), so
+// its bits are the generic kernel's.
+constexpr int kTT = 256;  // threads per tile CTA
+
+__host__ __device__ constexpr int r4(int n) { return (n + 3) & ~3; }  // 16-byte aligned regions
+
+// h for this thread's (edge, channel) pairs, hs (TE x (KC+1)) and rs[e] = the norm factor rho
+// (1 without edge_norm). rbs: the tile's rbf rows, stride nr + 1; w0s: W0, stride KC + 1.
+template <int KC, int TE>
+__device__ __forceinline__ void tile_hidden(const Dims& d, const float* w0s, const float* rbs, float* hs, float* rs,
+                                            float (&h)[TE * KC / kTT]) {
+  constexpr int HPT = TE * KC / kTT, CS = kTT / TE;
+  const int e = threadIdx.x % TE, c0 = threadIdx.x / TE, nr = d.nr;
+#pragma unroll
+  for (int i = 0; i < HPT; ++i) h[i] = 0.0f;
+  for (int n = 0; n < nr; ++n) {
+    const float r = rbs[e * (nr + 1) + n];
+#pragma unroll
+    for (int i = 0; i < HPT; ++i) h[i] = fmaf(r, w0s[n * (KC + 1) + c0 + CS * i], h[i]);
+  }
+#pragma unroll
+  for (int i = 0; i < HPT; ++i) hs[e * (KC + 1) + c0 + CS * i] = h[i];
+  __syncthreads();
+  if (threadIdx.x < TE) {
+    float rho = 1.0f;
+    if (d.edge_norm) {
+      const float* he = hs + threadIdx.x * (KC + 1);
+      float s = 0.0f;
+#pragma unroll 8
+      for (int c = 0; c < KC; ++c) s = fmaf(he[c], he[c], s);
+      rho = rsqrtf(s / KC + 1e-7f);
+    }
+    rs[threadIdx.x] = rho;
+  }
+  __syncthreads();
+}
+
+// Stages W0 (stride KC + 1) and the norm scale; one tile's rbf rows (stride nr + 1) and env.
+template <int KC>
+__device__ __forceinline__ void stage_w0(const Dims& d, const ModelWDev& w, float* w0s, float* nrm) {
+  for (int i = threadIdx.x; i < d.nr * KC; i += kTT) w0s[(i / KC) * (KC + 1) + i % KC] = __ldg(w.rad_w0 + i);
+  if (d.edge_norm)
+    for (int c = threadIdx.x; c < KC; c += kTT) nrm[c] = __ldg(w.rad_norm + c);
+}
+// Asynchronous copies (async_copy.cuh: all of a thread's loads in flight at once, no registers
+// held); rows past the tile's ne edges are zeros. The caller waits (copy_async_wait) before its
+// barrier.
+template <int TE>
+__device__ __forceinline__ void stage_rows(int nr, int e0, int ne, const float* __restrict__ rbf,
+                                           const float* __restrict__ env, float* rbs, float* es) {
+  for (int i = threadIdx.x; i < TE * nr; i += kTT) {
+    float* p = rbs + (i / nr) * (nr + 1) + i % nr;
+    if (i < ne * nr) copy_async4(p, rbf + (size_t)e0 * nr + i);
+    else *p = 0.0f;
+  }
+  for (int i = threadIdx.x; i < TE; i += kTT) {
+    if (i < ne) copy_async4(es + i, env + e0 + i);
+    else es[i] = 0.0f;
+  }
+}
+
+// Forward: tiles of 64 edges; thread (te, tn) = (tid / 16, tid % 16) owns edges 4te..4te+3 and
+// the quads tn, tn + 16 of each 128-column block of the output (W padded to WP, a multiple of 128,
+// with zero weight columns): 32 accumulators, per k one 16-byte load of a (k-major, 4 edges) and
+// two of W1 for 32 FMAs. A warp's stores are two edges' 256 contiguous bytes each.
+constexpr int kFwdTE = 64;
+struct FwdSmem {  // floats, every region a multiple of 4
+  int W, WP, w1, w0, nrm, as, rbs, hs, rs, es, total;
+  __host__ __device__ FwdSmem(const Dims& d, int KC) {
+    W = (d.L + 1) * KC; WP = (W + 127) / 128 * 128;
+    w1 = 0; w0 = w1 + KC * WP; nrm = w0 + r4(d.nr * (KC + 1)); as = nrm + r4(KC);
+    rbs = as + KC * kFwdTE; hs = rbs + r4(kFwdTE * (d.nr + 1)); rs = hs + r4(kFwdTE * (KC + 1));
+    es = rs + kFwdTE; total = es + kFwdTE;
+  }
+};
+
+template <int KC>
+__global__ void __launch_bounds__(kTT) radial_forward_tile_k(Dims d, ModelWDev w, int E, const float* __restrict__ rbf,
+                                                             const float* __restrict__ env, float* rho_o) {
+  constexpr int TE = kFwdTE, HPT = TE * KC / kTT, CS = kTT / TE;
+  extern __shared__ float4 smem4[];
+  float* sm = reinterpret_cast<float*>(smem4);
+  const FwdSmem L(d, KC);
+  const int W = L.W, WP = L.WP, tid = threadIdx.x;
+  float *w1s = sm + L.w1, *w0s = sm + L.w0, *nrm = sm + L.nrm, *as = sm + L.as, *rbs = sm + L.rbs, *hs = sm + L.hs,
+        *rs = sm + L.rs, *es = sm + L.es;
+  for (int i = tid; i < KC * WP / 4; i += kTT) {
+    const int c = 4 * i / WP, o = 4 * i % WP;
+    reinterpret_cast<float4*>(w1s)[i] =
+        o < W ? __ldg(reinterpret_cast<const float4*>(w.rad_w1 + (size_t)c * W + o)) : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  stage_w0<KC>(d, w, w0s, nrm);
+  const int tn = tid % 16, te = tid / 16, ntiles = (E + TE - 1) / TE;
+  for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+    const int e0 = tile * TE, ne = min(TE, E - e0);
+    stage_rows<TE>(d.nr, e0, ne, rbf, env, rbs, es);
+    copy_async_wait();
+    __syncthreads();
+    float h[HPT];
+    tile_hidden<KC, TE>(d, w0s, rbs, hs, rs, h);
+    {  // a = SiLU(y), k-major: as[c][e]
+      const int e = tid % TE, c0 = tid / TE;
+#pragma unroll
+      for (int i = 0; i < HPT; ++i) {
+        const int c = c0 + CS * i;
+        const float y = d.edge_norm ? h[i] * rs[e] * nrm[c] : h[i];
+        as[c * TE + e] = siluf_(y);
+      }
+    }
+    __syncthreads();
+    for (int cb = 0; cb < W; cb += 128) {
+      float acc[4][8];
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[r][j] = 0.0f;
+#pragma unroll 8
+      for (int c = 0; c < KC; ++c) {
+        const float4 a = *reinterpret_cast<const float4*>(as + c * TE + 4 * te);
+        const float4 b0 = *reinterpret_cast<const float4*>(w1s + c * WP + cb + 4 * tn);
+        const float4 b1 = *reinterpret_cast<const float4*>(w1s + c * WP + cb + 64 + 4 * tn);
+        const float av[4] = {a.x, a.y, a.z, a.w}, bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+#pragma unroll
+          for (int j = 0; j < 8; ++j) acc[r][j] = fmaf(av[r], bv[j], acc[r][j]);
+      }
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int e = 4 * te + r;
+        if (e >= ne) continue;
+        const float en = es[e];
+        float* out = rho_o + (size_t)(e0 + e) * W;
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+          const int o = cb + 64 * q + 4 * tn;
+          if (o < W)
+            *reinterpret_cast<float4*>(out + o) = make_float4(en * acc[r][4 * q], en * acc[r][4 * q + 1],
+                                                              en * acc[r][4 * q + 2], en * acc[r][4 * q + 3]);
+        }
+      }
+    }
+    __syncthreads();  // the next tile overwrites rbs, es, as
+  }
+}
+
+// Backward: tiles of TE = 2048 / C edges (128, 64, 32 for C = 16, 32, 64), so that the NQ = C/4
+// channel quads x TE/2 edge pairs make exactly the 256 threads. g = W1 rho_bar per edge (K = W,
+// N = C): rho_bar rows staged row-major (stride RS, RS/4 odd: a warp's 16-byte loads of distinct
+// rows fall in distinct bank quads), W1 transposed to (W, C); thread (te, tq) = (tid / NQ,
+// tid % NQ) owns edges te, te + TE/2 and channels 4tq..4tq+3, summing over the outputs o in order.
+// The tail (SiLU and norm backward, a_bar = env g, env_bar = sum_c a_c g_c) runs on those
+// registers; its sums over c are four channels in order per thread, then an xor butterfly over
+// the NQ lanes of the edge (consecutive lanes of one warp; every lane gets the same bits). The
+// hidden adjoint goes to shared memory (over the dead rho_bar rows) for rbf_bar = h_bar W0^T, one
+// thread per (edge, n), sum over c in order.
+struct BwdSmem {
+  int W, TE, RS, w1t, w0, nrm, rb, rbs, hs, rs, es, total;
+  __host__ __device__ BwdSmem(const Dims& d, int KC) {
+    W = (d.L + 1) * KC; TE = 2048 / KC; RS = ((W / 4) | 1) * 4;
+    w1t = 0; w0 = w1t + W * KC; nrm = w0 + r4(d.nr * (KC + 1)); rb = nrm + r4(KC);
+    rbs = rb + TE * RS; hs = rbs + r4(TE * (d.nr + 1)); rs = hs + r4(TE * (KC + 1)); es = rs + TE; total = es + TE;
+  }
+};
+
+template <int KC>
+__global__ void __launch_bounds__(kTT) radial_backward_tile_k(Dims d, ModelWDev w, int E, const float* __restrict__ rbf,
+                                                              const float* __restrict__ env,
+                                                              const float* __restrict__ rho_bar, float* env_bar,
+                                                              float* rbf_bar) {
+  constexpr int TE = 2048 / KC, NQ = KC / 4, HALF = TE / 2, HPT = TE * KC / kTT;
+  static_assert(NQ * HALF == kTT, "one thread per (edge pair, channel quad)");
+  extern __shared__ float4 smem4[];
+  float* sm = reinterpret_cast<float*>(smem4);
+  const BwdSmem L(d, KC);
+  const int W = L.W, RS = L.RS, tid = threadIdx.x, nr = d.nr;
+  float *w1t = sm + L.w1t, *w0s = sm + L.w0, *nrm = sm + L.nrm, *rb = sm + L.rb, *rbs = sm + L.rbs, *hs = sm + L.hs,
+        *rs = sm + L.rs, *es = sm + L.es;
+  float* hb = rb;  // the hidden adjoint, TE x (KC+1), once the rho_bar rows are dead
+  // Lanes take consecutive channels of one output quad: conflict-free transposed stores (the
+  // strided 16-byte loads hit L1 after each line's first touch).
+  for (int i = tid; i < KC * W / 4; i += kTT) {
+    const int c = i % KC, o = 4 * (i / KC);
+    const float4 v = __ldg(reinterpret_cast<const float4*>(w.rad_w1 + (size_t)c * W + o));
+    w1t[o * KC + c] = v.x; w1t[(o + 1) * KC + c] = v.y; w1t[(o + 2) * KC + c] = v.z; w1t[(o + 3) * KC + c] = v.w;
+  }
+  stage_w0<KC>(d, w, w0s, nrm);
+  const int tq = tid % NQ, te = tid / NQ, ntiles = (E + TE - 1) / TE;
+  for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+    const int e0 = tile * TE, ne = min(TE, E - e0);
+    stage_rows<TE>(nr, e0, ne, rbf, env, rbs, es);
+    for (int i = tid; i < TE * W / 4; i += kTT) {
+      const int e = 4 * i / W, o = 4 * i % W;
+      if (e < ne) copy_async16(rb + e * RS + o, rho_bar + (size_t)(e0 + e) * W + o);
+      else *reinterpret_cast<float4*>(rb + e * RS + o) = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    copy_async_wait();
+    __syncthreads();
+    {
+      float h[HPT];
+      tile_hidden<KC, TE>(d, w0s, rbs, hs, rs, h);
+    }
+    float g[2][4];
+#pragma unroll
+    for (int p = 0; p < 2; ++p)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) g[p][j] = 0.0f;
+    const float* r0 = rb + te * RS;
+    const float* r1 = rb + (te + HALF) * RS;
+#pragma unroll 2
+    for (int o = 0; o < W; o += 4) {
+      const float4 a0 = *reinterpret_cast<const float4*>(r0 + o), a1 = *reinterpret_cast<const float4*>(r1 + o);
+      const float av[2][4] = {{a0.x, a0.y, a0.z, a0.w}, {a1.x, a1.y, a1.z, a1.w}};
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float4 b = *reinterpret_cast<const float4*>(w1t + (o + k) * KC + 4 * tq);
+#pragma unroll
+        for (int p = 0; p < 2; ++p) {
+          g[p][0] = fmaf(av[p][k], b.x, g[p][0]);
+          g[p][1] = fmaf(av[p][k], b.y, g[p][1]);
+          g[p][2] = fmaf(av[p][k], b.z, g[p][2]);
+          g[p][3] = fmaf(av[p][k], b.w, g[p][3]);
+        }
+      }
+    }
+    __syncthreads();  // rb is dead: hb overwrites it
+    float eb[2], dot[2], yb[2][4];
+#pragma unroll
+    for (int p = 0; p < 2; ++p) {
+      const int e = te + p * HALF;
+      const float en = es[e], rho = rs[e];
+      eb[p] = 0.0f; dot[p] = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int c = 4 * tq + j;
+        const float hv = hs[e * (KC + 1) + c];
+        // y as tile_hidden's callers form it (the same expression as the forward: the same bits)
+        const float y = d.edge_norm ? hv * rho * nrm[c] : hv;
+        eb[p] += siluf_(y) * g[p][j];
+        yb[p][j] = en * g[p][j] * silu_gradf_(y);
+        if (d.edge_norm) dot[p] += yb[p][j] * nrm[c] * hv * rho;
+      }
+    }
+#pragma unroll
+    for (int m = 1; m < NQ; m <<= 1)
+#pragma unroll
+      for (int p = 0; p < 2; ++p) {
+        eb[p] += __shfl_xor_sync(0xffffffffu, eb[p], m);
+        dot[p] += __shfl_xor_sync(0xffffffffu, dot[p], m);
+      }
+#pragma unroll
+    for (int p = 0; p < 2; ++p) {
+      const int e = te + p * HALF;
+      if (tq == 0 && e < ne) env_bar[e0 + e] += eb[p];
+      const float rho = rs[e];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int c = 4 * tq + j;
+        const float hv = hs[e * (KC + 1) + c];
+        hb[e * (KC + 1) + c] = d.edge_norm ? rho * (yb[p][j] * nrm[c] - hv * rho * dot[p] / KC) : yb[p][j];
+      }
+    }
+    __syncthreads();
+    for (int i = tid; i < ne * nr; i += kTT) {
+      const float* he = hb + (i / nr) * (KC + 1);
+      const float* wn = w0s + (i % nr) * (KC + 1);
+      float s = 0.0f;
+#pragma unroll 8
+      for (int c = 0; c < KC; ++c) s = fmaf(he[c], wn[c], s);
+      rbf_bar[(size_t)e0 * nr + i] += s;
+    }
+    __syncthreads();  // the next tile overwrites rb (hb), rbs, hs, rs, es
+  }
+}
+
 constexpr int kThreads = 128;
 
 // The kernels read W0, W1 and rho_bar rows as 16-byte quads: C % 4 == 0 (model_dev.cuh limits)
@@ -182,22 +461,46 @@ void launch_radial_forward(const Dims& d, const ModelWDev& w, const RadialMlpArg
   const int E = a.E;
   if (E == 0) return;
   check_quads(d, w, nullptr, "radial_forward");
-  if (d.C == 32) radial_forward_k<32><<<div_up(E, kThreads), kThreads, 0, s>>>(d, w, E, a.rbf, a.env, a.rho);
-  else if (d.C == 16) radial_forward_k<16><<<div_up(E, kThreads), kThreads, 0, s>>>(d, w, E, a.rbf, a.env, a.rho);
-  else radial_forward_k<0><<<div_up(E, kThreads), kThreads, 0, s>>>(d, w, E, a.rbf, a.env, a.rho);
+  const size_t bytes = FwdSmem(d, d.C).total * sizeof(float);
+  const int tiles = div_up(E, kFwdTE);
+  bool done = false;
+  if (reinterpret_cast<uintptr_t>(a.rho) % 16 == 0) {  // the tile's 16-byte stores (engine buffers are aligned)
+    if (d.C == 32) done = launch_tiles(radial_forward_tile_k<32>, kTT, bytes, tiles, s, d, w, E, a.rbf, a.env, a.rho);
+    else if (d.C == 16) done = launch_tiles(radial_forward_tile_k<16>, kTT, bytes, tiles, s, d, w, E, a.rbf, a.env, a.rho);
+    else if (d.C == 64) done = launch_tiles(radial_forward_tile_k<64>, kTT, bytes, tiles, s, d, w, E, a.rbf, a.env, a.rho);
+  }
+  if (!done) {
+    if (d.C == 32) radial_forward_k<32><<<div_up(E, kThreads), kThreads, 0, s>>>(d, w, E, a.rbf, a.env, a.rho);
+    else if (d.C == 16) radial_forward_k<16><<<div_up(E, kThreads), kThreads, 0, s>>>(d, w, E, a.rbf, a.env, a.rho);
+    else radial_forward_k<0><<<div_up(E, kThreads), kThreads, 0, s>>>(d, w, E, a.rbf, a.env, a.rho);
+  }
   SEZM_LAUNCH("radial_forward");
 }
 void launch_radial_backward(const Dims& d, const ModelWDev& w, const RadialMlpArgs& a, cudaStream_t s) {
   const int E = a.E;
   if (E == 0) return;
   check_quads(d, w, a.rho_bar, "radial_backward");
-  const int blocks = div_up(E, kBwdThreads / kTpe);
-  if (d.C == 32)
-    radial_backward_k<32><<<blocks, kBwdThreads, 0, s>>>(d, w, E, a.rbf, a.env, a.rho_bar, a.env_bar, a.rbf_bar);
-  else if (d.C == 16)
-    radial_backward_k<16><<<blocks, kBwdThreads, 0, s>>>(d, w, E, a.rbf, a.env, a.rho_bar, a.env_bar, a.rbf_bar);
-  else
-    radial_backward_k<0><<<blocks, kBwdThreads, 0, s>>>(d, w, E, a.rbf, a.env, a.rho_bar, a.env_bar, a.rbf_bar);
+  bool done = false;
+  if (d.C == 16 || d.C == 32 || d.C == 64) {
+    const BwdSmem L(d, d.C);
+    const size_t bytes = L.total * sizeof(float);
+    const int tiles = div_up(E, L.TE);
+    if (d.C == 32)
+      done = launch_tiles(radial_backward_tile_k<32>, kTT, bytes, tiles, s, d, w, E, a.rbf, a.env, a.rho_bar, a.env_bar, a.rbf_bar);
+    else if (d.C == 16)
+      done = launch_tiles(radial_backward_tile_k<16>, kTT, bytes, tiles, s, d, w, E, a.rbf, a.env, a.rho_bar, a.env_bar, a.rbf_bar);
+    else
+      done = launch_tiles(radial_backward_tile_k<64>, kTT, bytes, tiles, s, d, w, E, a.rbf, a.env, a.rho_bar, a.env_bar, a.rbf_bar);
+  }
+  if (!done) {
+    const int blocks = div_up(E, kBwdThreads / kTpe);
+    if (d.C == 32)
+      radial_backward_k<32><<<blocks, kBwdThreads, 0, s>>>(d, w, E, a.rbf, a.env, a.rho_bar, a.env_bar, a.rbf_bar);
+    else if (d.C == 16)
+      radial_backward_k<16><<<blocks, kBwdThreads, 0, s>>>(d, w, E, a.rbf, a.env, a.rho_bar, a.env_bar, a.rbf_bar);
+    else
+      radial_backward_k<0><<<blocks, kBwdThreads, 0, s>>>(d, w, E, a.rbf, a.env, a.rho_bar, a.env_bar, a.rbf_bar);
+  }
   SEZM_LAUNCH("radial_backward");
 }
 

@@ -1,8 +1,12 @@
 // The per-chunk radial conditioning tables (Rh = R W_rh, or the degree mixer's kernel values
-// kern = R mixp) and their adjoint into R_bar, on the stack's tiled inner product (CPU twin: the
-// radial conditioning in engine/so2_convolution.h). Kept apart from radial.cu (the radial MLP,
-// engine/radial_mlp.h): these are the value path's per-block, per-chunk products and reuse the
-// stack's tile (stack_tile.cuh), not the per-edge MLP.
+// kern = R mixp) and their adjoint into R_bar (CPU twin: the radial conditioning in
+// engine/so2_convolution.h). Kept apart from radial.cu (the radial MLP, engine/radial_mlp.h):
+// these are the value path's per-block, per-chunk products. The degree mixer's (every shipped
+// potential) run on their own tile kernels (a CTA per tile of edges, the mixer staged once per
+// CTA, IEEE FFMA); the hidden projection's on the stack's tiled inner product (stack_tile.cuh).
+#include <cstdint>
+
+#include "radial.cuh"
 #include "radial_tables.cuh"
 #include "stack_tile.cuh"
 
@@ -15,6 +19,15 @@ namespace {
 // R(e0 + i, :, :) mixp (rows i, K = (L+1) C). The backward's radial adjoint runs the transposed
 // products on the same kernel, adding into R_bar (kAcc).
 enum RadialA { kDenseA = 0, kRByDegree = 1, kRByEdge = 2 };
+
+// R(e, l, a..a+3) as EdgeRadialIn forms it ((rho + T[ts]) + T[td] per value), in three 16-byte
+// loads (C % 4 == 0: a quad never straddles a degree; rows and type rows 16-byte aligned).
+__device__ __forceinline__ float4 r4(const Dims& d, const EdgeRadialIn& R, int e, int l, int a, int ts, int td) {
+  const float4 x = __ldg(reinterpret_cast<const float4*>(R.rho + ((size_t)e * (d.L + 1) + l) * d.C + a));
+  const float4 s = __ldg(reinterpret_cast<const float4*>(R.T + (size_t)ts * d.C + a));
+  const float4 t = __ldg(reinterpret_cast<const float4*>(R.T + (size_t)td * d.C + a));
+  return make_float4(x.x + s.x + t.x, x.y + s.y + t.y, x.z + s.z + t.z, x.w + s.w + t.w);
+}
 template <int NC4, int kFromR, bool kAcc, int kM>
 __global__ void __launch_bounds__(kThreads, 2) radial_prep_k(Dims d, int rows, int K, int N, EdgeRadialIn R, int e0,
                                                              const float* __restrict__ A, const float* __restrict__ B,
@@ -33,6 +46,9 @@ __global__ void __launch_bounds__(kThreads, 2) radial_prep_k(Dims d, int rows, i
                      if (kFromR == kDenseA) return ld4(A + (size_t)rr * K + k);
                      const int e = kFromR == kRByEdge ? e0 + rr : e0 + rr / (d.L + 1);
                      const int l = kFromR == kRByEdge ? k / d.C : rr % (d.L + 1), a = kFromR == kRByEdge ? k % d.C : k;
+                     // Rows by edge: three 16-byte loads (NC4 = 1). Rows by degree keep scalar
+                     // loads: NC4 = 4 (Cw = 256) is at the register limit.
+                     if (kFromR == kRByEdge) return r4(d, R, e, l, a, R.types[R.src[e]], R.types[R.dst[e]]);
                      return make_float4(R(d, e, l, a), R(d, e, l, a + 1), R(d, e, l, a + 2), R(d, e, l, a + 3));
                    },
                    acc);
@@ -58,20 +74,23 @@ __global__ void __launch_bounds__(kThreads, 2) radial_prep_k(Dims d, int rows, i
   }
 }
 
-// Without a hidden projection (C == Cw) Rh is R itself.
+// Without a hidden projection (C == Cw) Rh is R itself (by quads).
 __global__ void radial_copy_k(Dims d, int Ec, EdgeRadialIn R, int e0, float* Rh) {
   const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-  const long W = (long)(d.L + 1) * d.C;
-  if (i >= (long)Ec * W) return;
-  const int e = e0 + (int)(i / W), l = (int)((i % W) / d.C), a = (int)(i % d.C);
-  Rh[i] = R(d, e, l, a);
+  const long W4 = (long)(d.L + 1) * d.C / 4;
+  if (i >= (long)Ec * W4) return;
+  const int e = e0 + (int)(i / W4), o = 4 * (int)(i % W4);
+  reinterpret_cast<float4*>(Rh)[i] = r4(d, R, e, o / d.C, o % d.C, R.types[R.src[e]], R.types[R.dst[e]]);
 }
 
 template <int kFromR, bool kAcc, int kM>
 void launch_prep_widths(const Dims& d, int rows, int K, int N, const EdgeRadialIn& R, int e0, const float* A,
                         const float* B, float* out, cudaStream_t s) {
   const int grid = div_up(rows, Tile<4>::BM), nc4 = (N + 63) / 64;
-  if (nc4 <= 1) radial_prep_k<1, kFromR, kAcc, kM><<<grid, kThreads, 0, s>>>(d, rows, K, N, R, e0, A, B, out);
+  if constexpr (kFromR == kRByEdge) {  // N = Kp <= 28 (lmax <= 3, model_dims): one column block
+    if (nc4 > 1) throw Error("radial_prep: degree mixer wider than 64 kernel values");
+    radial_prep_k<1, kFromR, kAcc, kM><<<grid, kThreads, 0, s>>>(d, rows, K, N, R, e0, A, B, out);
+  } else if (nc4 <= 1) radial_prep_k<1, kFromR, kAcc, kM><<<grid, kThreads, 0, s>>>(d, rows, K, N, R, e0, A, B, out);
   else if (nc4 == 2) radial_prep_k<2, kFromR, kAcc, kM><<<grid, kThreads, 0, s>>>(d, rows, K, N, R, e0, A, B, out);
   else if (nc4 == 3) radial_prep_k<3, kFromR, kAcc, kM><<<grid, kThreads, 0, s>>>(d, rows, K, N, R, e0, A, B, out);
   else radial_prep_k<4, kFromR, kAcc, kM><<<grid, kThreads, 0, s>>>(d, rows, K, N, R, e0, A, B, out);
@@ -86,6 +105,163 @@ void launch_prep_gemm(const Dims& d, int rows, int K, int N, const EdgeRadialIn&
   SEZM_LAUNCH(kAcc ? "radial_adjoint" : "radial_prep");
 }
 
+// ---- The degree mixer's tables on their own tile kernels ----
+//
+// kern = R mixp is a product with K = W = (L+1) C and N = Kp <= 28 columns (L <= 3), and the
+// adjoint R_bar += kb mixT one with K = Kp and N = W: on the stack's 64-wide column tile the first
+// wastes most of its columns, and both spent their time forming the A operand per k block. Here a
+// CTA of 256 threads owns a tile of 64 edges (looping over tiles, the mixer staged in shared
+// memory once per CTA): the tile's rows are staged with 16-byte loads, then each thread sums a
+// register block over k in order from zero, the IEEE tile's order (tile_mma, kIeee): the same
+// table bits as the stack tile's FFMA arithmetic (under `precision tf32` too, which ran one TF32
+// pass there: FFMA is the more accurate, and here not the slower).
+constexpr int kMT = 256, kMTE = 64;
+
+// kern: R rows (TE x RS, RS / 4 odd, so a warp's 16-byte loads of distinct rows fall in distinct
+// bank quads), mixp (W x Kp), the tile's type indices. Thread (te, tq) = (tid / NQ, tid % NQ),
+// tid < 32 NQ, owns edges te, te + 32 and columns 4tq..4tq+3.
+struct PrepSmem {
+  int W, Kp, RS, bs, rs, tt, total;
+  __host__ __device__ explicit PrepSmem(const Dims& d) {
+    W = (d.L + 1) * d.C; Kp = padded_kernel_size(d); RS = ((W / 4) | 1) * 4;
+    bs = 0; rs = W * Kp; tt = rs + kMTE * RS; total = tt + 2 * kMTE;
+  }
+};
+
+__global__ void __launch_bounds__(kMT) mixer_prep_k(Dims d, int Ec, EdgeRadialIn R, int e0,
+                                                    const float* __restrict__ mixp, float* kern) {
+  extern __shared__ float4 smem4[];
+  float* sm = reinterpret_cast<float*>(smem4);
+  const PrepSmem L(d);
+  const int W = L.W, Kp = L.Kp, RS = L.RS, NQ = Kp / 4, tid = threadIdx.x;
+  float *bs = sm + L.bs, *rs = sm + L.rs;
+  int* tt = reinterpret_cast<int*>(sm + L.tt);
+  for (int i = tid; i < W * Kp / 4; i += kMT)
+    reinterpret_cast<float4*>(bs)[i] = __ldg(reinterpret_cast<const float4*>(mixp) + i);
+  const int tq = tid % NQ, te = tid / NQ, ntiles = (Ec + kMTE - 1) / kMTE;
+  for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+    const int t0 = tile * kMTE, ne = min(kMTE, Ec - t0);
+    for (int i = tid; i < ne; i += kMT) {
+      tt[i] = R.types[R.src[e0 + t0 + i]];
+      tt[kMTE + i] = R.types[R.dst[e0 + t0 + i]];
+    }
+    __syncthreads();
+    // Four quads' loads in flight per thread before their stores.
+    for (int i0 = tid; i0 < kMTE * W / 4; i0 += 4 * kMT) {
+      float4 v[4];
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        const int i = i0 + b * kMT, r = 4 * i / W, o = 4 * i % W;
+        v[b] = r < ne ? r4(d, R, e0 + t0 + r, o / d.C, o % d.C, tt[r], tt[kMTE + r]) : zero4();
+      }
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        const int i = i0 + b * kMT, r = 4 * i / W, o = 4 * i % W;
+        if (r < kMTE) st4(rs + r * RS + o, v[b]);
+      }
+    }
+    __syncthreads();
+    if (te < 32) {
+      float acc[2][4];
+#pragma unroll
+      for (int p = 0; p < 2; ++p)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[p][j] = 0.0f;
+      const float* r0 = rs + te * RS;
+      const float* r1 = rs + (te + 32) * RS;
+#pragma unroll 2
+      for (int k = 0; k < W; k += 4) {
+        const float4 a0 = ld4(r0 + k), a1 = ld4(r1 + k);
+        const float av[2][4] = {{a0.x, a0.y, a0.z, a0.w}, {a1.x, a1.y, a1.z, a1.w}};
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+          const float4 b = ld4(bs + (k + kk) * Kp + 4 * tq);
+#pragma unroll
+          for (int p = 0; p < 2; ++p) {
+            acc[p][0] = fmaf(av[p][kk], b.x, acc[p][0]);
+            acc[p][1] = fmaf(av[p][kk], b.y, acc[p][1]);
+            acc[p][2] = fmaf(av[p][kk], b.z, acc[p][2]);
+            acc[p][3] = fmaf(av[p][kk], b.w, acc[p][3]);
+          }
+        }
+      }
+#pragma unroll
+      for (int p = 0; p < 2; ++p)
+        if (te + 32 * p < ne)
+          st4(kern + (size_t)(t0 + te + 32 * p) * Kp + 4 * tq, make_float4(acc[p][0], acc[p][1], acc[p][2], acc[p][3]));
+    }
+    __syncthreads();  // the next tile overwrites rs, tt
+  }
+}
+
+// R_bar += kb mixT: kb k-major (Kp x TE), mixT (Kp x WP, W padded to a multiple of 128 with zero
+// columns); thread (te, tn) = (tid / 16, tid % 16) owns edges 4te..4te+3 and the quads tn, tn + 16
+// of each 128-column block (per k one 16-byte load of kb and two of mixT for 32 FMAs); a warp's
+// read-add-writes of R_bar are two edges' 256 contiguous bytes each.
+struct AdjSmem {
+  int W, WP, Kp, bs, as, total;
+  __host__ __device__ explicit AdjSmem(const Dims& d) {
+    W = (d.L + 1) * d.C; WP = (W + 127) / 128 * 128; Kp = padded_kernel_size(d);
+    bs = 0; as = Kp * WP; total = as + Kp * kMTE;
+  }
+};
+
+__global__ void __launch_bounds__(kMT) mixer_adjoint_k(Dims d, int Ec, const float* __restrict__ kb,
+                                                       const float* __restrict__ mixT, float* R_bar) {
+  extern __shared__ float4 smem4[];
+  float* sm = reinterpret_cast<float*>(smem4);
+  const AdjSmem L(d);
+  const int W = L.W, WP = L.WP, Kp = L.Kp, tid = threadIdx.x;
+  float *bs = sm + L.bs, *as = sm + L.as;
+  for (int i = tid; i < Kp * WP / 4; i += kMT) {
+    const int k = 4 * i / WP, o = 4 * i % WP;
+    reinterpret_cast<float4*>(bs)[i] = o < W ? __ldg(reinterpret_cast<const float4*>(mixT + (size_t)k * W + o)) : zero4();
+  }
+  const int tn = tid % 16, te = tid / 16, ntiles = (Ec + kMTE - 1) / kMTE;
+  for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+    const int t0 = tile * kMTE, ne = min(kMTE, Ec - t0);
+    // Lanes take consecutive edges of one k: conflict-free stores; the tile's kb rows are one
+    // contiguous 7 KiB block, so the strided loads hit L1 after each line's first touch.
+    for (int i = tid; i < kMTE * Kp; i += kMT) {
+      const int e = i % kMTE, k = i / kMTE;
+      as[k * kMTE + e] = e < ne ? __ldg(kb + (size_t)(t0 + e) * Kp + k) : 0.0f;
+    }
+    __syncthreads();
+    for (int cb = 0; cb < W; cb += 128) {
+      float acc[4][8];
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[r][j] = 0.0f;
+#pragma unroll 4
+      for (int k = 0; k < Kp; ++k) {
+        const float4 a = ld4(as + k * kMTE + 4 * te);
+        const float4 b0 = ld4(bs + k * WP + cb + 4 * tn), b1 = ld4(bs + k * WP + cb + 64 + 4 * tn);
+        const float av[4] = {a.x, a.y, a.z, a.w}, bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+#pragma unroll
+          for (int j = 0; j < 8; ++j) acc[r][j] = fmaf(av[r], bv[j], acc[r][j]);
+      }
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int e = 4 * te + r;
+        if (e >= ne) continue;
+        float* out = R_bar + (size_t)(t0 + e) * W;
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+          const int o = cb + 64 * q + 4 * tn;
+          if (o >= W) continue;
+          const float4 v = ld4(out + o);
+          st4(out + o, make_float4(v.x + acc[r][4 * q], v.y + acc[r][4 * q + 1], v.z + acc[r][4 * q + 2],
+                                   v.w + acc[r][4 * q + 3]));
+        }
+      }
+    }
+    __syncthreads();  // the next tile overwrites as
+  }
+}
+
 }  // namespace
 
 
@@ -96,11 +272,18 @@ void launch_radial_prep(const Dims& d, const BlockWDev& w, const RadialTablesArg
   float* kern = a.kern;
   if (Ec == 0) return;
   if (d.degree_mixer) {
+    // 32 edge pairs x Kp / 4 <= 8 column quads fill at most the 256 threads (L <= 3: Kp <= 28).
+    const bool fits = reinterpret_cast<uintptr_t>(kern) % 16 == 0 && padded_kernel_size(d) <= 32;
+    if (fits && launch_tiles(mixer_prep_k, kMT, PrepSmem(d).total * sizeof(float), div_up(Ec, kMTE), s, d, Ec, R,
+                                e0, w.mixp, kern)) {
+      SEZM_LAUNCH("radial_prep");
+      return;
+    }
     launch_prep_gemm<kRByEdge>(d, Ec, (d.L + 1) * d.C, padded_kernel_size(d), R, e0, nullptr, w.mixp, kern, s);
   } else if (d.has_rh) {
     launch_prep_gemm<kRByDegree>(d, Ec * (d.L + 1), d.C, d.Cw, R, e0, nullptr, w.rh, Rh, s);
   } else {
-    const long n = (long)Ec * (d.L + 1) * d.C;
+    const long n = (long)Ec * (d.L + 1) * d.C / 4;
     radial_copy_k<<<div_up(n, 256), 256, 0, s>>>(d, Ec, R, e0, Rh);
     SEZM_LAUNCH("radial_copy");
   }
@@ -113,11 +296,18 @@ void launch_radial_adjoint(const Dims& d, const BlockWDev& w, const RadialTables
   float* R_bar = a.R_bar;
   if (Ec == 0) return;
   float* Rb = R_bar;  // the chunk's rows
-  if (d.degree_mixer)  // R_bar += kb mixp^T (kb's pad columns are zero)
+  if (d.degree_mixer) {  // R_bar += kb mixp^T (kb's pad columns are zero)
+    const bool aligned = reinterpret_cast<uintptr_t>(Rb) % 16 == 0;
+    if (aligned && launch_tiles(mixer_adjoint_k, kMT, AdjSmem(d).total * sizeof(float), div_up(Ec, kMTE), s, d, Ec,
+                                (const float*)kb, (const float*)w.mixT, Rb)) {
+      SEZM_LAUNCH("radial_adjoint");
+      return;
+    }
     launch_prep_gemm<kDenseA, true>(d, Ec, padded_kernel_size(d), (d.L + 1) * d.C, EdgeRadialIn{}, e0, kb, w.mixT,
                                     Rb, s);
-  else if (d.has_rh)  // R_bar += Rh_bar W_rh^T, rows (i, l)
+  } else if (d.has_rh) {  // R_bar += Rh_bar W_rh^T, rows (i, l)
     launch_prep_gemm<kDenseA, true>(d, Ec * (d.L + 1), d.Cw, d.C, EdgeRadialIn{}, e0, Rh, w.rhT, Rb, s);
+  }
 }
 
 }  // namespace sezm::cuda

@@ -1,18 +1,23 @@
 // The SO(2) value path around the mixing stack, forward and backward side by side (CPU twin:
 // engine/so2_convolution.h; docs/model.md §5.3, §5.6, §5.8; backward §7.9, §7.11): gather +
-// rotate + radial conditioning (one CTA per edge, channels over threads), rotate-back +
-// destination sum and their backward (the source-side sums: source_sums.cu). Edges arrive in chunks of whole destination
-// segments, so every destination-side sum is a plain loop over its CSR segment; source-side sums
-// use a per-chunk source grouping (no atomics, deterministic). Per-edge sums over channels
-// (Wigner-row and kernel adjoints) are warp reduce-scatters (cta_reduce.cuh). The segment sums
-// are latency-bound gathers: they first copy each batch of a segment's edges into shared memory
-// with asynchronous copies (copy_async16/4), then add from there in the old fixed order.
+// rotate + radial conditioning, rotate-back + destination sum and their backward (the
+// source-side sums: source_sums.cu). The per-edge kernels run one warp per edge (lanes over
+// channels, value_path_warp.cuh) for Cw = 32, 64 or 128; the one-CTA-per-edge kernels below
+// (channels over threads, per-edge sums by cta_sum) stay for the other widths. Edges arrive in
+// chunks of whole destination segments, so every destination-side sum is a plain loop over its
+// CSR segment; source-side sums use a per-chunk source grouping (no atomics, deterministic).
+// The segment sums are latency-bound gathers: they first copy each batch of a segment's edges
+// into shared memory with asynchronous copies (copy_async16/4), then add from there in the old
+// fixed order.
 #include <cstdint>
+#include <cstdlib>
+#include <type_traits>
 
 #include "async_copy.cuh"
 #include "cta_reduce.cuh"
 #include "radial_tables.cuh"
 #include "value_path.cuh"
+#include "value_path_warp.cuh"
 
 namespace sezm::cuda {
 namespace {
@@ -21,10 +26,6 @@ constexpr int kMaxDm = 10, kMaxD = 16;
 
 template <int LT>
 __host__ __device__ constexpr int kernel_size() { return (LT + 1) * (LT + 1) + LT * LT; }
-
-__device__ inline int kernel_index(int L, int li, int lo, int m) {
-  return m == 0 ? li * (L + 1) + lo : (L + 1) * (L + 1) + (li - 1) * L + (lo - 1);
-}
 
 // Gather H[src] rows into the edge frame for one channel: xl[j] (mmax = 1 rows).
 template <int LT>
@@ -103,9 +104,19 @@ __global__ void rotate_condition_k(Dims d, BlockWDev w, int e0, int Ec, const in
 // shares the dynamic shared memory with the partial sums (the batch loop's last barrier orders
 // every read of it before the partials are written). 64 registers for L = 3 (ptxas, sm_90): four
 // 256-thread CTAs per SM (three at 70), so a 32768-edge chunk's ~400 CTAs run in one wave.
-constexpr int kAggRows = 8;
+//
+// DR (double Wigner rows, the default; SEZM_CUDA_AGG_F32ROWS=1 keeps the fp32 rows above for
+// comparison): adding the rounded fp32 product row x v into the double sum converts every
+// product, 46 per edge and channel, and fp32 -> fp64 conversions run at 16 per clock and SM:
+// ~0.9 ms of conversions alone per 4096-atom call (647,168 edges, two blocks), next to ~1 ms of
+// loads. DR converts each staged Wigner-row value once per CTA (a pass after the copy, one more
+// barrier per batch) and each v once per row j, then adds the exact product (24 x 24 significant
+// bits fit a double) with a double FMA: ~10 conversions per edge and channel instead of 46, and
+// at least as accurate. It needs 70 registers (64 spill) and 12 bytes of staging per row value,
+// so it runs 6 thread rows: four 192-thread CTAs per SM, one wave for a chunk's ~410 CTAs.
+constexpr int kAggRows = 8, kAggRowsDR = 6;
 
-template <int LT>
+template <int LT, bool DR>
 __global__ void __launch_bounds__(512) rotate_back_aggregate_k(Dims d, int n0, int e0, int Ec, int B,
                                                                const int* __restrict__ off,
                                                                const float* __restrict__ Dc,
@@ -116,8 +127,9 @@ __global__ void __launch_bounds__(512) rotate_back_aggregate_k(Dims d, int n0, i
   constexpr int kDm = 3 * LT + 1, kD = (LT + 1) * (LT + 1), kDcs = 1 + 3 * (kD - 1);
   (void)kDm; (void)kD; (void)kDcs;
   extern __shared__ __align__(16) double part[];  // (R - 1) x kD x Cf; before that the staging area:
-  float* sU = reinterpret_cast<float*>(part);     // B x ROW: the batch's U rows of focus f
-  float* sD = sU + (size_t)B * d.ROW;             // B x kDcs Wigner rows
+  double* sDd = part;                             // DR: B x kDcs Wigner rows in double (B even)
+  float* sU = reinterpret_cast<float*>(DR ? sDd + (size_t)B * kDcs : part);  // B x ROW: U rows of focus f
+  float* sD = sU + (size_t)B * d.ROW;             // B x kDcs Wigner rows as copied
   float* sA = sD + B * kDcs;                      // B edge scales
   const int n = n0 + blockIdx.x, f = blockIdx.y, cf = threadIdx.x, c = f * d.Cf + cf, y = threadIdx.y;
   const int R = blockDim.y, tid = y * d.Cf + cf, nt = R * d.Cf;
@@ -140,10 +152,14 @@ __global__ void __launch_bounds__(512) rotate_back_aggregate_k(Dims d, int n0, i
       sA[k] = alpha[(size_t)(b0 + k) * d.F + f] * (d.F > 1 ? alpha_fc[(size_t)(b0 + k - e0) * d.F + f] : 1.0f);
     copy_async_wait();
     __syncthreads();
+    if constexpr (DR) {
+      #pragma unroll 1
+      for (int x = tid; x < nb * kDcs; x += nt) sDd[x] = (double)sD[x];
+      __syncthreads();
+    }
     for (int k = y; k < nb; k += R) {
       const float a = sA[k];
       const float* u = sU + (size_t)k * d.ROW + cf;
-      const float* Dce = sD + k * kDcs;
       #pragma unroll
       for (int j = 0; j < kDm; ++j) {
         const int l = red_l(j, LT), m = red_m(j, LT);
@@ -152,9 +168,15 @@ __global__ void __launch_bounds__(512) rotate_back_aggregate_k(Dims d, int n0, i
           acc[0] += v;
           continue;
         }
-        const float* row = Dce + dc_off(l) + (m + 1) * (2 * l + 1);
-        #pragma unroll
-        for (int mp = -l; mp <= l; ++mp) acc[packed(l, mp)] += row[mp + l] * v;
+        const int r = k * kDcs + dc_off(l) + (m + 1) * (2 * l + 1);
+        if constexpr (DR) {
+          const double dv = v;
+          #pragma unroll
+          for (int mp = -l; mp <= l; ++mp) acc[packed(l, mp)] = fma(sDd[r + mp + l], dv, acc[packed(l, mp)]);
+        } else {
+          #pragma unroll
+          for (int mp = -l; mp <= l; ++mp) acc[packed(l, mp)] += sD[r + mp + l] * v;
+        }
       }
     }
     __syncthreads();  // the next batch (or the partials) overwrite the staging area
@@ -340,6 +362,14 @@ __global__ void condition_rotate_backward_k(Dims d, BlockWDev w, int e0, int Ec,
 void launch_rotate_condition(const Dims& d, const BlockWDev& w, const RotateConditionArgs& a, cudaStream_t s) {
   const int Ec = a.Ec;
   if (Ec == 0) return;
+  const int nc = warp_lanes(d, a.H, a.Rh, a.U0, a.Ssrc);
+  if (nc != 0) {
+    warp_dispatch(d.L, nc, [&](auto lt, auto ncv) {
+      rotate_condition_w<decltype(lt)::value, decltype(ncv)::value><<<warp_grid(Ec), 32 * kWarps, 0, s>>>(d, w, a);
+    });
+    SEZM_LAUNCH("rotate_condition");
+    return;
+  }
   if (d.L == 1)
     rotate_condition_k<1><<<Ec, d.Cw, 0, s>>>(d, w, a.e0, Ec, a.src, a.Dc, a.H, a.Rh, a.kern, a.U0, a.Ssrc);
   else if (d.L == 2)
@@ -350,34 +380,53 @@ void launch_rotate_condition(const Dims& d, const BlockWDev& w, const RotateCond
 }
 void launch_rotate_back_aggregate(const Dims& d, const AggregateArgs& a, cudaStream_t s) {
   if (a.n1 <= a.n0) return;
-  const int rows = kAggRows;
+  static const bool f32rows = [] {
+    const char* v = std::getenv("SEZM_CUDA_AGG_F32ROWS");
+    return v != nullptr && v[0] == '1';
+  }();
+  const bool dr = !f32rows;
+  const int rows = dr ? kAggRowsDR : kAggRows;
   const dim3 block(d.Cf, rows), grid(a.n1 - a.n0, d.F);
   // Staging batch: the largest multiple of the row count up to 32 edges whose U rows, Wigner rows
-  // and scales fit in 48 KiB (L = 3: 32 edges for C_f = 32, 46 KiB; 16 for C_f = 64, 44 KiB).
-  auto staging = [&](int B) { return (size_t)B * (d.ROW + d.dc_size + 1) * sizeof(float); };
-  int B = 4 * rows;
-  while (B > rows && staging(B) > 48 * 1024) B -= rows;
+  // (DR: also in double) and scales fit in 48 KiB, or in the partial sums' area where that is
+  // larger (L = 3, fp32 rows: 32 edges for C_f = 32, 46 KiB; 16 for C_f = 64, 44 KiB. DR: 24
+  // edges for C_f = 32, 43 KiB; 12 for C_f = 64, 37 KiB). Even B keeps U 16-byte aligned after
+  // the double rows.
+  auto staging = [&](int B) { return (size_t)B * (d.ROW + (dr ? 3 : 1) * d.dc_size + 1) * sizeof(float); };
   const size_t part = (size_t)(rows - 1) * d.D * d.Cf * sizeof(double);
+  const size_t budget = part > 48 * 1024 ? part : 48 * 1024;
+  int B = 32 / rows * rows;
+  while (B > rows && staging(B) > budget) B -= rows;
   const size_t bytes = part > staging(B) ? part : staging(B);
-  if (bytes > 48 * 1024) {  // focus width 64: 57 KiB of partial sums
-    const void* fn = d.L == 1 ? (const void*)rotate_back_aggregate_k<1>
-                   : d.L == 2 ? (const void*)rotate_back_aggregate_k<2> : (const void*)rotate_back_aggregate_k<3>;
-    SEZM_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-  }
-  if (d.L == 1)
-    rotate_back_aggregate_k<1><<<grid, block, bytes, s>>>(d, a.n0, a.e0, a.Ec, B, a.off, a.Dc, a.U, a.alpha_fc,
-                                                          a.alpha, a.P);
-  else if (d.L == 2)
-    rotate_back_aggregate_k<2><<<grid, block, bytes, s>>>(d, a.n0, a.e0, a.Ec, B, a.off, a.Dc, a.U, a.alpha_fc,
-                                                          a.alpha, a.P);
-  else
-    rotate_back_aggregate_k<3><<<grid, block, bytes, s>>>(d, a.n0, a.e0, a.Ec, B, a.off, a.Dc, a.U, a.alpha_fc,
-                                                          a.alpha, a.P);
+  auto launch = [&](auto lt, auto drv) {
+    constexpr int LT = decltype(lt)::value;
+    constexpr bool DR = decltype(drv)::value;
+    if (bytes > 48 * 1024)  // focus width 64: 57 KiB of partial sums (fp32 rows)
+      SEZM_CUDA(cudaFuncSetAttribute(rotate_back_aggregate_k<LT, DR>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)bytes));
+    rotate_back_aggregate_k<LT, DR><<<grid, block, bytes, s>>>(d, a.n0, a.e0, a.Ec, B, a.off, a.Dc, a.U, a.alpha_fc,
+                                                               a.alpha, a.P);
+  };
+  auto on_l = [&](auto drv) {
+    if (d.L == 1) launch(std::integral_constant<int, 1>{}, drv);
+    else if (d.L == 2) launch(std::integral_constant<int, 2>{}, drv);
+    else launch(std::integral_constant<int, 3>{}, drv);
+  };
+  if (dr) on_l(std::true_type{});
+  else on_l(std::false_type{});
   SEZM_LAUNCH("rotate_back_aggregate");
 }
 void launch_aggregate_backward(const Dims& d, const AggregateBackwardArgs& a, cudaStream_t s) {
   const int Ec = a.Ec;
   if (Ec == 0) return;
+  const int nc = warp_lanes(d, a.P_bar, a.U, a.Gbuf);
+  if (nc != 0) {
+    warp_dispatch(d.L, nc, [&](auto lt, auto ncv) {
+      aggregate_backward_w<decltype(lt)::value, decltype(ncv)::value><<<warp_grid(Ec), 32 * kWarps, 0, s>>>(d, a);
+    });
+    SEZM_LAUNCH("aggregate_backward");
+    return;
+  }
   const size_t bytes = ((size_t)(d.dc_size + d.F + 1) * d.Cw + d.dc_size + d.F) * sizeof(float);
   if (d.L == 1)
     aggregate_backward_k<1><<<Ec, d.Cw, bytes, s>>>(d, a.e0, Ec, a.dst, a.Dc, a.U, a.alpha_fc, a.alpha, a.P_bar,
@@ -394,6 +443,16 @@ void launch_condition_rotate_backward(const Dims& d, const BlockWDev& w, const C
                                       cudaStream_t s) {
   const int Ec = a.Ec;
   if (Ec == 0) return;
+  const int nc = warp_lanes(d, a.H, a.Rh, a.Gbuf, a.Ssrc_bar, a.Xloc_bar, d.has_rh ? nullptr : a.R_bar);
+  if (nc != 0) {
+    warp_dispatch(d.L, nc, [&](auto lt, auto ncv) {
+      condition_rotate_backward_w<decltype(lt)::value, decltype(ncv)::value>
+          <<<warp_grid(Ec), 32 * kWarps, 0, s>>>(d, w, a);
+    });
+    SEZM_LAUNCH("condition_rotate_backward");
+    launch_radial_adjoint(d, w, RadialTablesArgs{a.e0, Ec, EdgeRadialIn{}, a.Rh, a.kern, a.R_bar}, s);
+    return;
+  }
   const int redn = d.K > d.dc_size ? d.K : d.dc_size;
   const size_t bytes = ((size_t)redn * d.Cw + 2 * (size_t)redn) * sizeof(float);
   if (d.L == 1)

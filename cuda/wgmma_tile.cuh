@@ -113,8 +113,9 @@ __device__ __forceinline__ void wg_store_rows(float* C, int ldc, int row0, int r
 // kS, kM == 3, kB) of shared memory (16-byte aligned); `Bimg`: wgmma_b_image(.., kS) of B in
 // global memory, staged kB image blocks at a time. kM: kTf32x3 (3) or one TF32 pass (1, which
 // stages only the hi plane); kAdd: k steps of 8 per IEEE add of the 3xTF32 partial (divides kS).
-// Called by all 128 kWG threads; ends with a barrier.
-template <int N, int kM, int kS, int kAdd, int kWG, int kB = 1, class LoadA4>
+// Called by all 128 kWG threads; ends with a barrier. kRestageB = false (sezm-stack-probe only:
+// the tile without its B stream) stages only the first two blocks and reuses them, wrong products.
+template <int N, int kM, int kS, int kAdd, int kWG, int kB = 1, bool kRestageB = true, class LoadA4>
 __device__ __forceinline__ void wg_tile(float* sB, int K, const float* __restrict__ Bimg, LoadA4 loadA4,
                                         float (&acc)[N / 2]) {
   static_assert(N % 16 == 0 && N <= 256, "wgmma widths: multiples of 16 up to 256");
@@ -161,10 +162,13 @@ __device__ __forceinline__ void wg_tile(float* sB, int K, const float* __restric
         y0[0] = u.x; y0[1] = u.y; y0[2] = u.z; y0[3] = u.w;
         y1[0] = v.x; y1[1] = v.y; y1[2] = v.z; y1[3] = v.w;
       }
-    if (sb + 1 < nsb) {
+    if (sb + 1 < nsb && (kRestageB || sb == 0)) {
       stage(sb + 1);
       loadA(sb + 1);
       asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+    } else if (sb + 1 < nsb) {
+      loadA(sb + 1);
+      asm volatile("cp.async.wait_group 0;\n" ::: "memory");
     } else {
       asm volatile("cp.async.wait_group 0;\n" ::: "memory");
     }
