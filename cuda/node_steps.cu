@@ -319,14 +319,14 @@ __global__ void __launch_bounds__(kNodeThreads) readout_fitting_backward_k(
   } else {
     readout_cta<float>(d, w, X + (size_t)n * d.D * C, zr, ar, z);
   }
-  int din_k[4];
+  // Layer k's input width: C, then the previous layer's (no local-memory array of them).
+  auto din_k = [&](int k) { return k == 0 ? C : fit_dims[k - 1]; };
   int din = C;
   {
     const float* W = fit_w;
     const float* B = fit_b;
     for (int k = 0; k < n_fit; ++k) {
       const int hk = fit_dims[k];
-      din_k[k] = din;
       fit_layer_cta<float>(z, din, W, B, hk, pre[k]);
       W += (size_t)din * 2 * hk;
       B += 2 * hk;
@@ -336,9 +336,9 @@ __global__ void __launch_bounds__(kNodeThreads) readout_fitting_backward_k(
   for (int i = tid; i < din; i += nt) zb[i] = fit_out[i];
   __syncthreads();
   size_t woff = 0;
-  for (int k = 0; k < n_fit; ++k) woff += (size_t)din_k[k] * 2 * fit_dims[k];
+  for (int k = 0; k < n_fit; ++k) woff += (size_t)din_k(k) * 2 * fit_dims[k];
   for (int k = n_fit - 1; k >= 0; --k) {
-    const int hk = fit_dims[k], dk = din_k[k];
+    const int hk = fit_dims[k], dk = din_k(k);
     woff -= (size_t)dk * 2 * hk;
     const float* W = fit_w + woff;
     for (int o = tid; o < hk; o += nt) {
