@@ -117,9 +117,8 @@ void launch_wg_probe(bool hbm_a, int rows, int K, const float* A, int lda, const
 }
 
 // The engine's warpgroup tile shape (stack.cu): 64 rows, one warpgroup, two CTAs per SM, k blocks
-// of wg_ks(N), the 3xTF32 split; kRestageB false: B staged once, reused for every k block (no B
-// stream from L2: what the B stream costs; wrong products).
-template <int N, bool kHbmA, bool kRestageB>
+// of wg_ks(N), the 3xTF32 split, kStages stages of B (the engine: 2).
+template <int N, bool kHbmA, int kStages>
 __global__ void __launch_bounds__(128, 2)
     wg1_probe_k(int rows, int K, const float* __restrict__ A, int lda, const float* __restrict__ Bimg, float* C) {
   extern __shared__ float4 smem4[];
@@ -127,17 +126,17 @@ __global__ void __launch_bounds__(128, 2)
   float acc[N / 2];
 #pragma unroll
   for (int i = 0; i < N / 2; ++i) acc[i] = 0.0f;
-  wg_tile<N, 3, wg_ks(N), 2, 1, 1, kRestageB>(reinterpret_cast<float*>(smem4), K, Bimg,
+  wg_tile<N, 3, wg_ks(N), 2, 1, 1, kStages>(reinterpret_cast<float*>(smem4), K, Bimg,
                                               [&](int r, int k) { return probe_a4<kHbmA>(A, lda, rows, row0 + r, k); },
                                               acc);
   wg_store_rows(C, N, row0, rows, acc);
 }
 template <int N>
-void launch_wg1_probe(bool restage, bool hbm_a, int rows, int K, const float* A, int lda, const float* Bimg, float* C,
+void launch_wg1_probe(bool three, bool hbm_a, int rows, int K, const float* A, int lda, const float* Bimg, float* C,
                       cudaStream_t s) {
-  const size_t bytes = (size_t)wg_smem_floats(N, wg_ks(N), true) * sizeof(float);
-  auto k = restage ? (hbm_a ? wg1_probe_k<N, true, true> : wg1_probe_k<N, false, true>)
-                   : (hbm_a ? wg1_probe_k<N, true, false> : wg1_probe_k<N, false, false>);
+  const size_t bytes = (size_t)wg_smem_floats(N, wg_ks(N), true) * (three ? 3 : 2) / 2 * sizeof(float);
+  auto k = three ? (hbm_a ? wg1_probe_k<N, true, 3> : wg1_probe_k<N, false, 3>)
+                 : (hbm_a ? wg1_probe_k<N, true, 2> : wg1_probe_k<N, false, 2>);
   SEZM_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
   k<<<div_up(rows, 64), 128, bytes, s>>>(rows, K, A, lda, Bimg, C);
   SEZM_LAUNCH("wg1_probe");
@@ -152,10 +151,10 @@ void launch_tile_probe(int variant, bool hbm_a, int rows, int K, int N, const fl
     else throw Error("the warpgroup tile probe takes N = 128 or 192");
     return;
   }
-  if (variant >= 100) {  // the engine's warpgroup tile shape; 100: B restaged per k block, 101: not
-    const bool restage = variant == 100;
-    if (N == 192) launch_wg1_probe<192>(restage, hbm_a, rows, K, A, lda, Bimg, C, s);
-    else if (N == 128) launch_wg1_probe<128>(restage, hbm_a, rows, K, A, lda, Bimg, C, s);
+  if (variant >= 100) {  // the engine's warpgroup tile shape; 100: two B stages, 101: three
+    const bool three = variant == 101;
+    if (N == 192) launch_wg1_probe<192>(three, hbm_a, rows, K, A, lda, Bimg, C, s);
+    else if (N == 128) launch_wg1_probe<128>(three, hbm_a, rows, K, A, lda, Bimg, C, s);
     else throw Error("the warpgroup tile probe takes N = 128 or 192");
     return;
   }
@@ -286,7 +285,7 @@ int main(int argc, char** argv) {
       const bool wg_ok = prop.major == 9 && prop.minor == 0 && (K == 128 || K == 192);
       // Then two of the engine's own tile shape (launch_tile_probe 100, 101).
       const int kSsEnd = 8 + kSsVariantCount, kVariants = wg_ok ? kSsEnd + 3 : 6;
-      static const char* wg1_names[] = {"3xTF32 wgmma, 64 rows (engine)", "same, B staged once (wrong C)",
+      static const char* wg1_names[] = {"3xTF32 wgmma, 64 rows (engine)", "same, three B stages",
                                         "same, B multicast in 2-CTA clusters"};
       std::vector<float> hbw((size_t)K * K);
       SEZM_CUDA(cudaMemcpy(hbw.data(), B.p, hbw.size() * sizeof(float), cudaMemcpyDeviceToHost));

@@ -113,9 +113,11 @@ __device__ __forceinline__ void wg_store_rows(float* C, int ldc, int row0, int r
 // kS, kM == 3, kB) of shared memory (16-byte aligned); `Bimg`: wgmma_b_image(.., kS) of B in
 // global memory, staged kB image blocks at a time. kM: kTf32x3 (3) or one TF32 pass (1, which
 // stages only the hi plane); kAdd: k steps of 8 per IEEE add of the 3xTF32 partial (divides kS).
-// Called by all 128 kWG threads; ends with a barrier. kRestageB = false (sezm-stack-probe only:
-// the tile without its B stream) stages only the first two blocks and reuses them, wrong products.
-template <int N, int kM, int kS, int kAdd, int kWG, int kB = 1, bool kRestageB = true, class LoadA4>
+// kStages: shared-memory stages of B, kStages - 1 of them in flight ahead of the block being
+// multiplied (the engine: 2; sB then holds kStages / 2 times wg_smem_floats). Every block ends
+// with its products complete (a fold, or one pass's wait), so its stage is free after the block's
+// closing barrier. Called by all 128 kWG threads; ends with a barrier.
+template <int N, int kM, int kS, int kAdd, int kWG, int kB = 1, int kStages = 2, class LoadA4>
 __device__ __forceinline__ void wg_tile(float* sB, int K, const float* __restrict__ Bimg, LoadA4 loadA4,
                                         float (&acc)[N / 2]) {
   static_assert(N % 16 == 0 && N <= 256, "wgmma widths: multiples of 16 up to 256");
@@ -126,7 +128,7 @@ __device__ __forceinline__ void wg_tile(float* sB, int K, const float* __restric
   const int tid = threadIdx.x, t = tid & 3, r0 = wg_row();
   const int nsb = K / (8 * kSteps);
   auto stage = [&](int sb) {
-    float* dst = sB + (sb & 1) * kB * kCopy;
+    float* dst = sB + (sb % kStages) * kB * kCopy;
 #pragma unroll
     for (int j = 0; j < kB; ++j) {
       const float* src = Bimg + static_cast<size_t>(sb * kB + j) * kStage;
@@ -145,7 +147,11 @@ __device__ __forceinline__ void wg_tile(float* sB, int K, const float* __restric
         for (int i = 0; i < kS / 2; ++i) ra[j * kS + h * (kS / 2) + i] = loadA4(r0 + 8 * h, k + 4 * i);
     }
   };
-  stage(0);
+  static_assert(kStages >= 2, "at least one stage in flight");
+#pragma unroll
+  for (int i = 0; i + 1 < kStages; ++i)
+    if (i < nsb) stage(i);
+    else asm volatile("cp.async.commit_group;\n" ::: "memory");  // empty: uniform group counts
   loadA(0);
   float part[N / 2];
 #pragma unroll
@@ -162,21 +168,25 @@ __device__ __forceinline__ void wg_tile(float* sB, int K, const float* __restric
         y0[0] = u.x; y0[1] = u.y; y0[2] = u.z; y0[3] = u.w;
         y1[0] = v.x; y1[1] = v.y; y1[2] = v.z; y1[3] = v.w;
       }
-    if (sb + 1 < nsb && (kRestageB || sb == 0)) {
-      stage(sb + 1);
-      loadA(sb + 1);
-      asm volatile("cp.async.wait_group 1;\n" ::: "memory");
-    } else if (sb + 1 < nsb) {
-      loadA(sb + 1);
-      asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    if (kStages == 2) {  // the engine's two stages, as before the ring (no empty groups)
+      if (sb + 1 < nsb) {
+        stage(sb + 1);
+        loadA(sb + 1);
+        asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+      } else {
+        asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+      }
     } else {
-      asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+      if (sb + kStages - 1 < nsb) stage(sb + kStages - 1);
+      else asm volatile("cp.async.commit_group;\n" ::: "memory");
+      if (sb + 1 < nsb) loadA(sb + 1);
+      asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 1) : "memory");  // block sb landed
     }
     wg_fence_async_smem();
     __syncthreads();
 #pragma unroll
     for (int j = 0; j < kB; ++j) {
-      const float* buf = sB + (sb & 1) * kB * kCopy + j * kCopy;
+      const float* buf = sB + (sb % kStages) * kB * kCopy + j * kCopy;
 #pragma unroll
       for (int s = 0; s < kS; ++s) {
         // fragment (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4): physical k 2 kS t + 2 s (+ 1)
