@@ -117,8 +117,8 @@ void launch_wg_probe(bool hbm_a, int rows, int K, const float* A, int lda, const
 }
 
 // The engine's warpgroup tile shape (stack.cu): 64 rows, one warpgroup, two CTAs per SM, k blocks
-// of wg_ks(N), the 3xTF32 split, kStages stages of B (the engine: 2).
-template <int N, bool kHbmA, int kStages>
+// of wg_ks(N) steps (kS: another block depth), the 3xTF32 split, kStages stages of B (the engine: 2).
+template <int N, bool kHbmA, int kStages, int kS = wg_ks(N)>
 __global__ void __launch_bounds__(128, 2)
     wg1_probe_k(int rows, int K, const float* __restrict__ A, int lda, const float* __restrict__ Bimg, float* C) {
   extern __shared__ float4 smem4[];
@@ -126,17 +126,21 @@ __global__ void __launch_bounds__(128, 2)
   float acc[N / 2];
 #pragma unroll
   for (int i = 0; i < N / 2; ++i) acc[i] = 0.0f;
-  wg_tile<N, 3, wg_ks(N), 2, 1, 1, kStages>(reinterpret_cast<float*>(smem4), K, Bimg,
+  wg_tile<N, 3, kS, 2, 1, 1, kStages>(reinterpret_cast<float*>(smem4), K, Bimg,
                                               [&](int r, int k) { return probe_a4<kHbmA>(A, lda, rows, row0 + r, k); },
                                               acc);
   wg_store_rows(C, N, row0, rows, acc);
 }
+// kind 0: the engine's (two stages), 1: three stages, 2: two stages of 32-deep k blocks (kS = 4;
+// Bimg then the image for kS = 4).
 template <int N>
-void launch_wg1_probe(bool three, bool hbm_a, int rows, int K, const float* A, int lda, const float* Bimg, float* C,
+void launch_wg1_probe(int kind, bool hbm_a, int rows, int K, const float* A, int lda, const float* Bimg, float* C,
                       cudaStream_t s) {
-  const size_t bytes = (size_t)wg_smem_floats(N, wg_ks(N), true) * (three ? 3 : 2) / 2 * sizeof(float);
-  auto k = three ? (hbm_a ? wg1_probe_k<N, true, 3> : wg1_probe_k<N, false, 3>)
-                 : (hbm_a ? wg1_probe_k<N, true, 2> : wg1_probe_k<N, false, 2>);
+  const int ks = kind == 2 ? 4 : wg_ks(N);
+  const size_t bytes = (size_t)wg_smem_floats(N, ks, true) * (kind == 1 ? 3 : 2) / 2 * sizeof(float);
+  auto k = kind == 1   ? (hbm_a ? wg1_probe_k<N, true, 3> : wg1_probe_k<N, false, 3>)
+           : kind == 2 ? (hbm_a ? wg1_probe_k<N, true, 2, 4> : wg1_probe_k<N, false, 2, 4>)
+                       : (hbm_a ? wg1_probe_k<N, true, 2> : wg1_probe_k<N, false, 2>);
   SEZM_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
   k<<<div_up(rows, 64), 128, bytes, s>>>(rows, K, A, lda, Bimg, C);
   SEZM_LAUNCH("wg1_probe");
@@ -151,10 +155,10 @@ void launch_tile_probe(int variant, bool hbm_a, int rows, int K, int N, const fl
     else throw Error("the warpgroup tile probe takes N = 128 or 192");
     return;
   }
-  if (variant >= 100) {  // the engine's warpgroup tile shape; 100: two B stages, 101: three
-    const bool three = variant == 101;
-    if (N == 192) launch_wg1_probe<192>(three, hbm_a, rows, K, A, lda, Bimg, C, s);
-    else if (N == 128) launch_wg1_probe<128>(three, hbm_a, rows, K, A, lda, Bimg, C, s);
+  if (variant >= 100) {  // the engine's warpgroup tile shape; 100: two B stages, 101: three, 103: k32 blocks
+    const int kind = variant == 101 ? 1 : variant == 103 ? 2 : 0;
+    if (N == 192) launch_wg1_probe<192>(kind, hbm_a, rows, K, A, lda, Bimg, C, s);
+    else if (N == 128) launch_wg1_probe<128>(kind, hbm_a, rows, K, A, lda, Bimg, C, s);
     else throw Error("the warpgroup tile probe takes N = 128 or 192");
     return;
   }
@@ -283,10 +287,10 @@ int main(int argc, char** argv) {
                                     "3xTF32 wgmma, 128 rows (H100)",  "1xTF32 wgmma (tf32, H100)"};
       // The warpgroup tile needs sm_90a code and a CC 9.0 device, and N = K = 128 or 192.
       const bool wg_ok = prop.major == 9 && prop.minor == 0 && (K == 128 || K == 192);
-      // Then two of the engine's own tile shape (launch_tile_probe 100, 101).
-      const int kSsEnd = 8 + kSsVariantCount, kVariants = wg_ok ? kSsEnd + 3 : 6;
+      // Then the engine's own tile shape and its variants (launch_tile_probe 100 .. 103).
+      const int kSsEnd = 8 + kSsVariantCount, kVariants = wg_ok ? kSsEnd + 4 : 6;
       static const char* wg1_names[] = {"3xTF32 wgmma, 64 rows (engine)", "same, three B stages",
-                                        "same, B multicast in 2-CTA clusters"};
+                                        "same, B multicast in 2-CTA clusters", "same, k blocks of 32 (kS 4)"};
       std::vector<float> hbw((size_t)K * K);
       SEZM_CUDA(cudaMemcpy(hbw.data(), B.p, hbw.size() * sizeof(float), cudaMemcpyDeviceToHost));
       const std::vector<float> img = wgmma_b_image(hbw.data(), K, K, K, 4);
@@ -325,7 +329,9 @@ int main(int argc, char** argv) {
           if (v >= 8 && v < kSsEnd) SEZM_CUDA(cudaMemset(C.p, 0x7F, (size_t)rows * K * sizeof(float)));
           const double ms = median_ms(R, s, [&] {
             if (v < 8) launch_tile_probe(v, hbm, rows, K, K, A.p, d.ROW, B.p, Bimg.p, C.p, s);
-            else if (v >= kSsEnd) launch_tile_probe(100 + v - kSsEnd, hbm, rows, K, K, A.p, d.ROW, B.p, Bimg_e.p, C.p, s);
+            else if (v >= kSsEnd)
+              launch_tile_probe(100 + v - kSsEnd, hbm, rows, K, K, A.p, d.ROW, B.p, v - kSsEnd == 3 ? Bimg.p : Bimg_e.p,
+                                C.p, s);
             else info = launch_wgss_probe_variant(v - 8, rows, K, K, A.p, d.ROW, Bnat2.p, Bnat4.p, C.p, s);
           });
           std::string err;
