@@ -408,11 +408,13 @@ int main(int argc, char** argv) {
     // On a CC 9.0 GPU the same layers also on the warpgroup tile (the engine's default there):
     // the weights' images as the engine uploads them (device_weights.cpp).
     std::vector<std::unique_ptr<DevBuf>> images;
-    auto image_of = [&](const DevBuf& w, int count, int K, int N) {
+    auto image_of = [&](const DevBuf& w, int count, int K, int N, bool natural = false) {
       std::vector<float> h((size_t)count * K * N), all;
       SEZM_CUDA(cudaMemcpy(h.data(), w.p, h.size() * sizeof(float), cudaMemcpyDeviceToHost));
       for (int i = 0; i < count; ++i) {
-        const std::vector<float> img = wgmma_b_image(h.data() + (size_t)i * K * N, K, N, N, wg_ks(N));
+        const float* m = h.data() + (size_t)i * K * N;
+        const std::vector<float> img =
+            natural ? wgmma_b_image_natural(m, K, N, N, kWgSsKs) : wgmma_b_image(m, K, N, N, wg_ks(N));
         all.insert(all.end(), img.begin(), img.end());
       }
       images.push_back(std::make_unique<DevBuf>(all.size()));
@@ -427,13 +429,18 @@ int main(int argc, char** argv) {
       w.W1T_wg = image_of(W1T, d.nL * d.F, 2 * d.M1, 2 * d.M1);
       w.G_wg = image_of(G, d.ngated * d.F, d.Cf, LC);
       w.GT_wg = image_of(GT, d.ngated * d.F, LC, d.Cf);
+      w.A_ss = image_of(A, d.nL * d.F, d.M0, d.M0, true);
+      w.W1_ss = image_of(W1, d.nL * d.F, 2 * d.M1, 2 * d.M1, true);
     }
-    for (const int arith : {0, 1, 2, 3}) {
-      const int tf32 = arith & 1;
+    // 4: the warpgroup tile's 3xTF32 split with the forward's products on the SS tile (Dims::stack_ss).
+    for (const int arith : {0, 1, 2, 3, 4}) {
+      const int tf32 = arith == 4 ? 0 : arith & 1;
       d.tf32_one_pass = tf32;
       d.wgmma = arith >= 2;
+      d.stack_ss = arith == 4;
       if (d.wgmma && !wg) break;
-      const std::string p = std::string(d.wgmma ? "wgmma " : "SIMT ") + (tf32 ? "tf32: " : "fp32: ");
+      const std::string p =
+          std::string(d.stack_ss ? "wgmma SS " : d.wgmma ? "wgmma " : "SIMT ") + (tf32 ? "tf32: " : "fp32: ");
       report((p + "forward, gated (z kept: fast)").c_str(),
              median_ms(R, s, [&] { launch_stack_layer_forward(d, w, 0, E, U.p, V.p, Z.p, s); }), flop + gate, 3);
       report((p + "forward, gated (lean)").c_str(),

@@ -135,6 +135,10 @@ struct Dims {
   // tf32_one_pass): a CC 9.0 device, a build with sm_90a code, a supported shape (stack.cu) and
   // the weights' images uploaded (BlockWDev::*_wg). 0: the SIMT / mma.sync tile.
   int wgmma;
+  // The forward's main products on the SS warpgroup tile (wgmma_tile_ss.cuh: A staged in shared
+  // memory three blocks deep by cp.async; stack.cu): wgmma, the 3xTF32 split, and
+  // SEZM_CUDA_STACK_SS not 0 (device.cu, use_stack_ss). 0: wg_tile, A from registers.
+  int stack_ss;
 };
 
 __host__ __device__ inline int dc_off(int l) { return l == 0 ? 0 : 1 + 3 * (l * l - 1); }

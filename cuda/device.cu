@@ -74,5 +74,10 @@ int use_wgmma(const Dims& d, const cudaDeviceProp& prop) {
 #endif
 }
 
+int use_stack_ss(const Dims& d) {
+  const char* env = std::getenv("SEZM_CUDA_STACK_SS");
+  return d.wgmma && !(env && std::string(env) == "0") ? 1 : 0;
+}
+
 }  // namespace cuda
 }  // namespace sezm

@@ -45,12 +45,14 @@ class Arena {
     align();
   }
   // Several K x N matrices as the warpgroup tile's B images (wgmma_layout.h), back to back.
-  void put_wg(const float*& slot, const std::vector<Mat<double>>& ms) {
+  // natural: the SS tile's image (natural k order, k blocks of kWgSsKs steps).
+  void put_wg(const float*& slot, const std::vector<Mat<double>>& ms, bool natural = false) {
     slots_.emplace_back(&slot, h_.size());
     for (const auto& m : ms) {
       const std::vector<float> f = to_float(m.data(), m.size());
       const int K = static_cast<int>(m.rows()), N = static_cast<int>(m.cols());
-      const std::vector<float> img = wgmma_b_image(f.data(), K, N, N, wg_ks(N));
+      const std::vector<float> img = natural ? wgmma_b_image_natural(f.data(), K, N, N, kWgSsKs)
+                                             : wgmma_b_image(f.data(), K, N, N, wg_ks(N));
       if (img.size() != 2 * f.size())  // K % 32 == 0 for every shape stack.cu sends there
         throw Error("device cuda: the wgmma image of a " + std::to_string(K) + " x " + std::to_string(N) +
                     " weight is not 2 K N floats");
@@ -349,6 +351,10 @@ void DeviceWeights::upload(const ModelW<double>& w, const Dims& d, MemCounter* m
       a.put_wg(x.W1T_wg, W1Ts);
       if (!Gs.empty()) a.put_wg(x.G_wg, Gs);
       if (!GTs.empty()) a.put_wg(x.GT_wg, GTs);
+      if (d.stack_ss) {
+        a.put_wg(x.A_ss, As, true);
+        a.put_wg(x.W1_ss, W1s, true);
+      }
     }
     if (d.F > 1) a.put(x.fc_w, b.focus_compete_w);
     if (d.F > 1 && b.focus_norm) a.put(x.fc_norm, b.focus_compete_norm);

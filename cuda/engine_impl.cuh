@@ -64,6 +64,7 @@ struct CudaEngine::Impl : EngineBuffers {
     d = model_dims(w);
     check_stack_fits(d, prop);
     d.wgmma = use_wgmma(d, prop);
+    d.stack_ss = use_stack_ss(d);
     SEZM_CUDA(cudaStreamCreate(&s));
     const char* tv = std::getenv("SEZM_CUDA_TIMING");
     timer.enabled = tv && *tv && *tv != '0';

@@ -83,6 +83,9 @@ struct BlockWDev {
   // focus) 2 K N floats each (A: K = N = M0; W1: 2M1; G: K = Cf, N = L*Cf; GT: K = L*Cf, N = Cf),
   // or null.
   const float *A_wg, *AT_wg, *W1_wg, *W1T_wg, *G_wg, *GT_wg;
+  // A and W1 as the SS tile's images (wgmma_b_image_natural, k blocks of 16: the forward's main
+  // products with A staged in shared memory, Dims::stack_ss), per (layer, focus) 2 K N floats, or null.
+  const float *A_ss, *W1_ss;
   const float *fc_w, *fc_norm;        // (Cf, F), (F, Cf) or null
   const float *qk_norm, *gate_norm;   // (F, Cf)
   const float *Wq, *Wk;               // (F, Cf, Cf)

@@ -80,6 +80,9 @@ inline std::vector<float> wgmma_b_image(const float* B, int K, int N, int ldb, i
 }
 
 // ---- the SS form (cuda/wgmma_tile_ss.cuh: A from shared memory too) ----
+// k steps per block of the engine's SS products (stack.cu's forward, Dims::stack_ss): 16-deep
+// blocks keep the 192-wide product's stages beside the gate tables at two CTAs per SM.
+constexpr int kWgSsKs = 2;
 // Both operands are read by descriptor in wgmma's K-major, no-swizzle layout: "core matrices" of 8
 // rows (m for A, n for B) x 16 bytes (4 consecutive k), 128 contiguous bytes each, a row 16 bytes
 // after the previous one. A k step of 8 is two core matrices along k. The descriptor gives the

@@ -2,8 +2,9 @@
 // The stack's tile product on Hopper's warpgroup tensor cores with BOTH operands in shared memory
 // (the "SS" form of wgmma: A and B by descriptor), sm_90a: C (64 kWG rows x N) += A B per CTA of kWG
 // warpgroups, in the 3xTF32 split or one TF32 pass. Named twin of wgmma_tile.cuh (`wg_tile`, A from
-// registers); probe-only for now (sezm-stack-probe part 1, variants 8-13): the engine does not use
-// it. It shares wg_tile's helpers (fences, waits, descriptors, the accumulator layout).
+// registers); the engine's forward layers run their two main products on it (stack.cu, kSS;
+// Dims::stack_ss), sezm-stack-probe part 1 its variants 8-13. It shares wg_tile's helpers (fences,
+// waits, descriptors, the accumulator layout).
 //
 // Why (docs/performance.md, "the stack on Hopper's warpgroup tensor cores"): wg_tile loads A from
 // HBM into registers, synchronously, with only 8 warps per SM to hide the latency and the registers
