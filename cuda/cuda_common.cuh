@@ -137,7 +137,7 @@ struct Dims {
   int wgmma;
   // The forward's main products on the SS warpgroup tile (wgmma_tile_ss.cuh: A staged in shared
   // memory three blocks deep by cp.async; stack.cu): wgmma, the 3xTF32 split, and
-  // SEZM_CUDA_STACK_SS not 0 (device.cu, use_stack_ss). 0: wg_tile, A from registers.
+  // SEZM_CUDA_STACK_SS=1 (device.cu, use_stack_ss; opt-in until measured). 0: wg_tile, A from registers.
   int stack_ss;
 };
 

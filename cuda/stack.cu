@@ -414,9 +414,7 @@ size_t stack_smem_bytes(const Dims& d) { return smem_floats<4, kIeee>(d, true) *
 bool wgmma_shape(const Dims& d) { return d.Cf == 32 && (d.L == 3 || d.L == 2); }
 
 size_t stack_smem_bytes_wg(const Dims& d) {
-  Dims ss = d;  // with the forward's SS products, whatever use_stack_ss decides later
-  ss.stack_ss = 1;
-  return std::max(smem_floats<2, kWg3>(ss, true), smem_floats<2, kWg1>(ss, true)) * sizeof(float);
+  return std::max(smem_floats<2, kWg3>(d, true), smem_floats<2, kWg1>(d, true)) * sizeof(float);
 }
 
 void launch_stack_layer_forward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* Uin, float* Uout,
