@@ -23,6 +23,10 @@ arch="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | h
 # Hopper (9.0): sm_90a, the machine code with the stack's warpgroup tensor-core tile.
 [ "$arch" = 90 ] && arch=90a
 [ -n "$arch" ] && args+=("-DSEZM_CUDA_ARCHITECTURES=${arch}-real")
+# A call that carried only the archive of make-devdeps.sh: unpack it.
+if [ -f "$here/.devdeps/devdeps.tar.xz" ] && [ ! -d "$here/.devdeps/include" ]; then
+  tar xJf "$here/.devdeps/devdeps.tar.xz" -C "$here/.devdeps"
+fi
 if [ -d "$here/.devdeps" ]; then
   deps="$here/.devdeps"
   args+=("-DCMAKE_INCLUDE_PATH=$deps/include" "-DCMAKE_LIBRARY_PATH=$deps/lib" "-DGTEST_ROOT=$deps")
