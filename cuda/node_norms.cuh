@@ -21,17 +21,24 @@ __device__ __forceinline__ double warp_total(const double (&v)[kVirt]) {
   return t;
 }
 
-// y = EqRMSNorm(x) (+ residual) on one node (docs/model.md §5.2.1); x, y, res at the node's rows.
-__device__ void eq_norm_forward_warp(int L, int C, const float* x, const float* scale, const float* bias, float eps,
-                                     float* y, float* rho_o, const float* res) {
-  const int lane = threadIdx.x % 32, D = (L + 1) * (L + 1), DC = D * C;
-  double m[kVirt], v[kVirt];
+// The mean of the node's scalar row x[0 .. C) (the warp's lanes each take the channels lane + 32 w,
+// the partials added as warp_total adds them).
+__device__ __forceinline__ double scalar_mean(int C, const float* x, int lane) {
+  double m[kVirt];
 #pragma unroll
   for (int w = 0; w < kVirt; ++w) {
     m[w] = 0.0;
     for (int c = lane + 32 * w; c < C; c += (32 * kVirt)) m[w] += x[c];
   }
-  const double mean0 = warp_total(m) / C;
+  return warp_total(m) / C;
+}
+
+// y = EqRMSNorm(x) (+ residual) on one node (docs/model.md §5.2.1); x, y, res at the node's rows.
+__device__ void eq_norm_forward_warp(int L, int C, const float* x, const float* scale, const float* bias, float eps,
+                                     float* y, float* rho_o, const float* res) {
+  const int lane = threadIdx.x % 32, D = (L + 1) * (L + 1), DC = D * C;
+  double v[kVirt];
+  const double mean0 = scalar_mean(C, x, lane);
 #pragma unroll
   for (int w = 0; w < kVirt; ++w) {
     v[w] = 0.0;  // sum over degrees of the degree's mean square / (L+1)
@@ -54,13 +61,8 @@ __device__ void eq_norm_forward_warp(int L, int C, const float* x, const float* 
 __device__ void eq_norm_backward_warp(int L, int C, const float* x, const float* scale, double rho, const float* yb,
                                       float* xb) {
   const int lane = threadIdx.x % 32, D = (L + 1) * (L + 1), DC = D * C;
-  double m[kVirt], sg[kVirt], r0[kVirt];
-#pragma unroll
-  for (int w = 0; w < kVirt; ++w) {
-    m[w] = 0.0;
-    for (int c = lane + 32 * w; c < C; c += (32 * kVirt)) m[w] += x[c];
-  }
-  const double mean0 = warp_total(m) / C;
+  double sg[kVirt], r0[kVirt];
+  const double mean0 = scalar_mean(C, x, lane);
 #pragma unroll
   for (int w = 0; w < kVirt; ++w) {
     sg[w] = 0.0;

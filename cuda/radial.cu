@@ -282,21 +282,7 @@ __global__ void __launch_bounds__(kTT) radial_forward_tile_k(Dims d, ModelWDev w
     __syncthreads();
     for (int cb = 0; cb < W; cb += 128) {
       float acc[4][8];
-#pragma unroll
-      for (int r = 0; r < 4; ++r)
-#pragma unroll
-        for (int j = 0; j < 8; ++j) acc[r][j] = 0.0f;
-#pragma unroll 8
-      for (int c = 0; c < KC; ++c) {
-        const float4 a = *reinterpret_cast<const float4*>(as + c * TE + 4 * te);
-        const float4 b0 = *reinterpret_cast<const float4*>(w1s + c * WP + cb + 4 * tn);
-        const float4 b1 = *reinterpret_cast<const float4*>(w1s + c * WP + cb + 64 + 4 * tn);
-        const float av[4] = {a.x, a.y, a.z, a.w}, bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-#pragma unroll
-        for (int r = 0; r < 4; ++r)
-#pragma unroll
-          for (int j = 0; j < 8; ++j) acc[r][j] = fmaf(av[r], bv[j], acc[r][j]);
-      }
+      tile_4x8<8>(as, TE, w1s, WP, KC, te, tn, cb, acc);
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
         const int e = 4 * te + r;

@@ -24,6 +24,29 @@ void launch_radial_backward(const Dims& d, const ModelWDev& w, const RadialMlpAr
 // stages once per CTA (the weights) crosses L2 once per CTA, not once per tile. Returns false,
 // launching nothing, where `bytes` exceeds the device's opt-in limit (the caller's fallback runs).
 // Used by radial.cu and radial_tables.cu.
+// The register tile of the tile kernels' products (radial.cu, radial_tables.cu): acc[r][4 q + i] =
+// sum over k < K, in k order, of a[k][4 te + r] b[k][cb + 64 q + 4 tn + i] (q, i < 2, 4; rows of a
+// and b `as` and `bs` floats apart, every quad 16-byte aligned, in shared memory).
+template <int kUnroll>
+__device__ __forceinline__ void tile_4x8(const float* a, int as, const float* b, int bs, int K, int te, int tn, int cb,
+                                         float (&acc)[4][8]) {
+#pragma unroll
+  for (int r = 0; r < 4; ++r)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[r][j] = 0.0f;
+#pragma unroll kUnroll
+  for (int k = 0; k < K; ++k) {
+    const float4 x = *reinterpret_cast<const float4*>(a + k * as + 4 * te);
+    const float4 b0 = *reinterpret_cast<const float4*>(b + k * bs + cb + 4 * tn);
+    const float4 b1 = *reinterpret_cast<const float4*>(b + k * bs + cb + 64 + 4 * tn);
+    const float av[4] = {x.x, x.y, x.z, x.w}, bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[r][j] = fmaf(av[r], bv[j], acc[r][j]);
+  }
+}
+
 template <class... P, class... A>
 bool launch_tiles(void (*fn)(P...), int threads, size_t bytes, int tiles, cudaStream_t s, A... args) {
   int dev = 0, optin = 0, sms = 0, per = 0;

@@ -229,20 +229,7 @@ __global__ void __launch_bounds__(kMT) mixer_adjoint_k(Dims d, int Ec, const flo
     __syncthreads();
     for (int cb = 0; cb < W; cb += 128) {
       float acc[4][8];
-#pragma unroll
-      for (int r = 0; r < 4; ++r)
-#pragma unroll
-        for (int j = 0; j < 8; ++j) acc[r][j] = 0.0f;
-#pragma unroll 4
-      for (int k = 0; k < Kp; ++k) {
-        const float4 a = ld4(as + k * kMTE + 4 * te);
-        const float4 b0 = ld4(bs + k * WP + cb + 4 * tn), b1 = ld4(bs + k * WP + cb + 64 + 4 * tn);
-        const float av[4] = {a.x, a.y, a.z, a.w}, bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-#pragma unroll
-        for (int r = 0; r < 4; ++r)
-#pragma unroll
-          for (int j = 0; j < 8; ++j) acc[r][j] = fmaf(av[r], bv[j], acc[r][j]);
-      }
+      tile_4x8<4>(as, kMTE, bs, WP, Kp, te, tn, cb, acc);
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
         const int e = 4 * te + r;
