@@ -52,5 +52,10 @@ struct GieArgs {
 void launch_gie_forward(const Dims& d, const GieArgs& a, cudaStream_t s);
 void launch_gie_backward(const Dims& d, const GieArgs& a, cudaStream_t s);
 void launch_gie_rho_backward(const Dims& d, const GieArgs& a, cudaStream_t s);
+// Both edge shares for a run of E edges (a chunk; dst, Dc, rho, Dc_bar, gate, gate_bar at its first
+// edge): Dc_bar (and gate_bar) added into as launch_gie_backward's edge part, and the chunk's
+// rho_bar table (E, L + 1, C) written whole, row l = 0 zero (no clearing needed). The isd share
+// stays with launch_gie_backward (E = 0).
+void launch_gie_edge_backward(const Dims& d, const GieArgs& a, cudaStream_t s);
 
 }  // namespace sezm::cuda
