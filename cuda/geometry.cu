@@ -1,11 +1,11 @@
 // Per-edge geometry on the device, forward and backward side by side (CPU twins:
 // engine/edge_geometry.h, envelope.h, radial_basis.h, wigner_d.{h,cpp}): safe length, envelopes,
 // Bessel basis, edge quaternion, Wigner blocks reduced to the compact rows the SO(2) value path
-// reads. One thread per edge, a CTA's Wigner rows staged in shared memory so the global rows move
-// coalesced. The fast kernels (templated on L) compute only the Wigner rows each side reads, with
-// compile-time table indices (wigner_rows.cuh), so everything lives in registers; the legacy
-// kernels (runtime tables, an 848-byte local frame per thread) stay for A/B with
-// SEZM_CUDA_GEOM_LEGACY=1 and for lmax outside 1..3.
+// reads. One thread per edge. The fast kernels (templated on L) compute only the Wigner rows each
+// side reads, with compile-time table indices (wigner_rows.cuh), so everything lives in registers,
+// and move a CTA's compact rows through shared memory (coalesced global rows); the legacy kernels
+// (runtime tables, an 848-byte local frame per thread) stay for A/B with SEZM_CUDA_GEOM_LEGACY=1
+// and for lmax outside 1..3.
 #include <cfloat>
 #include <cstdlib>
 
