@@ -8,6 +8,9 @@
 #     quick: tests, 512 and 4096 atoms in both modes and precisions, LAMMPS; full (default): also 32768 to
 #     438,976 atoms; dev: tests and a short benchmark, no LAMMPS.
 # Dependencies come from the system, or from .devdeps/ (make-devdeps.sh) when present.
+# SEZM_GPU_SIMT_TESTS=0 skips the second test pass on Hopper (below). SEZM_GPU_AB="VAR=value ...": in
+# dev mode, the 4,096-atom benches again with each of these settings (an opt-in path against the
+# default on the same build).
 # SEZM_GPU_TEST_FILTER replaces the CUDA tests' gtest filter (default
 # '*Cuda*:FeatureExchange*:*ModelDeviation*:*SharedGeometry*'), e.g. to leave out a family whose
 # checkpoint did not travel. On Hopper the tests run twice: on the warpgroup tile (the default
@@ -45,7 +48,7 @@ echo "== CUDA tests"
 status=0
 filter="${SEZM_GPU_TEST_FILTER:-*Cuda*:FeatureExchange*:*ModelDeviation*:*SharedGeometry*}"
 "$build/tests/sezm_tests" --gtest_filter="$filter" 2>&1 | tee "$out/gpu-tests.log" || status=1
-if [ "$arch" = 90a ]; then
+if [ "$arch" = 90a ] && [ "${SEZM_GPU_SIMT_TESTS:-1}" != 0 ]; then
   echo "== CUDA tests on the SIMT / mma.sync tile (SEZM_CUDA_WGMMA=0)"
   SEZM_CUDA_WGMMA=0 "$build/tests/sezm_tests" --gtest_filter="$filter" 2>&1 | tee "$out/gpu-tests-simt.log" || status=1
 fi
@@ -58,6 +61,12 @@ if [ "$what" = dev ]; then  # a kernel-tuning round: 4096 atoms in both modes, t
   bench --mode fast --cells 8 --repeat 5 --warmup 1
   SEZM_CUDA_TIMING=1 bench --mode lean --cells 8 --repeat 1 --warmup 1
   bench --mode lean --cells 2 --repeat 5 --warmup 1
+  for ab in ${SEZM_GPU_AB:-}; do
+    echo "== with $ab" | tee -a "$out/bench.log"
+    env "$ab" "$build/bench/sezm-bench" "$here/potentials/C.pt" --device cuda --mode lean --cells 8 --repeat 5 --warmup 1 2>&1 | tee -a "$out/bench.log"
+    env "$ab" "$build/bench/sezm-bench" "$here/potentials/C.pt" --device cuda --mode fast --cells 8 --repeat 5 --warmup 1 2>&1 | tee -a "$out/bench.log"
+    env "$ab" SEZM_CUDA_TIMING=1 "$build/bench/sezm-bench" "$here/potentials/C.pt" --device cuda --mode lean --cells 8 --repeat 1 --warmup 1 2>&1 | tee -a "$out/bench.log"
+  done
   exit $status
 fi
 for mode in lean fast; do
