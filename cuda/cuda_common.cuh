@@ -10,8 +10,10 @@
 //  - radial features rho/R (E, L+1, C), l-major.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "common/error.h"
 
@@ -167,5 +169,34 @@ __device__ inline T warp_sum(T v) {
 }
 
 inline int div_up(long a, long b) { return static_cast<int>((a + b - 1) / b); }
+
+// The grid of a kernel whose CTAs loop over work tiles: as many CTAs as are resident on the current
+// device at once (occupancy with `bytes` of dynamic shared memory, whose attribute it sets), at most
+// `tiles`; 0 where `bytes` exceeds the device's opt-in limit (the caller's fallback then runs). The
+// device queries are made once per host thread, device, kernel and size: they cost microseconds and
+// the chunked calls launch once per chunk (radial.cuh's launch_tiles, env_seed_tiled.cuh).
+inline int resident_grid(const void* fn, int threads, size_t bytes, int tiles) {
+  struct Known {
+    int dev;
+    const void* fn;
+    int threads;
+    size_t bytes;
+    int cap;
+  };
+  thread_local std::vector<Known> known;
+  int dev = 0;
+  SEZM_CUDA(cudaGetDevice(&dev));
+  for (const Known& k : known)
+    if (k.dev == dev && k.fn == fn && k.threads == threads && k.bytes == bytes) return std::min(tiles, k.cap);
+  int optin = 0, sms = 0, per = 0;
+  SEZM_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  if (bytes <= static_cast<size_t>(optin)) {
+    SEZM_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    if (bytes > 48 * 1024) SEZM_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    SEZM_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, fn, threads, bytes));
+  }
+  known.push_back({dev, fn, threads, bytes, bytes <= static_cast<size_t>(optin) ? std::max(per, 1) * sms : 0});
+  return std::min(tiles, known.back().cap);
+}
 
 }  // namespace sezm::cuda

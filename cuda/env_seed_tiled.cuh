@@ -366,26 +366,9 @@ bool launch_shape(const Dims& d, const ModelWDev& w, const EnvSeedArgs& a, bool 
   if (d.es_ro != RO || d.es_hid != HID || d.es_emb != EMB) return false;
   const Layout L(bwd, d.nr, d.ntypes, RO, HID, EMB);
   const size_t bytes = (size_t)L.total * sizeof(float);
-  // The device's limits and the kernel's occupancy, asked once per host thread, device and size
-  // (these calls cost microseconds, and the chunked route launches once per chunk).
-  struct Cached { int dev = -1; size_t bytes = 0; int grid_cap = 0; };
-  thread_local Cached cache[2];
-  int dev = 0;
-  SEZM_CUDA(cudaGetDevice(&dev));
-  Cached& c = cache[bwd];
-  if (c.dev != dev || c.bytes != bytes) {
-    int optin = 0, sms = 0, per_sm = 0;
-    SEZM_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    SEZM_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    if (bytes <= (size_t)optin) {
-      const void* fn = bwd ? (const void*)edge_backward_k<RO, HID, EMB> : (const void*)edge_forward_k<RO, HID, EMB>;
-      SEZM_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-      SEZM_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, kNT, bytes));
-    }
-    c = Cached{dev, bytes, bytes <= (size_t)optin ? std::max(1, per_sm) * sms : 0};
-  }
-  if (c.grid_cap == 0) return false;  // too large for this device: the per-thread kernels
-  const int tiles = div_up(a.g.E, kTE), grid = std::min(tiles, c.grid_cap);
+  const void* fn = bwd ? (const void*)edge_backward_k<RO, HID, EMB> : (const void*)edge_forward_k<RO, HID, EMB>;
+  const int grid = resident_grid(fn, kNT, bytes, div_up(a.g.E, kTE));
+  if (grid == 0) return false;  // too large for this device: the per-thread kernels
   if (bwd) {
     edge_backward_k<RO, HID, EMB><<<grid, kNT, bytes, s>>>(d, w, a);
     SEZM_LAUNCH("env_seed_edge_backward (tiled)");

@@ -49,14 +49,9 @@ __device__ __forceinline__ void tile_4x8(const float* a, int as, const float* b,
 
 template <class... P, class... A>
 bool launch_tiles(void (*fn)(P...), int threads, size_t bytes, int tiles, cudaStream_t s, A... args) {
-  int dev = 0, optin = 0, sms = 0, per = 0;
-  SEZM_CUDA(cudaGetDevice(&dev));
-  SEZM_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-  if (bytes > static_cast<size_t>(optin)) return false;
-  SEZM_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  if (bytes > 48 * 1024) SEZM_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-  SEZM_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, fn, threads, bytes));
-  fn<<<std::min(tiles, std::max(per, 1) * sms), threads, bytes, s>>>(args...);
+  const int grid = resident_grid(reinterpret_cast<const void*>(fn), threads, bytes, tiles);
+  if (grid == 0) return false;
+  fn<<<grid, threads, bytes, s>>>(args...);
   return true;
 }
 #endif
