@@ -36,9 +36,11 @@ struct EnvSeedArgs {
 void launch_env_seed_forward(const Dims& d, const ModelWDev& w, const EnvSeedArgs& a, cudaStream_t s);
 void launch_env_seed_backward(const Dims& d, const ModelWDev& w, const EnvSeedArgs& a, cudaStream_t s);
 
-// GIE: X0 rows l >= 1 = isd sum_e rho_l D^T. The backward's isd and Wigner-row shares run over
-// all edges (launch_gie_backward); its share of rho_bar goes per chunk of E edges (dst, Dc and
-// rho_bar at the chunk's first edge) into the chunk's rho_bar table (launch_gie_rho_backward).
+// GIE (kernels in gie.cu): X0 rows l >= 1 = isd sum_e rho_l D^T. The backward's isd share runs
+// over the centres (launch_gie_backward with E = 0); its edge shares go per chunk of E edges
+// (launch_gie_edge_backward). launch_gie_backward's edge part (Wigner rows, E > 0) and
+// launch_gie_rho_backward (rho_bar added into a cleared table) are the split kernels that
+// launch_gie_edge_backward runs with SEZM_CUDA_GIE_LEGACY=1.
 struct GieArgs {
   int N, E;
   const int *dst, *off;
@@ -52,5 +54,10 @@ struct GieArgs {
 void launch_gie_forward(const Dims& d, const GieArgs& a, cudaStream_t s);
 void launch_gie_backward(const Dims& d, const GieArgs& a, cudaStream_t s);
 void launch_gie_rho_backward(const Dims& d, const GieArgs& a, cudaStream_t s);
+// Both edge shares for a run of E edges (a chunk; dst, Dc, rho, Dc_bar, gate, gate_bar at its first
+// edge): Dc_bar (and gate_bar) added into as launch_gie_backward's edge part, and the chunk's
+// rho_bar table (E, L + 1, C) written whole, row l = 0 zero (no clearing needed). The isd share
+// stays with launch_gie_backward (E = 0).
+void launch_gie_edge_backward(const Dims& d, const GieArgs& a, cudaStream_t s);
 
 }  // namespace sezm::cuda

@@ -415,15 +415,19 @@ EngineResult CudaEngine::Impl::compute(const Graph& gv, bool gradients, FeatureE
     launch_env_seed_backward(d, dw.mw, es, s);
     mark("bwd: GIE");
     gie.X0_bar = Xb.data(); gie.isd_bar = isd_bar.data(); gie.Dc_bar = Dc_bar.data();
-    launch_gie_backward(d, gie, s);
+    GieArgs gn = gie;  // the isd share (E = 0); the edge shares per chunk below
+    gn.E = 0;
+    launch_gie_backward(d, gn, s);
     for (const Chunk& c : chunks) {
       mark("bwd: GIE");
-      SEZM_CUDA(cudaMemsetAsync(rho_bar_c.data(), 0, (c.e1 - c.e0) * W * sizeof(float), s));
-      GieArgs gc = gie;  // the chunk's edges
-      gc.E = c.e1 - c.e0; gc.dst = dst.data() + c.e0; gc.Dc = Dc.data() + (size_t)c.e0 * d.dc_size;
+      GieArgs gc = gie;  // the chunk's edges: Wigner-row (and gate) adjoints and rho_bar (written whole)
+      const size_t e0 = c.e0;
+      gc.E = c.e1 - c.e0; gc.dst = dst.data() + e0; gc.Dc = Dc.data() + e0 * d.dc_size; gc.rho = rho.data() + e0 * W;
+      gc.Dc_bar = Dc_bar.data() + e0 * d.dc_size;
       gc.rho_bar = rho_bar_c.data();
-      if (gc.gate) gc.gate += c.e0;
-      launch_gie_rho_backward(d, gc, s);
+      if (gc.gate) gc.gate += e0;
+      if (gc.gate_bar) gc.gate_bar += e0;
+      launch_gie_edge_backward(d, gc, s);
       mark("bwd: radial");
       radial_backward_chunk(c);
     }

@@ -176,10 +176,8 @@ void CudaEngine::Impl::embedding_backward_chunks() {
     gc.Dc = geo.Dc; gc.isd = isd.data(); gc.rho = rho_v(c) + e0 * W;
     gc.X0_bar = Xb.data(); gc.Dc_bar = bar.Dc_bar;
     gc.gate = gate ? gate + e0 : nullptr; gc.gate_bar = gate_bar ? gate_bar + e0 : nullptr;
-    launch_gie_backward(d, gc, s);
-    SEZM_CUDA(cudaMemsetAsync(rho_bar_c.data(), 0, Ec * W * sizeof(float), s));
-    gc.rho_bar = rho_bar_c.data();
-    launch_gie_rho_backward(d, gc, s);
+    gc.rho_bar = rho_bar_c.data();  // written whole
+    launch_gie_edge_backward(d, gc, s);
     mark("bwd: radial");
     radial_backward_chunk(c);
     mark("bwd: degree");

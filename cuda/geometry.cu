@@ -1,11 +1,16 @@
 // Per-edge geometry on the device, forward and backward side by side (CPU twins:
 // engine/edge_geometry.h, envelope.h, radial_basis.h, wigner_d.{h,cpp}): safe length, envelopes,
 // Bessel basis, edge quaternion, Wigner blocks reduced to the compact rows the SO(2) value path
-// reads. One thread per edge: O(E * few thousand flops), small next to the SO(2) stack, so
-// simple, obviously-correct code over tiling.
+// reads. One thread per edge. The fast kernels (templated on L) compute only the Wigner rows each
+// side reads, with compile-time table indices (wigner_rows.cuh), so everything lives in registers,
+// and move a CTA's compact rows through shared memory (coalesced global rows); the legacy kernels
+// (runtime tables, an 848-byte local frame per thread) stay for A/B with SEZM_CUDA_GEOM_LEGACY=1
+// and for lmax outside 1..3.
 #include <cfloat>
+#include <cstdlib>
 
 #include "geometry.cuh"
+#include "wigner_rows.cuh"
 
 namespace sezm::cuda {
 namespace {
@@ -194,6 +199,148 @@ __global__ void geometry_backward_k(Dims d, int E, const float* __restrict__ vec
   for (int i = 0; i < 3; ++i) edge_grad[3 * (size_t)e + i] = (double)(vb[i] + (G[0] * bx[i] - G[1] * ax[i]) * inv_lam);
 }
 
+// ---- fast kernels: lmax L = 1..3 at compile time ----
+constexpr int kGeoT = 128;  // edges (threads) per CTA
+
+// Block D^1 (3 x 3, row-major) of the normalised q, as wigner_full_d.
+__device__ __forceinline__ void d1_block(const float q[4], float (&D1)[9]) {
+  const float w = q[0], x = q[1], y = q[2], z = q[3];
+  float R[9];
+  R[0] = 1 - 2 * (y * y + z * z); R[1] = 2 * (x * y - w * z); R[2] = 2 * (x * z + w * y);
+  R[3] = 2 * (x * y + w * z); R[4] = 1 - 2 * (x * x + z * z); R[5] = 2 * (y * z - w * x);
+  R[6] = 2 * (x * z - w * y); R[7] = 2 * (y * z + w * x); R[8] = 1 - 2 * (x * x + y * y);
+  const int perm[3] = {1, 2, 0};
+  const float sgn[3] = {-1.0f, -1.0f, 1.0f};
+#pragma unroll
+  for (int i = 0; i < 3; ++i)
+#pragma unroll
+    for (int j = 0; j < 3; ++j) D1[3 * i + j] = sgn[i] * sgn[j] * R[3 * perm[i] + perm[j]];
+}
+
+// The CTA's rows of a per-edge table (E, w) between global and shared memory, coalesced: the CTA's
+// edges e_base.. are contiguous (w floats each).
+__device__ __forceinline__ void stage_in(const float* __restrict__ g, float* sh, int e_base, int ne, int w) {
+  const float* src = g + (size_t)e_base * w;
+  for (int i = threadIdx.x; i < ne * w; i += blockDim.x) sh[i] = src[i];
+}
+__device__ __forceinline__ void stage_out(const float* sh, float* __restrict__ g, int e_base, int ne, int w) {
+  float* dst = g + (size_t)e_base * w;
+  for (int i = threadIdx.x; i < ne * w; i += blockDim.x) dst[i] = sh[i];
+}
+
+// Forward as geometry_forward_k; the compact rows (m = -1, 0, 1 of each block) go through shared
+// memory (dc_size floats per edge) to global.
+template <int L>
+__global__ void __launch_bounds__(kGeoT) geometry_forward_fast_k(Dims d, int E, const double* __restrict__ vec,
+                                                                 WignerTablesDev wt, float* vecf, float* r_o,
+                                                                 float* env_o, float* denv_o, float* Dc_o) {
+  constexpr int kDc = 1 + 3 * ((L + 1) * (L + 1) - 1);  // dc_size
+  __shared__ float sdc[kGeoT * kDc];
+  const int e_base = blockIdx.x * kGeoT, ne = min(kGeoT, E - e_base);
+  const int e = e_base + threadIdx.x;
+  if (e < E) {
+    const float v[3] = {(float)vec[3 * (size_t)e], (float)vec[3 * (size_t)e + 1], (float)vec[3 * (size_t)e + 2]};
+    for (int a = 0; a < 3; ++a) vecf[3 * (size_t)e + a] = v[a];
+    const float r = sqrtf(v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + d.eps * d.eps);
+    r_o[e] = r;
+    env_o[e] = envelope_d(r, d.rcut, d.p_edge);
+    denv_o[e] = envelope_dr_d(r, d.rcut, d.p_edge);
+    float qe[4], q[4];
+    edge_quaternion_d(v, d.eps, qe);
+    quat_nrm(qe, d.eps, q);  // wigner_full_d's re-normalisation
+    float* dc = sdc + threadIdx.x * kDc;
+    dc[0] = 1.0f;
+    float D1[9];
+    d1_block(q, D1);
+#pragma unroll
+    for (int i = 0; i < 9; ++i) dc[1 + i] = D1[i];
+    if constexpr (L >= 2) {
+      wrows::Cx pa[2 * L + 1], pb[2 * L + 1];
+      wrows::powers(q, pa, pb);
+      wrows::static_for<2, L + 1>([&](auto LL) {
+        constexpr int l = decltype(LL)::value, n = 2 * l + 1;
+        float Dr[3][n];
+        wrows::rows<l, 1>(pa, pb, wt.ck + wt.ck_off[l], wt.rt + wt.rt_off[l], Dr);
+#pragma unroll
+        for (int rr = 0; rr < 3; ++rr)
+#pragma unroll
+          for (int c = 0; c < n; ++c) dc[dc_off(l) + rr * n + c] = Dr[rr][c];
+      });
+    }
+  }
+  __syncthreads();
+  stage_out(sdc, Dc_o, e_base, ne, kDc);
+}
+
+// Backward as geometry_backward_k: Dc_bar's compact rows staged in shared memory, the Wigner rows
+// |m| <= 2 recomputed in registers, the generators J_x, J_y densified per CTA (jd).
+template <int L>
+__global__ void __launch_bounds__(kGeoT) geometry_backward_fast_k(Dims d, int E, const float* __restrict__ vecf,
+                                                                  const float* __restrict__ r_i,
+                                                                  const float* __restrict__ denv,
+                                                                  const float* __restrict__ freqs, WignerTablesDev wt,
+                                                                  const float* __restrict__ env_bar,
+                                                                  const float* __restrict__ rbf_bar,
+                                                                  const float* __restrict__ Dc_bar,
+                                                                  const float* __restrict__ vec_bar, double* edge_grad) {
+  constexpr int kDc = 1 + 3 * ((L + 1) * (L + 1) - 1);
+  __shared__ float sdb[kGeoT * kDc];
+  __shared__ float jd[L][30];  // [l - 1][a * 15 + ri * 5 + m_k + 2]
+  const int e_base = blockIdx.x * kGeoT, ne = min(kGeoT, E - e_base);
+  for (int i = threadIdx.x; i < L * 30; i += blockDim.x) (&jd[0][0])[i] = 0.0f;
+  __syncthreads();
+  // Each (i, k) appears once per generator: plain stores, no sums.
+  for (int l = 1; l <= L; ++l)
+    for (int a = 0; a < 2; ++a)
+      for (int t = threadIdx.x; t < wt.jnz_n[l][a]; t += blockDim.x) {
+        const GenNzF nz = wt.jnz[wt.jnz_off[l][a] + t];
+        const int ri = nz.i - (l - 1), mk = nz.k - l;
+        if (ri >= 0 && ri <= 2 && mk >= -2 && mk <= 2) jd[l - 1][a * 15 + ri * 5 + mk + 2] = nz.val;
+      }
+  stage_in(Dc_bar, sdb, e_base, ne, kDc);
+  __syncthreads();
+  const int e = e_base + threadIdx.x;
+  if (e >= E) return;
+  const float v[3] = {vecf[3 * (size_t)e], vecf[3 * (size_t)e + 1], vecf[3 * (size_t)e + 2]};
+  const float r = r_i[e];
+  // r_bar from the envelope and the radial basis phi_n = sin(w r)/r E7(r).
+  float rb = env_bar[e] * denv[e];
+  const float e7 = envelope_d(r, d.rcut, d.p_rbf), de7 = envelope_dr_d(r, d.rcut, d.p_rbf);
+  for (int n = 0; n < d.nr; ++n) {
+    const float w = freqs[n], sw = sinf(w * r), cw = cosf(w * r);
+    rb += rbf_bar[(size_t)e * d.nr + n] * ((w * cw / r - sw / (r * r)) * e7 + sw / r * de7);
+  }
+  float vb[3];
+  for (int a = 0; a < 3; ++a) vb[a] = vec_bar[3 * (size_t)e + a] + rb * v[a] / r;
+  float qe[4], q[4];
+  edge_quaternion_d(v, d.eps, qe);
+  quat_nrm(qe, d.eps, q);
+  const float* db = sdb + threadIdx.x * kDc;
+  float G[2] = {0.0f, 0.0f};
+  float D1[9];
+  d1_block(q, D1);
+  wrows::tilt_block1(D1, db + dc_off(1), jd[0], G);
+  if constexpr (L >= 2) {
+    wrows::Cx pa[2 * L + 1], pb[2 * L + 1];
+    wrows::powers(q, pa, pb);
+    wrows::static_for<2, L + 1>([&](auto LL) {
+      constexpr int l = decltype(LL)::value;
+      wrows::tilt_block<l>(pa, pb, wt.ck + wt.ck_off[l], wt.rt + wt.rt_off[l], db + dc_off(l), jd[l - 1], G);
+    });
+  }
+  const float ax[3] = {D1[8], -D1[6], -D1[7]}, bx[3] = {-D1[2], D1[0], D1[1]};
+  const float inv_lam = rsqrtf(v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + 2.0f * d.eps * d.eps);
+  for (int i = 0; i < 3; ++i) edge_grad[3 * (size_t)e + i] = (double)(vb[i] + (G[0] * bx[i] - G[1] * ax[i]) * inv_lam);
+}
+
+bool geom_legacy() {
+  static const bool on = [] {
+    const char* v = std::getenv("SEZM_CUDA_GEOM_LEGACY");
+    return v != nullptr && v[0] == '1';
+  }();
+  return on;
+}
+
 constexpr int kThreads = 128;
 
 }  // namespace
@@ -201,8 +348,15 @@ constexpr int kThreads = 128;
 void launch_geometry_forward(const Dims& d, const GeometryForwardArgs& a, cudaStream_t s) {
   if (a.E == 0) return;
   const EdgeGeomDev& g = a.geo;
-  geometry_forward_k<<<div_up(a.E, kThreads), kThreads, 0, s>>>(d, a.E, a.vec, a.wt, g.vecf, g.r, g.env, g.denv,
-                                                                 g.Dc);
+  auto fast = [&](auto kernel) {
+    kernel<<<div_up(a.E, kGeoT), kGeoT, 0, s>>>(d, a.E, a.vec, a.wt, g.vecf, g.r, g.env, g.denv, g.Dc);
+  };
+  if (geom_legacy() || d.L < 1 || d.L > 3 || d.dc_size != dc_off(d.L + 1))
+    geometry_forward_k<<<div_up(a.E, kThreads), kThreads, 0, s>>>(d, a.E, a.vec, a.wt, g.vecf, g.r, g.env, g.denv,
+                                                                   g.Dc);
+  else if (d.L == 1) fast(geometry_forward_fast_k<1>);
+  else if (d.L == 2) fast(geometry_forward_fast_k<2>);
+  else fast(geometry_forward_fast_k<3>);
   SEZM_LAUNCH("geometry_forward");
   launch_radial_basis_forward(d, a.E, g.r, a.freqs, g.rbf, s);
 }
@@ -214,9 +368,18 @@ void launch_radial_basis_forward(const Dims& d, int E, const float* r, const flo
 }
 void launch_geometry_backward(const Dims& d, const GeometryBackwardArgs& a, cudaStream_t s) {
   if (a.E == 0) return;
-  geometry_backward_k<<<div_up(a.E, kThreads), kThreads, 0, s>>>(d, a.E, a.geo.vecf, a.geo.r, a.geo.denv, a.freqs,
-                                                                 a.wt, a.bar.env_bar, a.bar.rbf_bar, a.bar.Dc_bar,
-                                                                 a.bar.vec_bar, a.edge_grad);
+  auto fast = [&](auto kernel) {
+    kernel<<<div_up(a.E, kGeoT), kGeoT, 0, s>>>(d, a.E, a.geo.vecf, a.geo.r, a.geo.denv, a.freqs, a.wt,
+                                                a.bar.env_bar, a.bar.rbf_bar, a.bar.Dc_bar, a.bar.vec_bar,
+                                                a.edge_grad);
+  };
+  if (geom_legacy() || d.L < 1 || d.L > 3 || d.dc_size != dc_off(d.L + 1))
+    geometry_backward_k<<<div_up(a.E, kThreads), kThreads, 0, s>>>(d, a.E, a.geo.vecf, a.geo.r, a.geo.denv, a.freqs,
+                                                                   a.wt, a.bar.env_bar, a.bar.rbf_bar, a.bar.Dc_bar,
+                                                                   a.bar.vec_bar, a.edge_grad);
+  else if (d.L == 1) fast(geometry_backward_fast_k<1>);
+  else if (d.L == 2) fast(geometry_backward_fast_k<2>);
+  else fast(geometry_backward_fast_k<3>);
   SEZM_LAUNCH("geometry_backward");
 }
 

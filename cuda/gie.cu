@@ -1,0 +1,290 @@
+// The GIE of the initial node embedding (rows l >= 1 of X0), forward and backward (CPU twin:
+// engine/embeddings.h; split from embeddings.cu). Forward a CTA per node; backward: the isd share a
+// warp per node, the edge shares (Wigner-row and gate adjoints, rho_bar) one fused warp per edge
+// per chunk (gie_edge_backward_k), or with SEZM_CUDA_GIE_LEGACY=1 the split kernels of the kept
+// route (a warp per edge for the Wigner rows, a thread per (edge, channel) for rho_bar, the
+// chunk's rho_bar table cleared first). Every sum runs in a fixed order: repeated runs are
+// bit-identical.
+#include <cstdlib>
+
+#include "embeddings.cuh"
+
+namespace sezm::cuda {
+namespace {
+
+// ---- GIE (config.cpp allows lmax 1..3: at most 2L + 1 = 7 rows per degree, D - 1 = 15 rows) ----
+constexpr int kGieMaxL = 3;
+
+// Rows l >= 1, one CTA per node: thread (l, c) reads rho[e, l, c] once per edge (coalesced over
+// c) and accumulates its 2l + 1 rows m in registers, each in edge order as the serial sum. (A
+// thread per (node, row, channel) read each rho value 2l + 1 times.)
+__global__ void gie_forward_k(Dims d, int N, const int* __restrict__ off, const float* __restrict__ Dc,
+                              const float* __restrict__ isd, const float* __restrict__ rho,
+                              const float* __restrict__ gate, float* X0) {
+  const int n = blockIdx.x, C = d.C;
+  for (int t = threadIdx.x; t < d.L * C; t += blockDim.x) {
+    const int l = 1 + t / C, c = t % C, nm = 2 * l + 1;
+    const int zo = dc_off(l) + (2 * l + 1);  // the edge frame's m = 0 row of block l
+    float acc[2 * kGieMaxL + 1];
+#pragma unroll
+    for (int j = 0; j < 2 * kGieMaxL + 1; ++j) acc[j] = 0.0f;
+#pragma unroll 4
+    for (int e = off[n]; e < off[n + 1]; ++e) {
+      const float rv = rho[((size_t)e * (d.L + 1) + l) * C + c];
+      const float* z = Dc + (size_t)e * d.dc_size + zo;
+      const float ge = gate ? gate[e] : 1.0f;
+#pragma unroll
+      for (int j = 0; j < 2 * kGieMaxL + 1; ++j)
+        if (j < nm) acc[j] += gate ? ge * (z[j] * rv) : z[j] * rv;  // bridging: times the source gate
+    }
+#pragma unroll
+    for (int j = 0; j < 2 * kGieMaxL + 1; ++j)
+      if (j < nm) X0[((size_t)n * d.D + l * l + j) * C + c] = isd[n] * acc[j];
+  }
+}
+
+// isd_bar += sum_{p >= 1, c} X0 X0_bar / isd: a warp per node, the lanes' strided partial sums
+// added by a fixed butterfly.
+__global__ void gie_isd_backward_k(Dims d, int N, const float* __restrict__ isd, const float* __restrict__ X0,
+                                   const float* __restrict__ X0_bar, float* isd_bar) {
+  const int n = (int)(((long)blockIdx.x * blockDim.x + threadIdx.x) / 32), lane = threadIdx.x % 32;
+  if (n >= N) return;
+  const size_t b = (size_t)n * d.D * d.C;
+  float acc = 0.0f;
+  for (int i = d.C + lane; i < d.D * d.C; i += 32) acc += X0[b + i] * X0_bar[b + i];
+  acc = warp_sum(acc);
+  if (lane == 0) isd_bar[n] += acc / isd[n];
+}
+
+// Sum over the warp of each of NV values (NV a power of two <= 32) by recursive halving: at
+// offset s every lane keeps one half, adds its partner's copy of that half, and passes on the
+// other; after log2(NV) halvings lane holds the full sum of value lane >> (5 - log2 NV) (a fixed
+// tree: deterministic; lanes sharing a value hold the same bits).
+template <int NV>
+__device__ __forceinline__ float warp_sum_scatter(float (&v)[NV], int lane) {
+  int h = NV;
+#pragma unroll
+  for (int s = 16; s > 0; s >>= 1) {
+    if (h > 1) {
+      h >>= 1;
+      const bool up = lane & s;
+#pragma unroll
+      for (int j = 0; j < NV / 2; ++j)
+        if (j < h) {
+          const float keep = up ? v[j + h] : v[j], send = up ? v[j] : v[j + h];
+          v[j] = keep + __shfl_xor_sync(0xffffffffu, send, s);
+        }
+    } else {
+      v[0] += __shfl_xor_sync(0xffffffffu, v[0], s);
+    }
+  }
+  return v[0];
+}
+
+// Wigner-row adjoint Dc_bar[e, k(p)] += isd[n] g_e sum_c X0_bar[n, p, c] rho[e, l(p), c] and, with
+// a gate, dE/dgate_e = isd[n] sum_p Dc[e, k(p)] sum_c (...): a warp per edge, lanes over
+// channels (coalesced rows), the NV >= D - 1 row sums scattered over the lanes.
+template <int NV>
+__global__ void gie_dc_backward_k(Dims d, int E, const int* __restrict__ dst, const float* __restrict__ isd,
+                                  const float* __restrict__ Dc, const float* __restrict__ rho,
+                                  const float* __restrict__ X0_bar, const float* __restrict__ gate, float* Dc_bar,
+                                  float* gate_bar) {
+  const int e = (int)(((long)blockIdx.x * blockDim.x + threadIdx.x) / 32), lane = threadIdx.x % 32;
+  if (e >= E) return;  // whole warps leave together
+  const int n = dst[e], C = d.C, P = d.D - 1;
+  const float* xb = X0_bar + (size_t)n * d.D * C;
+  const float* re = rho + (size_t)e * (d.L + 1) * C;
+  float v[NV];
+#pragma unroll
+  for (int j = 0; j < NV; ++j) v[j] = 0.0f;
+  for (int c = lane; c < C; c += 32) {
+    float rl[kGieMaxL + 1];
+#pragma unroll
+    for (int l = 1; l <= kGieMaxL; ++l) rl[l] = l <= d.L ? re[l * C + c] : 0.0f;
+#pragma unroll
+    for (int j = 0; j < NV; ++j) {
+      const int l = j < 3 ? 1 : j < 8 ? 2 : 3;  // degree of packed row p = j + 1
+      if (j < P) v[j] = fmaf(xb[(size_t)(j + 1) * C + c], rl[l], v[j]);
+    }
+  }
+  constexpr int kShift = NV == 4 ? 3 : NV == 8 ? 2 : NV == 16 ? 1 : 0;
+  const float zb0 = warp_sum_scatter<NV>(v, lane);
+  const int q = lane >> kShift;
+  const bool writer = (lane & ((1 << kShift) - 1)) == 0 && q < P;
+  float gpart = 0.0f;
+  if (writer) {
+    const int p = q + 1, l = degree_of_packed(p), m = p - l * l - l;
+    const size_t k = (size_t)e * d.dc_size + dc_off(l) + (2 * l + 1) + m + l;
+    float zb = zb0;
+    gpart = zb * Dc[k];
+    if (gate) zb *= gate[e];
+    Dc_bar[k] += isd[n] * zb;
+  }
+  if (gate) {
+    gpart = warp_sum(gpart);
+    if (lane == 0) gate_bar[e] += isd[n] * gpart;
+  }
+}
+
+// rho_bar[e, l, c] += isd[n] g_e sum_m X0_bar[n, p(l,m), c] Dc[e, k(l,m)]: a thread per (e, c) for
+// every l >= 1 (the edge's centre, isd and gate read once), coalesced over c.
+__global__ void gie_rho_backward_k(Dims d, int E, const int* __restrict__ dst, const float* __restrict__ Dc,
+                                   const float* __restrict__ isd, const float* __restrict__ X0_bar,
+                                   const float* __restrict__ gate, float* rho_bar) {
+  const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
+  const int C = d.C;
+  if (idx >= (long)E * C) return;
+  const int c = idx % C, e = (int)(idx / C), n = dst[e];
+  const float* xb = X0_bar + (size_t)n * d.D * C + c;
+  const float sc = isd[n];
+  float* rb_e = rho_bar + (size_t)e * (d.L + 1) * C + c;
+  for (int l = 1; l <= d.L; ++l) {
+    const float* z = Dc + (size_t)e * d.dc_size + dc_off(l) + (2 * l + 1) + l;
+    float rb = 0.0f;
+    for (int m = -l; m <= l; ++m) rb += xb[(size_t)packed(l, m) * C] * z[m];
+    if (gate) rb *= gate[e];
+    rb_e[(size_t)l * C] += sc * rb;
+  }
+}
+
+// Both edge shares of the GIE backward for a run of edges (a chunk), a warp per edge, lanes over
+// channels: rho_bar[e, l, c] = isd[n] g_e sum_m X0_bar[n, p(l,m), c] Dc[e, k(l,m)] (written, row
+// l = 0 zero: the chunk table needs no clearing) and the Wigner-row (and gate) adjoints of
+// gie_dc_backward_k. One pass reads X0_bar, rho and the m = 0 Wigner rows once for both (the
+// split kernels read X0_bar twice, and rho_bar went memset + read + write). Per element the same
+// arithmetic and order as gie_dc_backward_k and gie_rho_backward_k (the kept route,
+// SEZM_CUDA_GIE_LEGACY=1); lmax L at compile time keeps the rows in registers.
+template <int L>
+__global__ void __launch_bounds__(128) gie_edge_backward_k(Dims d, int E, const int* __restrict__ dst,
+                                                           const float* __restrict__ isd, const float* __restrict__ Dc,
+                                                           const float* __restrict__ rho,
+                                                           const float* __restrict__ X0_bar,
+                                                           const float* __restrict__ gate, float* Dc_bar,
+                                                           float* gate_bar, float* rho_bar) {
+  constexpr int P = (L + 1) * (L + 1) - 1, NV = P <= 4 ? 4 : P <= 8 ? 8 : 16;
+  constexpr int kShift = NV == 4 ? 3 : NV == 8 ? 2 : 1;
+  const int e = (int)(((long)blockIdx.x * blockDim.x + threadIdx.x) / 32), lane = threadIdx.x % 32;
+  if (e >= E) return;  // whole warps leave together
+  const int n = __ldg(dst + e), C = d.C;
+  const float* dce = Dc + (size_t)e * d.dc_size;
+  // This lane's Wigner-row adjoint (packed row q + 1), its old value fetched up front.
+  const int q = lane >> kShift;
+  const bool writer = (lane & ((1 << kShift) - 1)) == 0 && q < P;
+  size_t kq = 0;
+  float bar_old = 0.0f, dc_q = 0.0f;
+  if (writer) {
+    const int p = q + 1, l = degree_of_packed(p), m = p - l * l - l;
+    kq = (size_t)e * d.dc_size + dc_off(l) + (2 * l + 1) + m + l;
+    bar_old = Dc_bar[kq];
+    dc_q = __ldg(Dc + kq);
+  }
+  // The m = 0 rows of the edge frame (z[p - 1] for packed row p), read by every lane.
+  float z[P];
+#pragma unroll
+  for (int l = 1; l <= L; ++l)
+#pragma unroll
+    for (int m = -l; m <= l; ++m) z[packed(l, m) - 1] = __ldg(dce + dc_off(l) + (2 * l + 1) + l + m);
+  const float sc = __ldg(isd + n), ge = gate ? __ldg(gate + e) : 1.0f;
+  const float* xb = X0_bar + (size_t)n * d.D * C;
+  const float* re = rho + (size_t)e * (L + 1) * C;
+  float* rbe = rho_bar + (size_t)e * (L + 1) * C;
+  float v[NV];
+#pragma unroll
+  for (int j = 0; j < NV; ++j) v[j] = 0.0f;
+  for (int c = lane; c < C; c += 32) {
+    float x[P];
+#pragma unroll
+    for (int p = 1; p <= P; ++p) x[p - 1] = __ldg(xb + (size_t)p * C + c);
+    rbe[c] = 0.0f;
+#pragma unroll
+    for (int l = 1; l <= L; ++l) {
+      const float rl = __ldg(re + l * C + c);
+      float rb = 0.0f;
+#pragma unroll
+      for (int m = -l; m <= l; ++m) rb += x[packed(l, m) - 1] * z[packed(l, m) - 1];
+      if (gate) rb *= ge;
+      rbe[l * C + c] = 0.0f + sc * rb;  // as the cleared table's += (keeps a -0 at +0)
+#pragma unroll
+      for (int m = -l; m <= l; ++m) v[packed(l, m) - 1] = fmaf(x[packed(l, m) - 1], rl, v[packed(l, m) - 1]);
+    }
+  }
+  const float zb0 = warp_sum_scatter<NV>(v, lane);
+  float gpart = 0.0f;
+  if (writer) {
+    float zb = zb0;
+    gpart = zb * dc_q;
+    if (gate) zb *= ge;
+    Dc_bar[kq] = bar_old + sc * zb;
+  }
+  if (gate) {
+    gpart = warp_sum(gpart);
+    if (lane == 0) gate_bar[e] += sc * gpart;
+  }
+}
+
+bool gie_legacy() {
+  static const bool on = [] {
+    const char* v = std::getenv("SEZM_CUDA_GIE_LEGACY");
+    return v != nullptr && v[0] == '1';
+  }();
+  return on;
+}
+
+constexpr int kThreads = 128;
+
+}  // namespace
+
+void launch_gie_forward(const Dims& d, const GieArgs& a, cudaStream_t s) {
+  if (a.N == 0 || d.L == 0) return;
+  if (d.L > kGieMaxL) throw Error("device cuda: the GIE kernels support lmax 1..3");
+  const int threads = std::min(256, div_up((long)d.L * d.C, 32) * 32);
+  gie_forward_k<<<a.N, threads, 0, s>>>(d, a.N, a.off, a.Dc, a.isd, a.rho, a.gate, a.X0);
+  SEZM_LAUNCH("gie_forward");
+}
+void launch_gie_rho_backward(const Dims& d, const GieArgs& a, cudaStream_t s) {
+  if (a.E == 0 || d.L == 0) return;
+  gie_rho_backward_k<<<div_up((long)a.E * d.C, kThreads), kThreads, 0, s>>>(d, a.E, a.dst, a.Dc, a.isd,
+                                                                                  a.X0_bar, a.gate, a.rho_bar);
+  SEZM_LAUNCH("gie_rho_backward");
+}
+void launch_gie_edge_backward(const Dims& d, const GieArgs& a, cudaStream_t s) {
+  if (a.E == 0 || d.L == 0) return;
+  if (d.L > kGieMaxL) throw Error("device cuda: the GIE kernels support lmax 1..3");
+  if (gie_legacy()) {  // the split kernels of the kept route, on the same edges
+    GieArgs dc = a;
+    dc.N = 0;
+    launch_gie_backward(d, dc, s);
+    SEZM_CUDA(cudaMemsetAsync(a.rho_bar, 0, (size_t)a.E * (d.L + 1) * d.C * sizeof(float), s));
+    launch_gie_rho_backward(d, a, s);
+    return;
+  }
+  auto run = [&](auto kernel) {
+    kernel<<<div_up(32L * a.E, kThreads), kThreads, 0, s>>>(d, a.E, a.dst, a.isd, a.Dc, a.rho, a.X0_bar, a.gate,
+                                                           a.Dc_bar, a.gate_bar, a.rho_bar);
+  };
+  if (d.L == 1) run(gie_edge_backward_k<1>);
+  else if (d.L == 2) run(gie_edge_backward_k<2>);
+  else run(gie_edge_backward_k<3>);
+  SEZM_LAUNCH("gie_edge_backward");
+}
+void launch_gie_backward(const Dims& d, const GieArgs& a, cudaStream_t s) {
+  if (a.N > 0) {
+    gie_isd_backward_k<<<div_up(32L * a.N, kThreads), kThreads, 0, s>>>(d, a.N, a.isd, a.X0, a.X0_bar, a.isd_bar);
+    SEZM_LAUNCH("gie_isd_backward");
+  }
+  if (a.E > 0 && d.L > 0) {
+    const int P = d.D - 1;  // 3, 8 or 15 rows
+    auto run = [&](auto kernel) {
+      kernel<<<div_up(32L * a.E, kThreads), kThreads, 0, s>>>(d, a.E, a.dst, a.isd, a.Dc, a.rho, a.X0_bar, a.gate,
+                                                             a.Dc_bar, a.gate_bar);
+    };
+    if (P <= 4) run(gie_dc_backward_k<4>);
+    else if (P <= 8) run(gie_dc_backward_k<8>);
+    else if (P <= 16) run(gie_dc_backward_k<16>);
+    else throw Error("device cuda: the GIE kernels support lmax 1..3");
+    SEZM_LAUNCH("gie_dc_backward");
+  }
+}
+
+
+}  // namespace sezm::cuda
