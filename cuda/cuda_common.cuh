@@ -192,7 +192,9 @@ inline int resident_grid(const void* fn, int threads, size_t bytes, int tiles) {
   SEZM_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
   if (bytes <= static_cast<size_t>(optin)) {
     SEZM_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    if (bytes > 48 * 1024) SEZM_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    // The attribute is the kernel's, not the launch's: set to the device's limit (the same value
+    // whoever sets it), so that a cached size of another model or thread still launches.
+    if (bytes > 48 * 1024) SEZM_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
     SEZM_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, fn, threads, bytes));
   }
   known.push_back({dev, fn, threads, bytes, bytes <= static_cast<size_t>(optin) ? std::max(per, 1) * sms : 0});
