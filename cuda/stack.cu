@@ -49,7 +49,12 @@ __host__ __device__ SmemPlan smem_plan(const Dims& d, bool bwd) {
   p.bs = is_wg(kM) ? wg_b : a_floats<TR, kM>() + b_floats<kM>(np);
   p.zs = BM * bank_stride(d.Cf);
   p.s = BM * bank_stride(d.L * d.Cf);
-  const int t_in = wg_stages(d.Cf, kM == kWg3);
+  // T (eta) is written before the gate product (stack_backward_k), so it lies above that
+  // product's stage (one stage where its K = Cf is one k block) as well as above the stages of
+  // the product that reads it (K = L*Cf, N = Cf).
+  const int LC = d.L * d.Cf, gks = wg_ks(LC), gkb = wg_kb(LC, x3);
+  const int gate_fp = d.Cf <= 8 * gks * gkb ? wg_stages(LC, x3) / 2 : wg_stages(LC, x3);
+  const int t_in = wg_stages(d.Cf, x3) > gate_fp ? wg_stages(d.Cf, x3) : gate_fp;
   const bool t_inside = is_wg(kM) && t_in + p.s <= p.bs;
   p.t_off = t_inside ? t_in : p.bs + p.zs + p.s;
   p.total = p.bs + p.zs + p.s + (bwd && !t_inside ? p.s : 0);
@@ -232,11 +237,10 @@ __global__ void __launch_bounds__(tile_threads<kM>(), (is_wg(kM) || (TR == 4 && 
           row0 + r < Ec ? __ldg(reinterpret_cast<const float4*>(Z + (size_t)(row0 + r) * d.ROW + a)) : zero4();
       st4(sm.Zs + r * sm.zst + a, z);
     }
-    __syncthreads();
-    gate_sigmoids<TR, is_wg(kM) ? NC1 / 2 : (NC1 + 1) / 2, kM>(d, sm, Gw);
-    __syncthreads();
-    // eta = s_bar * S (1 - S), s_bar[g][b] = sum over the three orders of degree g+1 of g * z.
-    // Column quads (Cf % 4 == 0), unrolled so each thread has its 24 loads in flight at once.
+    // s_bar[g][b] = sum over the three orders of degree g+1 of g * z, into T. It needs no sigmoid,
+    // so its loads are in flight beside the scalar rows' instead of in a pass after the gate
+    // product (one dependent round trip fewer per tile; T lies clear of that product's stage,
+    // SmemPlan). Column quads (Cf % 4 == 0), unrolled so each thread has its 24 loads in flight.
 #pragma unroll 4
     for (int i = tid; i < BM * LC / 4; i += tile_threads<kM>()) {
       const int r = i / (LC / 4), cq = (i % (LC / 4)) * 4, gg = cq / Cf, b = cq % Cf;
@@ -252,7 +256,15 @@ __global__ void __launch_bounds__(tile_threads<kM>(), (is_wg(kM) || (TR == 4 && 
           sb.z = fmaf(gv.z, zv.z, sb.z); sb.w = fmaf(gv.w, zv.w, sb.w);
         }
       }
-      const float4 s = ld4(sm.S + r * sm.sst + cq);
+      st4(sm.T + r * sm.sst + cq, sb);
+    }
+    __syncthreads();
+    gate_sigmoids<TR, is_wg(kM) ? NC1 / 2 : (NC1 + 1) / 2, kM>(d, sm, Gw);
+    __syncthreads();
+    // eta = s_bar * S (1 - S), in place (each thread its own quads: no barrier between).
+    for (int i = tid; i < BM * LC / 4; i += tile_threads<kM>()) {
+      const int r = i / (LC / 4), cq = (i % (LC / 4)) * 4;
+      const float4 sb = ld4(sm.T + r * sm.sst + cq), s = ld4(sm.S + r * sm.sst + cq);
       st4(sm.T + r * sm.sst + cq, make_float4(sb.x * s.x * (1.0f - s.x), sb.y * s.y * (1.0f - s.y),
                                               sb.z * s.z * (1.0f - s.z), sb.w * s.w * (1.0f - s.w)));
     }
