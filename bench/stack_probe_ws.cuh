@@ -1,0 +1,315 @@
+#pragma once
+// sezm-stack-probe part 1, variant 104: the standard Hopper GEMM structure on the stack's products,
+// C (rows x N) = A (rows x K) B (K x N), K = N = 128 or 192, in the 3xTF32 split: a warp-specialised,
+// persistent CTA whose producer warp streams A and B k blocks by bulk asynchronous copies into a ring
+// of stages with full / empty mbarriers, and two consumer warpgroups ("cooperative": one 128-row tile,
+// 64 rows each) that share every B stage. Probe-only (sm_90a); the engine's tile is wg_tile
+// (cuda/wgmma_tile.cuh, variant 100), whose accuracy scheme this keeps exactly.
+//
+// Why (docs/performance.md, 2026-12-02): variant 100 is latency-bound. Every 16-deep k block waits for
+// a B-stage round trip and an A load with one block of look-ahead, and every two k steps the tile
+// drains the tensor cores (wgmma.wait_group 0) to add the 3xTF32 partial in IEEE fp32. Here
+//  - a producer warp runs up to kStages (6 at N = 192, 8 at N = 128) blocks ahead, across tile
+//    boundaries (persistent CTAs, grid = #SMs): per stage one 64-byte bulk copy per A row (rows are
+//    16 floats of one edge, contiguous) and one copy of the B image's block (wgmma_b_image, kS = 2),
+//    all completing on the stage's full barrier;
+//  - the consumers never drain inside a tile: each product covers a column chunk of 64 (m64n64k8),
+//    its 3xTF32 partial of the block's two k steps formed from zero in one of two partial buffers,
+//    and the chunks are issued in turn with wgmma.wait_group 1, so that while a chunk's partial is
+//    added to the accumulators the next chunk's products run. (Two 96-wide halves would need
+//    acc + 2 x 48 + two blocks' fragments > 232 registers at N = 192; chunks of 64 need 224.)
+//    A block's stage is released (empty barrier, one arrival per consumer warp) once its last
+//    chunk's products completed, i.e. after the first wait of the next block;
+//  - A stays in the register (RS) form: each thread loads its fragment rows g and g + 8 as one
+//    16-byte vector each from the dense stage (rows of 16 floats; a quarter warp reads two whole
+//    rows: 128 contiguous bytes, no bank conflicts) and splits them in registers, as wg_tile does
+//    from global memory (the same k permutation, ws_frag_k). The SS form would need a pass
+//    over shared memory to write the TF32 hi / lo planes and a barrier before the products read them.
+// Accuracy: as wg_tile with kAdd = 2 (the products lo*hi, hi*lo, hi*hi of a block's two k steps
+// from zero, then one IEEE add per accumulator), so C should match variant 100's bit for bit at N = 192.
+// Registers: producer warpgroup setmaxnreg 40, consumers 232 (40 x 128 + 232 x 256 <= 64 Ki).
+// Included by bench/stack_probe.cu only (after stack.cuh and stack_tile.cuh: Error, SEZM_CUDA, div_up).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "stack_probe_ws_layout.h"
+#include "wgmma_tile.cuh"
+
+namespace sezm::cuda {
+namespace {
+
+__device__ __forceinline__ uint32_t ws_smem(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void ws_bar_init(uint64_t* b, int count) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(ws_smem(b)), "r"(count) : "memory");
+#endif
+}
+// The barriers' initialisation made visible to the async proxy (the bulk copies' complete_tx).
+__device__ __forceinline__ void ws_bar_init_fence() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+// One arrival that also expects `bytes` of transactions in the current phase.
+__device__ __forceinline__ void ws_bar_expect(uint64_t* b, uint32_t bytes) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(ws_smem(b)), "r"(bytes) : "memory");
+#endif
+}
+__device__ __forceinline__ void ws_bar_arrive(uint64_t* b) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(ws_smem(b)) : "memory");
+#endif
+}
+// Until the phase of parity `parity` has completed (a fresh barrier: parity 1 passes at once).
+__device__ __forceinline__ void ws_bar_wait(uint64_t* b, uint32_t parity) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  uint32_t done = 0;
+  while (!done)
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(ws_smem(b)), "r"(parity)
+        : "memory");
+#endif
+}
+// `bytes` (a multiple of 16; both addresses 16-byte aligned) from global src to shared dst,
+// completing on barrier b.
+__device__ __forceinline__ void ws_bulk(float* dst, const float* src, uint32_t bytes, uint64_t* b) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   ws_smem(dst)),
+               "l"(src), "r"(bytes), "r"(ws_smem(b))
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void ws_wait1() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+#endif
+}
+template <int kRegs>
+__device__ __forceinline__ void ws_regs_dec() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+#endif
+}
+template <int kRegs>
+__device__ __forceinline__ void ws_regs_inc() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+#endif
+}
+
+struct WsArgs {
+  int rows;
+  const float* A;       // rows x K, row stride lda (lda % 4 == 0, 16-byte aligned)
+  int lda;
+  const float* Bimg;    // wgmma_b_image(B, K, N, N, kWsKs)
+  float* C;             // rows x N, row-major
+};
+
+constexpr int kWsThreads = 384;  // producer warpgroup + two consumer warpgroups
+constexpr int kWsProducerRegs = 40, kWsConsumerRegs = 232;
+// Floats of one ring stage: A (128 rows x 16) and the B image's block (hi, lo planes of 2 steps).
+SEZM_WG_HD constexpr int ws_stage_floats(int N) { return kWsRows * kWsK + wg_stage_floats(N, kWsKs); }
+// Stages of the ring: 192 KiB at both widths (one CTA per SM).
+SEZM_WG_HD constexpr int ws_stages(int N) { return N > 128 ? 6 : 8; }
+
+template <int N, int K>
+__global__ void __launch_bounds__(kWsThreads, 1) wgws_probe_k(WsArgs p) {
+  constexpr int kStages = ws_stages(N), kNQ = N / kWsChunk, kNkb = K / kWsK;
+  constexpr int kSeg = kNkb <= 8 ? kNkb : kNkb / 2;  // k blocks per unrolled segment
+  constexpr int kAFloats = kWsRows * kWsK, kBFloats = wg_stage_floats(N, kWsKs), kStage = ws_stage_floats(N);
+  constexpr int kBPlane = kWsKs * 8 * N;  // the lo plane's offset in a B block
+  constexpr uint32_t kRowBytes = kWsK * sizeof(float), kBBytes = kBFloats * sizeof(float);
+  static_assert(N % kWsChunk == 0 && K % kWsK == 0 && kNkb % kSeg == 0 && kSeg <= 8, "whole chunks, blocks, segments");
+  extern __shared__ float4 smem4[];
+  float* const sm = reinterpret_cast<float*>(smem4);
+  __shared__ uint64_t full[kStages], empty[kStages];
+  const int tid = threadIdx.x;
+  const int ntiles = (p.rows + kWsRows - 1) / kWsRows;
+  if (tid == 0) {
+    for (int i = 0; i < kStages; ++i) {
+      ws_bar_init(&full[i], 1);   // the producer's arrive.expect_tx; the copies complete the bytes
+      ws_bar_init(&empty[i], 8);  // one arrival per consumer warp
+    }
+    ws_bar_init_fence();
+  }
+  __syncthreads();
+  if (tid < 128) {  // the producer warpgroup: its first warp issues the copies
+    ws_regs_dec<kWsProducerRegs>();
+    if (tid >= 32) return;
+    const int lane = tid;
+    int stage = 0;
+    uint32_t phase = 0;
+    for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+      const int row0 = tile * kWsRows, valid = min(kWsRows, p.rows - row0);
+      const float* a = p.A + static_cast<size_t>(row0) * p.lda;
+      for (int kb = 0; kb < kNkb; ++kb) {
+        ws_bar_wait(&empty[stage], phase ^ 1u);  // the consumers are done with its previous block
+        float* dst = sm + stage * kStage;
+        if (lane == 0) {  // rows past the end are not copied: their stale results are not stored
+          ws_bar_expect(&full[stage], kBBytes + static_cast<uint32_t>(valid) * kRowBytes);
+          ws_bulk(dst + kAFloats, p.Bimg + static_cast<size_t>(kb) * kBFloats, kBBytes, &full[stage]);
+        }
+        __syncwarp();
+        for (int r = lane; r < valid; r += 32)
+          ws_bulk(dst + ws_a_offset(r, 0), a + static_cast<size_t>(r) * p.lda + kb * kWsK, kRowBytes, &full[stage]);
+        if (++stage == kStages) {
+          stage = 0;
+          phase ^= 1u;
+        }
+      }
+    }
+    return;
+  }
+  ws_regs_inc<kWsConsumerRegs>();
+  const int ct = tid - 128, t = ct & 3;
+  const int ra0 = ws_row(ct, 0), ra1 = ws_row(ct, 1);
+  const bool leader = (ct & 31) == 0;
+  int stage = 0;
+  uint32_t phase = 0;
+  float acc[N / 2], pb[2][kWsChunk / 2];
+#pragma unroll
+  for (int b = 0; b < 2; ++b)
+#pragma unroll
+    for (int i = 0; i < kWsChunk / 2; ++i) pb[b][i] = 0.0f;  // read by the asm only (scale-d 0)
+  // TF32 hi / lo fragments of two consecutive blocks (u = block parity): a block's fragments stay
+  // live until its last chunk's products completed, during the next block's first chunk.
+  uint32_t hi[2][kWsKs][4], lo[2][kWsKs][4];
+  // The next block: wait until its stage is full, split this thread's A fragments into hi / lo[u];
+  // returns its stage.
+  auto next_block = [&](uint32_t (&h)[kWsKs][4], uint32_t (&l)[kWsKs][4]) {
+    const int cur = stage;
+    ws_bar_wait(&full[cur], phase);
+    if (++stage == kStages) {
+      stage = 0;
+      phase ^= 1u;
+    }
+    const float* sA = sm + cur * kStage;
+    const float4 x0 = *reinterpret_cast<const float4*>(sA + ws_a_offset(ra0, 4 * t));
+    const float4 x1 = *reinterpret_cast<const float4*>(sA + ws_a_offset(ra1, 4 * t));
+    const float v0[4] = {x0.x, x0.y, x0.z, x0.w}, v1[4] = {x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+    for (int s = 0; s < kWsKs; ++s) {
+      // fragment (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4): k = ws_frag_k(s, t), ws_frag_k(s, t + 4)
+      const float f[4] = {v0[2 * s], v1[2 * s], v0[2 * s + 1], v1[2 * s + 1]};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        h[s][e] = wg_tf32(f[e]);
+        l[s][e] = wg_tf32(f[e] - __uint_as_float(h[s][e]));
+      }
+    }
+    return cur;
+  };
+  // The 3xTF32 partial of chunk q of a block (stage st) from zero into d: one commit group.
+  auto issue = [&](float (&d)[kWsChunk / 2], const uint32_t (&h)[kWsKs][4], const uint32_t (&l)[kWsKs][4], int st,
+                   int q) {
+    const float* sB = sm + st * kStage + kAFloats + ws_b_chunk_offset(q);
+    wg_pin(d);
+    wg_fence();
+#pragma unroll
+    for (int s = 0; s < kWsKs; ++s) {
+      const uint64_t dh = wg_desc(sB + s * 8 * N), dl = wg_desc(sB + kBPlane + s * 8 * N);
+      Wgmma<kWsChunk>::mma(d, l[s], dh, s != 0);
+      Wgmma<kWsChunk>::mma(d, h[s], dl, 1);
+      Wgmma<kWsChunk>::mma(d, h[s], dh, 1);
+    }
+    wg_commit();
+  };
+  // The previous group (partial d of chunk q), once complete, added to the accumulators; the group
+  // just issued keeps the tensor cores busy meanwhile.
+  auto fold = [&](float (&d)[kWsChunk / 2], int q) {
+    ws_wait1();
+    wg_pin(d);
+#pragma unroll
+    for (int i = 0; i < kWsChunk / 2; ++i) {
+      acc[ws_acc_index(q, i)] += d[i];
+      asm volatile("" : "+f"(acc[ws_acc_index(q, i)])::"memory");  // the add before the next issue
+    }
+  };
+  auto release = [&](int st) {  // every warp's products that read stage st have completed
+    __syncwarp();
+    if (leader) ws_bar_arrive(&empty[st]);
+  };
+  // Group g = kNQ j + q (block j of a segment, chunk q) forms its partial in buffer g % 2. The k loop
+  // runs in segments of kSeg blocks, each unrolled whole and ending with nothing in flight: a
+  // partial in flight across a loop's back edge makes nvcc copy its registers (phi moves) and ptxas
+  // then serialises every wgmma (C7514); and one unrolled run of 12 blocks (K = N = 192) spilled.
+  for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) acc[i] = 0.0f;
+#pragma unroll 1
+    for (int seg = 0; seg < kNkb / kSeg; ++seg) {
+      int st[2];  // the stages of the current and the previous block (by block parity)
+#pragma unroll
+      for (int j = 0; j < kSeg; ++j) {
+        const int u = j & 1;
+        st[u] = next_block(hi[u], lo[u]);
+#pragma unroll
+        for (int q = 0; q < kNQ; ++q) {
+          const int g = kNQ * j + q;
+          issue(pb[g & 1], hi[u], lo[u], st[u], q);
+          if (g > 0) {
+            fold(pb[(g - 1) & 1], (g - 1) % kNQ);
+            if (q == 0) release(st[u ^ 1]);  // that was the previous block's last chunk
+          }
+        }
+      }
+      // The segment's last group.
+      constexpr int kLast = (kNQ * kSeg - 1) & 1;
+      wg_wait0();
+      wg_pin(pb[kLast]);
+#pragma unroll
+      for (int i = 0; i < kWsChunk / 2; ++i) acc[ws_acc_index(kNQ - 1, i)] += pb[kLast][i];
+      release(st[(kSeg - 1) & 1]);
+    }
+    const int row0 = tile * kWsRows;
+#pragma unroll
+    for (int q4 = 0; q4 < N / 16; ++q4)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = row0 + (h ? ra1 : ra0);
+        if (r < p.rows) *reinterpret_cast<float4*>(p.C + static_cast<size_t>(r) * N + wg_quad_col(q4)) = wg_quad(acc, q4, h);
+      }
+  }
+}
+
+// Launches variant 104 (K = N = 128 or 192); returns "[smem KiB, CTAs/SM]" for the probe's
+// line. Bimg2: wgmma_b_image(B, K, N, N, 2).
+template <int N>
+std::string launch_wgws_probe(int rows, int K, const float* A, int lda, const float* Bimg2, float* C, cudaStream_t s) {
+  const size_t bytes = static_cast<size_t>(ws_stages(N)) * ws_stage_floats(N) * sizeof(float);
+  if (K != N || lda % 4 != 0 || reinterpret_cast<uintptr_t>(A) % 16 != 0)
+    throw Error("the warp-specialised tile probe needs K = N and 16-byte aligned A rows");
+  auto k = wgws_probe_k<N, N>;
+  static int sms = 0, per_sm = 0;  // once: keeps the attribute calls out of the timed launches
+  if (sms == 0) {
+    int dev = 0;
+    SEZM_CUDA(cudaGetDevice(&dev));
+    SEZM_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    SEZM_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    SEZM_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, kWsThreads, bytes));
+  }
+  const int grid = std::min(div_up(rows, kWsRows), sms);
+  k<<<grid, kWsThreads, bytes, s>>>(WsArgs{rows, A, lda, Bimg2, C});
+  SEZM_LAUNCH("wgws_probe");
+  return "  [" + std::to_string(bytes / 1024) + " KiB smem, " + std::to_string(per_sm) + " CTA/SM, persistent]";
+}
+
+std::string launch_wgws_probe_variant(int rows, int K, int N, const float* A, int lda, const float* Bimg2, float* C,
+                                      cudaStream_t s) {
+  if (N == 192) return launch_wgws_probe<192>(rows, K, A, lda, Bimg2, C, s);
+  if (N == 128) return launch_wgws_probe<128>(rows, K, A, lda, Bimg2, C, s);
+  throw Error("the warp-specialised tile probe takes N = 128 or 192");
+}
+
+}  // namespace
+}  // namespace sezm::cuda
