@@ -1,33 +1,41 @@
 #pragma once
-// sezm-stack-probe part 1, variant 104: the standard Hopper GEMM structure on the stack's products,
-// C (rows x N) = A (rows x K) B (K x N), K = N = 128 or 192, in the 3xTF32 split: a warp-specialised,
-// persistent CTA whose producer warp streams A and B k blocks by bulk asynchronous copies into a ring
-// of stages with full / empty mbarriers, and two consumer warpgroups ("cooperative": one 128-row tile,
-// 64 rows each) that share every B stage. Probe-only (sm_90a); the engine's tile is wg_tile
-// (cuda/wgmma_tile.cuh, variant 100), whose accuracy scheme this keeps exactly.
+// sezm-stack-probe part 1, variants 104 and 105: the standard Hopper GEMM structure on the stack's
+// products, C (rows x N) = A (rows x K) B (K x N), K = N = 128 or 192, in the 3xTF32 split: a
+// warp-specialised, persistent CTA (grid = #SMs, one per SM, 384 threads) whose producer warp(s)
+// stream A and B k blocks by bulk asynchronous copies into rings of stages with full / empty
+// mbarriers, and two consumer warpgroups that multiply. 104 "cooperative": one ring, 128-row tiles,
+// both consumer warpgroups (64 rows each) on every stage, so a B block serves 128 rows. 105
+// "ping-pong": each consumer warpgroup its own 64-row tiles, ring and producer warp, the two running
+// free (one's drains and epilogue overlap the other's products; twice the B bytes per row).
+// Probe-only (sm_90a); the engine's tile is wg_tile (cuda/wgmma_tile.cuh, variant 100), whose
+// accuracy scheme this keeps exactly.
 //
 // Why (docs/performance.md, 2026-12-02): variant 100 is latency-bound. Every 16-deep k block waits for
 // a B-stage round trip and an A load with one block of look-ahead, and every two k steps the tile
 // drains the tensor cores (wgmma.wait_group 0) to add the 3xTF32 partial in IEEE fp32. Here
-//  - a producer warp runs up to kStages (6 at N = 192, 8 at N = 128) blocks ahead, across tile
-//    boundaries (persistent CTAs, grid = #SMs): per stage one 64-byte bulk copy per A row (rows are
-//    16 floats of one edge, contiguous) and one copy of the B image's block (wgmma_b_image, kS = 2),
-//    all completing on the stage's full barrier;
-//  - the consumers never drain inside a tile: each product covers a column chunk of 64 (m64n64k8),
+//  - a producer warp runs up to a ring's depth (ws_stages) of 16-deep k blocks ahead, across tile
+//    boundaries: per stage one 64-byte bulk copy per A row (16 floats of one edge, contiguous; rows
+//    past the end are not copied, their results not stored) and one copy of the B image's block
+//    (wgmma_b_image, kS = 2), completing on the stage's full barrier (expect_tx of their bytes);
+//  - the consumers do not drain per block: each product covers a column chunk of 64 (m64n64k8),
 //    its 3xTF32 partial of the block's two k steps formed from zero in one of two partial buffers,
 //    and the chunks are issued in turn with wgmma.wait_group 1, so that while a chunk's partial is
 //    added to the accumulators the next chunk's products run. (Two 96-wide halves would need
-//    acc + 2 x 48 + two blocks' fragments > 232 registers at N = 192; chunks of 64 need 224.)
-//    A block's stage is released (empty barrier, one arrival per consumer warp) once its last
-//    chunk's products completed, i.e. after the first wait of the next block;
+//    acc + 2 x 48 + two blocks' fragments > 240 registers at N = 192.) A block's stage is released
+//    (empty barrier, one arrival per consumer warp) once its last chunk's products completed, after
+//    the first wait of the next block. The k loop runs in unrolled segments of at most 8 blocks,
+//    each ending with nothing in flight (see the consumer loop for why);
 //  - A stays in the register (RS) form: each thread loads its fragment rows g and g + 8 as one
-//    16-byte vector each from the dense stage (rows of 16 floats; a quarter warp reads two whole
-//    rows: 128 contiguous bytes, no bank conflicts) and splits them in registers, as wg_tile does
-//    from global memory (the same k permutation, ws_frag_k). The SS form would need a pass
-//    over shared memory to write the TF32 hi / lo planes and a barrier before the products read them.
+//    16-byte vector each from the dense stage (rows of 16 floats: a quarter warp reads two whole
+//    rows, 128 contiguous bytes, no bank conflicts) and splits them in registers, as wg_tile does
+//    from global memory (the same k permutation, ws_frag_k). The SS form would need a pass over
+//    shared memory to write the TF32 hi / lo planes and a barrier before the products read them.
+//    No generic-proxy write reaches what the tensor cores read (B lands by bulk copy), so no
+//    fence.proxy.async is needed.
 // Accuracy: as wg_tile with kAdd = 2 (the products lo*hi, hi*lo, hi*hi of a block's two k steps
 // from zero, then one IEEE add per accumulator), so C should match variant 100's bit for bit at N = 192.
-// Registers: producer warpgroup setmaxnreg 40, consumers 232 (40 x 128 + 232 x 256 <= 64 Ki).
+// Registers: producer warpgroup setmaxnreg 24, consumers 240 (ptxas: 168 at entry, no spills).
+// Index maps: stack_probe_ws_layout.h, checked on the CPU by tests/test_wgmma_ws_layout.cpp.
 // Included by bench/stack_probe.cu only (after stack.cuh and stack_tile.cuh: Error, SEZM_CUDA, div_up).
 #include <cuda_runtime.h>
 
@@ -116,50 +124,69 @@ struct WsArgs {
 };
 
 constexpr int kWsThreads = 384;  // producer warpgroup + two consumer warpgroups
-constexpr int kWsProducerRegs = 40, kWsConsumerRegs = 232;
-// Floats of one ring stage: A (128 rows x 16) and the B image's block (hi, lo planes of 2 steps).
-SEZM_WG_HD constexpr int ws_stage_floats(int N) { return kWsRows * kWsK + wg_stage_floats(N, kWsKs); }
-// Stages of the ring: 192 KiB at both widths (one CTA per SM).
-SEZM_WG_HD constexpr int ws_stages(int N) { return N > 128 ? 6 : 8; }
+constexpr int kWsProducerRegs = 24, kWsConsumerRegs = 240;  // 24 x 128 + 240 x 256 = 168 x 384
+// The two schedules (pp: ping-pong). Cooperative: one ring, 128-row tiles, both consumer warpgroups
+// on every stage. Ping-pong: each consumer warpgroup its own 64-row tiles, ring and producer warp,
+// the two running free, so that one's segment drains and epilogue overlap the other's products (at
+// twice the B bytes per row).
+SEZM_WG_HD constexpr int ws_rings(bool pp) { return pp ? 2 : 1; }
+SEZM_WG_HD constexpr int ws_tile_rows(bool pp) { return pp ? kWsRows / 2 : kWsRows; }
+// Floats of one ring stage: A (the tile's rows x 16) and the B image's block (hi, lo planes of 2 steps).
+SEZM_WG_HD constexpr int ws_stage_floats(int N, bool pp) { return ws_tile_rows(pp) * kWsK + wg_stage_floats(N, kWsKs); }
+// Stages per ring (one CTA per SM): cooperative 6 x 32 KiB (N = 192) or 8 x 24 KiB (N = 128);
+// ping-pong 2 x 4 x 28 KiB or 2 x 5 x 20 KiB.
+SEZM_WG_HD constexpr int ws_stages(int N, bool pp) { return pp ? (N > 128 ? 4 : 5) : (N > 128 ? 6 : 8); }
+SEZM_WG_HD constexpr int ws_smem_bytes(int N, bool pp) {
+  return ws_rings(pp) * ws_stages(N, pp) * ws_stage_floats(N, pp) * static_cast<int>(sizeof(float));
+}
 
-template <int N, int K>
+template <int N, int K, bool kPP>
 __global__ void __launch_bounds__(kWsThreads, 1) wgws_probe_k(WsArgs p) {
-  constexpr int kStages = ws_stages(N), kNQ = N / kWsChunk, kNkb = K / kWsK;
+  constexpr int kRings = ws_rings(kPP), kStages = ws_stages(N, kPP), kTileRows = ws_tile_rows(kPP);
+  constexpr int kNQ = N / kWsChunk, kNkb = K / kWsK;
   constexpr int kSeg = kNkb <= 8 ? kNkb : kNkb / 2;  // k blocks per unrolled segment
-  constexpr int kAFloats = kWsRows * kWsK, kBFloats = wg_stage_floats(N, kWsKs), kStage = ws_stage_floats(N);
+  constexpr int kAFloats = kTileRows * kWsK, kBFloats = wg_stage_floats(N, kWsKs), kStage = ws_stage_floats(N, kPP);
+  constexpr int kConsumerWarps = kPP ? 4 : 8;  // the warps that read a ring's stages
   constexpr int kBPlane = kWsKs * 8 * N;  // the lo plane's offset in a B block
   constexpr uint32_t kRowBytes = kWsK * sizeof(float), kBBytes = kBFloats * sizeof(float);
   static_assert(N % kWsChunk == 0 && K % kWsK == 0 && kNkb % kSeg == 0 && kSeg <= 8, "whole chunks, blocks, segments");
   extern __shared__ float4 smem4[];
   float* const sm = reinterpret_cast<float*>(smem4);
-  __shared__ uint64_t full[kStages], empty[kStages];
+  __shared__ uint64_t full_[kRings][kStages], empty_[kRings][kStages];
   const int tid = threadIdx.x;
-  const int ntiles = (p.rows + kWsRows - 1) / kWsRows;
+  const int ntiles = (p.rows + kTileRows - 1) / kTileRows;
   if (tid == 0) {
-    for (int i = 0; i < kStages; ++i) {
-      ws_bar_init(&full[i], 1);   // the producer's arrive.expect_tx; the copies complete the bytes
-      ws_bar_init(&empty[i], 8);  // one arrival per consumer warp
-    }
+    for (int r = 0; r < kRings; ++r)
+      for (int i = 0; i < kStages; ++i) {
+        ws_bar_init(&full_[r][i], 1);                // the producer's arrive.expect_tx; the copies complete the bytes
+        ws_bar_init(&empty_[r][i], kConsumerWarps);  // one arrival per consumer warp of the ring
+      }
     ws_bar_init_fence();
   }
   __syncthreads();
-  if (tid < 128) {  // the producer warpgroup: its first warp issues the copies
+  // Ring w's tiles: blockIdx.x kRings + w, then every gridDim.x kRings.
+  if (tid < 128) {  // the producer warpgroup: warp w < kRings issues ring w's copies
     ws_regs_dec<kWsProducerRegs>();
-    if (tid >= 32) return;
-    const int lane = tid;
+    if (tid >= 32 * kRings) return;
+    const int w = tid >> 5, lane = tid & 31;
+    float* const ring = sm + w * kStages * kStage;
+    uint64_t* const full = full_[w];
+    uint64_t* const empty = empty_[w];
     int stage = 0;
     uint32_t phase = 0;
-    for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
-      const int row0 = tile * kWsRows, valid = min(kWsRows, p.rows - row0);
+    for (int tile = blockIdx.x * kRings + w; tile < ntiles; tile += gridDim.x * kRings) {
+      const int row0 = tile * kTileRows, valid = min(kTileRows, p.rows - row0);
       const float* a = p.A + static_cast<size_t>(row0) * p.lda;
+#pragma unroll 1
       for (int kb = 0; kb < kNkb; ++kb) {
         ws_bar_wait(&empty[stage], phase ^ 1u);  // the consumers are done with its previous block
-        float* dst = sm + stage * kStage;
+        float* dst = ring + stage * kStage;
         if (lane == 0) {  // rows past the end are not copied: their stale results are not stored
           ws_bar_expect(&full[stage], kBBytes + static_cast<uint32_t>(valid) * kRowBytes);
           ws_bulk(dst + kAFloats, p.Bimg + static_cast<size_t>(kb) * kBFloats, kBBytes, &full[stage]);
         }
         __syncwarp();
+#pragma unroll 1
         for (int r = lane; r < valid; r += 32)
           ws_bulk(dst + ws_a_offset(r, 0), a + static_cast<size_t>(r) * p.lda + kb * kWsK, kRowBytes, &full[stage]);
         if (++stage == kStages) {
@@ -171,8 +198,12 @@ __global__ void __launch_bounds__(kWsThreads, 1) wgws_probe_k(WsArgs p) {
     return;
   }
   ws_regs_inc<kWsConsumerRegs>();
-  const int ct = tid - 128, t = ct & 3;
-  const int ra0 = ws_row(ct, 0), ra1 = ws_row(ct, 1);
+  const int ct = tid - 128, t = ct & 3, w = kPP ? ct >> 7 : 0;
+  const int ctr = kPP ? ct & 127 : ct;  // the thread among its tile's consumers
+  const int ra0 = ws_row(ctr, 0), ra1 = ws_row(ctr, 1);
+  const float* const ring = sm + w * kStages * kStage;
+  uint64_t* const full = full_[w];
+  uint64_t* const empty = empty_[w];
   const bool leader = (ct & 31) == 0;
   int stage = 0;
   uint32_t phase = 0;
@@ -193,7 +224,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) wgws_probe_k(WsArgs p) {
       stage = 0;
       phase ^= 1u;
     }
-    const float* sA = sm + cur * kStage;
+    const float* sA = ring + cur * kStage;
     const float4 x0 = *reinterpret_cast<const float4*>(sA + ws_a_offset(ra0, 4 * t));
     const float4 x1 = *reinterpret_cast<const float4*>(sA + ws_a_offset(ra1, 4 * t));
     const float v0[4] = {x0.x, x0.y, x0.z, x0.w}, v1[4] = {x1.x, x1.y, x1.z, x1.w};
@@ -212,7 +243,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) wgws_probe_k(WsArgs p) {
   // The 3xTF32 partial of chunk q of a block (stage st) from zero into d: one commit group.
   auto issue = [&](float (&d)[kWsChunk / 2], const uint32_t (&h)[kWsKs][4], const uint32_t (&l)[kWsKs][4], int st,
                    int q) {
-    const float* sB = sm + st * kStage + kAFloats + ws_b_chunk_offset(q);
+    const float* sB = ring + st * kStage + kAFloats + ws_b_chunk_offset(q);
     wg_pin(d);
     wg_fence();
 #pragma unroll
@@ -243,7 +274,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) wgws_probe_k(WsArgs p) {
   // runs in segments of kSeg blocks, each unrolled whole and ending with nothing in flight: a
   // partial in flight across a loop's back edge makes nvcc copy its registers (phi moves) and ptxas
   // then serialises every wgmma (C7514); and one unrolled run of 12 blocks (K = N = 192) spilled.
-  for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+  for (int tile = blockIdx.x * kRings + w; tile < ntiles; tile += gridDim.x * kRings) {
 #pragma unroll
     for (int i = 0; i < N / 2; ++i) acc[i] = 0.0f;
 #pragma unroll 1
@@ -271,7 +302,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) wgws_probe_k(WsArgs p) {
       for (int i = 0; i < kWsChunk / 2; ++i) acc[ws_acc_index(kNQ - 1, i)] += pb[kLast][i];
       release(st[(kSeg - 1) & 1]);
     }
-    const int row0 = tile * kWsRows;
+    const int row0 = tile * kTileRows;
 #pragma unroll
     for (int q4 = 0; q4 < N / 16; ++q4)
 #pragma unroll
@@ -282,32 +313,41 @@ __global__ void __launch_bounds__(kWsThreads, 1) wgws_probe_k(WsArgs p) {
   }
 }
 
-// Launches variant 104 (K = N = 128 or 192); returns "[smem KiB, CTAs/SM]" for the probe's
-// line. Bimg2: wgmma_b_image(B, K, N, N, 2).
-template <int N>
+// Launches variant 104 (cooperative) or 105 (ping-pong) at K = N = 128 or 192; returns "[smem KiB,
+// CTAs/SM]" for the probe's line. Bimg2: wgmma_b_image(B, K, N, N, 2).
+template <int N, bool kPP>
 std::string launch_wgws_probe(int rows, int K, const float* A, int lda, const float* Bimg2, float* C, cudaStream_t s) {
-  const size_t bytes = static_cast<size_t>(ws_stages(N)) * ws_stage_floats(N) * sizeof(float);
+  const int bytes = ws_smem_bytes(N, kPP);
   if (K != N || lda % 4 != 0 || reinterpret_cast<uintptr_t>(A) % 16 != 0)
     throw Error("the warp-specialised tile probe needs K = N and 16-byte aligned A rows");
-  auto k = wgws_probe_k<N, N>;
+  auto k = wgws_probe_k<N, N, kPP>;
   static int sms = 0, per_sm = 0;  // once: keeps the attribute calls out of the timed launches
   if (sms == 0) {
+    // setmaxnreg.inc waits until the CTA's pool has the registers: a pool smaller than the
+    // producers' and the consumers' setmaxnreg counts would hang the kernel.
+    cudaFuncAttributes fa{};
+    SEZM_CUDA(cudaFuncGetAttributes(&fa, k));
+    if (fa.numRegs * kWsThreads < 128 * kWsProducerRegs + 256 * kWsConsumerRegs)
+      throw Error("wgws_probe_k: " + std::to_string(fa.numRegs) + " registers per thread at entry are too few for setmaxnreg");
     int dev = 0;
     SEZM_CUDA(cudaGetDevice(&dev));
     SEZM_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    SEZM_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    SEZM_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
     SEZM_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, kWsThreads, bytes));
   }
-  const int grid = std::min(div_up(rows, kWsRows), sms);
+  const int grid = std::min(div_up(div_up(rows, ws_tile_rows(kPP)), ws_rings(kPP)), sms);
   k<<<grid, kWsThreads, bytes, s>>>(WsArgs{rows, A, lda, Bimg2, C});
   SEZM_LAUNCH("wgws_probe");
   return "  [" + std::to_string(bytes / 1024) + " KiB smem, " + std::to_string(per_sm) + " CTA/SM, persistent]";
 }
 
-std::string launch_wgws_probe_variant(int rows, int K, int N, const float* A, int lda, const float* Bimg2, float* C,
-                                      cudaStream_t s) {
-  if (N == 192) return launch_wgws_probe<192>(rows, K, A, lda, Bimg2, C, s);
-  if (N == 128) return launch_wgws_probe<128>(rows, K, A, lda, Bimg2, C, s);
+// Variant v: 0 cooperative (104), 1 ping-pong (105).
+std::string launch_wgws_probe_variant(int v, int rows, int K, int N, const float* A, int lda, const float* Bimg2,
+                                      float* C, cudaStream_t s) {
+  if (N == 192) return v ? launch_wgws_probe<192, true>(rows, K, A, lda, Bimg2, C, s)
+                         : launch_wgws_probe<192, false>(rows, K, A, lda, Bimg2, C, s);
+  if (N == 128) return v ? launch_wgws_probe<128, true>(rows, K, A, lda, Bimg2, C, s)
+                         : launch_wgws_probe<128, false>(rows, K, A, lda, Bimg2, C, s);
   throw Error("the warp-specialised tile probe takes N = 128 or 192");
 }
 
