@@ -1,12 +1,14 @@
 #pragma once
-// sezm-stack-probe part 1, variants 104 and 105: the standard Hopper GEMM structure on the stack's
+// sezm-stack-probe part 1, variants 104-106: the standard Hopper GEMM structure on the stack's
 // products, C (rows x N) = A (rows x K) B (K x N), K = N = 128 or 192, in the 3xTF32 split: a
 // warp-specialised, persistent CTA (grid = #SMs, one per SM, 384 threads) whose producer warp(s)
 // stream A and B k blocks by bulk asynchronous copies into rings of stages with full / empty
 // mbarriers, and two consumer warpgroups that multiply. 104 "cooperative": one ring, 128-row tiles,
 // both consumer warpgroups (64 rows each) on every stage, so a B block serves 128 rows. 105
 // "ping-pong": each consumer warpgroup its own 64-row tiles, ring and producer warp, the two running
-// free (one's drains and epilogue overlap the other's products; twice the B bytes per row).
+// free (one's drains and epilogue overlap the other's products; twice the B bytes per row). 106: 104
+// with A's stage fetched by one 2-D tensor-map copy (TMA, box 16 k x 128 rows) instead of 128
+// 64-byte bulk copies, in case the copy engine's rate for small copies limits 104.
 // Probe-only (sm_90a); the engine's tile is wg_tile (cuda/wgmma_tile.cuh, variant 100), whose
 // accuracy scheme this keeps exactly.
 //
@@ -37,6 +39,7 @@
 // Registers: producer warpgroup setmaxnreg 24, consumers 240 (ptxas: 168 at entry, no spills).
 // Index maps: stack_probe_ws_layout.h, checked on the CPU by tests/test_wgmma_ws_layout.cpp.
 // Included by bench/stack_probe.cu only (after stack.cuh and stack_tile.cuh: Error, SEZM_CUDA, div_up).
+#include <cuda.h>  // CUtensorMap (the entry point is fetched through the runtime: no libcuda link)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -97,6 +100,17 @@ __device__ __forceinline__ void ws_bulk(float* dst, const float* src, uint32_t b
                : "memory");
 #endif
 }
+// The box at (column x, row y) of the 2-D tensor map tm into shared dst, completing on barrier b.
+// Rows past the tensor's end arrive as zeros and count as transferred bytes.
+__device__ __forceinline__ void ws_tma_2d(float* dst, const CUtensorMap* tm, int x, int y, uint64_t* b) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+          ws_smem(dst)),
+      "l"(reinterpret_cast<uint64_t>(tm)), "r"(x), "r"(y), "r"(ws_smem(b))
+      : "memory");
+#endif
+}
 __device__ __forceinline__ void ws_wait1() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
@@ -140,8 +154,9 @@ SEZM_WG_HD constexpr int ws_smem_bytes(int N, bool pp) {
   return ws_rings(pp) * ws_stages(N, pp) * ws_stage_floats(N, pp) * static_cast<int>(sizeof(float));
 }
 
-template <int N, int K, bool kPP>
-__global__ void __launch_bounds__(kWsThreads, 1) wgws_probe_k(WsArgs p) {
+// kTma: A's stage by one tensor-map copy (box of 16 k x the tile's rows) instead of a bulk copy per row.
+template <int N, int K, bool kPP, bool kTma>
+__global__ void __launch_bounds__(kWsThreads, 1) wgws_probe_k(WsArgs p, const __grid_constant__ CUtensorMap tmA) {
   constexpr int kRings = ws_rings(kPP), kStages = ws_stages(N, kPP), kTileRows = ws_tile_rows(kPP);
   constexpr int kNQ = N / kWsChunk, kNkb = K / kWsK;
   constexpr int kSeg = kNkb <= 8 ? kNkb : kNkb / 2;  // k blocks per unrolled segment
@@ -150,8 +165,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) wgws_probe_k(WsArgs p) {
   constexpr int kBPlane = kWsKs * 8 * N;  // the lo plane's offset in a B block
   constexpr uint32_t kRowBytes = kWsK * sizeof(float), kBBytes = kBFloats * sizeof(float);
   static_assert(N % kWsChunk == 0 && K % kWsK == 0 && kNkb % kSeg == 0 && kSeg <= 8, "whole chunks, blocks, segments");
-  extern __shared__ float4 smem4[];
-  float* const sm = reinterpret_cast<float*>(smem4);
+  extern __shared__ __align__(128) float ws_dsmem[];  // 128-byte aligned stages: tensor copies' destinations
+  float* const sm = ws_dsmem;
   __shared__ uint64_t full_[kRings][kStages], empty_[kRings][kStages];
   const int tid = threadIdx.x;
   const int ntiles = (p.rows + kTileRows - 1) / kTileRows;
@@ -181,14 +196,22 @@ __global__ void __launch_bounds__(kWsThreads, 1) wgws_probe_k(WsArgs p) {
       for (int kb = 0; kb < kNkb; ++kb) {
         ws_bar_wait(&empty[stage], phase ^ 1u);  // the consumers are done with its previous block
         float* dst = ring + stage * kStage;
-        if (lane == 0) {  // rows past the end are not copied: their stale results are not stored
-          ws_bar_expect(&full[stage], kBBytes + static_cast<uint32_t>(valid) * kRowBytes);
-          ws_bulk(dst + kAFloats, p.Bimg + static_cast<size_t>(kb) * kBFloats, kBBytes, &full[stage]);
-        }
-        __syncwarp();
+        if constexpr (kTma) {  // the whole box counts, rows past the end included (zeros)
+          if (lane == 0) {
+            ws_bar_expect(&full[stage], kBBytes + kTileRows * kRowBytes);
+            ws_bulk(dst + kAFloats, p.Bimg + static_cast<size_t>(kb) * kBFloats, kBBytes, &full[stage]);
+            ws_tma_2d(dst, &tmA, kb * kWsK, row0, &full[stage]);
+          }
+        } else {
+          if (lane == 0) {  // rows past the end are not copied: their stale results are not stored
+            ws_bar_expect(&full[stage], kBBytes + static_cast<uint32_t>(valid) * kRowBytes);
+            ws_bulk(dst + kAFloats, p.Bimg + static_cast<size_t>(kb) * kBFloats, kBBytes, &full[stage]);
+          }
+          __syncwarp();
 #pragma unroll 1
-        for (int r = lane; r < valid; r += 32)
-          ws_bulk(dst + ws_a_offset(r, 0), a + static_cast<size_t>(r) * p.lda + kb * kWsK, kRowBytes, &full[stage]);
+          for (int r = lane; r < valid; r += 32)
+            ws_bulk(dst + ws_a_offset(r, 0), a + static_cast<size_t>(r) * p.lda + kb * kWsK, kRowBytes, &full[stage]);
+        }
         if (++stage == kStages) {
           stage = 0;
           phase ^= 1u;
@@ -313,14 +336,36 @@ __global__ void __launch_bounds__(kWsThreads, 1) wgws_probe_k(WsArgs p) {
   }
 }
 
-// Launches variant 104 (cooperative) or 105 (ping-pong) at K = N = 128 or 192; returns "[smem KiB,
-// CTAs/SM]" for the probe's line. Bimg2: wgmma_b_image(B, K, N, N, 2).
-template <int N, bool kPP>
+// The tensor map of A (rows x K floats, row stride lda) in boxes of 16 k x kWsRows rows, no swizzle
+// (the box lands as ws_a_offset's dense rows), rows past the end filled with zeros.
+inline CUtensorMap ws_tensor_map_a(const float* A, int rows, int K, int lda) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult q{};
+  SEZM_CUDA(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q));
+  if (fn == nullptr || q != cudaDriverEntryPointSuccess) throw Error("cuTensorMapEncodeTiled is not available");
+  using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*, const cuuint64_t*,
+                              const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                              CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+  CUtensorMap tm{};
+  const cuuint64_t dim[2] = {static_cast<cuuint64_t>(K), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t stride[1] = {static_cast<cuuint64_t>(lda) * sizeof(float)};
+  const cuuint32_t box[2] = {kWsK, kWsRows}, estride[2] = {1, 1};
+  const CUresult r = reinterpret_cast<Encode>(fn)(&tm, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float*>(A), dim, stride,
+                                                  box, estride, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                                  CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) throw Error("cuTensorMapEncodeTiled failed: " + std::to_string(static_cast<int>(r)));
+  return tm;
+}
+
+// Launches variant 104 (cooperative), 105 (ping-pong) or 106 (cooperative, A by tensor map) at K = N =
+// 128 or 192; returns "[smem KiB, CTAs/SM]" for the probe's line. Bimg2: wgmma_b_image(B, K, N, N, 2).
+template <int N, bool kPP, bool kTma = false>
 std::string launch_wgws_probe(int rows, int K, const float* A, int lda, const float* Bimg2, float* C, cudaStream_t s) {
+  static_assert(!(kPP && kTma), "the tensor map's box is the cooperative tile's");
   const int bytes = ws_smem_bytes(N, kPP);
   if (K != N || lda % 4 != 0 || reinterpret_cast<uintptr_t>(A) % 16 != 0)
     throw Error("the warp-specialised tile probe needs K = N and 16-byte aligned A rows");
-  auto k = wgws_probe_k<N, N, kPP>;
+  auto k = wgws_probe_k<N, N, kPP, kTma>;
   static int sms = 0, per_sm = 0;  // once: keeps the attribute calls out of the timed launches
   if (sms == 0) {
     // setmaxnreg.inc waits until the CTA's pool has the registers: a pool smaller than the
@@ -335,19 +380,36 @@ std::string launch_wgws_probe(int rows, int K, const float* A, int lda, const fl
     SEZM_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
     SEZM_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, kWsThreads, bytes));
   }
+  // The tensor map, encoded again only when the operand changes (its encoding stays out of the timing).
+  static CUtensorMap tm{};
+  static const float* tm_a = nullptr;
+  static int tm_rows = 0, tm_lda = 0;
+  if (kTma && (tm_a != A || tm_rows != rows || tm_lda != lda)) {
+    tm = ws_tensor_map_a(A, rows, K, lda);
+    tm_a = A;
+    tm_rows = rows;
+    tm_lda = lda;
+  }
   const int grid = std::min(div_up(div_up(rows, ws_tile_rows(kPP)), ws_rings(kPP)), sms);
-  k<<<grid, kWsThreads, bytes, s>>>(WsArgs{rows, A, lda, Bimg2, C});
+  k<<<grid, kWsThreads, bytes, s>>>(WsArgs{rows, A, lda, Bimg2, C}, tm);
   SEZM_LAUNCH("wgws_probe");
   return "  [" + std::to_string(bytes / 1024) + " KiB smem, " + std::to_string(per_sm) + " CTA/SM, persistent]";
 }
 
-// Variant v: 0 cooperative (104), 1 ping-pong (105).
+// Variant v: 0 cooperative (104), 1 ping-pong (105), 2 cooperative with A by tensor map (106).
+template <int N>
+std::string launch_wgws_probe_n(int v, int rows, int K, const float* A, int lda, const float* Bimg2, float* C,
+                                cudaStream_t s) {
+  switch (v) {
+    case 0: return launch_wgws_probe<N, false>(rows, K, A, lda, Bimg2, C, s);
+    case 1: return launch_wgws_probe<N, true>(rows, K, A, lda, Bimg2, C, s);
+    default: return launch_wgws_probe<N, false, true>(rows, K, A, lda, Bimg2, C, s);
+  }
+}
 std::string launch_wgws_probe_variant(int v, int rows, int K, int N, const float* A, int lda, const float* Bimg2,
                                       float* C, cudaStream_t s) {
-  if (N == 192) return v ? launch_wgws_probe<192, true>(rows, K, A, lda, Bimg2, C, s)
-                         : launch_wgws_probe<192, false>(rows, K, A, lda, Bimg2, C, s);
-  if (N == 128) return v ? launch_wgws_probe<128, true>(rows, K, A, lda, Bimg2, C, s)
-                         : launch_wgws_probe<128, false>(rows, K, A, lda, Bimg2, C, s);
+  if (N == 192) return launch_wgws_probe_n<192>(v, rows, K, A, lda, Bimg2, C, s);
+  if (N == 128) return launch_wgws_probe_n<128>(v, rows, K, A, lda, Bimg2, C, s);
   throw Error("the warp-specialised tile probe takes N = 128 or 192");
 }
 
