@@ -5,20 +5,22 @@
 // stream A and B k blocks by bulk asynchronous copies into rings of stages with full / empty
 // mbarriers, and two consumer warpgroups that multiply. 104 "cooperative": one ring, 128-row tiles,
 // both consumer warpgroups (64 rows each) on every stage, so a B block serves 128 rows. 105
-// "ping-pong": each consumer warpgroup its own 64-row tiles, ring and producer warp, the two running
-// free (one's drains and epilogue overlap the other's products; twice the B bytes per row). 106: 104
-// with A's stage fetched by one 2-D tensor-map copy (TMA, box 16 k x 128 rows) instead of 128
-// 64-byte bulk copies, in case the copy engine's rate for small copies limits 104.
+// "ping-pong": each consumer warpgroup its own 64-row tiles, ring and two producer warps, the two
+// running free (one's drains and epilogue overlap the other's products; twice the B bytes per row).
+// 106: 104 with A's stage fetched by one 2-D tensor-map copy (TMA, box 16 k x 128 rows) by one
+// producer warp instead of 128 64-byte bulk copies, in case issuing the small copies limits 104
+// (a bulk copy takes uniform-register operands: a warp issues its lanes' copies one at a time).
 // Probe-only (sm_90a); the engine's tile is wg_tile (cuda/wgmma_tile.cuh, variant 100), whose
 // accuracy scheme this keeps exactly.
 //
 // Why (docs/performance.md, 2026-12-02): variant 100 is latency-bound. Every 16-deep k block waits for
 // a B-stage round trip and an A load with one block of look-ahead, and every two k steps the tile
 // drains the tensor cores (wgmma.wait_group 0) to add the 3xTF32 partial in IEEE fp32. Here
-//  - a producer warp runs up to a ring's depth (ws_stages) of 16-deep k blocks ahead, across tile
+//  - the producer warps run up to a ring's depth (ws_stages) of 16-deep k blocks ahead, across tile
 //    boundaries: per stage one 64-byte bulk copy per A row (16 floats of one edge, contiguous; rows
-//    past the end are not copied, their results not stored) and one copy of the B image's block
-//    (wgmma_b_image, kS = 2), completing on the stage's full barrier (expect_tx of their bytes);
+//    past the end are not copied, their results not stored), 32 rows per warp, and one copy of the
+//    B image's block (wgmma_b_image, kS = 2), completing on the stage's full barrier (one
+//    arrive.expect_tx of its own bytes per filling warp, before its copies);
 //  - the consumers do not drain per block: each product covers a column chunk of 64 (m64n64k8),
 //    its 3xTF32 partial of the block's two k steps formed from zero in one of two partial buffers,
 //    and the chunks are issued in turn with wgmma.wait_group 1, so that while a chunk's partial is
@@ -111,6 +113,12 @@ __device__ __forceinline__ void ws_tma_2d(float* dst, const CUtensorMap* tm, int
       : "memory");
 #endif
 }
+// gridDim.x, read again where it is used (the producer warps' 24 registers hold no copy of it).
+__device__ __forceinline__ int ws_grid() {
+  int n;
+  asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(n));
+  return n;
+}
 __device__ __forceinline__ void ws_wait1() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
@@ -162,6 +170,11 @@ __global__ void __launch_bounds__(kWsThreads, 1) wgws_probe_k(WsArgs p, const __
   constexpr int kSeg = kNkb <= 8 ? kNkb : kNkb / 2;  // k blocks per unrolled segment
   constexpr int kAFloats = kTileRows * kWsK, kBFloats = wg_stage_floats(N, kWsKs), kStage = ws_stage_floats(N, kPP);
   constexpr int kConsumerWarps = kPP ? 4 : 8;  // the warps that read a ring's stages
+  // The warps that fill a ring's stages: one with the tensor map; else all four of the producer
+  // warpgroup, 32 A rows each (a bulk copy's operands are uniform registers, so a warp issues its
+  // lanes' copies one after another: four warps issue four at a time).
+  constexpr int kFillWarps = kTma ? 1 : 4 / kRings;
+  static_assert(kTma || kTileRows == 32 * kFillWarps, "32 rows per filling warp");
   constexpr int kBPlane = kWsKs * 8 * N;  // the lo plane's offset in a B block
   constexpr uint32_t kRowBytes = kWsK * sizeof(float), kBBytes = kBFloats * sizeof(float);
   static_assert(N % kWsChunk == 0 && K % kWsK == 0 && kNkb % kSeg == 0 && kSeg <= 8, "whole chunks, blocks, segments");
@@ -173,44 +186,42 @@ __global__ void __launch_bounds__(kWsThreads, 1) wgws_probe_k(WsArgs p, const __
   if (tid == 0) {
     for (int r = 0; r < kRings; ++r)
       for (int i = 0; i < kStages; ++i) {
-        ws_bar_init(&full_[r][i], 1);                // the producer's arrive.expect_tx; the copies complete the bytes
+        ws_bar_init(&full_[r][i], kFillWarps);       // each filling warp's arrive.expect_tx; its copies complete the bytes
         ws_bar_init(&empty_[r][i], kConsumerWarps);  // one arrival per consumer warp of the ring
       }
     ws_bar_init_fence();
   }
   __syncthreads();
   // Ring w's tiles: blockIdx.x kRings + w, then every gridDim.x kRings.
-  if (tid < 128) {  // the producer warpgroup: warp w < kRings issues ring w's copies
+  if (tid < 128) {  // the producer warpgroup: warp kFillWarps w + sub fills ring w, A rows 32 sub ..
     ws_regs_dec<kWsProducerRegs>();
-    if (tid >= 32 * kRings) return;
-    const int w = tid >> 5, lane = tid & 31;
-    float* const ring = sm + w * kStages * kStage;
+    if (tid >= 32 * kRings * kFillWarps) return;
+    const int w = (tid >> 5) / kFillWarps, sub = (tid >> 5) % kFillWarps, lane = tid & 31;
     uint64_t* const full = full_[w];
     uint64_t* const empty = empty_[w];
     int stage = 0;
     uint32_t phase = 0;
-    for (int tile = blockIdx.x * kRings + w; tile < ntiles; tile += gridDim.x * kRings) {
-      const int row0 = tile * kTileRows, valid = min(kTileRows, p.rows - row0);
-      const float* a = p.A + static_cast<size_t>(row0) * p.lda;
+    for (int tile = blockIdx.x * kRings + w; tile < ntiles; tile += ws_grid() * kRings) {
+      const int row0 = tile * kTileRows, mine = max(0, min(32, p.rows - row0 - 32 * sub));  // this warp's rows
 #pragma unroll 1
       for (int kb = 0; kb < kNkb; ++kb) {
         ws_bar_wait(&empty[stage], phase ^ 1u);  // the consumers are done with its previous block
-        float* dst = ring + stage * kStage;
+        float* dst = sm + (w * kStages + stage) * kStage;
         if constexpr (kTma) {  // the whole box counts, rows past the end included (zeros)
           if (lane == 0) {
             ws_bar_expect(&full[stage], kBBytes + kTileRows * kRowBytes);
             ws_bulk(dst + kAFloats, p.Bimg + static_cast<size_t>(kb) * kBFloats, kBBytes, &full[stage]);
             ws_tma_2d(dst, &tmA, kb * kWsK, row0, &full[stage]);
           }
-        } else {
-          if (lane == 0) {  // rows past the end are not copied: their stale results are not stored
-            ws_bar_expect(&full[stage], kBBytes + static_cast<uint32_t>(valid) * kRowBytes);
-            ws_bulk(dst + kAFloats, p.Bimg + static_cast<size_t>(kb) * kBFloats, kBBytes, &full[stage]);
+        } else {  // rows past the end are not copied: their stale results are not stored
+          if (lane == 0) {  // expected before any of this warp's bytes land: tx-count never negative
+            ws_bar_expect(&full[stage], (sub == 0 ? kBBytes : 0u) + static_cast<uint32_t>(mine) * kRowBytes);
+            if (sub == 0) ws_bulk(dst + kAFloats, p.Bimg + static_cast<size_t>(kb) * kBFloats, kBBytes, &full[stage]);
           }
           __syncwarp();
-#pragma unroll 1
-          for (int r = lane; r < valid; r += 32)
-            ws_bulk(dst + ws_a_offset(r, 0), a + static_cast<size_t>(r) * p.lda + kb * kWsK, kRowBytes, &full[stage]);
+          if (lane < mine)
+            ws_bulk(dst + ws_a_offset(32 * sub + lane, 0), p.A + static_cast<size_t>(row0 + 32 * sub + lane) * p.lda + kb * kWsK,
+                    kRowBytes, &full[stage]);
         }
         if (++stage == kStages) {
           stage = 0;
