@@ -15,7 +15,9 @@
 // Part 1 also prints each arithmetic's error against the exact (double) product. On a CC 9.0 GPU
 // both parts also run the warpgroup tile (wgmma_tile.cuh), and part 1 its SS twin with A staged
 // through shared memory (wgmma_tile_ss.cuh, variants 8-13 in stack_probe_ss.cuh, printed with their
-// shared memory and CTAs per SM). A probe for kernel work, not a test.
+// shared memory and CTAs per SM), and the warp-specialised persistent tile (variants 104-106,
+// stack_probe_ws.cuh: bulk-copy producer warps, two consumer warpgroups, cooperative or ping-pong).
+// A probe for kernel work, not a test.
 #include <cuda_runtime.h>
 #ifdef SEZM_PROBE_CUBLAS
 #include <cublas_v2.h>
@@ -35,6 +37,7 @@
 #include "stack_tile.cuh"
 #include "stack_probe_ss.cuh"
 #include "stack_probe_mc.cuh"
+#include "stack_probe_ws.cuh"
 
 // The stack's tile product alone, C (rows x N) = A (rows x K, row stride lda) B (K x N), N <= 192.
 // variants 0-3 in IEEE fp32 FFMA: 0 the 64-row tile; 1: 128 rows (8 per thread, one CTA per SM);
@@ -287,10 +290,13 @@ int main(int argc, char** argv) {
                                     "3xTF32 wgmma, 128 rows (H100)",  "1xTF32 wgmma (tf32, H100)"};
       // The warpgroup tile needs sm_90a code and a CC 9.0 device, and N = K = 128 or 192.
       const bool wg_ok = prop.major == 9 && prop.minor == 0 && (K == 128 || K == 192);
-      // Then the engine's own tile shape and its variants (launch_tile_probe 100 .. 103).
-      const int kSsEnd = 8 + kSsVariantCount, kVariants = wg_ok ? kSsEnd + 4 : 6;
+      // Then the engine's own tile shape and its variants (launch_tile_probe 100 .. 103), then 104 ..
+      // 106, the warp-specialised tile (stack_probe_ws.cuh; A from HBM only).
+      const int kSsEnd = 8 + kSsVariantCount, kWs = kSsEnd + 4, kVariants = wg_ok ? kWs + 3 : 6;
       static const char* wg1_names[] = {"3xTF32 wgmma, 64 rows (engine)", "same, three B stages",
-                                        "same, B multicast in 2-CTA clusters", "same, k blocks of 32 (kS 4)"};
+                                        "same, B multicast in 2-CTA clusters", "same, k blocks of 32 (kS 4)",
+                                        "3xTF32 wgmma WS, cooperative (104)", "3xTF32 wgmma WS, ping-pong (105)",
+                                        "3xTF32 wgmma WS, coop., A by TMA (106)"};
       std::vector<float> hbw((size_t)K * K);
       SEZM_CUDA(cudaMemcpy(hbw.data(), B.p, hbw.size() * sizeof(float), cudaMemcpyDeviceToHost));
       const std::vector<float> img = wgmma_b_image(hbw.data(), K, K, K, 4);
@@ -305,6 +311,10 @@ int main(int argc, char** argv) {
       DevBuf Bnat2(nat2.size()), Bnat4(nat4.size());
       SEZM_CUDA(cudaMemcpy(Bnat2.p, nat2.data(), nat2.size() * sizeof(float), cudaMemcpyHostToDevice));
       SEZM_CUDA(cudaMemcpy(Bnat4.p, nat4.data(), nat4.size() * sizeof(float), cudaMemcpyHostToDevice));
+      // The warp-specialised tile's image: k blocks of 2 steps at both widths.
+      const std::vector<float> img2 = wgmma_b_image(hbw.data(), K, K, K, 2);
+      DevBuf Bimg2(img2.size());
+      SEZM_CUDA(cudaMemcpy(Bimg2.p, img2.data(), img2.size() * sizeof(float), cudaMemcpyHostToDevice));
       // Each variant's C (A from HBM) against the IEEE tile's: the split's and one pass's rounding.
       std::vector<float> ref((size_t)rows * K), got((size_t)rows * K);
       // The exact product (double) of the first rows, for each arithmetic's own error.
@@ -323,12 +333,14 @@ int main(int argc, char** argv) {
       for (int v = 0; v < kVariants; ++v)
         for (bool hbm : {true, false}) {
           if (v == 3 && K > 128) continue;
-          if (v >= 8 && v < kSsEnd && !hbm) continue;  // the SS tile only streams A from HBM
-          std::string info;  // the SS variants' shared memory and CTAs per SM
+          const bool ss = v >= 8 && v < kSsEnd, ws = v >= kWs;
+          if ((ss || ws) && !hbm) continue;  // the SS and warp-specialised tiles only stream A from HBM
+          std::string info;  // the SS and warp-specialised variants' shared memory and CTAs per SM
           // Fill C with 3.4e38 first, so that any element the new tile leaves unwritten shows as error.
-          if (v >= 8 && v < kSsEnd) SEZM_CUDA(cudaMemset(C.p, 0x7F, (size_t)rows * K * sizeof(float)));
+          if (ss || ws) SEZM_CUDA(cudaMemset(C.p, 0x7F, (size_t)rows * K * sizeof(float)));
           const double ms = median_ms(R, s, [&] {
             if (v < 8) launch_tile_probe(v, hbm, rows, K, K, A.p, d.ROW, B.p, Bimg.p, C.p, s);
+            else if (ws) info = launch_wgws_probe_variant(v - kWs, rows, K, K, A.p, d.ROW, Bimg2.p, C.p, s);
             else if (v >= kSsEnd)
               launch_tile_probe(100 + v - kSsEnd, hbm, rows, K, K, A.p, d.ROW, B.p, v - kSsEnd == 3 ? Bimg.p : Bimg_e.p,
                                 C.p, s);
