@@ -72,21 +72,16 @@ SrcBwdLayout src_bwd_layout(const Dims& d) {
   return y;
 }
 
-// len floats (rows 1) or rows runs of len floats stride apart, global -> shared (contiguous), as
-// 16-byte copies where sizes and the global base allow, else 4-byte; threads t of nt.
+// rows runs of len floats, stride apart in memory, global -> shared (contiguous), as 16-byte
+// copies where sizes and the global base allow, else 4-byte; threads t of nt.
 __device__ __forceinline__ void copy_rows(float* sm, const float* gm, int rows, int len, size_t stride, int t,
                                           int nt) {
   if (len % 4 == 0 && stride % 4 == 0 && (reinterpret_cast<uintptr_t>(gm) & 15) == 0) {
-    const int q = len / 4;
-    for (int x = t; x < rows * q; x += nt) {
-      const int r = x / q;
-      copy_async16(sm + 4 * x, gm + r * stride + 4 * (x - r * q));
-    }
+    for (int r = 0; r < rows; ++r)
+      for (int x = 4 * t; x < len; x += 4 * nt) copy_async16(sm + r * len + x, gm + r * stride + x);
   } else {
-    for (int x = t; x < rows * len; x += nt) {
-      const int r = x / len;
-      copy_async4(sm + x, gm + r * stride + (x - r * len));
-    }
+    for (int r = 0; r < rows; ++r)
+      for (int x = t; x < len; x += nt) copy_async4(sm + r * len + x, gm + r * stride + x);
   }
 }
 template <int NC>
