@@ -23,8 +23,11 @@
 // it in the last bits): warp 0's partial starts from the old H̄[s] / k̄[s] rows and adds its edges
 // in order, warps 1.. from zero; then H̄[s] = ((warp 0 + warp 1) + warp 2) + warp 3. Per edge,
 // each H̄ entry p(l, m') takes the edge-frame rows j of degree l in ascending j.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <utility>
+#include <vector>
 
 #include "async_copy.cuh"
 #include "radial_tables.cuh"
@@ -337,7 +340,19 @@ bool source_backward_fused(const Dims& d) {
     const char* v = std::getenv("SEZM_CUDA_SRCBWD_LEGACY");
     return v != nullptr && v[0] == '1';
   }();
-  return !legacy && warp_lanes(d) != 0;
+  if (legacy || warp_lanes(d) == 0) return false;
+  // The current device's opt-in shared memory per CTA (once per host thread and device): the
+  // widest shapes (Cw = 128, L = 3, no mixer: ~110 KiB) pass sm_86 / sm_89's 99 KiB.
+  thread_local std::vector<std::pair<int, int>> optin;
+  int dev = 0;
+  SEZM_CUDA(cudaGetDevice(&dev));
+  auto it = std::find_if(optin.begin(), optin.end(), [&](const std::pair<int, int>& o) { return o.first == dev; });
+  if (it == optin.end()) {
+    int v = 0;
+    SEZM_CUDA(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    it = optin.insert(optin.end(), {dev, v});
+  }
+  return (size_t)src_bwd_layout(d).total * sizeof(float) <= (size_t)it->second;
 }
 
 void launch_source_backward(const Dims& d, const BlockWDev& w, const SourceBackwardArgs& a, cudaStream_t s) {
