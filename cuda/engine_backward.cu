@@ -115,25 +115,23 @@ void CudaEngine::Impl::chunk_backward(int b, const Chunk& c, float* Uf) {
                            s);
     mark("bwd: radial");
     radial_backward_chunk(c);
-    geometry_share(c);  // chunk_geo: this (block, chunk) share into dE/dv
-    return;
+  } else {  // SEZM_CUDA_SRCBWD_LEGACY=1 (or shapes outside the warp kernels): X̄_loc per edge, then the scatter
+    mark("bwd: condition+rotate");
+    SEZM_CUDA(cudaMemsetAsync(rho_bar_c.data(), 0, Ec * W * sizeof(float), s));
+    launch_condition_rotate_backward(d, w,
+                                     ConditionRotateBackwardArgs{c.e0, Ec, src.data(), Dcv, H[b].data(), Rh_c.data(),
+                                                                 kern_c.data(), gin, Ssrc_bar.data(), lbar.data(),
+                                                                 Xloc_bar.data(), rho_bar_c.data(), Dc_barv},
+                                     s);
+    mark("bwd: radial");
+    radial_backward_chunk(c);
+    mark("bwd: source scatter");
+    launch_src_scatter(d,
+                       SourceSumArgs{c.s1 - c.s0, plan.seg_node() + c.s0, plan.seg_off() + c.s0, plan.perm(), c.e0,
+                                     dst.data(), Dcv, Xloc_bar.data(), lbar.data(), q[b].data(), H_bar.data(),
+                                     k_bar.data()},
+                       s);
   }
-  // SEZM_CUDA_SRCBWD_LEGACY=1 (or shapes outside the warp kernels): X̄_loc per edge, then the scatter.
-  mark("bwd: condition+rotate");
-  SEZM_CUDA(cudaMemsetAsync(rho_bar_c.data(), 0, Ec * W * sizeof(float), s));
-  launch_condition_rotate_backward(d, w,
-                                   ConditionRotateBackwardArgs{c.e0, Ec, src.data(), Dcv, H[b].data(), Rh_c.data(),
-                                                               kern_c.data(), gin, Ssrc_bar.data(), lbar.data(),
-                                                               Xloc_bar.data(), rho_bar_c.data(), Dc_barv},
-                                   s);
-  mark("bwd: radial");
-  radial_backward_chunk(c);
-  mark("bwd: source scatter");
-  launch_src_scatter(d,
-                     SourceSumArgs{c.s1 - c.s0, plan.seg_node() + c.s0, plan.seg_off() + c.s0, plan.perm(), c.e0,
-                                   dst.data(), Dcv, Xloc_bar.data(), lbar.data(), q[b].data(), H_bar.data(),
-                                   k_bar.data()},
-                     s);
   geometry_share(c);  // chunk_geo: this (block, chunk) share into dE/dv
 }
 
