@@ -41,8 +41,8 @@ namespace {
 // keep a short segment's CTA from holding idle warps for long.
 constexpr int kSrcWarps = 4;
 // CTAs per SM the kernel is held to, as many as its shared memory allows for L = 3 (C.pt, Cw = 64:
-// 50 KiB per CTA, four CTAs, at most 128 registers, no spills; Cw = 128: ~110 KiB, two). Cw = 32
-// needs ~170 registers for L = 3 (as condition_rotate_backward_w): three CTAs, no spills.
+// 50 KiB per CTA, four CTAs, 127 registers, no spills; Cw = 128: 96-111 KiB, two). Cw = 32 takes
+// ~168 registers uncapped and spilled capped at 128 (ptxas, sm_90a): three CTAs.
 template <int NC>
 constexpr int kSrcCtas = NC == 2 ? 4 : NC == 4 ? 2 : 3;
 
