@@ -4,6 +4,7 @@
 #include "buffers.cuh"
 
 #include "grid_net.cuh"
+#include "source_backward.cuh"
 
 #include <algorithm>
 
@@ -93,7 +94,8 @@ void EngineBuffers::size_for_call(const Graph& gv, const Dims& d, int n_blocks, 
       grow_zero(env_bar, Er, s); grow_zero(vec_bar, 3 * Er, s);
     }
     grow(Ssrc_bar, static_cast<size_t>(d.F) * max_ec * d.Cf);
-    grow(Xloc_bar, static_cast<size_t>(max_ec) * d.Dm * d.Cw);
+    // X̄_loc per edge: only the two-kernel source backward writes it (source_backward.cuh).
+    grow(Xloc_bar, source_backward_fused(d) ? 0 : static_cast<size_t>(max_ec) * d.Dm * d.Cw);
     grow(alpha_bar, static_cast<size_t>(max_ec) * d.F); grow(lbar, static_cast<size_t>(max_ec) * d.F);
     Zc.resize(std::max(d.ngated, 0));
     for (auto& z : Zc) grow(z, chunkU);
@@ -194,7 +196,7 @@ size_t call_device_bytes(const Dims& d, const CallShape& c) {
     add(NT * nodeW, f); add(NT * nodeW, f);       // Xb, Xb_prev
     add(Ec * W, f);                               // rho_bar_c
     add(static_cast<size_t>(d.F) * Ec * d.Cf, f); // Ssrc_bar
-    add(Ec * d.Dm * d.Cw, f);                     // Xloc_bar
+    add(source_backward_fused(d) ? 0 : Ec * d.Dm * d.Cw, f);  // Xloc_bar (two-kernel path only)
     add(Ec * d.F, f); add(Ec * d.F, f);           // alpha_bar, lbar
     if (d.ngated > 0) add(chunkU, f * d.ngated);  // Zc
     add(Ns * nodeWw, f); add(N * nodeWw, f);      // nodeA_bar, Pb

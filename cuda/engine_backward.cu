@@ -1,7 +1,8 @@
 // The CUDA engine's backward steps (CudaEngine::Impl, engine_impl.cuh; the forward and the call:
 // engine.cu): per chunk the aggregate, softmax, focus-competition and stack backward, the
-// rotation/conditioning and radial adjoints and the source scatter; per block the node steps'
-// backward and the ghost-row fold (CPU twin: the backward in src/engine/sezm_model.cpp).
+// rotation/conditioning and radial adjoints and the source sums (fused: source_backward.cu); per
+// block the node steps' backward and the ghost-row fold (CPU twin: the backward in
+// src/engine/sezm_model.cpp).
 #include <algorithm>
 
 #include "engine_impl.cuh"
@@ -102,22 +103,35 @@ void CudaEngine::Impl::chunk_backward(int b, const Chunk& c, float* Uf) {
     launch_stack_layer_backward(d, w, kk, Ec, gin, gout, kk < d.ngated ? chunk_z(b, kk, c) : nullptr, s);
     gin = gout;
   }
-  mark("bwd: condition+rotate");
   const size_t W = static_cast<size_t>(d.L + 1) * d.C;
-  SEZM_CUDA(cudaMemsetAsync(rho_bar_c.data(), 0, Ec * W * sizeof(float), s));
-  launch_condition_rotate_backward(d, w,
-                                   ConditionRotateBackwardArgs{c.e0, Ec, src.data(), Dcv, H[b].data(), Rh_c.data(),
-                                                               kern_c.data(), gin, Ssrc_bar.data(), lbar.data(),
-                                                               Xloc_bar.data(), rho_bar_c.data(), Dc_barv},
-                                   s);
-  mark("bwd: radial");
-  radial_backward_chunk(c);
-  mark("bwd: source scatter");
-  launch_src_scatter(d,
-                     SourceSumArgs{c.s1 - c.s0, plan.seg_node() + c.s0, plan.seg_off() + c.s0, plan.perm(), c.e0,
-                                   dst.data(), Dcv, Xloc_bar.data(), lbar.data(), q[b].data(), H_bar.data(),
-                                   k_bar.data()},
-                     s);
+  if (source_backward_fused(d)) {  // conditioning, rotation and source sums in one pass (source_backward.cuh)
+    mark("bwd: source backward");
+    SEZM_CUDA(cudaMemsetAsync(rho_bar_c.data(), 0, Ec * W * sizeof(float), s));
+    launch_source_backward(d, w,
+                           SourceBackwardArgs{c.e0, Ec, c.s1 - c.s0, plan.seg_node() + c.s0, plan.seg_off() + c.s0,
+                                              plan.perm(), dst.data(), Dcv, H[b].data(), Rh_c.data(), kern_c.data(),
+                                              gin, Ssrc_bar.data(), lbar.data(), q[b].data(), rho_bar_c.data(),
+                                              Dc_barv, H_bar.data(), k_bar.data()},
+                           s);
+    mark("bwd: radial");
+    radial_backward_chunk(c);
+  } else {  // SEZM_CUDA_SRCBWD_LEGACY=1 (or shapes outside the warp kernels): X̄_loc per edge, then the scatter
+    mark("bwd: condition+rotate");
+    SEZM_CUDA(cudaMemsetAsync(rho_bar_c.data(), 0, Ec * W * sizeof(float), s));
+    launch_condition_rotate_backward(d, w,
+                                     ConditionRotateBackwardArgs{c.e0, Ec, src.data(), Dcv, H[b].data(), Rh_c.data(),
+                                                                 kern_c.data(), gin, Ssrc_bar.data(), lbar.data(),
+                                                                 Xloc_bar.data(), rho_bar_c.data(), Dc_barv},
+                                     s);
+    mark("bwd: radial");
+    radial_backward_chunk(c);
+    mark("bwd: source scatter");
+    launch_src_scatter(d,
+                       SourceSumArgs{c.s1 - c.s0, plan.seg_node() + c.s0, plan.seg_off() + c.s0, plan.perm(), c.e0,
+                                     dst.data(), Dcv, Xloc_bar.data(), lbar.data(), q[b].data(), H_bar.data(),
+                                     k_bar.data()},
+                       s);
+  }
   geometry_share(c);  // chunk_geo: this (block, chunk) share into dE/dv
 }
 

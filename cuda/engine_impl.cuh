@@ -22,6 +22,7 @@
 #include "radial.cuh"
 #include "radial_tables.cuh"
 #include "sezm_cuda.h"
+#include "source_backward.cuh"
 #include "stack.cuh"
 #include "value_path.cuh"
 

@@ -1,7 +1,9 @@
 // The source-side sums of the SO(2) value path's backward (CPU twin: engine/so2_convolution.h;
 // docs/model.md §7.9): H_bar[s] += sum_e D^T Xloc_bar and the attention key adjoint k_bar[s], per
 // source segment of a chunk's per-chunk source grouping (chunks.cu; no atomics, deterministic).
-// Split from value_path.cu, whose kernels it mirrors.
+// Split from value_path.cu, whose kernels it mirrors. The two-kernel path only
+// (SEZM_CUDA_SRCBWD_LEGACY=1, or shapes outside the warp kernels): by default source_backward.cu
+// forms these sums per segment from the edges' X̄_loc without storing it.
 #include <cstdint>
 
 #include "async_copy.cuh"

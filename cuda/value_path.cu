@@ -1,7 +1,9 @@
 // The SO(2) value path around the mixing stack, forward and backward side by side (CPU twin:
 // engine/so2_convolution.h; docs/model.md §5.3, §5.6, §5.8; backward §7.9, §7.11): gather +
 // rotate + radial conditioning, rotate-back + destination sum and their backward (the
-// source-side sums: source_sums.cu). The per-edge kernels run one warp per edge (lanes over
+// source-side sums: source_backward.cu fused with the conditioning and rotation backward, or,
+// SEZM_CUDA_SRCBWD_LEGACY=1 and shapes outside the warp kernels, source_sums.cu after
+// launch_condition_rotate_backward). The per-edge kernels run one warp per edge (lanes over
 // channels, value_path_warp.cuh) for Cw = 32, 64 or 128; the one-CTA-per-edge kernels below
 // (channels over threads, per-edge sums by cta_sum) stay for the other widths. Edges arrive in
 // chunks of whole destination segments, so every destination-side sum is a plain loop over its

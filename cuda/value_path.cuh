@@ -35,7 +35,9 @@ struct AggregateBackwardArgs {
 };
 void launch_aggregate_backward(const Dims& d, const AggregateBackwardArgs& a, cudaStream_t s);
 
-// Backward of conditioning and rotation. Rh and kern (the chunk's radial tables) are consumed:
+// Backward of conditioning and rotation, and below the source-side sums: the two-kernel path with
+// X̄_loc per edge in between (SEZM_CUDA_SRCBWD_LEGACY=1, or shapes outside the warp kernels); the
+// default fuses them (source_backward.cuh). Rh and kern (the chunk's radial tables) are consumed:
 // they come back holding the radial adjoint, which launch_radial_adjoint (called at the end)
 // multiplies into R_bar. R_bar is the chunk's (Ec, L+1, C) table (row i = edge e0 + i), added
 // into.

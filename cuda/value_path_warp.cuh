@@ -1,8 +1,8 @@
 #pragma once
 // The per-edge kernels of the SO(2) value path with one warp per edge (CPU twin:
-// engine/so2_convolution.h; docs/model.md §5.3, §5.6, §7.9, §7.11), included by value_path.cu
-// only, which launches them when warp_lanes(d, ...) allows and keeps its one-CTA-per-edge kernels
-// for the other shapes. A lane owns NC = Cw / 32 adjacent wide channels of one focus (Cw = 32, 64
+// engine/so2_convolution.h; docs/model.md §5.3, §5.6, §7.9, §7.11), included by value_path.cu,
+// which launches them when warp_lanes(d, ...) allows and keeps its one-CTA-per-edge kernels for
+// the other shapes, and by source_backward.cu (its per-edge part is condition_rotate_backward_w's). A lane owns NC = Cw / 32 adjacent wide channels of one focus (Cw = 32, 64
 // or 128), loaded and stored as one 4, 8 or 16-byte vector; kWarps edges per CTA.
 //
 // Why (issue: the CTA-per-edge kernels ran at ~1.8 TB/s, 44 % occupancy): a CTA of Cw = 64

@@ -1,0 +1,378 @@
+// The fused source-side backward of the SO(2) value path (CPU twin: so2_tile_backward in
+// engine/so2_convolution.h; docs/model.md §7.9; the interface: source_backward.cuh).
+//
+// Why: condition_rotate_backward_w wrote each edge's X̄_loc (Dm Cw floats, 2560 B for C.pt) to
+// memory and src_scatter_k read it back per source segment, and the first read the source's H
+// rows (4 KiB) once per edge. Here one CTA per source segment stages the source's H rows once,
+// and its kSrcWarps warps take the segment's edges (warp w the edges w, w + kSrcWarps, ... of
+// the segment's order: a fixed assignment). A warp does per edge what condition_rotate_backward_w
+// does (lanes over channels, NC = Cw / 32 adjacent ones each; the same per-edge outputs, by the
+// same arithmetic in the same order), keeps X̄_loc in registers, and adds D^T X̄_loc and the key
+// term into its own partial sums of the source's H̄ and k̄ rows in shared memory.
+//
+// Memory-level parallelism (the scatter's issue 16: most warp cycles waited on dependent loads):
+// every per-edge row the warp reads (the edge's G rows, S̄_src, Rh, the R̄ rows it adds to, q[dst],
+// the Wigner row and its adjoint, the kernel row, ℓ̄) is copied into one of the warp's two
+// shared-memory slots by asynchronous copies (async_copy.cuh) issued one edge ahead: while a warp
+// works on its edge k, edge k + 1's copies are in flight (cp.async groups, waited for with one
+// group left open). The edge and destination indices of a warp's next 32 edges are read in one
+// round trip, one per lane, and handed out by shuffles. The read-modify-writes of the Wigner-row
+// adjoint and of R̄ add to the staged old rows (the same bits as "+=").
+//
+// Order of the source sums (fixed; it differs from the two-kernel path's, so H̄ and k̄ differ from
+// it in the last bits): warp 0's partial starts from the old H̄[s] / k̄[s] rows and adds its edges
+// in order, warps 1.. from zero; then H̄[s] = ((warp 0 + warp 1) + warp 2) + warp 3. Per edge,
+// each H̄ entry p(l, m') takes the edge-frame rows j of degree l in ascending j.
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <utility>
+#include <vector>
+
+#include "async_copy.cuh"
+#include "radial_tables.cuh"
+#include "source_backward.cuh"
+#include "value_path_warp.cuh"
+
+namespace sezm::cuda {
+namespace {
+
+// Warps (edges in flight) per CTA. A segment has 1 to ~50 edges (diamond, 4096 atoms): four warps
+// keep a short segment's CTA from holding idle warps for long.
+constexpr int kSrcWarps = 4;
+// CTAs per SM the kernel is held to, as many as its shared memory allows for L = 3 (C.pt, Cw = 64:
+// 50 KiB per CTA, four CTAs, 127 registers, no spills; Cw = 128: 96-111 KiB, two). Cw = 32 takes
+// ~168 registers uncapped and spilled capped at 128 (ptxas, sm_90a): three CTAs.
+template <int NC>
+constexpr int kSrcCtas = NC == 2 ? 4 : NC == 4 ? 2 : 3;
+
+// The dynamic shared memory in floats (every region a multiple of 4 floats: 16-byte aligned):
+// the source's H rows (D Cw), then per warp its partial sums (D + 1) Cw (H̄, then k̄) and two
+// slots of one edge's staged rows each.
+struct SrcBwdLayout {
+  int G, Sb, Rh, Rb, Q, D, Db, K, Lb, slot;  // a slot's regions and size
+  int nrb;                                   // R̄ floats staged: all L + 1 rows (added to), or row 0
+  int acc, warp, total;                      // per-warp partials, per-warp stride, all
+};
+inline int round4(int n) { return (n + 3) / 4 * 4; }
+SrcBwdLayout src_bwd_layout(const Dims& d) {
+  SrcBwdLayout y{};
+  const bool rows_to_rbar = !d.degree_mixer && !d.has_rh;  // Rh̄ is added to R̄ directly
+  y.nrb = rows_to_rbar ? (d.L + 1) * d.C : d.C;
+  y.G = 0;                                            // F runs of ROW: the edge's G rows
+  y.Sb = y.G + d.Dm * d.Cw;                           // S̄_src, [f Cf + cf] (F > 1)
+  y.Rh = y.Sb + (d.F > 1 ? d.Cw : 0);                 // Rh rows (no mixer)
+  y.Rb = y.Rh + (d.degree_mixer ? 0 : (d.L + 1) * d.Cw);
+  y.Q = y.Rb + round4(y.nrb);                         // q[dst]
+  y.D = y.Q + d.Cw;                                   // Wigner row
+  y.Db = y.D + round4(d.dc_size);                     // its adjoint (old values)
+  y.K = y.Db + round4(d.dc_size);                     // kernel row (mixer)
+  y.Lb = y.K + (d.degree_mixer ? padded_kernel_size(d) : 0);
+  y.slot = y.Lb + round4(d.F);
+  y.acc = (d.D + 1) * d.Cw;
+  y.warp = y.acc + 2 * y.slot;
+  y.total = d.D * d.Cw + kSrcWarps * y.warp;
+  return y;
+}
+
+// rows runs of len floats, stride apart in memory, global -> shared (contiguous), as 16-byte
+// copies where sizes and the global base allow, else 4-byte; threads t of nt.
+__device__ __forceinline__ void copy_rows(float* sm, const float* gm, int rows, int len, size_t stride, int t,
+                                          int nt) {
+  if (len % 4 == 0 && stride % 4 == 0 && (reinterpret_cast<uintptr_t>(gm) & 15) == 0) {
+    for (int r = 0; r < rows; ++r)
+      for (int x = 4 * t; x < len; x += 4 * nt) copy_async16(sm + r * len + x, gm + r * stride + x);
+  } else {
+    for (int r = 0; r < rows; ++r)
+      for (int x = t; x < len; x += nt) copy_async4(sm + r * len + x, gm + r * stride + x);
+  }
+}
+template <int NC>
+__device__ __forceinline__ void copy_v(float* sm, const float* gm) {
+  if constexpr (NC == 4) copy_async16(sm, gm);
+  else if constexpr (NC == 2) copy_async8(sm, gm);
+  else copy_async4(sm, gm);
+}
+
+// rotate_in_w with H[src] read from shared memory (sHc: the lane's first channel of row 0).
+template <int LT, int NC>
+__device__ __forceinline__ void rotate_in_s(const float* sD, const float* sHc, int Cw,
+                                            float (&xl)[EdgeShape<LT>::Dm][NC]) {
+#pragma unroll
+  for (int j = 0; j < EdgeShape<LT>::Dm; ++j) {
+    const int l = red_l(j, LT), m = red_m(j, LT);
+    if (l == 0) {
+      ldv<NC>(sHc, xl[j]);
+      continue;
+    }
+    const float* row = sD + dc_off(l) + (m + 1) * (2 * l + 1);
+    float v[NC];
+#pragma unroll
+    for (int t = 0; t < NC; ++t) v[t] = 0.0f;
+#pragma unroll
+    for (int mp = -l; mp <= l; ++mp) {
+      float h[NC];
+      ldv<NC>(sHc + (size_t)packed(l, mp) * Cw, h);
+#pragma unroll
+      for (int t = 0; t < NC; ++t) v[t] += row[mp + l] * h[t];
+    }
+#pragma unroll
+    for (int t = 0; t < NC; ++t) xl[j][t] = v[t];
+  }
+}
+
+template <int LT, int NC>
+__global__ void __launch_bounds__(32 * kSrcWarps, kSrcCtas<NC>)
+    source_backward_w(Dims d, BlockWDev w, SourceBackwardArgs a, SrcBwdLayout lay) {
+  using S = EdgeShape<LT>;
+  extern __shared__ __align__(16) float sm[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c = NC * lane, f = c / d.Cf, cf = c % d.Cf;
+  const int s = a.seg_node[blockIdx.x], tb = a.seg_off[blockIdx.x], n = a.seg_off[blockIdx.x + 1] - tb;
+  const int Kp = padded_kernel_size(d);
+  float* sH = sm;                                        // D x Cw
+  float* acc = sm + S::D * d.Cw + warp * lay.warp;       // (D + 1) x Cw, the lane's columns only
+  float* slots = acc + lay.acc;                          // two slots
+  // The source's H rows (all threads) and, as warp 0's starting partials, its old H̄ and k̄ rows
+  // (each lane its own columns): one copy group, waited for with the first edge's.
+  copy_rows(sH, a.H + (size_t)s * S::D * d.Cw, 1, S::D * d.Cw, 0, threadIdx.x, 32 * kSrcWarps);
+  if (warp == 0) {
+#pragma unroll
+    for (int p = 0; p < S::D; ++p) copy_v<NC>(acc + p * d.Cw + c, a.H_bar + ((size_t)s * S::D + p) * d.Cw + c);
+    copy_v<NC>(acc + S::D * d.Cw + c, a.k_bar + (size_t)s * d.Cw + c);
+  }
+  copy_async_commit();
+  const int nk = n > warp ? (n - warp + kSrcWarps - 1) / kSrcWarps : 0;  // this warp's edges
+  // Edge k of the warp is the segment's edge warp + k kSrcWarps. Lane x holds the edge and
+  // destination indices of the warp's edge kb + x (read 32 at a time as k passes kb + 32).
+  int kb = -32, ereg = 0, dreg = 0;
+  // Stages edge k (warp-uniform, called with k = 0, 1, 2, ...) into slot sl; returns its index.
+  auto stage = [&](int k, float* sl) {
+    if (k >= kb + 32) {
+      kb = k;
+      if (kb + lane < nk) {
+        ereg = a.perm[tb + warp + (kb + lane) * kSrcWarps];
+        dreg = a.dst[ereg];
+      }
+    }
+    const int e = __shfl_sync(0xffffffffu, ereg, k - kb), dd = __shfl_sync(0xffffffffu, dreg, k - kb);
+    const size_t i = (size_t)(e - a.e0);
+    copy_rows(sl + lay.G, a.Gbuf + i * d.ROW, d.F, d.ROW, (size_t)a.Ec * d.ROW, lane, 32);
+    if (d.F > 1) copy_rows(sl + lay.Sb, a.Ssrc_bar + i * d.Cf, d.F, d.Cf, (size_t)a.Ec * d.Cf, lane, 32);
+    if (!d.degree_mixer) copy_rows(sl + lay.Rh, a.Rh + i * (LT + 1) * d.Cw, 1, (LT + 1) * d.Cw, 0, lane, 32);
+    copy_rows(sl + lay.Rb, a.R_bar + i * (LT + 1) * d.C, 1, lay.nrb, 0, lane, 32);
+    copy_rows(sl + lay.Q, a.q + (size_t)dd * d.Cw, 1, d.Cw, 0, lane, 32);
+    copy_rows(sl + lay.D, a.Dc + (size_t)e * S::Dcs, 1, S::Dcs, 0, lane, 32);
+    copy_rows(sl + lay.Db, a.Dc_bar + (size_t)e * S::Dcs, 1, S::Dcs, 0, lane, 32);
+    if (d.degree_mixer) copy_rows(sl + lay.K, a.kern + i * Kp, 1, Kp, 0, lane, 32);
+    copy_rows(sl + lay.Lb, a.lbar + i * d.F, 1, d.F, 0, lane, 32);
+    return e;
+  };
+  int e_cur = nk > 0 ? stage(0, slots) : 0;
+  copy_async_commit();
+  int e_nxt = nk > 1 ? stage(1, slots + lay.slot) : 0;
+  copy_async_commit();  // (empty groups keep the group counts uniform)
+  copy_async_wait_group<1>();  // the H rows, the old partials and edge 0 are in
+  if (warp > 0 && nk > 0) {
+#pragma unroll
+    for (int p = 0; p <= S::D; ++p) {
+      const float z[NC] = {};
+      stv<NC>(acc + p * d.Cw + c, z);
+    }
+  }
+  __syncthreads();  // every thread's H-row copies are visible
+  float b[NC];
+#pragma unroll
+  for (int t = 0; t < NC; ++t) b[t] = d.degree_mixer ? w.cb[c + t] : 0.0f;
+  const float scale = rsqrtf((float)d.Cf);
+  for (int k = 0; k < nk; ++k) {
+    __syncwarp();  // every lane's copies of edge k are visible
+    float* sl = slots + (k & 1) * lay.slot;
+    const int e = e_cur;
+    const size_t i = (size_t)(e - a.e0);
+    float ub[S::Dm][NC];
+#pragma unroll
+    for (int o = 0; o < S::Dm; ++o) ldv<NC>(sl + lay.G + f * d.ROW + o * d.Cf + cf, ub[o]);
+    if (d.F > 1) {
+      float sb[NC];
+      ldv<NC>(sl + lay.Sb + c, sb);
+#pragma unroll
+      for (int t = 0; t < NC; ++t) ub[0][t] += sb[t];
+    }
+    const float* sD = sl + lay.D;
+    float* sRb = sl + lay.Rb;
+    float* Rb = a.R_bar + i * (LT + 1) * d.C;
+    float xl[S::Dm][NC], xb[S::Dm][NC];
+    rotate_in_s<LT, NC>(sD, sH + c, d.Cw, xl);
+    if (!d.degree_mixer) {
+      float rh[LT + 1][NC], rhb[LT + 1][NC];
+#pragma unroll
+      for (int l = 0; l <= LT; ++l) {
+        ldv<NC>(sl + lay.Rh + l * d.Cw + c, rh[l]);
+#pragma unroll
+        for (int t = 0; t < NC; ++t) rhb[l][t] = 0.0f;
+      }
+#pragma unroll
+      for (int o = 0; o < S::Dm; ++o) {
+        const int lo = red_l(o, LT);
+#pragma unroll
+        for (int t = 0; t < NC; ++t) {
+          xb[o][t] = ub[o][t] * rh[lo][t];
+          rhb[lo][t] += ub[o][t] * xl[o][t];
+        }
+      }
+      // Written over the edge's Rh rows (hidden projection), or added to its R̄ rows (C == Cw):
+      // rows l >= 1 to memory, row 0 to the staged row, which the logit bias completes below.
+#pragma unroll
+      for (int l = 0; l <= LT; ++l) {
+        if (d.has_rh) {
+          stv<NC>(a.Rh + (i * (LT + 1) + l) * d.Cw + c, rhb[l]);
+        } else {
+          float r[NC];
+          ldv<NC>(sRb + l * d.C + c, r);
+#pragma unroll
+          for (int t = 0; t < NC; ++t) r[t] += rhb[l][t];
+          stv<NC>(l == 0 ? sRb + c : Rb + l * d.C + c, r);
+        }
+      }
+    } else {
+      const float* sK = sl + lay.K;
+      float kpart[S::K];
+#pragma unroll
+      for (int q = 0; q < S::K; ++q) kpart[q] = 0.0f;
+#pragma unroll
+      for (int in = 0; in < S::Dm; ++in)
+#pragma unroll
+        for (int t = 0; t < NC; ++t) xb[in][t] = 0.0f;
+#pragma unroll
+      for (int o = 0; o < S::Dm; ++o) {
+        const int lo = red_l(o, LT), mo = red_m(o, LT);
+#pragma unroll
+        for (int in = 0; in < S::Dm; ++in) {
+          if (red_m(in, LT) != mo) continue;
+          const int q = kernel_index(LT, red_l(in, LT), lo, mo);
+#pragma unroll
+          for (int t = 0; t < NC; ++t) {
+            const float bub = b[t] * ub[o][t];
+            xb[in][t] += sK[q] * bub;
+            kpart[q] += bub * xl[in][t];
+          }
+        }
+      }
+      float* kern = a.kern + i * Kp;  // the kernel row becomes its adjoint (zero padding)
+      warp_sum_scatter<S::K>([&](int q) { return kpart[q]; }, lane, [&](int q, float v) { kern[q] = v; });
+      if (lane >= S::K && lane < Kp) kern[lane] = 0.0f;
+    }
+    // The source sums: H̄ p(l, m') += D[l, m_j, m'] X̄_loc[j] over the rows j of degree l
+    // (ascending j), k̄ += scale ℓ̄[f] q[dst]; the lane's own columns of the warp's partials.
+#pragma unroll
+    for (int l = 0; l <= LT; ++l)
+#pragma unroll
+      for (int mp = -l; mp <= l; ++mp) {
+        float* hp = acc + packed(l, mp) * d.Cw + c;
+        float v[NC];
+        ldv<NC>(hp, v);
+#pragma unroll
+        for (int x = 0; x < (l == 0 ? 1 : 3); ++x) {
+          const int j = l + x * LT;  // m = 0, -1, +1
+          const float dv = l == 0 ? 1.0f : sD[dc_off(l) + (red_m(j, LT) + 1) * (2 * l + 1) + mp + l];
+#pragma unroll
+          for (int t = 0; t < NC; ++t) v[t] = l == 0 ? v[t] + xb[j][t] : v[t] + dv * xb[j][t];
+        }
+        stv<NC>(hp, v);
+      }
+    {
+      float v[NC], qv[NC];
+      float* kp = acc + S::D * d.Cw + c;
+      ldv<NC>(kp, v);
+      ldv<NC>(sl + lay.Q + c, qv);
+      const float sc = scale * sl[lay.Lb + f];
+#pragma unroll
+      for (int t = 0; t < NC; ++t) v[t] += sc * qv[t];
+      stv<NC>(kp, v);
+    }
+    // Dc_bar from the rotation: sum_c xb[j] H[src, p(l_j, m'), c], added to the staged old row.
+    const float* sDb = sl + lay.Db;
+    float* Db = a.Dc_bar + (size_t)e * S::Dcs;
+    warp_sum_scatter<S::Dcs>(
+        [&](int kk) {
+          if (kk == 0) return 0.0f;
+          const int l = dc_degree(kk), r = kk - dc_off(l), m = r / (2 * l + 1) - 1, mp = r % (2 * l + 1) - l;
+          const int j = m == 0 ? l : (m < 0 ? LT + l : 2 * LT + l);
+          float h[NC];
+          ldv<NC>(sH + (size_t)packed(l, mp) * d.Cw + c, h);
+          float v = 0.0f;
+#pragma unroll
+          for (int t = 0; t < NC; ++t) v += xb[j][t] * h[t];
+          return v;
+        },
+        lane, [&](int kk, float v) { Db[kk] = sDb[kk] + v; });
+    // The attention logit bias reads R[e, 0, :]: its adjoint lands on R̄ row 0 (after the other
+    // lanes' staged row 0 above).
+    __syncwarp();
+    for (int x = lane; x < d.C; x += 32) {
+      float v = 0.0f;
+      for (int ff = 0; ff < d.F; ++ff) v += sl[lay.Lb + ff] * w.logit_u[(size_t)ff * d.C + x];
+      Rb[x] = sRb[x] + v;
+    }
+    __syncwarp();  // every lane is done with the slot: edge k + 2 may overwrite it
+    const int e_new = k + 2 < nk ? stage(k + 2, sl) : 0;
+    copy_async_commit();
+    copy_async_wait_group<1>();  // edge k + 1 is in (k + 2 stays in flight)
+    e_cur = e_nxt;
+    e_nxt = e_new;
+  }
+  __syncthreads();  // every warp's partials are written
+  // H̄[s], k̄[s]: the warps with edges in order, warp 0's partial holding the old rows.
+  const int nw = n < kSrcWarps ? n : kSrcWarps;
+  float* part = sm + S::D * d.Cw;
+  for (int x = threadIdx.x; x < (S::D + 1) * d.Cw; x += 32 * kSrcWarps) {
+    float v = part[x];
+    for (int ww = 1; ww < nw; ++ww) v += part[ww * lay.warp + x];
+    if (x < S::D * d.Cw) a.H_bar[(size_t)s * S::D * d.Cw + x] = v;
+    else a.k_bar[(size_t)s * d.Cw + x - S::D * d.Cw] = v;
+  }
+}
+
+}  // namespace
+
+bool source_backward_fused(const Dims& d) {
+  static const bool legacy = [] {
+    const char* v = std::getenv("SEZM_CUDA_SRCBWD_LEGACY");
+    return v != nullptr && v[0] == '1';
+  }();
+  if (legacy || warp_lanes(d) == 0) return false;
+  // The current device's opt-in shared memory per CTA (once per host thread and device): the
+  // widest shapes (Cw = 128, L = 3, no mixer: ~110 KiB) pass sm_86 / sm_89's 99 KiB.
+  thread_local std::vector<std::pair<int, int>> optin;
+  int dev = 0;
+  SEZM_CUDA(cudaGetDevice(&dev));
+  auto it = std::find_if(optin.begin(), optin.end(), [&](const std::pair<int, int>& o) { return o.first == dev; });
+  if (it == optin.end()) {
+    int v = 0;
+    SEZM_CUDA(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    it = optin.insert(optin.end(), {dev, v});
+  }
+  return (size_t)src_bwd_layout(d).total * sizeof(float) <= (size_t)it->second;
+}
+
+void launch_source_backward(const Dims& d, const BlockWDev& w, const SourceBackwardArgs& a, cudaStream_t s) {
+  if (a.Ec == 0) return;
+  // The lanes' vector accesses to memory: the partial rows of H̄, k̄ and the Rh̄ / R̄ rows written.
+  const int nc = warp_lanes(d, a.H_bar, a.k_bar, d.degree_mixer ? nullptr : a.Rh,
+                            d.degree_mixer || d.has_rh ? nullptr : a.R_bar);
+  if (!source_backward_fused(d) || nc == 0)
+    throw Error("device cuda: launch_source_backward outside its shapes (source_backward_fused)");
+  const SrcBwdLayout lay = src_bwd_layout(d);
+  const size_t bytes = (size_t)lay.total * sizeof(float);
+  warp_dispatch(d.L, nc, [&](auto lt, auto ncv) {
+    constexpr int LT = decltype(lt)::value, NC = decltype(ncv)::value;
+    if (bytes > 48 * 1024)
+      SEZM_CUDA(cudaFuncSetAttribute(source_backward_w<LT, NC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)bytes));
+    source_backward_w<LT, NC><<<a.nseg, 32 * kSrcWarps, bytes, s>>>(d, w, a, lay);
+  });
+  SEZM_LAUNCH("source_backward");
+  launch_radial_adjoint(d, w, RadialTablesArgs{a.e0, a.Ec, EdgeRadialIn{}, a.Rh, a.kern, a.R_bar}, s);
+}
+
+}  // namespace sezm::cuda
