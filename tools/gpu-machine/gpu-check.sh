@@ -11,7 +11,8 @@
 # SEZM_GPU_SIMT_TESTS=0 skips the second test pass on Hopper (below). SEZM_GPU_AB="VAR=value ...": in
 # dev mode, the 4,096-atom benches again with each of these settings (an opt-in path against the
 # default on the same build). SEZM_GPU_PROBE_TIMEOUT (seconds, default 900) ends a probe whose
-# kernel hangs (a barrier that never completes) so that the benches still run.
+# kernel hangs (a barrier that never completes) so that the benches still run; SEZM_GPU_PROBE=0
+# neither builds nor runs the probe.
 # SEZM_GPU_TEST_FILTER replaces the CUDA tests' gtest filter (default
 # '*Cuda*:FeatureExchange*:*ModelDeviation*:*SharedGeometry*'), e.g. to leave out a family whose
 # checkpoint did not travel. On Hopper the tests run twice: on the warpgroup tile (the default
@@ -43,7 +44,10 @@ export SEZM_GPU_TESTS_REQUIRED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 cmake -S "$here" -B "$build" "${args[@]}" > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
 grep -E "CUDA engine|LAMMPS" "$out/configure.log" || true
-cmake --build "$build" -j "$(nproc)" --target sezm_tests sezm-bench sezm-eval sezm-stack-probe > "$out/build.log" 2>&1 \
+probe="${SEZM_GPU_PROBE:-1}"
+targets=(sezm_tests sezm-bench sezm-eval)
+[ "$probe" != 0 ] && targets+=(sezm-stack-probe)
+cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" > "$out/build.log" 2>&1 \
   || { grep -E "error" "$out/build.log" | head -40; exit 1; }
 echo "== CUDA tests"
 status=0
@@ -55,8 +59,10 @@ if [ "$arch" = 90a ] && [ "${SEZM_GPU_SIMT_TESTS:-1}" != 0 ]; then
 fi
 echo "== benchmark"
 bench() { "$build/bench/sezm-bench" "$here/potentials/C.pt" --device cuda "$@" 2>&1 | tee -a "$out/bench.log"; }
-echo "== stack kernels on synthetic data (sezm-stack-probe)"
-timeout "${SEZM_GPU_PROBE_TIMEOUT:-900}" "$build/sezm-stack-probe" 2>&1 | tee "$out/probe.log" || status=1
+if [ "$probe" != 0 ]; then
+  echo "== stack kernels on synthetic data (sezm-stack-probe)"
+  timeout "${SEZM_GPU_PROBE_TIMEOUT:-900}" "$build/sezm-stack-probe" 2>&1 | tee "$out/probe.log" || status=1
+fi
 if [ "$what" = dev ]; then  # a kernel-tuning round: 4096 atoms in both modes, the phase timing, 64 atoms
   bench --mode lean --cells 8 --repeat 5 --warmup 1
   bench --mode fast --cells 8 --repeat 5 --warmup 1
