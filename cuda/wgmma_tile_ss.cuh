@@ -42,17 +42,122 @@ namespace {
 
 __device__ __forceinline__ void wgss_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 __device__ __forceinline__ void wgss_cp_wait1() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+// The overlapped schedule of the SS tile (kOverlap; the why, the units and the B ring:
+// wgmma_tile.cuh, "The overlapped schedule"), 3xTF32, K = 8 kS kBlocks, arguments as wgss_tile's.
+// A keeps its three stages and two lo planes; its copy and split move to the block's second unit:
+// cp.async groups are one per unit, unit x's carrying B(x + kAhead) and, for the second unit of a
+// block (x % kPerBlock == 1), A(x / kPerBlock + 2). At block kb's second unit, after its barrier,
+// every warp has retired block kb - 1's last unit (wait_group 1 at unit kb P), so A stage
+// (kb + 2) % 3 = (kb - 1) % 3 and lo plane (kb + 1) % 2 = (kb - 1) % 2 are free: issue A(kb + 2),
+// and after the unit's products are issued, wait for A(kb + 1) (the group of unit (kb - 1) P + 1:
+// P newer) and split it; the next unit's barrier publishes the split.
+template <int N, int kS, int kAdd, int kWG, int kBlocks, class APtr>
+__device__ __forceinline__ void wgss_tile_overlap(float* smem, APtr aPtr, const float* __restrict__ Bimg,
+                                                  float (&acc)[N / 2]) {
+  using U = WgUnits<N, kS, kAdd>;
+  constexpr int kW = U::kW, kR = U::kR, kP = U::kPerBlock, nkb = kBlocks, nu = nkb * kP;
+  constexpr int kStages = 3, kThreads = 128 * kWG;
+  constexpr int kA = wgss_a_stage_floats(kWG, kS), kChunksPerThread = kA / 4 / kThreads;
+  static_assert(kChunksPerThread * 4 * kThreads == kA, "whole chunks per thread");
+  static_assert(kP >= 2 && U::kAhead >= kP, "A's copy at a block's second unit, A(1) among the first groups");
+  float* const sB = smem;
+  float* const sA = sB + 2 * wg_stage_floats(N, kS);
+  float* const sL = sA + kStages * kA;  // the lo planes
+  const int tid = threadIdx.x, w = tid >> 7;
+  auto copyA = [&](int kb) {  // into the open group
+    if (kb < nkb) {
+      float* dst = sA + (kb % kStages) * kA;
+#pragma unroll
+      for (int j = 0; j < kChunksPerThread; ++j) {
+        const int i = tid + j * kThreads, row = wgss_chunk_row(i, kS), k = wgss_chunk_k(i, kS);
+        copy_async16(dst + wgss_a_offset(row, k, kS), aPtr(row, 8 * kS * kb + k));
+      }
+    }
+  };
+  // This thread's chunks of block kb (landed): TF32 hi in place, lo into lo plane kb % 2 (as wgss_tile).
+  auto split = [&](int kb) {
+    float* st = sA + (kb % kStages) * kA;
+    float* lo = sL + (kb & 1) * kA;
+#pragma unroll
+    for (int j = 0; j < kChunksPerThread; ++j) {
+      const int i = tid + j * kThreads, o = wgss_a_offset(wgss_chunk_row(i, kS), wgss_chunk_k(i, kS), kS);
+      const float4 x = *reinterpret_cast<const float4*>(st + o);
+      const float4 h = make_float4(wg_tf32f(x.x), wg_tf32f(x.y), wg_tf32f(x.z), wg_tf32f(x.w));
+      *reinterpret_cast<float4*>(st + o) = h;
+      *reinterpret_cast<float4*>(lo + o) =
+          make_float4(wg_tf32f(x.x - h.x), wg_tf32f(x.y - h.y), wg_tf32f(x.z - h.z), wg_tf32f(x.w - h.w));
+    }
+    wg_fence_async_smem();
+  };
+  // The prologue: the groups of units -kAhead .. -1 (B(0 .. kAhead - 1)), A(0) in the first, A(1)
+  // in that of unit 1 - P, as the steady state places it.
+  for (int x = -U::kAhead; x < 0; ++x) {
+    wg_copy_unit<N, kS, kAdd, kThreads>(sB, Bimg, x + U::kAhead, nu);
+    if (x == -U::kAhead) copyA(0);
+    if (x == 1 - kP) copyA(1);
+    wgss_cp_commit();
+  }
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(U::kAhead - 1) : "memory");  // B(0), A(0)
+  split(0);
+  float pa[kR], pb[kR];
+#pragma unroll
+  for (int i = 0; i < kR; ++i) pa[i] = pb[i] = 0.0f;
+#pragma unroll
+  for (int kb = 0; kb < nkb; ++kb) {
+    const float* aHi = sA + (kb % kStages) * kA + wgss_a_step_offset(w, 0, kS);
+    const float* aLo = sL + (kb & 1) * kA + wgss_a_step_offset(w, 0, kS);
+#pragma unroll
+    for (int i = 0; i < kP; ++i) {
+      const int g = i / U::kParts, u = kb * kP + i;
+      auto mma = [&](float (&d)[kR], int s, uint64_t bh, uint64_t bl) {
+        const uint64_t ah = wg_desc(aHi + 512 * (g * kAdd + s)), al = wg_desc(aLo + 512 * (g * kAdd + s));
+        WgmmaSS<kW>::mma(d, al, bh, s != 0);
+        WgmmaSS<kW>::mma(d, ah, bl, 1);
+        WgmmaSS<kW>::mma(d, ah, bh, 1);
+      };
+      const float* slot = sB + (u % U::kSlots) * U::kSlot;
+      auto refill = [&] {
+        wg_copy_unit<N, kS, kAdd, kThreads>(sB, Bimg, u + U::kAhead, nu);
+        if (i == 1) copyA(kb + 2);
+        wgss_cp_commit();
+      };
+      auto background = [&] {
+        if (i == 1 && kb + 1 < nkb) {
+          asm volatile("cp.async.wait_group %0;\n" ::"n"(kP) : "memory");  // A(kb + 1)
+          split(kb + 1);
+        }
+      };
+      const int qoff = ((u + U::kParts - 1) % U::kParts) * kR;  // unit u - 1's part
+      if (u % 2 == 0) wg_run_unit<kW, kAdd, U::kAhead>(pa, slot, refill, mma, background, u > 0, pb, acc, qoff);
+      else wg_run_unit<kW, kAdd, U::kAhead>(pb, slot, refill, mma, background, true, pa, acc, qoff);
+    }
+  }
+  wg_wait0();
+  if constexpr ((nu - 1) % 2 == 0) wg_fold_half(pa, acc, (U::kParts - 1) * kR);  // the last unit: the last part
+  else wg_fold_half(pb, acc, (U::kParts - 1) * kR);
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");  // the empty groups past the end
+  __syncthreads();
+}
+
 // acc (this thread's N / 2 accumulators) += A B over K (K % (8 kS) == 0). `aPtr(row, k)`: the
 // 16-byte-aligned global address of A(row, k..k+3), row < 64 kWG (rows past the end: any readable
 // address, e.g. the last row's; their results are not stored), k % 4 == 0. `smem`: wgss_smem_floats
 // (N, kS, kWG, 3, kM == 3) floats of shared memory, 16-byte aligned. `Bimg`: wgmma_b_image_natural
 // (.., kS) of B in global memory. kM: 3 (3xTF32) or 1 (one TF32 pass, A rounded with cvt.rna as
 // wg_tile does, only B's hi plane staged); kAdd: k steps per IEEE add of the partial (divides kS).
-// Called by all 128 kWG threads; ends with a barrier.
-template <int N, int kM, int kS, int kAdd, int kWG, class APtr>
+// kOverlap: the 3xTF32 split on the overlapped schedule (wgss_tile_overlap above; bit-identical, the
+// same shared memory) where K = N; one TF32 pass ignores it. Called by all 128 kWG threads; ends
+// with a barrier.
+template <int N, int kM, int kS, int kAdd, int kWG, bool kOverlap = false, class APtr>
 __device__ __forceinline__ void wgss_tile(float* smem, int K, APtr aPtr, const float* __restrict__ Bimg,
                                           float (&acc)[N / 2]) {
   static_assert(N % 16 == 0 && N <= 256, "wgmma widths: multiples of 16 up to 256");
+  if constexpr (kOverlap && kM == 3) {
+    if (K == N) {  // the square products (stack.cu's forward)
+      wgss_tile_overlap<N, kS, kAdd, kWG, N / (8 * kS)>(smem, aPtr, Bimg, acc);
+      return;
+    }
+  }
   static_assert((kS == 2 || kS == 4) && kS % kAdd == 0, "k blocks of 2 or 4 steps; kAdd divides them");
   static_assert(kM == 1 || kM == 3, "one TF32 pass or the 3xTF32 split");
   static_assert(kWG == 1 || kWG == 2, "one or two warpgroups");
