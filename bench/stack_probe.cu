@@ -38,6 +38,7 @@
 #include "stack_probe_ss.cuh"
 #include "stack_probe_mc.cuh"
 #include "stack_probe_ws.cuh"
+#include "stack_probe_fold.cuh"
 
 // The stack's tile product alone, C (rows x N) = A (rows x K, row stride lda) B (K x N), N <= 192.
 // variants 0-3 in IEEE fp32 FFMA: 0 the 64-row tile; 1: 128 rows (8 per thread, one CTA per SM);
@@ -373,6 +374,10 @@ int main(int argc, char** argv) {
                       v < 8 ? names[v] : v >= kSsEnd ? wg1_names[v - kSsEnd] : kSsVariants[v - 8].name, hbm ? "from HBM" : "on chip", ms,
                       2.0 * rows * K * K / (ms * 1e9), err.c_str(), info.c_str());
         }
+      // Variants 110, 111: the overlapped schedule, checked bitwise against 100 / 8 (stack_probe_fold.cuh).
+      if (prop.major == 9 && prop.minor == 0 && (K == 96 || K == 128 || K == 192))
+        for (bool ss : {false, true})
+          run_fold_probe(ss, rows, K, A.p, d.ROW, ss ? Bnat2.p : Bimg_e.p, C.p, s, [&](auto f) { return median_ms(R, s, f); });
 #ifdef SEZM_PROBE_CUBLAS
       // The vendor's fp32 GEMM at the same shape, IEEE fp32 (pedantic math: no TF32), as a
       // reference ceiling. Row-major C = A B is column-major C^T = B^T A^T.
