@@ -449,15 +449,17 @@ int main(int argc, char** argv) {
       w.A_ss = image_of(A, d.nL * d.F, d.M0, d.M0, true);
       w.W1_ss = image_of(W1, d.nL * d.F, 2 * d.M1, 2 * d.M1, true);
     }
-    // 4: the warpgroup tile's 3xTF32 split with the forward's products on the SS tile (Dims::stack_ss).
-    for (const int arith : {0, 1, 2, 3, 4}) {
-      const int tf32 = arith == 4 ? 0 : arith & 1;
+    // 4: the warpgroup tile's 3xTF32 split with the forward's products on the SS tile (Dims::stack_ss);
+    // 5, 6: 2 and 4 on the overlapped schedule (Dims::stack_overlap, SEZM_CUDA_STACK_OVERLAP=1).
+    for (const int arith : {0, 1, 2, 3, 4, 5, 6}) {
+      const int tf32 = arith >= 4 ? 0 : arith & 1;
       d.tf32_one_pass = tf32;
       d.wgmma = arith >= 2;
-      d.stack_ss = arith == 4;
+      d.stack_ss = arith == 4 || arith == 6;
+      d.stack_overlap = arith >= 5;
       if (d.wgmma && !wg) break;
-      const std::string p =
-          std::string(d.stack_ss ? "wgmma SS " : d.wgmma ? "wgmma " : "SIMT ") + (tf32 ? "tf32: " : "fp32: ");
+      const std::string p = std::string(d.stack_ss ? "wgmma SS " : d.wgmma ? "wgmma " : "SIMT ") +
+                            (d.stack_overlap ? "overlapped " : "") + (tf32 ? "tf32: " : "fp32: ");
       report((p + "forward, gated (z kept: fast)").c_str(),
              median_ms(R, s, [&] { launch_stack_layer_forward(d, w, 0, E, U.p, V.p, Z.p, s); }), flop + gate, 3);
       report((p + "forward, gated (lean)").c_str(),

@@ -141,6 +141,10 @@ struct Dims {
   // memory three blocks deep by cp.async; stack.cu): wgmma, the 3xTF32 split, and
   // SEZM_CUDA_STACK_SS=1 (device.cu, use_stack_ss; opt-in until measured). 0: wg_tile, A from registers.
   int stack_ss;
+  // The warpgroup tiles' 3xTF32 products of the stack on the overlapped schedule (wgmma_tile.cuh,
+  // kOverlap: the next products in flight while a partial is folded; bit-identical results): wgmma
+  // and SEZM_CUDA_STACK_OVERLAP=1 (device.cu, use_stack_overlap; opt-in until measured).
+  int stack_overlap;
 };
 
 __host__ __device__ inline int dc_off(int l) { return l == 0 ? 0 : 1 + 3 * (l * l - 1); }

@@ -80,5 +80,12 @@ int use_stack_ss(const Dims& d) {
   return d.wgmma && env && std::string(env) == "1" ? 1 : 0;
 }
 
+int use_stack_overlap(const Dims& d) {
+  // Opt-in until sezm-stack-probe's variants 110 / 111 have shown it bit-identical and faster on
+  // the H200: SEZM_CUDA_STACK_OVERLAP=1.
+  const char* env = std::getenv("SEZM_CUDA_STACK_OVERLAP");
+  return d.wgmma && env && std::string(env) == "1" ? 1 : 0;
+}
+
 }  // namespace cuda
 }  // namespace sezm

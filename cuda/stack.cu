@@ -39,7 +39,7 @@ __host__ __device__ SmemPlan smem_plan(const Dims& d, bool bwd) {
   SmemPlan p;
   const int wmax = d.M0 > 2 * d.M1 ? d.M0 : 2 * d.M1;  // >= L*Cf
   const int np = (wmax + 63) / 64 * 64;
-  const bool x3 = kM == kWg3;  // one pass stages only the hi plane
+  const bool x3 = is_wg3(kM);  // one pass stages only the hi plane
   int wg_b = wg_stages(d.M0, x3) > wg_stages(2 * d.M1, x3) ? wg_stages(d.M0, x3) : wg_stages(2 * d.M1, x3);
   if (x3 && d.stack_ss) {  // the forward's SS products stage A too (wgmma_tile_ss.cuh)
     const int a = wgss_smem_floats(d.M0, kWgSsKs, 1, 3, true), b = wgss_smem_floats(2 * d.M1, kWgSsKs, 1, 3, true);
@@ -133,7 +133,7 @@ __global__ void __launch_bounds__(tile_threads<kM>(), (is_wg(kM) || (TR == 4 && 
       });
     } else {
       if constexpr (kSS)
-        tile_ss<NC0>(sm, d.M0, w.A_ss + lf * 2 * (size_t)d.M0 * d.M0,
+        tile_ss<NC0, kM == kWg3o>(sm, d.M0, w.A_ss + lf * 2 * (size_t)d.M0 * d.M0,
                      [&](int r, int k) { return U + (size_t)min(row0 + r, Ec - 1) * d.ROW + k; }, acc);
       else
         tile_mma<TR, NC0, kM>(sm, d.M0, d.M0, A,
@@ -183,7 +183,7 @@ __global__ void __launch_bounds__(tile_threads<kM>(), (is_wg(kM) || (TR == 4 && 
       });
     } else {
       if constexpr (kSS)
-        tile_ss<NC1>(sm, N1, w.W1_ss + lf * 2 * (size_t)N1 * N1,
+        tile_ss<NC1, kM == kWg3o>(sm, N1, w.W1_ss + lf * 2 * (size_t)N1 * N1,
                      [&](int r, int k) { return U + (size_t)min(row0 + r, Ec - 1) * d.ROW + d.M0 + k; }, acc);
       else
         tile_mma<TR, NC1, kM>(sm, N1, N1, W1,
@@ -359,7 +359,7 @@ void launch_tile(const Dims& d, const BlockWDev& w, int layer, int Ec, const flo
   const bool bwd = pass == Pass::kBackward;
   const size_t bytes = smem_floats<TR, kM>(d, bwd) * sizeof(float);
   const dim3 grid(div_up(Ec, tile_bm<TR, kM>()), d.F);
-  if constexpr (kM == kWg3) {  // the forward's products on the SS tile (Dims::stack_ss)
+  if constexpr (is_wg3(kM)) {  // the forward's products on the SS tile (Dims::stack_ss)
     if (pass == Pass::kForward && d.stack_ss) {
       const auto ss = stack_forward_k<TR, NC0, NC1, kM, true>;
       SEZM_CUDA(cudaFuncSetAttribute(ss, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
@@ -408,6 +408,7 @@ void launch_stack(const Dims& d, const BlockWDev& w, int layer, int Ec, const fl
   // "Tensor cores"). `precision tf32`: one TF32 pass on either.
   if (d.wgmma && wgmma_shape(d)) {
     if (d.tf32_one_pass) launch_wg<kWg1>(d, w, layer, Ec, in, out, z, pass, s);
+    else if (d.stack_overlap) launch_wg<kWg3o>(d, w, layer, Ec, in, out, z, pass, s);  // same shared memory
     else launch_wg<kWg3>(d, w, layer, Ec, in, out, z, pass, s);
   } else if (d.tf32_one_pass) {
     launch_widths<kTf32>(d, w, layer, Ec, in, out, z, pass, s);

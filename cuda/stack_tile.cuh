@@ -19,8 +19,10 @@
 
 namespace sezm::cuda {
 
-enum TileMath { kIeee = 0, kTf32 = 1, kTf32x3 = 3, kWg1 = 11, kWg3 = 13 };
+// kWg3o: kWg3 on the overlapped schedule (wgmma_tile.cuh, kOverlap; Dims::stack_overlap).
+enum TileMath { kIeee = 0, kTf32 = 1, kTf32x3 = 3, kWg1 = 11, kWg3 = 13, kWg3o = 14 };
 __host__ __device__ constexpr bool is_wg(int kM) { return kM >= kWg1; }
+__host__ __device__ constexpr bool is_wg3(int kM) { return kM == kWg3 || kM == kWg3o; }  // the warpgroup 3xTF32 split
 
 namespace {
 
@@ -165,17 +167,18 @@ __device__ __forceinline__ void tile_wg(const StackSmem& sm, int K, const float*
                                         float (&acc)[2][4 * NC4]) {
   constexpr int N = 16 * NC4;
   wg_in_order<NC4>(acc, [&](float (&d)[N / 2]) {
-    wg_tile<N, kM - 10, wg_ks(N), 2, 1, wg_kb(N, kM == kWg3)>(sm.Bs, K, Bimg, loadA4, d);
+    wg_tile<N, is_wg3(kM) ? 3 : 1, wg_ks(N), 2, 1, wg_kb(N, is_wg3(kM)), 2, kM == kWg3o>(sm.Bs, K, Bimg, loadA4, d);
   });
 }
 // The same product on the SS tile (wgmma_tile_ss.cuh), 3xTF32: A staged from global memory by
 // cp.async (`aPtr(row, k)`: the address of A(row, k..k+3); rows past the chunk any readable row),
 // B the SS image (wgmma_b_image_natural, kWgSsKs); sm.Bs holds wgss_smem_floats(N, kWgSsKs, 1, 3, true).
-template <int NC4, class APtr>
+// kOverlap: the overlapped schedule (Dims::stack_overlap).
+template <int NC4, bool kOverlap, class APtr>
 __device__ __forceinline__ void tile_ss(const StackSmem& sm, int K, const float* __restrict__ Bimg, APtr aPtr,
                                         float (&acc)[2][4 * NC4]) {
   constexpr int N = 16 * NC4;
-  wg_in_order<NC4>(acc, [&](float (&d)[N / 2]) { wgss_tile<N, 3, kWgSsKs, 2, 1>(sm.Bs, K, aPtr, Bimg, d); });
+  wg_in_order<NC4>(acc, [&](float (&d)[N / 2]) { wgss_tile<N, 3, kWgSsKs, 2, 1, kOverlap>(sm.Bs, K, aPtr, Bimg, d); });
 }
 
 // acc[r][4j+q] += sum_k A(row0 + tile_row(r), k) B(k, tile_col(j) + q). `loadA4(row, k)` returns

@@ -20,6 +20,8 @@
 // Accuracy: the tensor cores' fp32 accumulation truncates, so the 3xTF32 products of kAdd k
 // steps are formed from zero in a partial (lo*hi and hi*lo first, then hi*hi) and added to the
 // accumulators with IEEE adds (docs/performance.md: all-in-accumulator biased the energy).
+// kOverlap (Dims::stack_overlap): the same products and adds on a schedule that keeps the next
+// products in flight while a partial is added ("The overlapped schedule" below).
 #include <cstdint>
 
 #include "async_copy.cuh"
@@ -176,11 +178,7 @@ __device__ __forceinline__ void wg_copy_unit(float* sB, const float* __restrict_
   using U = WgUnits<N, kS, kAdd>;
   if (u >= nu) return;
   const int i = u % U::kPerBlock, g = i / U::kParts, m = i % U::kParts;
-  // The unit's image offset made here: in the unrolled k loop every unit's source address would
-  // otherwise be hoisted to the top and held in registers.
-  int off = (u / U::kPerBlock) * wg_stage_floats(N, kS) + g * kAdd * 8 * N + m * 8 * U::kW;
-  asm volatile("" : "+r"(off));
-  const float* src = Bimg + off;
+  const float* src = Bimg + static_cast<size_t>(u / U::kPerBlock) * wg_stage_floats(N, kS) + g * kAdd * 8 * N + m * 8 * U::kW;
   float* dst = sB + (u % U::kSlots) * U::kSlot;
   constexpr int kRun = 2 * U::kW, kChunks = 2 * kAdd * kRun;  // 16-byte chunks: per (plane, step), per unit
   static_assert(kChunks % kThreads == 0, "whole chunks per thread");

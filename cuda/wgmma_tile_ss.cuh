@@ -31,7 +31,8 @@
 // their stages. Three A stages: with B in the same per-thread group sequence, wait_group can leave
 // exactly one group (A(kb + 2)) in flight, so a fourth stage would not deepen the stream (it would
 // need B decoupled, e.g. a bulk copy on an mbarrier); each A block has one whole block's products
-// (several microseconds) to land.
+// (several microseconds) to land. kOverlap: wgss_tile_overlap, the overlapped schedule of wgmma_tile.cuh
+// with A's copy and split at each block's second unit.
 #include <cstdint>
 
 #include "wgmma_tile.cuh"
