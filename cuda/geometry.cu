@@ -123,18 +123,49 @@ __device__ void wigner_full_d(const float* q_in, int L, float eps, const WignerT
   }
 }
 
+// The edge's float vector (also stored to vecf), its safe length and the edge envelope with its
+// derivative (both forward kernels).
+__device__ __forceinline__ void edge_length_forward(const Dims& d, int e, const double* vec, float* vecf, float* r_o,
+                                                     float* env_o, float* denv_o, float (&v)[3]) {
+  for (int a = 0; a < 3; ++a) v[a] = (float)vec[3 * (size_t)e + a];
+  for (int a = 0; a < 3; ++a) vecf[3 * (size_t)e + a] = v[a];
+  const float r = sqrtf(v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + d.eps * d.eps);
+  r_o[e] = r;
+  env_o[e] = envelope_d(r, d.rcut, d.p_edge);
+  denv_o[e] = envelope_dr_d(r, d.rcut, d.p_edge);
+}
+
+// vec_bar before the tilt term (both backward kernels): the edge's own adjoint plus the length's,
+// r_bar from the edge envelope and the radial basis phi_n = sin(w r)/r E7(r).
+__device__ __forceinline__ void vec_bar_radial(const Dims& d, int e, const float (&v)[3], float r,
+                                               const float* env_bar, const float* denv, const float* freqs,
+                                               const float* rbf_bar, const float* vec_bar, float (&vb)[3]) {
+  float rb = env_bar[e] * denv[e];
+  const float e7 = envelope_d(r, d.rcut, d.p_rbf), de7 = envelope_dr_d(r, d.rcut, d.p_rbf);
+  for (int n = 0; n < d.nr; ++n) {
+    const float w = freqs[n], sw = sinf(w * r), cw = cosf(w * r);
+    rb += rbf_bar[(size_t)e * d.nr + n] * ((w * cw / r - sw / (r * r)) * e7 + sw / r * de7);
+  }
+  for (int a = 0; a < 3; ++a) vb[a] = vec_bar[3 * (size_t)e + a] + rb * v[a] / r;
+}
+
+// edge_grad = vec_bar + the tilt term (docs/model.md §7.5) from G and the D^1 block (both backward
+// kernels).
+__device__ __forceinline__ void edge_grad_out(const Dims& d, int e, const float (&v)[3], const float (&vb)[3],
+                                              const float (&G)[2], const float* D1, double* edge_grad) {
+  const float ax[3] = {D1[8], -D1[6], -D1[7]}, bx[3] = {-D1[2], D1[0], D1[1]};
+  const float inv_lam = rsqrtf(v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + 2.0f * d.eps * d.eps);
+  for (int i = 0; i < 3; ++i) edge_grad[3 * (size_t)e + i] = (double)(vb[i] + (G[0] * bx[i] - G[1] * ax[i]) * inv_lam);
+}
+
 // Everything but the radial basis (radial_basis_forward_k: a committee follower of other
 // frequencies runs only that one on its leader's lengths, so both routes compute it alike).
 __global__ void geometry_forward_k(Dims d, int E, const double* __restrict__ vec, WignerTablesDev wt, float* vecf,
                                    float* r_o, float* env_o, float* denv_o, float* Dc_o) {
   const int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= E) return;
-  const float v[3] = {(float)vec[3 * (size_t)e], (float)vec[3 * (size_t)e + 1], (float)vec[3 * (size_t)e + 2]};
-  for (int a = 0; a < 3; ++a) vecf[3 * (size_t)e + a] = v[a];
-  const float r = sqrtf(v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + d.eps * d.eps);
-  r_o[e] = r;
-  env_o[e] = envelope_d(r, d.rcut, d.p_edge);
-  denv_o[e] = envelope_dr_d(r, d.rcut, d.p_edge);
+  float v[3];
+  edge_length_forward(d, e, vec, vecf, r_o, env_o, denv_o, v);
   float q[4], D[kMaxW];
   edge_quaternion_d(v, d.eps, q);
   wigner_full_d(q, d.L, d.eps, wt, D);
@@ -165,15 +196,8 @@ __global__ void geometry_backward_k(Dims d, int E, const float* __restrict__ vec
   if (e >= E) return;
   const float v[3] = {vecf[3 * (size_t)e], vecf[3 * (size_t)e + 1], vecf[3 * (size_t)e + 2]};
   const float r = r_i[e];
-  // r_bar from the envelope and the radial basis phi_n = sin(w r)/r E7(r).
-  float rb = env_bar[e] * denv[e];
-  const float e7 = envelope_d(r, d.rcut, d.p_rbf), de7 = envelope_dr_d(r, d.rcut, d.p_rbf);
-  for (int n = 0; n < d.nr; ++n) {
-    const float w = freqs[n], sw = sinf(w * r), cw = cosf(w * r);
-    rb += rbf_bar[(size_t)e * d.nr + n] * ((w * cw / r - sw / (r * r)) * e7 + sw / r * de7);
-  }
   float vb[3];
-  for (int a = 0; a < 3; ++a) vb[a] = vec_bar[3 * (size_t)e + a] + rb * v[a] / r;
+  vec_bar_radial(d, e, v, r, env_bar, denv, freqs, rbf_bar, vec_bar, vb);
   // Tilt formula (docs/model.md §7.5) with the full D recomputed from v; Dbar lives on rows |m| <= 1.
   float q[4], D[kMaxW];
   edge_quaternion_d(v, d.eps, q);
@@ -193,10 +217,7 @@ __global__ void geometry_backward_k(Dims d, int E, const float* __restrict__ vec
       }
     }
   }
-  const float* D1 = D + 1;
-  const float ax[3] = {D1[8], -D1[6], -D1[7]}, bx[3] = {-D1[2], D1[0], D1[1]};
-  const float inv_lam = rsqrtf(v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + 2.0f * d.eps * d.eps);
-  for (int i = 0; i < 3; ++i) edge_grad[3 * (size_t)e + i] = (double)(vb[i] + (G[0] * bx[i] - G[1] * ax[i]) * inv_lam);
+  edge_grad_out(d, e, v, vb, G, D + 1, edge_grad);
 }
 
 // ---- fast kernels: lmax L = 1..3 at compile time ----
@@ -239,12 +260,8 @@ __global__ void __launch_bounds__(kGeoT) geometry_forward_fast_k(Dims d, int E, 
   const int e_base = blockIdx.x * kGeoT, ne = min(kGeoT, E - e_base);
   const int e = e_base + threadIdx.x;
   if (e < E) {
-    const float v[3] = {(float)vec[3 * (size_t)e], (float)vec[3 * (size_t)e + 1], (float)vec[3 * (size_t)e + 2]};
-    for (int a = 0; a < 3; ++a) vecf[3 * (size_t)e + a] = v[a];
-    const float r = sqrtf(v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + d.eps * d.eps);
-    r_o[e] = r;
-    env_o[e] = envelope_d(r, d.rcut, d.p_edge);
-    denv_o[e] = envelope_dr_d(r, d.rcut, d.p_edge);
+    float v[3];
+    edge_length_forward(d, e, vec, vecf, r_o, env_o, denv_o, v);
     float qe[4], q[4];
     edge_quaternion_d(v, d.eps, qe);
     quat_nrm(qe, d.eps, q);  // wigner_full_d's re-normalisation
@@ -303,15 +320,8 @@ __global__ void __launch_bounds__(kGeoT) geometry_backward_fast_k(Dims d, int E,
   if (e >= E) return;
   const float v[3] = {vecf[3 * (size_t)e], vecf[3 * (size_t)e + 1], vecf[3 * (size_t)e + 2]};
   const float r = r_i[e];
-  // r_bar from the envelope and the radial basis phi_n = sin(w r)/r E7(r).
-  float rb = env_bar[e] * denv[e];
-  const float e7 = envelope_d(r, d.rcut, d.p_rbf), de7 = envelope_dr_d(r, d.rcut, d.p_rbf);
-  for (int n = 0; n < d.nr; ++n) {
-    const float w = freqs[n], sw = sinf(w * r), cw = cosf(w * r);
-    rb += rbf_bar[(size_t)e * d.nr + n] * ((w * cw / r - sw / (r * r)) * e7 + sw / r * de7);
-  }
   float vb[3];
-  for (int a = 0; a < 3; ++a) vb[a] = vec_bar[3 * (size_t)e + a] + rb * v[a] / r;
+  vec_bar_radial(d, e, v, r, env_bar, denv, freqs, rbf_bar, vec_bar, vb);
   float qe[4], q[4];
   edge_quaternion_d(v, d.eps, qe);
   quat_nrm(qe, d.eps, q);
@@ -328,9 +338,7 @@ __global__ void __launch_bounds__(kGeoT) geometry_backward_fast_k(Dims d, int E,
       wrows::tilt_block<l>(pa, pb, wt.ck + wt.ck_off[l], wt.rt + wt.rt_off[l], db + dc_off(l), jd[l - 1], G);
     });
   }
-  const float ax[3] = {D1[8], -D1[6], -D1[7]}, bx[3] = {-D1[2], D1[0], D1[1]};
-  const float inv_lam = rsqrtf(v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + 2.0f * d.eps * d.eps);
-  for (int i = 0; i < 3; ++i) edge_grad[3 * (size_t)e + i] = (double)(vb[i] + (G[0] * bx[i] - G[1] * ax[i]) * inv_lam);
+  edge_grad_out(d, e, v, vb, G, D1, edge_grad);
 }
 
 bool geom_legacy() {
