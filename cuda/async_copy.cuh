@@ -2,36 +2,29 @@
 // Global -> shared copies for the latency-bound segment sums (value_path.cu, source_sums.cu,
 // source_backward.cu): staging loops issue all their loads at once and wait before the CTA's
 // barrier (or, pipelined, for all but the newest groups).
+#include <type_traits>
+
 namespace sezm::cuda {
 namespace {
 
-// Global -> shared copies that hold no registers while in flight (cp.async, sm_80 and later; a
-// plain copy on older targets), waited for by copy_async_wait before the CTA's barrier: the
-// staging loops below issue all their loads at once (issue 16, memory-level parallelism).
-__device__ __forceinline__ void copy_async16(float* sm, const float* gm) {
+// Global -> shared copies of B = 4, 8 or 16 bytes that hold no registers while in flight (cp.async,
+// sm_80 and later; a plain copy on older targets), waited for by copy_async_wait before the CTA's
+// barrier: the staging loops below issue all their loads at once (issue 16, memory-level
+// parallelism). 16 bytes bypass L1 (.cg, the only width it takes), narrower ones go through it.
+template <int B>
+__device__ __forceinline__ void copy_async(float* sm, const float* gm) {
+  static_assert(B == 4 || B == 8 || B == 16, "cp.async copies 4, 8 or 16 bytes");
 #if __CUDA_ARCH__ >= 800
   const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(sm));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gm) : "memory");
+  if constexpr (B == 16) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gm) : "memory");
+  else asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(sa), "l"(gm), "n"(B) : "memory");
 #else
-  *reinterpret_cast<float4*>(sm) = *reinterpret_cast<const float4*>(gm);
+  using V = std::conditional_t<B == 16, float4, std::conditional_t<B == 8, float2, float>>;
+  *reinterpret_cast<V*>(sm) = *reinterpret_cast<const V*>(gm);
 #endif
 }
-__device__ __forceinline__ void copy_async4(float* sm, const float* gm) {
-#if __CUDA_ARCH__ >= 800
-  const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(sm));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(sa), "l"(gm) : "memory");
-#else
-  *sm = *gm;
-#endif
-}
-__device__ __forceinline__ void copy_async8(float* sm, const float* gm) {
-#if __CUDA_ARCH__ >= 800
-  const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(sm));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(sa), "l"(gm) : "memory");
-#else
-  *reinterpret_cast<float2*>(sm) = *reinterpret_cast<const float2*>(gm);
-#endif
-}
+__device__ __forceinline__ void copy_async16(float* sm, const float* gm) { copy_async<16>(sm, gm); }
+__device__ __forceinline__ void copy_async4(float* sm, const float* gm) { copy_async<4>(sm, gm); }
 __device__ __forceinline__ void copy_async_wait() {
 #if __CUDA_ARCH__ >= 800
   asm volatile("cp.async.wait_all;\n" ::: "memory");

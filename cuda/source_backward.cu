@@ -87,12 +87,6 @@ __device__ __forceinline__ void copy_rows(float* sm, const float* gm, int rows, 
       for (int x = t; x < len; x += nt) copy_async4(sm + r * len + x, gm + r * stride + x);
   }
 }
-template <int NC>
-__device__ __forceinline__ void copy_v(float* sm, const float* gm) {
-  if constexpr (NC == 4) copy_async16(sm, gm);
-  else if constexpr (NC == 2) copy_async8(sm, gm);
-  else copy_async4(sm, gm);
-}
 
 // rotate_in_w with H[src] read from shared memory (sHc: the lane's first channel of row 0).
 template <int LT, int NC>
@@ -137,8 +131,8 @@ __global__ void __launch_bounds__(32 * kSrcWarps, kSrcCtas<NC>)
   copy_rows(sH, a.H + (size_t)s * S::D * d.Cw, 1, S::D * d.Cw, 0, threadIdx.x, 32 * kSrcWarps);
   if (warp == 0) {
 #pragma unroll
-    for (int p = 0; p < S::D; ++p) copy_v<NC>(acc + p * d.Cw + c, a.H_bar + ((size_t)s * S::D + p) * d.Cw + c);
-    copy_v<NC>(acc + S::D * d.Cw + c, a.k_bar + (size_t)s * d.Cw + c);
+    for (int p = 0; p < S::D; ++p) copy_async<4 * NC>(acc + p * d.Cw + c, a.H_bar + ((size_t)s * S::D + p) * d.Cw + c);
+    copy_async<4 * NC>(acc + S::D * d.Cw + c, a.k_bar + (size_t)s * d.Cw + c);
   }
   copy_async_commit();
   const int nk = n > warp ? (n - warp + kSrcWarps - 1) / kSrcWarps : 0;  // this warp's edges
