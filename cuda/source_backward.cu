@@ -198,63 +198,15 @@ __global__ void __launch_bounds__(32 * kSrcWarps, kSrcCtas<NC>)
     float xl[S::Dm][NC], xb[S::Dm][NC];
     rotate_in_s<LT, NC>(sD, sH + c, d.Cw, xl);
     if (!d.degree_mixer) {
-      float rh[LT + 1][NC], rhb[LT + 1][NC];
+      float rh[LT + 1][NC];
 #pragma unroll
-      for (int l = 0; l <= LT; ++l) {
-        ldv<NC>(sl + lay.Rh + l * d.Cw + c, rh[l]);
-#pragma unroll
-        for (int t = 0; t < NC; ++t) rhb[l][t] = 0.0f;
-      }
-#pragma unroll
-      for (int o = 0; o < S::Dm; ++o) {
-        const int lo = red_l(o, LT);
-#pragma unroll
-        for (int t = 0; t < NC; ++t) {
-          xb[o][t] = ub[o][t] * rh[lo][t];
-          rhb[lo][t] += ub[o][t] * xl[o][t];
-        }
-      }
-      // Written over the edge's Rh rows (hidden projection), or added to its R̄ rows (C == Cw):
-      // rows l >= 1 to memory, row 0 to the staged row, which the logit bias completes below.
-#pragma unroll
-      for (int l = 0; l <= LT; ++l) {
-        if (d.has_rh) {
-          stv<NC>(a.Rh + (i * (LT + 1) + l) * d.Cw + c, rhb[l]);
-        } else {
-          float r[NC];
-          ldv<NC>(sRb + l * d.C + c, r);
-#pragma unroll
-          for (int t = 0; t < NC; ++t) r[t] += rhb[l][t];
-          stv<NC>(l == 0 ? sRb + c : Rb + l * d.C + c, r);
-        }
-      }
+      for (int l = 0; l <= LT; ++l) ldv<NC>(sl + lay.Rh + l * d.Cw + c, rh[l]);
+      // Rows l >= 1 of R̄ to memory, row 0 to the staged row, which the logit bias completes below.
+      condition_backward_rh<LT, NC>(d, ub, rh, xl, xb,
+                                    RhBarOut{a.Rh + i * (LT + 1) * d.Cw + c, sRb + c, sRb + c, Rb + c});
     } else {
-      const float* sK = sl + lay.K;
-      float kpart[S::K];
-#pragma unroll
-      for (int q = 0; q < S::K; ++q) kpart[q] = 0.0f;
-#pragma unroll
-      for (int in = 0; in < S::Dm; ++in)
-#pragma unroll
-        for (int t = 0; t < NC; ++t) xb[in][t] = 0.0f;
-#pragma unroll
-      for (int o = 0; o < S::Dm; ++o) {
-        const int lo = red_l(o, LT), mo = red_m(o, LT);
-#pragma unroll
-        for (int in = 0; in < S::Dm; ++in) {
-          if (red_m(in, LT) != mo) continue;
-          const int q = kernel_index(LT, red_l(in, LT), lo, mo);
-#pragma unroll
-          for (int t = 0; t < NC; ++t) {
-            const float bub = b[t] * ub[o][t];
-            xb[in][t] += sK[q] * bub;
-            kpart[q] += bub * xl[in][t];
-          }
-        }
-      }
-      float* kern = a.kern + i * Kp;  // the kernel row becomes its adjoint (zero padding)
-      warp_sum_scatter<S::K>([&](int q) { return kpart[q]; }, lane, [&](int q, float v) { kern[q] = v; });
-      if (lane >= S::K && lane < Kp) kern[lane] = 0.0f;
+      // The kernel row becomes its adjoint (zero padding).
+      condition_backward_mixer<LT, NC>(sl + lay.K, b, ub, xl, xb, a.kern + i * Kp, Kp, lane);
     }
     // The source sums: H̄ p(l, m') += D[l, m_j, m'] X̄_loc[j] over the rows j of degree l
     // (ascending j), k̄ += scale ℓ̄[f] q[dst]; the lane's own columns of the warp's partials.

@@ -2,8 +2,10 @@
 // The per-edge kernels of the SO(2) value path with one warp per edge (CPU twin:
 // engine/so2_convolution.h; docs/model.md §5.3, §5.6, §7.9, §7.11), included by value_path.cu,
 // which launches them when warp_lanes(d, ...) allows and keeps its one-CTA-per-edge kernels for
-// the other shapes, and by source_backward.cu (its per-edge part is condition_rotate_backward_w's). A lane owns NC = Cw / 32 adjacent wide channels of one focus (Cw = 32, 64
-// or 128), loaded and stored as one 4, 8 or 16-byte vector; kWarps edges per CTA.
+// the other shapes, and by source_backward.cu (its per-edge part is condition_rotate_backward_w's:
+// condition_backward_rh / _mixer serve both). A lane owns NC = Cw / 32 adjacent wide channels of
+// one focus (Cw = 32, 64 or 128), loaded and stored as one 4, 8 or 16-byte vector; kWarps edges
+// per CTA.
 //
 // Why (issue: the CTA-per-edge kernels ran at ~1.8 TB/s, 44 % occupancy): a CTA of Cw = 64
 // threads per edge held 12 KiB of shared memory for cta_sum and paid two barriers per edge sum,
@@ -217,6 +219,91 @@ __global__ void __launch_bounds__(32 * kWarps, kMinCtas<NC>)
   if (lane % lanes == 0) a.alpha_bar[(size_t)i * d.F + f] = t_ab;
 }
 
+// Where an edge's radial adjoint goes without a degree mixer, each at the lane's first column:
+// over the edge's Rh rows (hidden projection), or, without one (C == Cw), added to its R_bar rows,
+// the old rows read from rb_old, row 0 stored to rb0 and rows l >= 1 to rb (source_backward.cu
+// keeps row 0 in shared memory for the logit bias).
+struct RhBarOut {
+  float* rh;
+  const float* rb_old;
+  float* rb0;
+  float* rb;
+};
+
+// The per-edge conditioning backward without a degree mixer (condition_rotate_backward_w's and
+// source_backward_w's): xb[o] = ub[o] rh[l_o], the radial adjoint sum_o ub[o] xl[o] per degree
+// (ascending o), stored as out says.
+template <int LT, int NC>
+__device__ __forceinline__ void condition_backward_rh(const Dims& d, const float (&ub)[EdgeShape<LT>::Dm][NC],
+                                                      const float (&rh)[LT + 1][NC],
+                                                      const float (&xl)[EdgeShape<LT>::Dm][NC],
+                                                      float (&xb)[EdgeShape<LT>::Dm][NC], const RhBarOut& out) {
+  float rhb[LT + 1][NC];
+#pragma unroll
+  for (int l = 0; l <= LT; ++l)
+#pragma unroll
+    for (int t = 0; t < NC; ++t) rhb[l][t] = 0.0f;
+#pragma unroll
+  for (int o = 0; o < EdgeShape<LT>::Dm; ++o) {
+    const int lo = red_l(o, LT);
+#pragma unroll
+    for (int t = 0; t < NC; ++t) {
+      xb[o][t] = ub[o][t] * rh[lo][t];
+      rhb[lo][t] += ub[o][t] * xl[o][t];
+    }
+  }
+  // The lane's own columns of the edge's rows: in place is safe.
+#pragma unroll
+  for (int l = 0; l <= LT; ++l) {
+    if (d.has_rh) {
+      stv<NC>(out.rh + (size_t)l * d.Cw, rhb[l]);
+    } else {
+      float r[NC];
+      ldv<NC>(out.rb_old + (size_t)l * d.C, r);
+#pragma unroll
+      for (int t = 0; t < NC; ++t) r[t] += rhb[l][t];
+      stv<NC>((l == 0 ? out.rb0 : out.rb) + (size_t)l * d.C, r);
+    }
+  }
+}
+
+// The per-edge conditioning backward with the degree mixer (both kernels'): xb[in] = sum_o
+// K[q(in, o)] b ub[o], and the kernel row's adjoint (warp sums) written over kern, zero padding up
+// to Kp. kern is the row sK was staged from: every lane's copies must have landed (both callers
+// wait for them before the edge's first read).
+template <int LT, int NC>
+__device__ __forceinline__ void condition_backward_mixer(const float* sK, const float (&b)[NC],
+                                                         const float (&ub)[EdgeShape<LT>::Dm][NC],
+                                                         const float (&xl)[EdgeShape<LT>::Dm][NC],
+                                                         float (&xb)[EdgeShape<LT>::Dm][NC], float* kern, int Kp,
+                                                         int lane) {
+  using S = EdgeShape<LT>;
+  float kpart[S::K];
+#pragma unroll
+  for (int q = 0; q < S::K; ++q) kpart[q] = 0.0f;
+#pragma unroll
+  for (int in = 0; in < S::Dm; ++in)
+#pragma unroll
+    for (int t = 0; t < NC; ++t) xb[in][t] = 0.0f;
+#pragma unroll
+  for (int o = 0; o < S::Dm; ++o) {
+    const int lo = red_l(o, LT), mo = red_m(o, LT);
+#pragma unroll
+    for (int in = 0; in < S::Dm; ++in) {
+      if (red_m(in, LT) != mo) continue;
+      const int q = kernel_index(LT, red_l(in, LT), lo, mo);
+#pragma unroll
+      for (int t = 0; t < NC; ++t) {
+        const float bub = b[t] * ub[o][t];
+        xb[in][t] += sK[q] * bub;
+        kpart[q] += bub * xl[in][t];
+      }
+    }
+  }
+  warp_sum_scatter<S::K>([&](int q) { return kpart[q]; }, lane, [&](int q, float s) { kern[q] = s; });
+  if (lane >= S::K && lane < Kp) kern[lane] = 0.0f;
+}
+
 // Backward of conditioning and rotation (condition_rotate_backward_k's arithmetic and outputs:
 // Xloc_bar, Dc_bar, the logit bias's share of R_bar, and the radial adjoint written over Rh or
 // kern for the chunk products of launch_condition_rotate_backward).
@@ -255,63 +342,15 @@ __global__ void __launch_bounds__(32 * kWarps, kMinCtas<NC>)
   rotate_in_w<LT, NC>(sD, hs, xl);
   float* Rb = a.R_bar + (size_t)i * (LT + 1) * d.C;
   if (!d.degree_mixer) {
-    float rhb[LT + 1][NC];
-#pragma unroll
-    for (int l = 0; l <= LT; ++l)
-#pragma unroll
-      for (int t = 0; t < NC; ++t) rhb[l][t] = 0.0f;
-#pragma unroll
-    for (int o = 0; o < S::Dm; ++o) {
-      const int lo = red_l(o, LT);
-#pragma unroll
-      for (int t = 0; t < NC; ++t) {
-        xb[o][t] = ub[o][t] * rh[lo][t];
-        rhb[lo][t] += ub[o][t] * xl[o][t];
-      }
-    }
-    // The lane's own columns of the edge's rows: in place is safe. Without a hidden projection
-    // C == Cw, so the R_bar rows take the same vectors.
-#pragma unroll
-    for (int l = 0; l <= LT; ++l) {
-      if (d.has_rh) {
-        stv<NC>(Rh + (size_t)l * d.Cw, rhb[l]);
-      } else {
-        float r[NC];
-        ldv<NC>(Rb + (size_t)l * d.C + c, r);
-#pragma unroll
-        for (int t = 0; t < NC; ++t) r[t] += rhb[l][t];
-        stv<NC>(Rb + (size_t)l * d.C + c, r);
-      }
-    }
+    // Without a hidden projection C == Cw, so the R_bar rows take the same vectors.
+    condition_backward_rh<LT, NC>(d, ub, rh, xl, xb, RhBarOut{Rh, Rb + c, Rb + c, Rb + c});
   } else {
-    float kpart[S::K], b[NC];
-#pragma unroll
-    for (int q = 0; q < S::K; ++q) kpart[q] = 0.0f;
+    float b[NC];
 #pragma unroll
     for (int t = 0; t < NC; ++t) b[t] = w.cb[c + t];
-#pragma unroll
-    for (int in = 0; in < S::Dm; ++in)
-#pragma unroll
-      for (int t = 0; t < NC; ++t) xb[in][t] = 0.0f;
-#pragma unroll
-    for (int o = 0; o < S::Dm; ++o) {
-      const int lo = red_l(o, LT), mo = red_m(o, LT);
-#pragma unroll
-      for (int in = 0; in < S::Dm; ++in) {
-        if (red_m(in, LT) != mo) continue;
-        const int q = kernel_index(LT, red_l(in, LT), lo, mo);
-#pragma unroll
-        for (int t = 0; t < NC; ++t) {
-          const float bub = b[t] * ub[o][t];
-          xb[in][t] += sK[q] * bub;
-          kpart[q] += bub * xl[in][t];
-        }
-      }
-    }
     // Every lane's copy of the kernel row was waited for above (copy_async_wait + __syncwarp):
     // the row can be overwritten with its adjoint (zero padding as before).
-    warp_sum_scatter<S::K>([&](int q) { return kpart[q]; }, lane, [&](int q, float s) { kern[q] = s; });
-    if (lane >= S::K && lane < Kp) kern[lane] = 0.0f;
+    condition_backward_mixer<LT, NC>(sK, b, ub, xl, xb, kern, Kp, lane);
   }
   // H[src] again (L1 / L2 hits) rather than kept in registers through the conditioning: 32 fewer
   // live registers for L = 3 (no spills at five CTAs per SM).
