@@ -71,12 +71,8 @@ __device__ void edge_quaternion_d(const float* v, float eps, float* q) {
 struct Cxf { float re, im; };
 __device__ inline Cxf cmulf(Cxf a, Cxf b) { return {a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re}; }
 
-// All Wigner blocks l <= L of q_e into D (packed like the CPU engine).
-__device__ void wigner_full_d(const float* q_in, int L, float eps, const WignerTablesDev& wt, float* D) {
-  float q[4];
-  quat_nrm(q_in, eps, q);
-  D[0] = 1.0f;
-  if (L < 1) return;
+// Block D^1 (3 x 3, row-major) of the normalised q (wigner_full_d's, the fast kernels').
+__device__ __forceinline__ void d1_block(const float q[4], float (&D1)[9]) {
   const float w = q[0], x = q[1], y = q[2], z = q[3];
   float R[9];
   R[0] = 1 - 2 * (y * y + z * z); R[1] = 2 * (x * y - w * z); R[2] = 2 * (x * z + w * y);
@@ -84,9 +80,23 @@ __device__ void wigner_full_d(const float* q_in, int L, float eps, const WignerT
   R[6] = 2 * (x * z - w * y); R[7] = 2 * (y * z + w * x); R[8] = 1 - 2 * (x * x + y * y);
   const int perm[3] = {1, 2, 0};
   const float sgn[3] = {-1.0f, -1.0f, 1.0f};
+#pragma unroll
   for (int i = 0; i < 3; ++i)
-    for (int j = 0; j < 3; ++j) D[1 + 3 * i + j] = sgn[i] * sgn[j] * R[3 * perm[i] + perm[j]];
+#pragma unroll
+    for (int j = 0; j < 3; ++j) D1[3 * i + j] = sgn[i] * sgn[j] * R[3 * perm[i] + perm[j]];
+}
+
+// All Wigner blocks l <= L of q_e into D (packed like the CPU engine).
+__device__ void wigner_full_d(const float* q_in, int L, float eps, const WignerTablesDev& wt, float* D) {
+  float q[4];
+  quat_nrm(q_in, eps, q);
+  D[0] = 1.0f;
+  if (L < 1) return;
+  float D1[9];
+  d1_block(q, D1);
+  for (int i = 0; i < 9; ++i) D[1 + i] = D1[i];
   if (L < 2) return;
+  const float w = q[0], x = q[1], y = q[2], z = q[3];
   const int np = 2 * L + 1;
   Cxf pa[2 * kMaxL + 1], pb[2 * kMaxL + 1];
   pa[0] = pb[0] = Cxf{1.0f, 0.0f};
@@ -222,21 +232,6 @@ __global__ void geometry_backward_k(Dims d, int E, const float* __restrict__ vec
 
 // ---- fast kernels: lmax L = 1..3 at compile time ----
 constexpr int kGeoT = 128;  // edges (threads) per CTA
-
-// Block D^1 (3 x 3, row-major) of the normalised q, as wigner_full_d.
-__device__ __forceinline__ void d1_block(const float q[4], float (&D1)[9]) {
-  const float w = q[0], x = q[1], y = q[2], z = q[3];
-  float R[9];
-  R[0] = 1 - 2 * (y * y + z * z); R[1] = 2 * (x * y - w * z); R[2] = 2 * (x * z + w * y);
-  R[3] = 2 * (x * y + w * z); R[4] = 1 - 2 * (x * x + z * z); R[5] = 2 * (y * z - w * x);
-  R[6] = 2 * (x * z - w * y); R[7] = 2 * (y * z + w * x); R[8] = 1 - 2 * (x * x + y * y);
-  const int perm[3] = {1, 2, 0};
-  const float sgn[3] = {-1.0f, -1.0f, 1.0f};
-#pragma unroll
-  for (int i = 0; i < 3; ++i)
-#pragma unroll
-    for (int j = 0; j < 3; ++j) D1[3 * i + j] = sgn[i] * sgn[j] * R[3 * perm[i] + perm[j]];
-}
 
 // The CTA's rows of a per-edge table (E, w) between global and shared memory, coalesced: the CTA's
 // edges e_base.. are contiguous (w floats each).
