@@ -242,8 +242,8 @@ __global__ void __launch_bounds__(32 * kSrcWarps, kSrcCtas<NC>)
     warp_sum_scatter<S::Dcs>(
         [&](int kk) {
           if (kk == 0) return 0.0f;
-          const int l = dc_degree(kk), r = kk - dc_off(l), m = r / (2 * l + 1) - 1, mp = r % (2 * l + 1) - l;
-          const int j = m == 0 ? l : (m < 0 ? LT + l : 2 * LT + l);
+          int l, mp, j;
+          dc_coords<LT>(kk, l, mp, j);
           float h[NC];
           ldv<NC>(sH + (size_t)packed(l, mp) * d.Cw + c, h);
           float v = 0.0f;

@@ -43,6 +43,15 @@ __device__ inline int kernel_index(int L, int li, int lo, int m) {
 
 // The degree l of compact Wigner-row index k >= 1 (dc_off(l) <= k < dc_off(l + 1)).
 __host__ __device__ constexpr int dc_degree(int k) { return k < 10 ? 1 : k < 25 ? 2 : k < 46 ? 3 : 4; }
+// Compact Wigner-row index k >= 1 -> its degree l, column m' and edge-frame row j (rows m = 0, -1,
+// +1 of degree l are j = l, LT + l, 2 LT + l): the Dc_bar sums of both backward kernels.
+template <int LT>
+__device__ __forceinline__ void dc_coords(int k, int& l, int& mp, int& j) {
+  l = dc_degree(k);
+  const int r = k - dc_off(l), m = r / (2 * l + 1) - 1;
+  mp = r % (2 * l + 1) - l;
+  j = m == 0 ? l : (m < 0 ? LT + l : 2 * LT + l);
+}
 
 template <int LT>
 struct EdgeShape {
@@ -363,8 +372,8 @@ __global__ void __launch_bounds__(32 * kWarps, kMinCtas<NC>)
   warp_sum_scatter<S::Dcs>(
       [&](int k) {
         if (k == 0) return 0.0f;
-        const int l = dc_degree(k), r = k - dc_off(l), m = r / (2 * l + 1) - 1, mp = r % (2 * l + 1) - l;
-        const int j = m == 0 ? l : (m < 0 ? LT + l : 2 * LT + l);
+        int l, mp, j;
+        dc_coords<LT>(k, l, mp, j);
         float s = 0.0f;
 #pragma unroll
         for (int t = 0; t < NC; ++t) s += xb[j][t] * hs[packed(l, mp)][t];
