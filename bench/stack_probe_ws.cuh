@@ -25,7 +25,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) wgws_probe_k(const __grid_const
                                                               const __grid_constant__ CUtensorMap tmA) {
   ws_gemm<N, N>(
       (p.rows + kWsRows - 1) / kWsRows, &tmA, [&](int i) { return WsItem{0, i * kWsRows, 0, p.Bimg}; },
-      [&](int i, const float (&acc)[N / 2], int ct) {
+      [&](int i, float (&acc)[N / 2], int ct) {
         ws_for_each_quad(acc, ct, [&](int row, int col, float4 v) {
           const int r = i * kWsRows + row;
           if (r < p.rows) *reinterpret_cast<float4*>(p.C + static_cast<size_t>(r) * N + col) = v;

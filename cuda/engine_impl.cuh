@@ -66,6 +66,7 @@ struct CudaEngine::Impl : EngineBuffers {
     check_stack_fits(d, prop);
     d.wgmma = use_wgmma(d, prop);
     d.stack_ss = use_stack_ss(d);
+    d.stack_ws = use_stack_ws(d);
     SEZM_CUDA(cudaStreamCreate(&s));
     const char* tv = std::getenv("SEZM_CUDA_TIMING");
     timer.enabled = tv && *tv && *tv != '0';

@@ -18,6 +18,7 @@
 #include "stack.cuh"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "stack_tile.cuh"
 
@@ -407,6 +408,13 @@ void launch_stack(const Dims& d, const BlockWDev& w, int layer, int Ec, const fl
   // fp32 FFMA by default: the mma.sync 3xTF32 tile is no faster there (docs/performance.md,
   // "Tensor cores"). `precision tf32`: one TF32 pass on either.
   if (d.wgmma && wgmma_shape(d)) {
+    // Dims::stack_ws: the identity layers (forward, their replay-pass forward, backward) on the
+    // warp-specialised tile (stack_ws.cu), 3xTF32 only; its tensor map needs a 16-byte aligned base.
+    if (d.stack_ws && !d.tf32_one_pass && layer >= d.ngated && reinterpret_cast<uintptr_t>(in) % 16 == 0) {
+      launch_stack_ws_linear(d, w, layer, Ec, in, out, pass == Pass::kBackward, s);
+      SEZM_LAUNCH(pass == Pass::kBackward ? "stack_ws_backward" : "stack_ws_forward");
+      return;
+    }
     if (d.tf32_one_pass) launch_wg<kWg1>(d, w, layer, Ec, in, out, z, pass, s);
     else launch_wg<kWg3>(d, w, layer, Ec, in, out, z, pass, s);
   } else if (d.tf32_one_pass) {

@@ -149,7 +149,8 @@ struct WsItem {
 // The whole persistent tile, called by all 384 threads of a CTA launched with ws_smem_bytes(N) of
 // dynamic shared memory (__launch_bounds__(kWsThreads, 1)). Items blockIdx.x, + gridDim.x, ..
 // (< n_items). `item(i)` gives WsItem i (called by the producer warp, in its 24 registers: keep
-// it simple); `epi(i, acc, ct)` consumes item i's accumulators, consumer thread ct (0..255) holding
+// it simple); `epi(i, acc, ct)` consumes item i's accumulators (float (&)[N / 2], free to be
+// overwritten: they are zeroed for the next item), consumer thread ct (0..255) holding
 // rows ws_row(ct, h) and, as wg_quad(acc, q4, h), the quads at columns wg_quad_col(q4) (see
 // ws_for_each_quad). A's tensor map tmA: boxes of 16 x kWsRows x 1 floats, no swizzle (the box
 // lands as ws_a_offset's dense rows).
@@ -311,6 +312,14 @@ __device__ __forceinline__ void ws_for_each_quad(const float (&acc)[M], int ct, 
   for (int q4 = 0; q4 < M / 8; ++q4)
 #pragma unroll
     for (int h = 0; h < 2; ++h) f(ws_row(ct, h), wg_quad_col(q4), wg_quad(acc, q4, h));
+}
+// u added to the accumulators of quad q4 of row h (the ones wg_quad reads), in IEEE fp32.
+template <int M>
+__device__ __forceinline__ void ws_add_quad(float (&acc)[M], int q4, int h, float4 u) {
+  acc[8 * q4 + 2 * h] += u.x;
+  acc[8 * q4 + 2 * h + 1] += u.y;
+  acc[8 * q4 + 4 + 2 * h] += u.z;
+  acc[8 * q4 + 5 + 2 * h] += u.w;
 }
 
 // The tensor map of a 3-D float tensor (dims[0] contiguous; strides in bytes of dims 1 and 2) in
