@@ -410,10 +410,18 @@ void launch_stack(const Dims& d, const BlockWDev& w, int layer, int Ec, const fl
   if (d.wgmma && wgmma_shape(d)) {
     // Dims::stack_ws: the identity layers (forward, their replay-pass forward, backward) on the
     // warp-specialised tile (stack_ws.cu), 3xTF32 only; its tensor map needs a 16-byte aligned base.
-    if (d.stack_ws && !d.tf32_one_pass && layer >= d.ngated && reinterpret_cast<uintptr_t>(in) % 16 == 0) {
-      launch_stack_ws_linear(d, w, layer, Ec, in, out, pass == Pass::kBackward, s);
-      SEZM_LAUNCH(pass == Pass::kBackward ? "stack_ws_backward" : "stack_ws_forward");
-      return;
+    // The gated layers' forward too (not their replay, which has no product, nor their backward).
+    if (d.stack_ws && !d.tf32_one_pass && reinterpret_cast<uintptr_t>(in) % 16 == 0) {
+      if (layer >= d.ngated) {
+        launch_stack_ws_linear(d, w, layer, Ec, in, out, pass == Pass::kBackward, s);
+        SEZM_LAUNCH(pass == Pass::kBackward ? "stack_ws_backward" : "stack_ws_forward");
+        return;
+      }
+      if (pass == Pass::kForward) {
+        launch_stack_ws_gated_forward(d, w, layer, Ec, in, out, z, s);
+        SEZM_LAUNCH("stack_ws_forward_gated");
+        return;
+      }
     }
     if (d.tf32_one_pass) launch_wg<kWg1>(d, w, layer, Ec, in, out, z, pass, s);
     else launch_wg<kWg3>(d, w, layer, Ec, in, out, z, pass, s);

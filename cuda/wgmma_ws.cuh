@@ -146,66 +146,71 @@ struct WsItem {
   const float* B;
 };
 
-// The whole persistent tile, called by all 384 threads of a CTA launched with ws_smem_bytes(N) of
-// dynamic shared memory (__launch_bounds__(kWsThreads, 1)). Items blockIdx.x, + gridDim.x, ..
-// (< n_items). `item(i)` gives WsItem i (called by the producer warp, in its 24 registers: keep
-// it simple); `epi(i, acc, ct)` consumes item i's accumulators (float (&)[N / 2], free to be
-// overwritten: they are zeroed for the next item), consumer thread ct (0..255) holding
-// rows ws_row(ct, h) and, as wg_quad(acc, q4, h), the quads at columns wg_quad_col(q4) (see
-// ws_for_each_quad). A's tensor map tmA: boxes of 16 x kWsRows x 1 floats, no swizzle (the box
-// lands as ws_a_offset's dense rows).
-template <int N, int K, class Item, class Epi>
-__device__ __forceinline__ void ws_gemm(int n_items, const CUtensorMap* tmA, Item item, Epi epi) {
-  constexpr int kStages = ws_stages(N), kNQ = N / kWsChunk, kNkb = K / kWsK;
-  constexpr int kSeg = kNkb <= 8 ? kNkb : kNkb / 2;  // k blocks per unrolled segment
-  constexpr int kAFloats = kWsRows * kWsK, kBFloats = wg_stage_floats(N, kWsKs), kStage = ws_stage_floats(N);
-  constexpr int kConsumerWarps = 8;
-  constexpr int kBPlane = kWsKs * 8 * N;  // the lo plane's offset in a B block
-  constexpr uint32_t kABytes = kAFloats * sizeof(float), kBBytes = kBFloats * sizeof(float);
-  static_assert(N % kWsChunk == 0 && K % kWsK == 0 && kNkb % kSeg == 0 && kSeg <= 8, "whole chunks, blocks, segments");
-  extern __shared__ __align__(128) float ws_dsmem[];  // 128-byte aligned stages: tensor copies' destinations
-  float* const ring = ws_dsmem;
-  __shared__ uint64_t full[kStages], empty[kStages];
-  const int tid = threadIdx.x;
-  if (tid == 0) {
+// A position in the ring (stage, and the parity of the phase its barriers are in), kept by the
+// producer and by each consumer thread alike: both walk the same sequence of k blocks.
+struct WsPipe {
+  int stage = 0;
+  uint32_t phase = 0;
+};
+template <int kStages>
+__device__ __forceinline__ void ws_advance(WsPipe& pp) {
+  if (++pp.stage == kStages) {
+    pp.stage = 0;
+    pp.phase ^= 1u;
+  }
+}
+
+// Thread 0 initialises the ring's barriers; all threads of the CTA then pass a barrier.
+template <int kStages>
+__device__ __forceinline__ void ws_init(uint64_t (&full)[kStages], uint64_t (&empty)[kStages]) {
+  if (threadIdx.x == 0) {
     for (int i = 0; i < kStages; ++i) {
-      ws_bar_init(&full[i], 1);                // the producer's arrive.expect_tx; its copies complete the bytes
-      ws_bar_init(&empty[i], kConsumerWarps);  // one arrival per consumer warp
+      ws_bar_init(&full[i], 1);  // the producer's arrive.expect_tx; its copies complete the bytes
+      ws_bar_init(&empty[i], 8);  // one arrival per consumer warp
     }
     ws_bar_init_fence();
   }
   __syncthreads();
-  if (tid < 128) {  // the producer warpgroup: warp 0 fills the ring, the rest leave
-    ws_regs_dec<kWsProducerRegs>();
-    if (tid >= 32) return;
-    int stage = 0;
-    uint32_t phase = 0;
-    for (int i = blockIdx.x; i < n_items; i += ws_grid()) {
-      const WsItem it = item(i);
+}
+
+// The producer warp's part of one product (K x N) of item `it`: its K / 16 k blocks into the ring
+// (stages of kStage floats: A's box, then the B image's block), each once the consumers released
+// its stage. Called by the 32 lanes of the producer warp; lane 0 issues the copies.
+template <int N, int K, int kStages, int kStage>
+__device__ __forceinline__ void ws_fill(float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, const CUtensorMap* tmA,
+                                        const WsItem& it) {
+  constexpr int kAFloats = kWsRows * kWsK, kBFloats = wg_stage_floats(N, kWsKs);
+  constexpr uint32_t kABytes = kAFloats * sizeof(float), kBBytes = kBFloats * sizeof(float);
+  static_assert(kAFloats + kBFloats <= kStage && kStage % 32 == 0, "a stage holds A's box and B's block, 128-byte aligned");
 #pragma unroll 1
-      for (int kb = 0; kb < kNkb; ++kb) {
-        ws_bar_wait(&empty[stage], phase ^ 1u);  // the consumers are done with its previous block
-        float* dst = ring + stage * kStage;
-        if (tid == 0) {  // the whole box counts, rows past the end included (zeros)
-          ws_bar_expect(&full[stage], kBBytes + kABytes);
-          ws_bulk(dst + kAFloats, it.B + static_cast<size_t>(kb) * kBFloats, kBBytes, &full[stage]);
-          ws_tma_3d(dst, tmA, it.x + kb * kWsK, it.y, it.z, &full[stage]);
-        }
-        if (++stage == kStages) {
-          stage = 0;
-          phase ^= 1u;
-        }
-      }
+  for (int kb = 0; kb < K / kWsK; ++kb) {
+    ws_bar_wait(&empty[pp.stage], pp.phase ^ 1u);  // the consumers are done with its previous block
+    float* dst = ring + pp.stage * kStage;
+    if ((threadIdx.x & 31) == 0) {  // the whole box counts, rows past the end included (zeros)
+      ws_bar_expect(&full[pp.stage], kBBytes + kABytes);
+      ws_bulk(dst + kAFloats, it.B + static_cast<size_t>(kb) * kBFloats, kBBytes, &full[pp.stage]);
+      ws_tma_3d(dst, tmA, it.x + kb * kWsK, it.y, it.z, &full[pp.stage]);
     }
-    return;
+    ws_advance<kStages>(pp);
   }
-  ws_regs_inc<kWsConsumerRegs>();
-  const int ct = tid - 128, t = ct & 3;
+}
+
+// The consumers' part of one product (K x N): acc (this thread's N / 2 accumulators, consumer
+// thread ct = threadIdx.x - 128 holding rows ws_row(ct, h) and, as wg_quad(acc, q4, h), the quads
+// at columns wg_quad_col(q4)) = the item's A B, each stage released once read. Called by all 256
+// consumer threads; ends with nothing in flight.
+template <int N, int K, int kStages, int kStage>
+__device__ __forceinline__ void ws_product(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, int ct,
+                                           float (&acc)[N / 2]) {
+  constexpr int kNQ = N / kWsChunk, kNkb = K / kWsK;
+  constexpr int kSeg = kNkb <= 8 ? kNkb : kNkb / 2;  // k blocks per unrolled segment
+  constexpr int kAFloats = kWsRows * kWsK;
+  constexpr int kBPlane = kWsKs * 8 * N;  // the lo plane's offset in a B block
+  static_assert(N % kWsChunk == 0 && K % kWsK == 0 && kNkb % kSeg == 0 && kSeg <= 8, "whole chunks, blocks, segments");
+  const int t = ct & 3;
   const int ra0 = ws_row(ct, 0), ra1 = ws_row(ct, 1);
   const bool leader = (ct & 31) == 0;
-  int stage = 0;
-  uint32_t phase = 0;
-  float acc[N / 2], pb[2][kWsChunk / 2];
+  float pb[2][kWsChunk / 2];
 #pragma unroll
   for (int b = 0; b < 2; ++b)
 #pragma unroll
@@ -216,12 +221,9 @@ __device__ __forceinline__ void ws_gemm(int n_items, const CUtensorMap* tmA, Ite
   // The next block: wait until its stage is full, split this thread's A fragments into hi / lo[u];
   // returns its stage.
   auto next_block = [&](uint32_t (&h)[kWsKs][4], uint32_t (&l)[kWsKs][4]) {
-    const int cur = stage;
-    ws_bar_wait(&full[cur], phase);
-    if (++stage == kStages) {
-      stage = 0;
-      phase ^= 1u;
-    }
+    const int cur = pp.stage;
+    ws_bar_wait(&full[cur], pp.phase);
+    ws_advance<kStages>(pp);
     const float* sA = ring + cur * kStage;
     const float4 x0 = *reinterpret_cast<const float4*>(sA + ws_a_offset(ra0, 4 * t));
     const float4 x1 = *reinterpret_cast<const float4*>(sA + ws_a_offset(ra1, 4 * t));
@@ -272,34 +274,61 @@ __device__ __forceinline__ void ws_gemm(int n_items, const CUtensorMap* tmA, Ite
   // runs in segments of kSeg blocks, each unrolled whole and ending with nothing in flight: a
   // partial in flight across a loop's back edge makes nvcc copy its registers (phi moves) and ptxas
   // then serialises every wgmma (C7514); and one unrolled run of 12 blocks (K = N = 192) spilled.
-  for (int i = blockIdx.x; i < n_items; i += gridDim.x) {
 #pragma unroll
-    for (int j = 0; j < N / 2; ++j) acc[j] = 0.0f;
+  for (int j = 0; j < N / 2; ++j) acc[j] = 0.0f;
 #pragma unroll 1
-    for (int seg = 0; seg < kNkb / kSeg; ++seg) {
-      int st[2];  // the stages of the current and the previous block (by block parity)
+  for (int seg = 0; seg < kNkb / kSeg; ++seg) {
+    int st[2];  // the stages of the current and the previous block (by block parity)
 #pragma unroll
-      for (int j = 0; j < kSeg; ++j) {
-        const int u = j & 1;
-        st[u] = next_block(hi[u], lo[u]);
+    for (int j = 0; j < kSeg; ++j) {
+      const int u = j & 1;
+      st[u] = next_block(hi[u], lo[u]);
 #pragma unroll
-        for (int q = 0; q < kNQ; ++q) {
-          const int g = kNQ * j + q;
-          issue(pb[g & 1], hi[u], lo[u], st[u], q);
-          if (g > 0) {
-            fold(pb[(g - 1) & 1], (g - 1) % kNQ);
-            if (q == 0) release(st[u ^ 1]);  // that was the previous block's last chunk
-          }
+      for (int q = 0; q < kNQ; ++q) {
+        const int g = kNQ * j + q;
+        issue(pb[g & 1], hi[u], lo[u], st[u], q);
+        if (g > 0) {
+          fold(pb[(g - 1) & 1], (g - 1) % kNQ);
+          if (q == 0) release(st[u ^ 1]);  // that was the previous block's last chunk
         }
       }
-      // The segment's last group.
-      constexpr int kLast = (kNQ * kSeg - 1) & 1;
-      wg_wait0();
-      wg_pin(pb[kLast]);
-#pragma unroll
-      for (int j = 0; j < kWsChunk / 2; ++j) acc[ws_acc_index(kNQ - 1, j)] += pb[kLast][j];
-      release(st[(kSeg - 1) & 1]);
     }
+    // The segment's last group.
+    constexpr int kLast = (kNQ * kSeg - 1) & 1;
+    wg_wait0();
+    wg_pin(pb[kLast]);
+#pragma unroll
+    for (int j = 0; j < kWsChunk / 2; ++j) acc[ws_acc_index(kNQ - 1, j)] += pb[kLast][j];
+    release(st[(kSeg - 1) & 1]);
+  }
+}
+
+// The whole persistent tile for one product shape, called by all 384 threads of a CTA launched
+// with ws_smem_bytes(N) of dynamic shared memory (__launch_bounds__(kWsThreads, 1)). Items
+// blockIdx.x, + gridDim.x, .. (< n_items). `item(i)` gives WsItem i (called by the producer warp,
+// in its 24 registers: keep it simple); `epi(i, acc, ct)` consumes item i's accumulators (float
+// (&)[N / 2], free to be overwritten), consumer thread ct (0..255) holding rows ws_row(ct, h) and,
+// as wg_quad(acc, q4, h), the quads at columns wg_quad_col(q4) (see ws_for_each_quad). A's tensor
+// map tmA: boxes of 16 x kWsRows x 1 floats, no swizzle (the box lands as ws_a_offset's dense rows).
+template <int N, int K, class Item, class Epi>
+__device__ __forceinline__ void ws_gemm(int n_items, const CUtensorMap* tmA, Item item, Epi epi) {
+  constexpr int kStages = ws_stages(N), kStage = ws_stage_floats(N);
+  extern __shared__ __align__(128) float ws_dsmem[];  // 128-byte aligned stages: tensor copies' destinations
+  __shared__ uint64_t full[kStages], empty[kStages];
+  ws_init(full, empty);
+  WsPipe pp;
+  if (threadIdx.x < 128) {  // the producer warpgroup: warp 0 fills the ring, the rest leave
+    ws_regs_dec<kWsProducerRegs>();
+    if (threadIdx.x >= 32) return;
+    for (int i = blockIdx.x; i < n_items; i += ws_grid())
+      ws_fill<N, K, kStages, kStage>(ws_dsmem, full, empty, pp, tmA, item(i));
+    return;
+  }
+  ws_regs_inc<kWsConsumerRegs>();
+  const int ct = threadIdx.x - 128;
+  float acc[N / 2];
+  for (int i = blockIdx.x; i < n_items; i += gridDim.x) {
+    ws_product<N, K, kStages, kStage>(ws_dsmem, full, empty, pp, ct, acc);
     epi(i, acc, ct);
   }
 }
