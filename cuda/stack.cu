@@ -410,16 +410,16 @@ void launch_stack(const Dims& d, const BlockWDev& w, int layer, int Ec, const fl
   if (d.wgmma && wgmma_shape(d)) {
     // Dims::stack_ws: the identity layers (forward, their replay-pass forward, backward) on the
     // warp-specialised tile (stack_ws.cu), 3xTF32 only; its tensor map needs a 16-byte aligned base.
-    // The gated layers' forward too (not their replay, which has no product, nor their backward).
+    // The gated layers' forward and backward too (not their replay, which has no product).
     if (d.stack_ws && !d.tf32_one_pass && reinterpret_cast<uintptr_t>(in) % 16 == 0) {
       if (layer >= d.ngated) {
         launch_stack_ws_linear(d, w, layer, Ec, in, out, pass == Pass::kBackward, s);
         SEZM_LAUNCH(pass == Pass::kBackward ? "stack_ws_backward" : "stack_ws_forward");
         return;
       }
-      if (pass == Pass::kForward) {
-        launch_stack_ws_gated_forward(d, w, layer, Ec, in, out, z, s);
-        SEZM_LAUNCH("stack_ws_forward_gated");
+      if (pass != Pass::kReplay) {
+        launch_stack_ws_gated(d, w, layer, Ec, in, out, z, pass == Pass::kBackward, s);
+        SEZM_LAUNCH(pass == Pass::kBackward ? "stack_ws_backward_gated" : "stack_ws_forward_gated");
         return;
       }
     }

@@ -17,9 +17,10 @@ size_t stack_smem_bytes_wg(const Dims& d);
 bool ws_shape(const Dims& d);
 void launch_stack_ws_linear(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out, bool bwd,
                             cudaStream_t s);
-// A gated layer's forward (not its replay) on it: Zsave as launch_stack_layer_forward's.
-void launch_stack_ws_gated_forward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out,
-                                   float* zsave, cudaStream_t s);
+// A gated layer's forward (not its replay; z: Zsave as launch_stack_layer_forward's, or null) or
+// backward (z: the saved pre-activations) on it.
+void launch_stack_ws_gated(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out, float* z,
+                           bool bwd, cudaStream_t s);
 // Zsave: the gated layer's pre-activations are written there (fast mode, lean recompute, the
 // fused block); null: not kept.
 void launch_stack_layer_forward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* Uin, float* Uout,

@@ -195,13 +195,20 @@ __device__ __forceinline__ void ws_fill(float* ring, uint64_t* full, uint64_t* e
   }
 }
 
+// A as it lands (no transform).
+struct WsAsIs {
+  __device__ __forceinline__ float4 operator()(int, int, float4 x) const { return x; }
+};
+
 // The consumers' part of one product (K x N): acc (this thread's N / 2 accumulators, consumer
 // thread ct = threadIdx.x - 128 holding rows ws_row(ct, h) and, as wg_quad(acc, q4, h), the quads
-// at columns wg_quad_col(q4)) = the item's A B, each stage released once read. Called by all 256
-// consumer threads; ends with nothing in flight.
-template <int N, int K, int kStages, int kStage>
+// at columns wg_quad_col(q4)) = the item's A B, each stage released once read. `ax(row, k, x)`:
+// the A operand's elements (tile row, k .. k + 3) from the landed x = A(row, k .. k + 3), applied
+// in registers before the TF32 split (e.g. a gate's factor). Called by all 256 consumer threads;
+// ends with nothing in flight.
+template <int N, int K, int kStages, int kStage, class AX = WsAsIs>
 __device__ __forceinline__ void ws_product(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, int ct,
-                                           float (&acc)[N / 2]) {
+                                           float (&acc)[N / 2], AX ax = AX{}) {
   constexpr int kNQ = N / kWsChunk, kNkb = K / kWsK;
   constexpr int kSeg = kNkb <= 8 ? kNkb : kNkb / 2;  // k blocks per unrolled segment
   constexpr int kAFloats = kWsRows * kWsK;
@@ -220,13 +227,13 @@ __device__ __forceinline__ void ws_product(const float* ring, uint64_t* full, ui
   uint32_t hi[2][kWsKs][4], lo[2][kWsKs][4];
   // The next block: wait until its stage is full, split this thread's A fragments into hi / lo[u];
   // returns its stage.
-  auto next_block = [&](uint32_t (&h)[kWsKs][4], uint32_t (&l)[kWsKs][4]) {
+  auto next_block = [&](uint32_t (&h)[kWsKs][4], uint32_t (&l)[kWsKs][4], int kb) {
     const int cur = pp.stage;
     ws_bar_wait(&full[cur], pp.phase);
     ws_advance<kStages>(pp);
     const float* sA = ring + cur * kStage;
-    const float4 x0 = *reinterpret_cast<const float4*>(sA + ws_a_offset(ra0, 4 * t));
-    const float4 x1 = *reinterpret_cast<const float4*>(sA + ws_a_offset(ra1, 4 * t));
+    const float4 x0 = ax(ra0, kb * kWsK + 4 * t, *reinterpret_cast<const float4*>(sA + ws_a_offset(ra0, 4 * t)));
+    const float4 x1 = ax(ra1, kb * kWsK + 4 * t, *reinterpret_cast<const float4*>(sA + ws_a_offset(ra1, 4 * t)));
     const float v0[4] = {x0.x, x0.y, x0.z, x0.w}, v1[4] = {x1.x, x1.y, x1.z, x1.w};
 #pragma unroll
     for (int s = 0; s < kWsKs; ++s) {
@@ -282,7 +289,7 @@ __device__ __forceinline__ void ws_product(const float* ring, uint64_t* full, ui
 #pragma unroll
     for (int j = 0; j < kSeg; ++j) {
       const int u = j & 1;
-      st[u] = next_block(hi[u], lo[u]);
+      st[u] = next_block(hi[u], lo[u], seg * kSeg + j);
 #pragma unroll
       for (int q = 0; q < kNQ; ++q) {
         const int g = kNQ * j + q;
