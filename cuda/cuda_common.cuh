@@ -141,10 +141,10 @@ struct Dims {
   // memory three blocks deep by cp.async; stack.cu): wgmma, the 3xTF32 split, and
   // SEZM_CUDA_STACK_SS=1 (device.cu, use_stack_ss; opt-in until measured). 0: wg_tile, A from registers.
   int stack_ss;
-  // The identity layers' products (forward, backward; the replay pass's too) on the warp-specialised
-  // persistent tile (wgmma_ws.cuh, stack_ws.cu): wgmma, Cf = 32, L = 3 and SEZM_CUDA_STACK_WS=1
-  // (device.cu, use_stack_ws; opt-in until measured). In the 3xTF32 split only: with
-  // tf32_one_pass, and for the gated layers, the stack keeps its other kernels.
+  // The stack's layers on the warp-specialised persistent tile (wgmma_ws.cuh, stack_ws.cu): every
+  // forward and backward but the gated layers' replay (no product); wgmma, Cf = 32, L = 3 and
+  // SEZM_CUDA_STACK_WS=1 (device.cu, use_stack_ws; opt-in until measured). In the 3xTF32 split
+  // only: with tf32_one_pass the stack keeps its other kernels.
   int stack_ws;
 };
 

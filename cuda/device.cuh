@@ -18,7 +18,7 @@ int use_wgmma(const Dims& d, const cudaDeviceProp& prop);
 // The forward's main products on the SS tile (Dims::stack_ss): on the warpgroup tile with
 // SEZM_CUDA_STACK_SS=1 (opt-in: not yet run on a GPU).
 int use_stack_ss(const Dims& d);
-// The identity layers on the warp-specialised tile (Dims::stack_ws): on the warpgroup tile, for
+// The stack's layers on the warp-specialised tile (Dims::stack_ws): on the warpgroup tile, for
 // the shapes stack_ws.cu supports, with SEZM_CUDA_STACK_WS=1 (opt-in: not yet run on a GPU).
 int use_stack_ws(const Dims& d);
 

@@ -16,7 +16,7 @@ std::string CudaEngine::description() const {
          (impl_->d.tf32_one_pass ? "precision tf32 (one TF32 pass)" : "precision fp32") +
          (impl_->d.wgmma ? (impl_->d.tf32_one_pass ? ", stack on wgmma"
                                                   : impl_->d.stack_ss ? ", stack on wgmma (3xTF32, SS forward)"
-                                                  : impl_->d.stack_ws ? ", stack on wgmma (3xTF32, WS identity layers)"
+                                                  : impl_->d.stack_ws ? ", stack on wgmma (3xTF32, WS tile)"
                                                                       : ", stack on wgmma (3xTF32)")
                          : "") +
          ", edge state " + edge_state_name(impl_->edge_state) +

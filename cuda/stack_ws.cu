@@ -1,18 +1,22 @@
-// The SO(2) mixing stack's identity layers (docs/model.md §5.4, backward §7.10) on the
-// warp-specialised persistent tile (wgmma_ws.cuh; Dims::stack_ws, SEZM_CUDA_STACK_WS=1): forward
-// U' = U + U W and backward G' = G + G W^T per |m| group, W = A (m = 0, K = N = M0 = 128) or the
-// assembled |m| = 1 weight (K = N = 2 M1 = 192). The gated layers, the replay of gated layers and
-// `precision tf32` stay on stack.cu's kernels.
+// The SO(2) mixing stack's layers (docs/model.md §5.4, backward §7.10; stack.cu's maths) on the
+// warp-specialised persistent tile (wgmma_ws.cuh; Dims::stack_ws, SEZM_CUDA_STACK_WS=1), per |m|
+// group W = A (m = 0, K = N = M0 = 128) or the assembled |m| = 1 weight (K = N = 2 M1 = 192):
+//  identity layers: forward U' = U + U W, backward G' = G + G W^T;
+//  gated layers: forward and backward as stack_forward_k / stack_backward_k (below).
+// The replay of gated layers (no product) and `precision tf32` stay on stack.cu's kernels.
 //
-// Layout: activations focus-major (F, Ec, ROW); a work item is one focus's 128-row tile of one
-// group (the weights differ per focus, so a tile never straddles one): A's tensor map is 3-D
-// {ROW, Ec, F} with boxes of 16 columns x 128 rows x 1 focus, rows past Ec arrive as zeros and are
-// never stored. One persistent launch per group (the groups' widths are different instantiations);
-// items focus-major, so the CTAs working at once share a focus's weight image in L2.
+// Layout: activations focus-major (F, Ec, ROW); a work item is one focus's 128-row tile (the
+// weights differ per focus, so a tile never straddles one): A's tensor map is 3-D {ROW, Ec, F}
+// with boxes of 16 columns x 128 rows x 1 focus, rows past Ec arrive as zeros and are never
+// stored. Identity layers: one persistent launch per group (the groups' widths are different
+// instantiations); gated layers: both groups per item, one launch. Items focus-major, so the
+// CTAs working at once share a focus's weight image in L2.
 // Numerics: the 3xTF32 split of wg_tile (partials of 2 k steps from zero, added in IEEE fp32 in k
-// order); the residual added as stack_forward_k / stack_backward_k do (u + z, IEEE fp32). The
-// |m| = 1 group's bits equal the old kernel's (the same image, kS = 2); m = 0's differ by the
-// partials' grouping (the old kernel's image has k blocks of 4 steps there).
+// order); the residual added as stack_forward_k / stack_backward_k do (u + z, IEEE fp32). An
+// identity layer's |m| = 1 group's bits equal the old kernel's (the same image, kS = 2); m = 0's
+// differ by the partials' grouping (the old kernel's image has k blocks of 4 steps there). The
+// gated layers' gate products (S = sigmoid(z00 G), eta G^T) are IEEE fp32 FFMA here, 3xTF32 on
+// tensor cores in the old kernel: their bits differ, and so do the products that use S.
 // CPU twin: the mixing stack in engine/so2_convolution.h.
 #include <cstdint>
 
