@@ -15,8 +15,8 @@
 // Part 1 also prints each arithmetic's error against the exact (double) product. On a CC 9.0 GPU
 // both parts also run the warpgroup tile (wgmma_tile.cuh), and part 1 its SS twin with A staged
 // through shared memory (wgmma_tile_ss.cuh, variants 8-13 in stack_probe_ss.cuh, printed with their
-// shared memory and CTAs per SM), and the warp-specialised persistent tile (variants 104-106,
-// stack_probe_ws.cuh: bulk-copy producer warps, two consumer warpgroups, cooperative or ping-pong).
+// shared memory and CTAs per SM), and the warp-specialised persistent tile (variant 106,
+// cuda/wgmma_ws.cuh via stack_probe_ws.cuh: a TMA producer warp, two consumer warpgroups).
 // A probe for kernel work, not a test.
 #include <cuda_runtime.h>
 #ifdef SEZM_PROBE_CUBLAS
@@ -291,12 +291,11 @@ int main(int argc, char** argv) {
                                     "3xTF32 wgmma, 128 rows (H100)",  "1xTF32 wgmma (tf32, H100)"};
       // The warpgroup tile needs sm_90a code and a CC 9.0 device, and N = K = 128 or 192.
       const bool wg_ok = prop.major == 9 && prop.minor == 0 && (K == 128 || K == 192);
-      // Then the engine's own tile shape and its variants (launch_tile_probe 100 .. 103), then 104 ..
-      // 106, the warp-specialised tile (stack_probe_ws.cuh; A from HBM only).
-      const int kSsEnd = 8 + kSsVariantCount, kWs = kSsEnd + 4, kVariants = wg_ok ? kWs + 3 : 6;
+      // Then the engine's own tile shape and its variants (launch_tile_probe 100 .. 103), then 106,
+      // the warp-specialised tile (cuda/wgmma_ws.cuh via stack_probe_ws.cuh; A from HBM only).
+      const int kSsEnd = 8 + kSsVariantCount, kWs = kSsEnd + 4, kVariants = wg_ok ? kWs + 1 : 6;
       static const char* wg1_names[] = {"3xTF32 wgmma, 64 rows (engine)", "same, three B stages",
                                         "same, B multicast in 2-CTA clusters", "same, k blocks of 32 (kS 4)",
-                                        "3xTF32 wgmma WS, cooperative (104)", "3xTF32 wgmma WS, ping-pong (105)",
                                         "3xTF32 wgmma WS, coop., A by TMA (106)"};
       std::vector<float> hbw((size_t)K * K);
       SEZM_CUDA(cudaMemcpy(hbw.data(), B.p, hbw.size() * sizeof(float), cudaMemcpyDeviceToHost));
@@ -341,7 +340,7 @@ int main(int argc, char** argv) {
           if (ss || ws) SEZM_CUDA(cudaMemset(C.p, 0x7F, (size_t)rows * K * sizeof(float)));
           const double ms = median_ms(R, s, [&] {
             if (v < 8) launch_tile_probe(v, hbm, rows, K, K, A.p, d.ROW, B.p, Bimg.p, C.p, s);
-            else if (ws) info = launch_wgws_probe_variant(v - kWs, rows, K, K, A.p, d.ROW, Bimg2.p, C.p, s);
+            else if (ws) info = launch_wgws_probe_variant(rows, K, K, A.p, d.ROW, Bimg2.p, C.p, s);
             else if (v >= kSsEnd)
               launch_tile_probe(100 + v - kSsEnd, hbm, rows, K, K, A.p, d.ROW, B.p, v - kSsEnd == 3 ? Bimg.p : Bimg_e.p,
                                 C.p, s);

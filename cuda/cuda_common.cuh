@@ -145,6 +145,11 @@ struct Dims {
   // kOverlap: the next products in flight while a partial is folded; bit-identical results): wgmma
   // and SEZM_CUDA_STACK_OVERLAP=1 (device.cu, use_stack_overlap; opt-in until measured).
   int stack_overlap;
+  // The stack's layers on the warp-specialised persistent tile (wgmma_ws.cuh, stack_ws.cu): every
+  // forward and backward but the gated layers' replay (no product); wgmma, Cf = 32, L = 3 and
+  // SEZM_CUDA_STACK_WS=1 (device.cu, use_stack_ws; opt-in until measured). In the 3xTF32 split
+  // only: with tf32_one_pass the stack keeps its other kernels.
+  int stack_ws;
 };
 
 __host__ __device__ inline int dc_off(int l) { return l == 0 ? 0 : 1 + 3 * (l * l - 1); }

@@ -87,5 +87,11 @@ int use_stack_overlap(const Dims& d) {
   return d.wgmma && env && std::string(env) == "1" ? 1 : 0;
 }
 
+int use_stack_ws(const Dims& d) {
+  // Opt-in until it has run on a GPU: SEZM_CUDA_STACK_WS=1. Other shapes keep the old path silently.
+  const char* env = std::getenv("SEZM_CUDA_STACK_WS");
+  return d.wgmma && ws_shape(d) && env && std::string(env) == "1" ? 1 : 0;
+}
+
 }  // namespace cuda
 }  // namespace sezm

@@ -21,5 +21,8 @@ int use_stack_ss(const Dims& d);
 // The stack's 3xTF32 warpgroup products on the overlapped schedule (Dims::stack_overlap):
 // SEZM_CUDA_STACK_OVERLAP=1 (opt-in: not yet run on a GPU).
 int use_stack_overlap(const Dims& d);
+// The stack's layers on the warp-specialised tile (Dims::stack_ws): on the warpgroup tile, for
+// the shapes stack_ws.cu supports, with SEZM_CUDA_STACK_WS=1 (opt-in: not yet run on a GPU).
+int use_stack_ws(const Dims& d);
 
 }  // namespace sezm::cuda

@@ -5,6 +5,7 @@
 // as sezm_core's (cuda/CMakeLists.txt).
 #include "device_weights.cuh"
 #include "wgmma_layout.h"
+#include "wgmma_ws_layout.h"
 
 #include <algorithm>
 #include <cmath>
@@ -45,14 +46,15 @@ class Arena {
     align();
   }
   // Several K x N matrices as the warpgroup tile's B images (wgmma_layout.h), back to back.
-  // natural: the SS tile's image (natural k order, k blocks of kWgSsKs steps).
-  void put_wg(const float*& slot, const std::vector<Mat<double>>& ms, bool natural = false) {
+  // natural: the SS tile's image (natural k order, k blocks of kWgSsKs steps); ks > 0: k blocks of
+  // ks steps (the warp-specialised tile's kWsKs) instead of wg_ks(N).
+  void put_wg(const float*& slot, const std::vector<Mat<double>>& ms, bool natural = false, int ks = 0) {
     slots_.emplace_back(&slot, h_.size());
     for (const auto& m : ms) {
       const std::vector<float> f = to_float(m.data(), m.size());
       const int K = static_cast<int>(m.rows()), N = static_cast<int>(m.cols());
       const std::vector<float> img = natural ? wgmma_b_image_natural(f.data(), K, N, N, kWgSsKs)
-                                             : wgmma_b_image(f.data(), K, N, N, wg_ks(N));
+                                             : wgmma_b_image(f.data(), K, N, N, ks > 0 ? ks : wg_ks(N));
       if (img.size() != 2 * f.size())  // K % 32 == 0 for every shape stack.cu sends there
         throw Error("device cuda: the wgmma image of a " + std::to_string(K) + " x " + std::to_string(N) +
                     " weight is not 2 K N floats");
@@ -354,6 +356,10 @@ void DeviceWeights::upload(const ModelW<double>& w, const Dims& d, MemCounter* m
       if (d.stack_ss) {
         a.put_wg(x.A_ss, As, true);
         a.put_wg(x.W1_ss, W1s, true);
+      }
+      if (d.stack_ws) {
+        a.put_wg(x.A_ws, As, false, kWsKs);
+        a.put_wg(x.AT_ws, ATs, false, kWsKs);
       }
     }
     if (d.F > 1) a.put(x.fc_w, b.focus_compete_w);

@@ -67,6 +67,7 @@ struct CudaEngine::Impl : EngineBuffers {
     d.wgmma = use_wgmma(d, prop);
     d.stack_ss = use_stack_ss(d);
     d.stack_overlap = use_stack_overlap(d);
+    d.stack_ws = use_stack_ws(d);
     SEZM_CUDA(cudaStreamCreate(&s));
     const char* tv = std::getenv("SEZM_CUDA_TIMING");
     timer.enabled = tv && *tv && *tv != '0';

@@ -14,10 +14,13 @@
 //  backward (identity):    G' = g + g W^T.
 // Numerics: the tile products in IEEE fp32 FFMA, or in one TF32 pass on tensor cores with
 // `precision tf32` (Dims::tf32_one_pass); the tile product and its geometry are stack_tile.cuh.
+// With Dims::stack_ws (SEZM_CUDA_STACK_WS=1) every layer's forward and backward but the replay
+// runs on the warp-specialised tile instead (stack_ws.cu).
 // CPU twin: the mixing stack in engine/so2_convolution.h.
 #include "stack.cuh"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "stack_tile.cuh"
 
@@ -407,6 +410,21 @@ void launch_stack(const Dims& d, const BlockWDev& w, int layer, int Ec, const fl
   // fp32 FFMA by default: the mma.sync 3xTF32 tile is no faster there (docs/performance.md,
   // "Tensor cores"). `precision tf32`: one TF32 pass on either.
   if (d.wgmma && wgmma_shape(d)) {
+    // Dims::stack_ws: the identity layers (forward, their replay-pass forward, backward) on the
+    // warp-specialised tile (stack_ws.cu), 3xTF32 only; its tensor map needs a 16-byte aligned base.
+    // The gated layers' forward and backward too (not their replay, which has no product).
+    if (d.stack_ws && !d.tf32_one_pass && reinterpret_cast<uintptr_t>(in) % 16 == 0) {
+      if (layer >= d.ngated) {
+        launch_stack_ws_linear(d, w, layer, Ec, in, out, pass == Pass::kBackward, s);
+        SEZM_LAUNCH(pass == Pass::kBackward ? "stack_ws_backward" : "stack_ws_forward");
+        return;
+      }
+      if (pass != Pass::kReplay) {
+        launch_stack_ws_gated(d, w, layer, Ec, in, out, z, pass == Pass::kBackward, s);
+        SEZM_LAUNCH(pass == Pass::kBackward ? "stack_ws_backward_gated" : "stack_ws_forward_gated");
+        return;
+      }
+    }
     if (d.tf32_one_pass) launch_wg<kWg1>(d, w, layer, Ec, in, out, z, pass, s);
     else if (d.stack_overlap) launch_wg<kWg3o>(d, w, layer, Ec, in, out, z, pass, s);  // same shared memory
     else launch_wg<kWg3>(d, w, layer, Ec, in, out, z, pass, s);

@@ -1,5 +1,5 @@
-// The warp-specialised probe tile's index maps (bench/stack_probe_ws_layout.h, used by
-// bench/stack_probe_ws.cuh, sezm-stack-probe variant 104), checked on the CPU against the wgmma
+// The warp-specialised tile's index maps (cuda/wgmma_ws_layout.h, used by cuda/wgmma_ws.cuh:
+// sezm-stack-probe variant 106 and the stack's layers under SEZM_CUDA_STACK_WS=1), checked on the CPU against the wgmma
 // instruction's documented layouts: a ring stage's A rows as the bulk copies land them, each
 // consumer thread's 16-byte fragment loads (free of bank conflicts), the B image of kS = 2 read by
 // descriptor per column chunk of 64, and the chunk accumulators folded into the full-width tile that
@@ -13,7 +13,7 @@
 #include <set>
 #include <vector>
 
-#include "../bench/stack_probe_ws_layout.h"
+#include "../cuda/wgmma_ws_layout.h"
 
 namespace {
 

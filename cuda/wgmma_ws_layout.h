@@ -1,5 +1,5 @@
 #pragma once
-// Index maps of the warp-specialised probe tile (bench/stack_probe_ws.cuh), plain C++ so that the
+// Index maps of the warp-specialised tile (cuda/wgmma_ws.cuh), plain C++ so that the
 // CPU test tests/test_wgmma_ws_layout.cpp checks them against the instruction's documented fragment
 // and descriptor layouts without a GPU. The tile: 128 rows per tile, k blocks of 16 (two k steps of
 // 8, one ring stage), A rows copied whole per stage (16 floats, 64 bytes each, dense row-major), B

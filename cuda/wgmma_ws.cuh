@@ -1,0 +1,403 @@
+#pragma once
+// The warp-specialised Hopper tile (sm_90a): C (work item's 128 rows x N) = A (rows x K) B (K x N),
+// K = N = 128 or 192, in the 3xTF32 split, on a persistent CTA (grid <= #SMs, one per SM, 384
+// threads): a producer warp streams each item's A k blocks (one 3-D tensor-map copy, TMA, box 16 k x
+// 128 rows x 1) and B image blocks (one bulk copy) into a ring of stages with full / empty mbarriers;
+// two consumer warpgroups (64 rows each) multiply every stage and hand the finished accumulators
+// to the caller's epilogue. Users: the stack's identity layers (stack_ws.cu, Dims::stack_ws) and
+// sezm-stack-probe variant 106 (bench/stack_probe_ws.cuh). The engine's default tile is wg_tile
+// (wgmma_tile.cuh), whose accuracy scheme this keeps exactly.
+//
+// Why (docs/performance.md, 2026-12-02: 87.9 / 108.1 useful TFLOP/s at K = N = 128 / 192 against
+// wg_tile's 54.5 / 53.7): wg_tile is latency-bound, every 16-deep k block waiting for a B-stage
+// round trip and an A load with one block of look-ahead, and every two k steps draining the
+// tensor cores to add the 3xTF32 partial in IEEE fp32. Here
+//  - the producer runs up to a ring's depth (ws_stages) of 16-deep k blocks ahead, across item
+//    boundaries; a stage is A's box (rows past the tensor's end arrive as zeros and count as
+//    transferred bytes; their results are not stored) and the B image's block (wgmma_b_image, kS
+//    = 2), both completing on the stage's full barrier (one arrive.expect_tx before the copies);
+//  - the consumers do not drain per block: each product covers a column chunk of 64 (m64n64k8),
+//    its 3xTF32 partial of the block's two k steps formed from zero in one of two partial buffers,
+//    and the chunks are issued in turn with wgmma.wait_group 1, so that while a chunk's partial is
+//    added to the accumulators the next chunk's products run. (Two 96-wide halves would need
+//    acc + 2 x 48 + two blocks' fragments > 240 registers at N = 192.) A block's stage is released
+//    (empty barrier, one arrival per consumer warp) once its last chunk's products completed, after
+//    the first wait of the next block. The k loop runs in unrolled segments of at most 8 blocks,
+//    each ending with nothing in flight (see the consumer loop for why);
+//  - A stays in the register (RS) form: each thread loads its fragment rows g and g + 8 as one
+//    16-byte vector each from the dense stage (rows of 16 floats: a quarter warp reads two whole
+//    rows, 128 contiguous bytes, no bank conflicts) and splits them in registers, as wg_tile does
+//    from global memory (the same k permutation, ws_frag_k). No generic-proxy write reaches what
+//    the tensor cores read (B lands by bulk copy), so no fence.proxy.async is needed.
+// Accuracy: as wg_tile with kAdd = 2 (the products lo*hi, hi*lo, hi*hi of a block's two k steps
+// from zero, then one IEEE add per accumulator, blocks in k order), so C matches wg_tile's bit for
+// bit for the same image (kS = 2: the engine's N = 192 image; at N = 128 the engine's kS = 4 image
+// groups k differently into partials, so there the bits differ by the partials' rounding).
+// Registers: producer warpgroup setmaxnreg 24, consumers 240 (ptxas: 168 at entry, no spills);
+// the launch checks the pool (ws_check_regs). Index maps: wgmma_ws_layout.h, checked on the CPU by
+// tests/test_wgmma_ws_layout.cpp.
+#include <cuda.h>  // CUtensorMap (the entry point is fetched through the runtime: no libcuda link)
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "cuda_common.cuh"
+#include "wgmma_tile.cuh"
+#include "wgmma_ws_layout.h"
+
+namespace sezm::cuda {
+namespace {
+
+__device__ __forceinline__ uint32_t ws_smem(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void ws_bar_init(uint64_t* b, int count) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(ws_smem(b)), "r"(count) : "memory");
+#endif
+}
+// The barriers' initialisation made visible to the async proxy (the copies' complete_tx).
+__device__ __forceinline__ void ws_bar_init_fence() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+// One arrival that also expects `bytes` of transactions in the current phase.
+__device__ __forceinline__ void ws_bar_expect(uint64_t* b, uint32_t bytes) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(ws_smem(b)), "r"(bytes) : "memory");
+#endif
+}
+__device__ __forceinline__ void ws_bar_arrive(uint64_t* b) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(ws_smem(b)) : "memory");
+#endif
+}
+// Until the phase of parity `parity` has completed (a fresh barrier: parity 1 passes at once).
+__device__ __forceinline__ void ws_bar_wait(uint64_t* b, uint32_t parity) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  uint32_t done = 0;
+  while (!done)
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(ws_smem(b)), "r"(parity)
+        : "memory");
+#endif
+}
+// `bytes` (a multiple of 16; both addresses 16-byte aligned) from global src to shared dst,
+// completing on barrier b.
+__device__ __forceinline__ void ws_bulk(float* dst, const float* src, uint32_t bytes, uint64_t* b) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   ws_smem(dst)),
+               "l"(src), "r"(bytes), "r"(ws_smem(b))
+               : "memory");
+#endif
+}
+// The box at (x, y, z) of the 3-D tensor map tm into shared dst, completing on barrier b.
+__device__ __forceinline__ void ws_tma_3d(float* dst, const CUtensorMap* tm, int x, int y, int z, uint64_t* b) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+      "[%5];" ::"r"(ws_smem(dst)),
+      "l"(reinterpret_cast<uint64_t>(tm)), "r"(x), "r"(y), "r"(z), "r"(ws_smem(b))
+      : "memory");
+#endif
+}
+// gridDim.x, read again where it is used (the producer's 24 registers hold no copy of it).
+__device__ __forceinline__ int ws_grid() {
+  int n;
+  asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(n));
+  return n;
+}
+__device__ __forceinline__ void ws_wait1() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+#endif
+}
+template <int kRegs>
+__device__ __forceinline__ void ws_regs_dec() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+#endif
+}
+template <int kRegs>
+__device__ __forceinline__ void ws_regs_inc() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+#endif
+}
+
+constexpr int kWsThreads = 384;  // producer warpgroup + two consumer warpgroups
+constexpr int kWsProducerRegs = 24, kWsConsumerRegs = 240;  // 24 x 128 + 240 x 256 = 168 x 384
+// Floats of one ring stage: A (128 rows x 16) and the B image's block (hi, lo planes of 2 steps).
+SEZM_WG_HD constexpr int ws_stage_floats(int N) { return kWsRows * kWsK + wg_stage_floats(N, kWsKs); }
+// Stages of the ring (one CTA per SM): 6 x 32 KiB (N = 192) or 8 x 24 KiB (N = 128).
+SEZM_WG_HD constexpr int ws_stages(int N) { return N > 128 ? 6 : 8; }
+SEZM_WG_HD constexpr int ws_smem_bytes(int N) { return ws_stages(N) * ws_stage_floats(N) * static_cast<int>(sizeof(float)); }
+
+// A work item of the tile: the tensor-map coordinates of its A box's first k block (x: column, y:
+// row, z: outer index; k block kb is at x + 16 kb) and its B image (wgmma_b_image(B, K, N, N, 2)).
+struct WsItem {
+  int x, y, z;
+  const float* B;
+};
+
+// A position in the ring (stage, and the parity of the phase its barriers are in), kept by the
+// producer and by each consumer thread alike: both walk the same sequence of k blocks.
+struct WsPipe {
+  int stage = 0;
+  uint32_t phase = 0;
+};
+template <int kStages>
+__device__ __forceinline__ void ws_advance(WsPipe& pp) {
+  if (++pp.stage == kStages) {
+    pp.stage = 0;
+    pp.phase ^= 1u;
+  }
+}
+
+// Thread 0 initialises the ring's barriers; all threads of the CTA then pass a barrier.
+template <int kStages>
+__device__ __forceinline__ void ws_init(uint64_t (&full)[kStages], uint64_t (&empty)[kStages]) {
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kStages; ++i) {
+      ws_bar_init(&full[i], 1);  // the producer's arrive.expect_tx; its copies complete the bytes
+      ws_bar_init(&empty[i], 8);  // one arrival per consumer warp
+    }
+    ws_bar_init_fence();
+  }
+  __syncthreads();
+}
+
+// The producer warp's part of one product (K x N) of item `it`: its K / 16 k blocks into the ring
+// (stages of kStage floats: A's box, then the B image's block), each once the consumers released
+// its stage. Called by the 32 lanes of the producer warp; lane 0 issues the copies.
+template <int N, int K, int kStages, int kStage>
+__device__ __forceinline__ void ws_fill(float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, const CUtensorMap* tmA,
+                                        const WsItem& it) {
+  constexpr int kAFloats = kWsRows * kWsK, kBFloats = wg_stage_floats(N, kWsKs);
+  constexpr uint32_t kABytes = kAFloats * sizeof(float), kBBytes = kBFloats * sizeof(float);
+  static_assert(kAFloats + kBFloats <= kStage && kStage % 32 == 0, "a stage holds A's box and B's block, 128-byte aligned");
+#pragma unroll 1
+  for (int kb = 0; kb < K / kWsK; ++kb) {
+    ws_bar_wait(&empty[pp.stage], pp.phase ^ 1u);  // the consumers are done with its previous block
+    float* dst = ring + pp.stage * kStage;
+    if ((threadIdx.x & 31) == 0) {  // the whole box counts, rows past the end included (zeros)
+      ws_bar_expect(&full[pp.stage], kBBytes + kABytes);
+      ws_bulk(dst + kAFloats, it.B + static_cast<size_t>(kb) * kBFloats, kBBytes, &full[pp.stage]);
+      ws_tma_3d(dst, tmA, it.x + kb * kWsK, it.y, it.z, &full[pp.stage]);
+    }
+    ws_advance<kStages>(pp);
+  }
+}
+
+// A as it lands (no transform).
+struct WsAsIs {
+  __device__ __forceinline__ float4 operator()(int, int, float4 x) const { return x; }
+};
+
+// The consumers' part of one product (K x N): acc (this thread's N / 2 accumulators, consumer
+// thread ct = threadIdx.x - 128 holding rows ws_row(ct, h) and, as wg_quad(acc, q4, h), the quads
+// at columns wg_quad_col(q4)) = the item's A B, each stage released once read. `ax(row, k, x)`:
+// the A operand's elements (tile row, k .. k + 3) from the landed x = A(row, k .. k + 3), applied
+// in registers before the TF32 split (e.g. a gate's factor). Called by all 256 consumer threads;
+// ends with nothing in flight.
+template <int N, int K, int kStages, int kStage, class AX = WsAsIs>
+__device__ __forceinline__ void ws_product(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, int ct,
+                                           float (&acc)[N / 2], AX ax = AX{}) {
+  constexpr int kNQ = N / kWsChunk, kNkb = K / kWsK;
+  constexpr int kSeg = kNkb <= 8 ? kNkb : kNkb / 2;  // k blocks per unrolled segment
+  constexpr int kAFloats = kWsRows * kWsK;
+  constexpr int kBPlane = kWsKs * 8 * N;  // the lo plane's offset in a B block
+  static_assert(N % kWsChunk == 0 && K % kWsK == 0 && kNkb % kSeg == 0 && kSeg <= 8, "whole chunks, blocks, segments");
+  const int t = ct & 3;
+  const int ra0 = ws_row(ct, 0), ra1 = ws_row(ct, 1);
+  const bool leader = (ct & 31) == 0;
+  float pb[2][kWsChunk / 2];
+#pragma unroll
+  for (int b = 0; b < 2; ++b)
+#pragma unroll
+    for (int i = 0; i < kWsChunk / 2; ++i) pb[b][i] = 0.0f;  // read by the asm only (scale-d 0)
+  // TF32 hi / lo fragments of two consecutive blocks (u = block parity): a block's fragments stay
+  // live until its last chunk's products completed, during the next block's first chunk.
+  uint32_t hi[2][kWsKs][4], lo[2][kWsKs][4];
+  // The next block: wait until its stage is full, split this thread's A fragments into hi / lo[u];
+  // returns its stage.
+  auto next_block = [&](uint32_t (&h)[kWsKs][4], uint32_t (&l)[kWsKs][4], int kb) {
+    const int cur = pp.stage;
+    ws_bar_wait(&full[cur], pp.phase);
+    ws_advance<kStages>(pp);
+    const float* sA = ring + cur * kStage;
+    const float4 x0 = ax(ra0, kb * kWsK + 4 * t, *reinterpret_cast<const float4*>(sA + ws_a_offset(ra0, 4 * t)));
+    const float4 x1 = ax(ra1, kb * kWsK + 4 * t, *reinterpret_cast<const float4*>(sA + ws_a_offset(ra1, 4 * t)));
+    const float v0[4] = {x0.x, x0.y, x0.z, x0.w}, v1[4] = {x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+    for (int s = 0; s < kWsKs; ++s) {
+      // fragment (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4): k = ws_frag_k(s, t), ws_frag_k(s, t + 4)
+      const float f[4] = {v0[2 * s], v1[2 * s], v0[2 * s + 1], v1[2 * s + 1]};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        h[s][e] = wg_tf32(f[e]);
+        l[s][e] = wg_tf32(f[e] - __uint_as_float(h[s][e]));
+      }
+    }
+    return cur;
+  };
+  // The 3xTF32 partial of chunk q of a block (stage st) from zero into d: one commit group.
+  auto issue = [&](float (&d)[kWsChunk / 2], const uint32_t (&h)[kWsKs][4], const uint32_t (&l)[kWsKs][4], int st,
+                   int q) {
+    const float* sB = ring + st * kStage + kAFloats + ws_b_chunk_offset(q);
+    wg_pin(d);
+    wg_fence();
+#pragma unroll
+    for (int s = 0; s < kWsKs; ++s) {
+      const uint64_t dh = wg_desc(sB + s * 8 * N), dl = wg_desc(sB + kBPlane + s * 8 * N);
+      Wgmma<kWsChunk>::mma(d, l[s], dh, s != 0);
+      Wgmma<kWsChunk>::mma(d, h[s], dl, 1);
+      Wgmma<kWsChunk>::mma(d, h[s], dh, 1);
+    }
+    wg_commit();
+  };
+  // The previous group (partial d of chunk q), once complete, added to the accumulators; the group
+  // just issued keeps the tensor cores busy meanwhile.
+  auto fold = [&](float (&d)[kWsChunk / 2], int q) {
+    ws_wait1();
+    wg_pin(d);
+#pragma unroll
+    for (int i = 0; i < kWsChunk / 2; ++i) {
+      acc[ws_acc_index(q, i)] += d[i];
+      asm volatile("" : "+f"(acc[ws_acc_index(q, i)])::"memory");  // the add before the next issue
+    }
+  };
+  auto release = [&](int st) {  // every warp's products that read stage st have completed
+    __syncwarp();
+    if (leader) ws_bar_arrive(&empty[st]);
+  };
+  // Group g = kNQ j + q (block j of a segment, chunk q) forms its partial in buffer g % 2. The k loop
+  // runs in segments of kSeg blocks, each unrolled whole and ending with nothing in flight: a
+  // partial in flight across a loop's back edge makes nvcc copy its registers (phi moves) and ptxas
+  // then serialises every wgmma (C7514); and one unrolled run of 12 blocks (K = N = 192) spilled.
+#pragma unroll
+  for (int j = 0; j < N / 2; ++j) acc[j] = 0.0f;
+#pragma unroll 1
+  for (int seg = 0; seg < kNkb / kSeg; ++seg) {
+    int st[2];  // the stages of the current and the previous block (by block parity)
+#pragma unroll
+    for (int j = 0; j < kSeg; ++j) {
+      const int u = j & 1;
+      st[u] = next_block(hi[u], lo[u], seg * kSeg + j);
+#pragma unroll
+      for (int q = 0; q < kNQ; ++q) {
+        const int g = kNQ * j + q;
+        issue(pb[g & 1], hi[u], lo[u], st[u], q);
+        if (g > 0) {
+          fold(pb[(g - 1) & 1], (g - 1) % kNQ);
+          if (q == 0) release(st[u ^ 1]);  // that was the previous block's last chunk
+        }
+      }
+    }
+    // The segment's last group.
+    constexpr int kLast = (kNQ * kSeg - 1) & 1;
+    wg_wait0();
+    wg_pin(pb[kLast]);
+#pragma unroll
+    for (int j = 0; j < kWsChunk / 2; ++j) acc[ws_acc_index(kNQ - 1, j)] += pb[kLast][j];
+    release(st[(kSeg - 1) & 1]);
+  }
+}
+
+// The whole persistent tile for one product shape, called by all 384 threads of a CTA launched
+// with ws_smem_bytes(N) of dynamic shared memory (__launch_bounds__(kWsThreads, 1)). Items
+// blockIdx.x, + gridDim.x, .. (< n_items). `item(i)` gives WsItem i (called by the producer warp,
+// in its 24 registers: keep it simple); `epi(i, acc, ct)` consumes item i's accumulators (float
+// (&)[N / 2], free to be overwritten), consumer thread ct (0..255) holding rows ws_row(ct, h) and,
+// as wg_quad(acc, q4, h), the quads at columns wg_quad_col(q4) (see ws_for_each_quad). A's tensor
+// map tmA: boxes of 16 x kWsRows x 1 floats, no swizzle (the box lands as ws_a_offset's dense rows).
+template <int N, int K, class Item, class Epi>
+__device__ __forceinline__ void ws_gemm(int n_items, const CUtensorMap* tmA, Item item, Epi epi) {
+  constexpr int kStages = ws_stages(N), kStage = ws_stage_floats(N);
+  extern __shared__ __align__(128) float ws_dsmem[];  // 128-byte aligned stages: tensor copies' destinations
+  __shared__ uint64_t full[kStages], empty[kStages];
+  ws_init(full, empty);
+  WsPipe pp;
+  if (threadIdx.x < 128) {  // the producer warpgroup: warp 0 fills the ring, the rest leave
+    ws_regs_dec<kWsProducerRegs>();
+    if (threadIdx.x >= 32) return;
+    for (int i = blockIdx.x; i < n_items; i += ws_grid())
+      ws_fill<N, K, kStages, kStage>(ws_dsmem, full, empty, pp, tmA, item(i));
+    return;
+  }
+  ws_regs_inc<kWsConsumerRegs>();
+  const int ct = threadIdx.x - 128;
+  float acc[N / 2];
+  for (int i = blockIdx.x; i < n_items; i += gridDim.x) {
+    ws_product<N, K, kStages, kStage>(ws_dsmem, full, empty, pp, ct, acc);
+    epi(i, acc, ct);
+  }
+}
+
+// f(row, col, quad) for each of consumer thread ct's quads of an item: tile row (0..127), first
+// logical column (a multiple of 4), the four accumulators of columns col .. col + 3.
+template <int M, class F>
+__device__ __forceinline__ void ws_for_each_quad(const float (&acc)[M], int ct, F f) {
+#pragma unroll
+  for (int q4 = 0; q4 < M / 8; ++q4)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) f(ws_row(ct, h), wg_quad_col(q4), wg_quad(acc, q4, h));
+}
+// u added to the accumulators of quad q4 of row h (the ones wg_quad reads), in IEEE fp32.
+template <int M>
+__device__ __forceinline__ void ws_add_quad(float (&acc)[M], int q4, int h, float4 u) {
+  acc[8 * q4 + 2 * h] += u.x;
+  acc[8 * q4 + 2 * h + 1] += u.y;
+  acc[8 * q4 + 4 + 2 * h] += u.z;
+  acc[8 * q4 + 5 + 2 * h] += u.w;
+}
+
+// The tensor map of a 3-D float tensor (dims[0] contiguous; strides in bytes of dims 1 and 2) in
+// boxes of 16 x kWsRows x 1, no swizzle, out-of-bounds elements filled with zeros. Host only.
+inline CUtensorMap ws_tensor_map(const float* base, const uint64_t (&dims)[3], const uint64_t (&strides)[2]) {
+  using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*, const cuuint64_t*,
+                              const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                              CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+  static Encode encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    SEZM_CUDA(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q));
+    if (fn == nullptr || q != cudaDriverEntryPointSuccess) throw Error("cuTensorMapEncodeTiled is not available");
+    return reinterpret_cast<Encode>(fn);
+  }();
+  if (reinterpret_cast<uintptr_t>(base) % 16 != 0 || strides[0] % 16 != 0 || strides[1] % 16 != 0)
+    throw Error("ws_tensor_map: the tensor's base and strides must be multiples of 16 bytes");
+  CUtensorMap tm{};
+  const cuuint64_t dim[3] = {dims[0], dims[1], dims[2]}, stride[2] = {strides[0], strides[1]};
+  const cuuint32_t box[3] = {kWsK, kWsRows, 1}, estride[3] = {1, 1, 1};
+  const CUresult r = encode(&tm, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, const_cast<float*>(base), dim, stride, box, estride,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) throw Error("cuTensorMapEncodeTiled failed: " + std::to_string(static_cast<int>(r)));
+  return tm;
+}
+
+// Once per kernel: its dynamic shared memory allowed, and its register pool checked (setmaxnreg.inc
+// waits until the CTA's pool has the registers: a pool smaller than the producers' and the
+// consumers' setmaxnreg counts would hang the kernel). Returns the device's SM count.
+inline int ws_prepare(const void* fn, int smem_bytes, const char* name) {
+  cudaFuncAttributes fa{};
+  SEZM_CUDA(cudaFuncGetAttributes(&fa, fn));
+  if (fa.numRegs * kWsThreads < 128 * kWsProducerRegs + 256 * kWsConsumerRegs)
+    throw Error(std::string(name) + ": " + std::to_string(fa.numRegs) +
+                " registers per thread at entry are too few for setmaxnreg");
+  SEZM_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
+  int dev = 0, sms = 0;
+  SEZM_CUDA(cudaGetDevice(&dev));
+  SEZM_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return sms;
+}
+
+}  // namespace
+}  // namespace sezm::cuda
