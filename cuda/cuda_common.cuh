@@ -147,8 +147,9 @@ struct Dims {
   int stack_overlap;
   // The stack's layers on the warp-specialised persistent tile (wgmma_ws.cuh, stack_ws.cu): every
   // forward and backward but the gated layers' replay (no product); wgmma, Cf = 32, L = 3 and
-  // SEZM_CUDA_STACK_WS=1 (device.cu, use_stack_ws; opt-in until measured). In the 3xTF32 split
-  // only: with tf32_one_pass the stack keeps its other kernels.
+  // SEZM_CUDA_STACK_WS=1 (device.cu, use_stack_ws; opt-in); 2: the same but the gated backward,
+  // which stays on wg_tile. In the 3xTF32 split only: with tf32_one_pass the stack keeps its other
+  // kernels.
   int stack_ws;
 };
 

@@ -88,9 +88,13 @@ int use_stack_overlap(const Dims& d) {
 }
 
 int use_stack_ws(const Dims& d) {
-  // Opt-in until it has run on a GPU: SEZM_CUDA_STACK_WS=1. Other shapes keep the old path silently.
+  // Opt-in: SEZM_CUDA_STACK_WS=1 every layer but the replay (run on the H200: all tests pass, the
+  // gated backward slower than wg_tile's), 2 the same but the gated backward (not yet run on a
+  // GPU). Other shapes keep the old path silently.
   const char* env = std::getenv("SEZM_CUDA_STACK_WS");
-  return d.wgmma && ws_shape(d) && env && std::string(env) == "1" ? 1 : 0;
+  if (!d.wgmma || !ws_shape(d) || !env) return 0;
+  const std::string v(env);
+  return v == "1" ? 1 : v == "2" ? 2 : 0;
 }
 
 }  // namespace cuda
