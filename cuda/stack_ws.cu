@@ -127,6 +127,24 @@ struct WsGated {
 // The 256 consumer threads only (named barrier 1; the producer warp never waits on it).
 __device__ __forceinline__ void ws_consumers_sync() { asm volatile("bar.sync 1, 256;" ::: "memory"); }
 
+// The producer of both gated kernels (the first warp; the rest of its warpgroup leaves): both
+// groups' k blocks of each item, in the consumers' order. `p` stays the kernel's __grid_constant__
+// (read from parameter space: the producer has 24 registers).
+template <class P>
+__device__ __forceinline__ void ws_gated_producer(const P& p, float* ws_dsmem, uint64_t* full, uint64_t* empty,
+                                                  WsPipe& pp, const CUtensorMap* tmA) {
+  constexpr int N0 = 128, N1 = 192;  // M0, 2 M1
+  ws_regs_dec<kWsProducerRegs>();
+  if (threadIdx.x >= 32) return;
+  for (int i = blockIdx.x; i < p.nitems; i += ws_grid()) {
+    const int f = i / p.ntiles, y = (i - f * p.ntiles) * kWsRows;
+    ws_fill<N0, N0, kGStages, kGStage>(ws_dsmem, full, empty, pp, tmA,
+                                       WsItem{0, y, f, p.B0 + static_cast<size_t>(f) * 2 * N0 * N0});
+    ws_fill<N1, N1, kGStages, kGStage>(ws_dsmem, full, empty, pp, tmA,
+                                       WsItem{N0, y, f, p.B1 + static_cast<size_t>(f) * 2 * N1 * N1});
+  }
+}
+
 __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_k(const __grid_constant__ WsGated p,
                                                                   const __grid_constant__ CUtensorMap tmA) {
   constexpr int N0 = 128, N1 = 192;  // M0, 2 M1
@@ -136,16 +154,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_k(const __grid_c
   float* const S = Zs + kWsRows * kZst;
   ws_init(full, empty);
   WsPipe pp;
-  if (threadIdx.x < 128) {  // the producer: both groups' k blocks of each item, in the consumers' order
-    ws_regs_dec<kWsProducerRegs>();
-    if (threadIdx.x >= 32) return;
-    for (int i = blockIdx.x; i < p.nitems; i += ws_grid()) {
-      const int f = i / p.ntiles, y = (i - f * p.ntiles) * kWsRows;
-      ws_fill<N0, N0, kGStages, kGStage>(ws_dsmem, full, empty, pp, &tmA,
-                                         WsItem{0, y, f, p.B0 + static_cast<size_t>(f) * 2 * N0 * N0});
-      ws_fill<N1, N1, kGStages, kGStage>(ws_dsmem, full, empty, pp, &tmA,
-                                         WsItem{N0, y, f, p.B1 + static_cast<size_t>(f) * 2 * N1 * N1});
-    }
+  if (threadIdx.x < 128) {
+    ws_gated_producer(p, ws_dsmem, full, empty, pp, &tmA);
     return;
   }
   ws_regs_inc<kWsConsumerRegs>();
@@ -272,16 +282,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_backward_k(const
   float* const S = Zs + kWsRows * kZst;
   ws_init(full, empty);
   WsPipe pp;
-  if (threadIdx.x < 128) {  // the producer: both groups' k blocks of each item, in the consumers' order
-    ws_regs_dec<kWsProducerRegs>();
-    if (threadIdx.x >= 32) return;
-    for (int i = blockIdx.x; i < p.nitems; i += ws_grid()) {
-      const int f = i / p.ntiles, y = (i - f * p.ntiles) * kWsRows;
-      ws_fill<N0, N0, kGStages, kGStage>(ws_dsmem, full, empty, pp, &tmA,
-                                         WsItem{0, y, f, p.B0 + static_cast<size_t>(f) * 2 * N0 * N0});
-      ws_fill<N1, N1, kGStages, kGStage>(ws_dsmem, full, empty, pp, &tmA,
-                                         WsItem{N0, y, f, p.B1 + static_cast<size_t>(f) * 2 * N1 * N1});
-    }
+  if (threadIdx.x < 128) {
+    ws_gated_producer(p, ws_dsmem, full, empty, pp, &tmA);
     return;
   }
   ws_regs_inc<kWsConsumerRegs>();
