@@ -57,7 +57,8 @@ class CudaReference : public ::testing::TestWithParam<std::tuple<Case, int, int>
 // construction; on Hopper only, elsewhere the default path again): the same bounds.
 // Variant 4 ("_ws"): fp32 with the stack's identity layers on the warp-specialised tile
 // (SEZM_CUDA_STACK_WS=1 at construction; on Hopper with Cf = 32, L = 3 only, elsewhere the default
-// path again): the same bounds.
+// path again): the same bounds. Variant 5 ("_ws2"): SEZM_CUDA_STACK_WS=2, the same but the gated
+// layers' backward on the other tile.
 TEST_P(CudaReference, MatchesCpuFloat64AndDeepmd) {
   SEZM_REQUIRE_GPU();
 #ifdef SEZM_HAVE_CUDA
@@ -65,7 +66,7 @@ TEST_P(CudaReference, MatchesCpuFloat64AndDeepmd) {
   const int mode = std::get<1>(GetParam());
   const bool tf32 = std::get<2>(GetParam()) == 1;
   const bool chunk_edge = std::get<2>(GetParam()) == 2, stack_ss = std::get<2>(GetParam()) == 3;
-  const bool stack_ws = std::get<2>(GetParam()) == 4;
+  const int stack_ws = std::get<2>(GetParam()) == 4 ? 1 : std::get<2>(GetParam()) == 5 ? 2 : 0;
   const double tol_e = tf32 ? kTf32EnergyTol : 1e-6, tol_fw = tf32 ? kTf32ForceTol : 1e-5;
   const std::string mp = k.shared ? sezm_test::shared_path(k.model) : sezm_test::data_path(k.model);
   const std::string rp = k.shared ? sezm_test::shared_path(k.ref) : sezm_test::data_path(k.ref);
@@ -92,7 +93,7 @@ TEST_P(CudaReference, MatchesCpuFloat64AndDeepmd) {
   const sezm::SezmEngine<double> cpu(w32);
   const auto ref = sezm::test::read_ref(rp);
   if (stack_ss) setenv("SEZM_CUDA_STACK_SS", "1", 1);  // read once, by the engine's constructor
-  if (stack_ws) setenv("SEZM_CUDA_STACK_WS", "1", 1);
+  if (stack_ws) setenv("SEZM_CUDA_STACK_WS", stack_ws == 2 ? "2" : "1", 1);
   sezm::CudaEngine gpu(w32, 0, cuda_mode(mode));
   if (stack_ss) unsetenv("SEZM_CUDA_STACK_SS");
   if (stack_ws) unsetenv("SEZM_CUDA_STACK_WS");
@@ -125,7 +126,7 @@ TEST_P(CudaReference, MatchesCpuFloat64AndDeepmd) {
     const double w_ref = rel(max_diff(dev.virial, c.virial), max_abs(c.virial));
     std::printf("[cuda %s%s %s] %-20s vs CPU f64 (same fp32 weights): E %.2e F %.2e W %.2e | vs deepmd: E %.2e "
                 "(weight rounding alone %.1e) F %.2e W %.2e\n",
-                mode_name(mode), tf32 ? " tf32" : stack_ss ? " ss" : stack_ws ? " ws" : "", k.model.c_str(), c.name.c_str(), e_cpu, f_cpu, w_cpu, e_ref,
+                mode_name(mode), tf32 ? " tf32" : stack_ss ? " ss" : stack_ws == 2 ? " ws2" : stack_ws ? " ws" : "", k.model.c_str(), c.name.c_str(), e_cpu, f_cpu, w_cpu, e_ref,
                 e_round, f_ref, w_ref);
     EXPECT_LE(e_cpu, tol_e);
     EXPECT_LE(f_cpu, tol_fw);
@@ -179,7 +180,7 @@ INSTANTIATE_TEST_SUITE_P(
                           // up to ~1e4 eV/A, compared relative to the largest reference value
                           Case{"recipes/zbl_plain_f64.pt", "recipes/ref_zbl_plain_f64.json", false},
                           Case{"recipes/zbl_mini_f64.pt", "recipes/ref_zbl_mini_f64.json", false}),
-        ::testing::Values(0, 1), ::testing::Values(0, 1, 2, 3, 4)),
+        ::testing::Values(0, 1), ::testing::Values(0, 1, 2, 3, 4, 5)),
     [](const auto& info) {
       const std::string& m = std::get<0>(info.param).model;
       const std::string& head = std::get<0>(info.param).head;
@@ -190,6 +191,7 @@ INSTANTIATE_TEST_SUITE_P(
              (v == 2   ? std::string("_chunkedge")
               : v == 3 ? std::string("_ss")
               : v == 4 ? std::string("_ws")
+              : v == 5 ? std::string("_ws2")
                        : std::string(precision_suffix(v)));
     });
 
