@@ -367,7 +367,11 @@ inline CUtensorMap ws_tensor_map(const float* base, const uint64_t (&dims)[3], c
   static Encode encode = [] {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult q{};
+#if CUDART_VERSION >= 12050
     SEZM_CUDA(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q));
+#else  // CUDA 12.0 - 12.4 (CMakeLists.txt accepts >= 12.0): the call without a version
+    SEZM_CUDA(cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &fn, cudaEnableDefault, &q));
+#endif
     if (fn == nullptr || q != cudaDriverEntryPointSuccess) throw Error("cuTensorMapEncodeTiled is not available");
     return reinterpret_cast<Encode>(fn);
   }();
