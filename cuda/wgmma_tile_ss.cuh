@@ -43,6 +43,21 @@ namespace {
 
 __device__ __forceinline__ void wgss_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 __device__ __forceinline__ void wgss_cp_wait1() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+// This thread's chunks of a landed A stage `st`: TF32 hi in place and, with kLo (the 3xTF32 split),
+// lo into the lo plane `lo` (both tiles below).
+template <int kS, int kChunksPerThread, int kThreads, bool kLo>
+__device__ __forceinline__ void wgss_split(float* st, float* lo, int tid) {
+#pragma unroll
+  for (int j = 0; j < kChunksPerThread; ++j) {
+    const int i = tid + j * kThreads, o = wgss_a_offset(wgss_chunk_row(i, kS), wgss_chunk_k(i, kS), kS);
+    const float4 x = *reinterpret_cast<const float4*>(st + o);
+    const float4 h = make_float4(wg_tf32f(x.x), wg_tf32f(x.y), wg_tf32f(x.z), wg_tf32f(x.w));
+    *reinterpret_cast<float4*>(st + o) = h;
+    if constexpr (kLo)
+      *reinterpret_cast<float4*>(lo + o) =
+          make_float4(wg_tf32f(x.x - h.x), wg_tf32f(x.y - h.y), wg_tf32f(x.z - h.z), wg_tf32f(x.w - h.w));
+  }
+}
 // The overlapped schedule of the SS tile (kOverlap; the why, the units and the B ring:
 // wgmma_tile.cuh, "The overlapped schedule"), 3xTF32, K = 8 kS kBlocks, arguments as wgss_tile's.
 // A keeps its three stages and two lo planes; its copy and split move to the block's second unit:
@@ -77,17 +92,7 @@ __device__ __forceinline__ void wgss_tile_overlap(float* smem, APtr aPtr, const 
   };
   // This thread's chunks of block kb (landed): TF32 hi in place, lo into lo plane kb % 2 (as wgss_tile).
   auto split = [&](int kb) {
-    float* st = sA + (kb % kStages) * kA;
-    float* lo = sL + (kb & 1) * kA;
-#pragma unroll
-    for (int j = 0; j < kChunksPerThread; ++j) {
-      const int i = tid + j * kThreads, o = wgss_a_offset(wgss_chunk_row(i, kS), wgss_chunk_k(i, kS), kS);
-      const float4 x = *reinterpret_cast<const float4*>(st + o);
-      const float4 h = make_float4(wg_tf32f(x.x), wg_tf32f(x.y), wg_tf32f(x.z), wg_tf32f(x.w));
-      *reinterpret_cast<float4*>(st + o) = h;
-      *reinterpret_cast<float4*>(lo + o) =
-          make_float4(wg_tf32f(x.x - h.x), wg_tf32f(x.y - h.y), wg_tf32f(x.z - h.z), wg_tf32f(x.w - h.w));
-    }
+    wgss_split<kS, kChunksPerThread, kThreads, true>(sA + (kb % kStages) * kA, sL + (kb & 1) * kA, tid);
     wg_fence_async_smem();
   };
   // The prologue: the groups of units -kAhead .. -1 (B(0 .. kAhead - 1)), A(0) in the first, A(1)
@@ -190,18 +195,7 @@ __device__ __forceinline__ void wgss_tile(float* smem, int K, APtr aPtr, const f
   };
   // This thread's chunks of block kb (landed): TF32 hi in place, lo (3xTF32) into lo plane kb % 2.
   auto split = [&](int kb) {
-    float* st = sA + (kb % kStages) * kA;
-    float* lo = sL + (kb & 1) * kA;
-#pragma unroll
-    for (int j = 0; j < kChunksPerThread; ++j) {
-      const int i = tid + j * kThreads, o = wgss_a_offset(wgss_chunk_row(i, kS), wgss_chunk_k(i, kS), kS);
-      const float4 x = *reinterpret_cast<const float4*>(st + o);
-      const float4 h = make_float4(wg_tf32f(x.x), wg_tf32f(x.y), wg_tf32f(x.z), wg_tf32f(x.w));
-      *reinterpret_cast<float4*>(st + o) = h;
-      if constexpr (kM == 3)
-        *reinterpret_cast<float4*>(lo + o) =
-            make_float4(wg_tf32f(x.x - h.x), wg_tf32f(x.y - h.y), wg_tf32f(x.z - h.z), wg_tf32f(x.w - h.w));
-    }
+    wgss_split<kS, kChunksPerThread, kThreads, kM == 3>(sA + (kb % kStages) * kA, sL + (kb & 1) * kA, tid);
     wg_fence_async_smem();
   };
   issueB(0);
