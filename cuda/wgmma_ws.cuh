@@ -39,8 +39,11 @@
 #include <cuda.h>  // CUtensorMap (the entry point is fetched through the runtime: no libcuda link)
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <string>
+#include <vector>
 
 #include "cuda_common.cuh"
 #include "wgmma_tile.cuh"
@@ -389,18 +392,24 @@ inline CUtensorMap ws_tensor_map(const float* base, const uint64_t (&dims)[3], c
 
 // Once per kernel: its dynamic shared memory allowed, and its register pool checked (setmaxnreg.inc
 // waits until the CTA's pool has the registers: a pool smaller than the producers' and the
-// consumers' setmaxnreg counts would hang the kernel). Returns the device's SM count.
+// consumers' setmaxnreg counts would hang the kernel). Returns the CTAs resident at once (one per
+// SM: the persistent grid's size).
 inline int ws_prepare(const void* fn, int smem_bytes, const char* name) {
-  cudaFuncAttributes fa{};
-  SEZM_CUDA(cudaFuncGetAttributes(&fa, fn));
-  if (fa.numRegs * kWsThreads < 128 * kWsProducerRegs + 256 * kWsConsumerRegs)
-    throw Error(std::string(name) + ": " + std::to_string(fa.numRegs) +
-                " registers per thread at entry are too few for setmaxnreg");
-  SEZM_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
-  int dev = 0, sms = 0;
-  SEZM_CUDA(cudaGetDevice(&dev));
-  SEZM_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  return sms;
+  // resident_grid sets the shared-memory attribute and counts the resident CTAs once per kernel
+  // and size (these launches come once per layer and chunk).
+  const int cap = resident_grid(fn, kWsThreads, static_cast<size_t>(smem_bytes), std::numeric_limits<int>::max());
+  if (cap == 0)
+    throw Error(std::string(name) + ": " + std::to_string(smem_bytes) + " bytes of shared memory per CTA exceed this GPU's limit");
+  thread_local std::vector<const void*> checked;  // the register pool, once per kernel
+  if (std::find(checked.begin(), checked.end(), fn) == checked.end()) {
+    cudaFuncAttributes fa{};
+    SEZM_CUDA(cudaFuncGetAttributes(&fa, fn));
+    if (fa.numRegs * kWsThreads < 128 * kWsProducerRegs + 256 * kWsConsumerRegs)
+      throw Error(std::string(name) + ": " + std::to_string(fa.numRegs) +
+                  " registers per thread at entry are too few for setmaxnreg");
+    checked.push_back(fn);
+  }
+  return cap;
 }
 
 }  // namespace
