@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -176,6 +177,13 @@ template <class T>
 __device__ inline T warp_sum(T v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
+}
+
+// An A/B switch of the environment: on when `name` is set and starts with '1'. Callers read it
+// once (a function-local static): the kernels' choice stays fixed for the process.
+inline bool env_on(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && v[0] == '1';
 }
 
 inline int div_up(long a, long b) { return static_cast<int>((a + b - 1) / b); }

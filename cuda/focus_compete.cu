@@ -236,10 +236,7 @@ __global__ void __launch_bounds__(kVecT) focus_compete_backward_vec_k(Dims d, Bl
 }
 
 bool fc_legacy() {
-  static const bool on = [] {
-    const char* v = std::getenv("SEZM_CUDA_FC_LEGACY");
-    return v != nullptr && v[0] == '1';
-  }();
+  static const bool on = env_on("SEZM_CUDA_FC_LEGACY");
   return on;
 }
 bool aligned16(const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; }

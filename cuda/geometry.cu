@@ -337,10 +337,7 @@ __global__ void __launch_bounds__(kGeoT) geometry_backward_fast_k(Dims d, int E,
 }
 
 bool geom_legacy() {
-  static const bool on = [] {
-    const char* v = std::getenv("SEZM_CUDA_GEOM_LEGACY");
-    return v != nullptr && v[0] == '1';
-  }();
+  static const bool on = env_on("SEZM_CUDA_GEOM_LEGACY");
   return on;
 }
 

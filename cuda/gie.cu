@@ -223,10 +223,7 @@ __global__ void __launch_bounds__(128) gie_edge_backward_k(Dims d, int E, const 
 }
 
 bool gie_legacy() {
-  static const bool on = [] {
-    const char* v = std::getenv("SEZM_CUDA_GIE_LEGACY");
-    return v != nullptr && v[0] == '1';
-  }();
+  static const bool on = env_on("SEZM_CUDA_GIE_LEGACY");
   return on;
 }
 

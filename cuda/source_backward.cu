@@ -282,10 +282,7 @@ __global__ void __launch_bounds__(32 * kSrcWarps, kSrcCtas<NC>)
 }  // namespace
 
 bool source_backward_fused(const Dims& d) {
-  static const bool legacy = [] {
-    const char* v = std::getenv("SEZM_CUDA_SRCBWD_LEGACY");
-    return v != nullptr && v[0] == '1';
-  }();
+  static const bool legacy = env_on("SEZM_CUDA_SRCBWD_LEGACY");
   if (legacy || warp_lanes(d) == 0) return false;
   // The current device's opt-in shared memory per CTA (once per host thread and device): the
   // widest shapes (Cw = 128, L = 3, no mixer: ~110 KiB) pass sm_86 / sm_89's 99 KiB.

@@ -382,10 +382,7 @@ void launch_rotate_condition(const Dims& d, const BlockWDev& w, const RotateCond
 }
 void launch_rotate_back_aggregate(const Dims& d, const AggregateArgs& a, cudaStream_t s) {
   if (a.n1 <= a.n0) return;
-  static const bool f32rows = [] {
-    const char* v = std::getenv("SEZM_CUDA_AGG_F32ROWS");
-    return v != nullptr && v[0] == '1';
-  }();
+  static const bool f32rows = env_on("SEZM_CUDA_AGG_F32ROWS");
   const bool dr = !f32rows;
   const int rows = dr ? kAggRowsDR : kAggRows;
   const dim3 block(d.Cf, rows), grid(a.n1 - a.n0, d.F);

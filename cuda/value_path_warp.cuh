@@ -401,10 +401,7 @@ inline bool aligned_to(int bytes, const void* p, P... rest) {
 // SEZM_CUDA_VALUE_CTA=1 keeps the one-CTA-per-edge kernels (timing and bit comparisons).
 template <class... P>
 inline int warp_lanes(const Dims& d, P... ptrs) {
-  static const bool cta = [] {
-    const char* v = std::getenv("SEZM_CUDA_VALUE_CTA");
-    return v != nullptr && v[0] == '1';
-  }();
+  static const bool cta = env_on("SEZM_CUDA_VALUE_CTA");
   const int nc = d.Cw / 32;
   if (cta) return 0;
   if (d.Cw % 32 != 0 || (nc != 1 && nc != 2 && nc != 4)) return 0;
