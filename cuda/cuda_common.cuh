@@ -147,9 +147,9 @@ struct Dims {
   // and SEZM_CUDA_STACK_OVERLAP=1 (device.cu, use_stack_overlap; opt-in until measured).
   int stack_overlap;
   // The stack's layers on the warp-specialised persistent tile (wgmma_ws.cuh, stack_ws.cu): every
-  // forward and backward but the gated layers' replay (no product); wgmma, Cf = 32, L = 3 and
-  // SEZM_CUDA_STACK_WS=1 (device.cu, use_stack_ws; opt-in); 2: the same but the gated backward,
-  // which stays on wg_tile. In the 3xTF32 split only: with tf32_one_pass the stack keeps its other
+  // forward and backward but the gated layers' replay (no product) with SEZM_CUDA_STACK_WS=1;
+  // 2 (the default on wgmma with Cf = 32, L = 3; device.cu, use_stack_ws): the same but the gated
+  // backward, which stays on wg_tile; 0: wg_tile for every layer. In the 3xTF32 split only: with tf32_one_pass the stack keeps its other
   // kernels.
   int stack_ws;
 };
@@ -208,14 +208,20 @@ inline int resident_grid(const void* fn, int threads, size_t bytes, int tiles) {
     if (k.dev == dev && k.fn == fn && k.threads == threads && k.bytes == bytes) return std::min(tiles, k.cap);
   int optin = 0, sms = 0, per = 0;
   SEZM_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-  if (bytes <= static_cast<size_t>(optin)) {
+  // The opt-in limit covers the kernel's static shared memory too (the warp-specialised tile's
+  // barriers): the dynamic part may take only the rest.
+  cudaFuncAttributes fa{};
+  SEZM_CUDA(cudaFuncGetAttributes(&fa, fn));
+  const size_t room = static_cast<size_t>(optin) > fa.sharedSizeBytes ? optin - fa.sharedSizeBytes : 0;
+  if (bytes <= room) {
     SEZM_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     // The attribute is the kernel's, not the launch's: set to the device's limit (the same value
     // whoever sets it), so that a cached size of another model or thread still launches.
-    if (bytes > 48 * 1024) SEZM_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+    if (bytes > 48 * 1024)
+      SEZM_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(room)));
     SEZM_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, fn, threads, bytes));
   }
-  known.push_back({dev, fn, threads, bytes, bytes <= static_cast<size_t>(optin) ? std::max(per, 1) * sms : 0});
+  known.push_back({dev, fn, threads, bytes, bytes <= room ? std::max(per, 1) * sms : 0});
   return std::min(tiles, known.back().cap);
 }
 

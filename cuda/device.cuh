@@ -22,7 +22,8 @@ int use_stack_ss(const Dims& d);
 // SEZM_CUDA_STACK_OVERLAP=1 (opt-in: not yet run on a GPU).
 int use_stack_overlap(const Dims& d);
 // The stack's layers on the warp-specialised tile (Dims::stack_ws): on the warpgroup tile, for
-// the shapes stack_ws.cu supports, with SEZM_CUDA_STACK_WS=1 (opt-in: not yet run on a GPU).
+// the shapes stack_ws.cu supports: 2 (all but the gated backward) unless SEZM_CUDA_STACK_WS says
+// 0 (none) or 1 (all).
 int use_stack_ws(const Dims& d);
 
 }  // namespace sezm::cuda

@@ -14,8 +14,8 @@
 //  backward (identity):    G' = g + g W^T.
 // Numerics: the tile products in IEEE fp32 FFMA, or in one TF32 pass on tensor cores with
 // `precision tf32` (Dims::tf32_one_pass); the tile product and its geometry are stack_tile.cuh.
-// With Dims::stack_ws (SEZM_CUDA_STACK_WS=1) every layer's forward and backward but the replay
-// runs on the warp-specialised tile instead (stack_ws.cu).
+// With Dims::stack_ws (by default on Hopper at Cf = 32, L = 3) the layers' products but the
+// replay and the gated backward run on the warp-specialised tile instead (stack_ws.cu).
 // CPU twin: the mixing stack in engine/so2_convolution.h.
 #include "stack.cuh"
 

@@ -55,10 +55,10 @@ class CudaReference : public ::testing::TestWithParam<std::tuple<Case, int, int>
 // order of the geometry adjoints' sums differs: per (block, chunk) share mapped into dE/dv).
 // Variant 3 ("_ss"): fp32 with the stack's forward products on the SS tile (SEZM_CUDA_STACK_SS=1 at
 // construction; on Hopper only, elsewhere the default path again): the same bounds.
-// Variant 4 ("_ws"): fp32 with the stack's identity layers on the warp-specialised tile
-// (SEZM_CUDA_STACK_WS=1 at construction; on Hopper with Cf = 32, L = 3 only, elsewhere the default
-// path again): the same bounds. Variant 5 ("_ws2"): SEZM_CUDA_STACK_WS=2, the same but the gated
-// layers' backward on the other tile.
+// Variant 4 ("_ws"): fp32 with every layer's products on the warp-specialised tile, the gated
+// backward too (SEZM_CUDA_STACK_WS=1 at construction; on Hopper with Cf = 32, L = 3 only, elsewhere
+// the default path again): the same bounds. Variant 5 ("_wg"): SEZM_CUDA_STACK_WS=0, every layer
+// on the warpgroup tile wg_tile (the default there runs all but the gated backward on the WS tile).
 TEST_P(CudaReference, MatchesCpuFloat64AndDeepmd) {
   SEZM_REQUIRE_GPU();
 #ifdef SEZM_HAVE_CUDA
@@ -93,7 +93,7 @@ TEST_P(CudaReference, MatchesCpuFloat64AndDeepmd) {
   const sezm::SezmEngine<double> cpu(w32);
   const auto ref = sezm::test::read_ref(rp);
   if (stack_ss) setenv("SEZM_CUDA_STACK_SS", "1", 1);  // read once, by the engine's constructor
-  if (stack_ws) setenv("SEZM_CUDA_STACK_WS", stack_ws == 2 ? "2" : "1", 1);
+  if (stack_ws) setenv("SEZM_CUDA_STACK_WS", stack_ws == 2 ? "0" : "1", 1);
   sezm::CudaEngine gpu(w32, 0, cuda_mode(mode));
   if (stack_ss) unsetenv("SEZM_CUDA_STACK_SS");
   if (stack_ws) unsetenv("SEZM_CUDA_STACK_WS");
@@ -126,7 +126,7 @@ TEST_P(CudaReference, MatchesCpuFloat64AndDeepmd) {
     const double w_ref = rel(max_diff(dev.virial, c.virial), max_abs(c.virial));
     std::printf("[cuda %s%s %s] %-20s vs CPU f64 (same fp32 weights): E %.2e F %.2e W %.2e | vs deepmd: E %.2e "
                 "(weight rounding alone %.1e) F %.2e W %.2e\n",
-                mode_name(mode), tf32 ? " tf32" : stack_ss ? " ss" : stack_ws == 2 ? " ws2" : stack_ws ? " ws" : "", k.model.c_str(), c.name.c_str(), e_cpu, f_cpu, w_cpu, e_ref,
+                mode_name(mode), tf32 ? " tf32" : stack_ss ? " ss" : stack_ws == 2 ? " wg" : stack_ws ? " ws" : "", k.model.c_str(), c.name.c_str(), e_cpu, f_cpu, w_cpu, e_ref,
                 e_round, f_ref, w_ref);
     EXPECT_LE(e_cpu, tol_e);
     EXPECT_LE(f_cpu, tol_fw);
@@ -191,7 +191,7 @@ INSTANTIATE_TEST_SUITE_P(
              (v == 2   ? std::string("_chunkedge")
               : v == 3 ? std::string("_ss")
               : v == 4 ? std::string("_ws")
-              : v == 5 ? std::string("_ws2")
+              : v == 5 ? std::string("_wg")
                        : std::string(precision_suffix(v)));
     });
 
