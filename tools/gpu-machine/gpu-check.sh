@@ -63,10 +63,12 @@ if [ "$probe" != 0 ]; then
   echo "== stack kernels on synthetic data (sezm-stack-probe)"
   timeout "${SEZM_GPU_PROBE_TIMEOUT:-900}" "$build/sezm-stack-probe" 2>&1 | tee "$out/probe.log" || status=1
 fi
-if [ "$what" = dev ]; then  # a kernel-tuning round: 4096 atoms in both modes, the phase timing, 64 atoms
+if [ "$what" = dev ]; then  # a kernel-tuning round: 4096 atoms in both modes, the phase timing, 512 and 64 atoms
   bench --mode lean --cells 8 --repeat 5 --warmup 1
   bench --mode fast --cells 8 --repeat 5 --warmup 1
   SEZM_CUDA_TIMING=1 bench --mode lean --cells 8 --repeat 1 --warmup 1
+  bench --mode lean --cells 4 --repeat 5 --warmup 1
+  bench --mode fast --cells 4 --repeat 5 --warmup 1
   bench --mode lean --cells 2 --repeat 5 --warmup 1
   for ab in ${SEZM_GPU_AB:-}; do
     echo "== with $ab" | tee -a "$out/bench.log"
