@@ -13,10 +13,10 @@
 // R launches; TFLOP/s count the useful products only; the H200's fp32 FFMA peak is 67 TFLOP/s,
 // its dense TF32 tensor-core peak ~495 TFLOP/s (3xTF32: a third of that, as useful products).
 // Part 1 also prints each arithmetic's error against the exact (double) product. On a CC 9.0 GPU
-// both parts also run the warpgroup tile (wgmma_tile.cuh), and part 1 its SS twin with A staged
-// through shared memory (wgmma_tile_ss.cuh, variants 8-13 in stack_probe_ss.cuh, printed with their
-// shared memory and CTAs per SM), and the warp-specialised persistent tile (variant 106,
-// cuda/wgmma_ws.cuh via stack_probe_ws.cuh: a TMA producer warp, two consumer warpgroups).
+// both parts also run the warpgroup tile (wgmma_tile.cuh), and part 1 the engine's shape of it and
+// its variants (100-103; 110, its overlapped schedule, in stack_probe_fold.cuh) and the
+// warp-specialised persistent tile (variant 106, cuda/wgmma_ws.cuh via stack_probe_ws.cuh: a TMA
+// producer warp, two consumer warpgroups; printed with its shared memory and CTAs per SM).
 // A probe for kernel work, not a test.
 #include <cuda_runtime.h>
 #ifdef SEZM_PROBE_CUBLAS
@@ -35,7 +35,6 @@
 
 #include "stack.cuh"
 #include "stack_tile.cuh"
-#include "stack_probe_ss.cuh"
 #include "stack_probe_mc.cuh"
 #include "stack_probe_ws.cuh"
 #include "stack_probe_fold.cuh"
@@ -44,9 +43,9 @@
 // variants 0-3 in IEEE fp32 FFMA: 0 the 64-row tile; 1: 128 rows (8 per thread, one CTA per SM);
 // 2: variant 0 with the k loop fully unrolled; 3: 128 rows at two CTAs per SM (N <= 128); on
 // tensor cores: 4 the layers' 3xTF32 tile, 5 one TF32 pass; 6, 7 the warpgroup tile (3xTF32, one
-// pass); 8-13 its SS twin (stack_probe_ss.cuh, A from HBM only). A read from HBM, or
-// (hbm_a false) made in registers: only B and C touch memory. Probe-only: the engine never
-// launches it, so it lives here rather than in cuda/.
+// pass); 100-103 the engine's warpgroup tile shape (launch_wg1_probe; 102 in stack_probe_mc.cuh).
+// A read from HBM, or (hbm_a false) made in registers: only B and C touch memory. Probe-only: the
+// engine never launches it, so it lives here rather than in cuda/.
 namespace sezm::cuda {
 namespace {
 
@@ -293,7 +292,7 @@ int main(int argc, char** argv) {
       const bool wg_ok = prop.major == 9 && prop.minor == 0 && (K == 128 || K == 192);
       // Then the engine's own tile shape and its variants (launch_tile_probe 100 .. 103), then 106,
       // the warp-specialised tile (cuda/wgmma_ws.cuh via stack_probe_ws.cuh; A from HBM only).
-      const int kSsEnd = 8 + kSsVariantCount, kWs = kSsEnd + 4, kVariants = wg_ok ? kWs + 1 : 6;
+      const int kWs = 8 + 4, kVariants = wg_ok ? kWs + 1 : 6;
       static const char* wg1_names[] = {"3xTF32 wgmma, 64 rows (engine)", "same, three B stages",
                                         "same, B multicast in 2-CTA clusters", "same, k blocks of 32 (kS 4)",
                                         "3xTF32 wgmma WS, coop., A by TMA (106)"};
@@ -305,12 +304,6 @@ int main(int argc, char** argv) {
       const std::vector<float> img_e = wgmma_b_image(hbw.data(), K, K, K, wg_ks(K));  // the engine's k blocks
       DevBuf Bimg_e(img_e.size());
       SEZM_CUDA(cudaMemcpy(Bimg_e.p, img_e.data(), img_e.size() * sizeof(float), cudaMemcpyHostToDevice));
-      // The SS tile's natural-order images, for k blocks of 2 and 4 steps.
-      const std::vector<float> nat2 = wgmma_b_image_natural(hbw.data(), K, K, K, 2),
-                               nat4 = wgmma_b_image_natural(hbw.data(), K, K, K, 4);
-      DevBuf Bnat2(nat2.size()), Bnat4(nat4.size());
-      SEZM_CUDA(cudaMemcpy(Bnat2.p, nat2.data(), nat2.size() * sizeof(float), cudaMemcpyHostToDevice));
-      SEZM_CUDA(cudaMemcpy(Bnat4.p, nat4.data(), nat4.size() * sizeof(float), cudaMemcpyHostToDevice));
       // The warp-specialised tile's image: k blocks of 2 steps at both widths.
       const std::vector<float> img2 = wgmma_b_image(hbw.data(), K, K, K, 2);
       DevBuf Bimg2(img2.size());
@@ -333,18 +326,16 @@ int main(int argc, char** argv) {
       for (int v = 0; v < kVariants; ++v)
         for (bool hbm : {true, false}) {
           if (v == 3 && K > 128) continue;
-          const bool ss = v >= 8 && v < kSsEnd, ws = v >= kWs;
-          if ((ss || ws) && !hbm) continue;  // the SS and warp-specialised tiles only stream A from HBM
-          std::string info;  // the SS and warp-specialised variants' shared memory and CTAs per SM
+          const bool ws = v >= kWs;
+          if (ws && !hbm) continue;  // the warp-specialised tile only streams A from HBM
+          std::string info;  // the warp-specialised variant's shared memory and CTAs per SM
           // Fill C with 3.4e38 first, so that any element the new tile leaves unwritten shows as error.
-          if (ss || ws) SEZM_CUDA(cudaMemset(C.p, 0x7F, (size_t)rows * K * sizeof(float)));
+          if (ws) SEZM_CUDA(cudaMemset(C.p, 0x7F, (size_t)rows * K * sizeof(float)));
           const double ms = median_ms(R, s, [&] {
             if (v < 8) launch_tile_probe(v, hbm, rows, K, K, A.p, d.ROW, B.p, Bimg.p, C.p, s);
             else if (ws) info = launch_wgws_probe_variant(rows, K, K, A.p, d.ROW, Bimg2.p, C.p, s);
-            else if (v >= kSsEnd)
-              launch_tile_probe(100 + v - kSsEnd, hbm, rows, K, K, A.p, d.ROW, B.p, v - kSsEnd == 3 ? Bimg.p : Bimg_e.p,
-                                C.p, s);
-            else info = launch_wgss_probe_variant(v - 8, rows, K, K, A.p, d.ROW, Bnat2.p, Bnat4.p, C.p, s);
+            else
+              launch_tile_probe(100 + v - 8, hbm, rows, K, K, A.p, d.ROW, B.p, v - 8 == 3 ? Bimg.p : Bimg_e.p, C.p, s);
           });
           std::string err;
           if (hbm) {
@@ -370,13 +361,12 @@ int main(int argc, char** argv) {
             err += b;
           }
           std::printf("  K = N = %3d, %-32s A %-9s %8.3f ms  %6.2f TFLOP/s%s%s\n", K,
-                      v < 8 ? names[v] : v >= kSsEnd ? wg1_names[v - kSsEnd] : kSsVariants[v - 8].name, hbm ? "from HBM" : "on chip", ms,
+                      v < 8 ? names[v] : wg1_names[v - 8], hbm ? "from HBM" : "on chip", ms,
                       2.0 * rows * K * K / (ms * 1e9), err.c_str(), info.c_str());
         }
-      // Variants 110, 111: the overlapped schedule, checked bitwise against 100 / 8 (stack_probe_fold.cuh).
+      // Variant 110: the overlapped schedule, checked bitwise against 100 (stack_probe_fold.cuh).
       if (prop.major == 9 && prop.minor == 0 && (K == 96 || K == 128 || K == 192))
-        for (bool ss : {false, true})
-          run_fold_probe(ss, rows, K, A.p, d.ROW, ss ? Bnat2.p : Bimg_e.p, C.p, s, [&](auto f) { return median_ms(R, s, f); });
+        run_fold_probe(rows, K, A.p, d.ROW, Bimg_e.p, C.p, s, [&](auto f) { return median_ms(R, s, f); });
 #ifdef SEZM_PROBE_CUBLAS
       // The vendor's fp32 GEMM at the same shape, IEEE fp32 (pedantic math: no TF32), as a
       // reference ceiling. Row-major C = A B is column-major C^T = B^T A^T.
@@ -424,13 +414,12 @@ int main(int argc, char** argv) {
     // On a CC 9.0 GPU the same layers also on the warpgroup tile (the engine's default there):
     // the weights' images as the engine uploads them (device_weights.cpp).
     std::vector<std::unique_ptr<DevBuf>> images;
-    auto image_of = [&](const DevBuf& w, int count, int K, int N, bool natural = false) {
+    auto image_of = [&](const DevBuf& w, int count, int K, int N) {
       std::vector<float> h((size_t)count * K * N), all;
       SEZM_CUDA(cudaMemcpy(h.data(), w.p, h.size() * sizeof(float), cudaMemcpyDeviceToHost));
       for (int i = 0; i < count; ++i) {
         const float* m = h.data() + (size_t)i * K * N;
-        const std::vector<float> img =
-            natural ? wgmma_b_image_natural(m, K, N, N, kWgSsKs) : wgmma_b_image(m, K, N, N, wg_ks(N));
+        const std::vector<float> img = wgmma_b_image(m, K, N, N, wg_ks(N));
         all.insert(all.end(), img.begin(), img.end());
       }
       images.push_back(std::make_unique<DevBuf>(all.size()));
@@ -445,19 +434,16 @@ int main(int argc, char** argv) {
       w.W1T_wg = image_of(W1T, d.nL * d.F, 2 * d.M1, 2 * d.M1);
       w.G_wg = image_of(G, d.ngated * d.F, d.Cf, LC);
       w.GT_wg = image_of(GT, d.ngated * d.F, LC, d.Cf);
-      w.A_ss = image_of(A, d.nL * d.F, d.M0, d.M0, true);
-      w.W1_ss = image_of(W1, d.nL * d.F, 2 * d.M1, 2 * d.M1, true);
     }
-    // 4: the warpgroup tile's 3xTF32 split with the forward's products on the SS tile (Dims::stack_ss);
-    // 5, 6: 2 and 4 on the overlapped schedule (Dims::stack_overlap, SEZM_CUDA_STACK_OVERLAP=1).
-    for (const int arith : {0, 1, 2, 3, 4, 5, 6}) {
+    // 4: 2 (the warpgroup tile's 3xTF32 split) on the overlapped schedule (Dims::stack_overlap,
+    // SEZM_CUDA_STACK_OVERLAP=1).
+    for (const int arith : {0, 1, 2, 3, 4}) {
       const int tf32 = arith >= 4 ? 0 : arith & 1;
       d.tf32_one_pass = tf32;
       d.wgmma = arith >= 2;
-      d.stack_ss = arith == 4 || arith == 6;
-      d.stack_overlap = arith >= 5;
+      d.stack_overlap = arith == 4;
       if (d.wgmma && !wg) break;
-      const std::string p = std::string(d.stack_ss ? "wgmma SS " : d.wgmma ? "wgmma " : "SIMT ") +
+      const std::string p = std::string(d.wgmma ? "wgmma " : "SIMT ") +
                             (d.stack_overlap ? "overlapped " : "") + (tf32 ? "tf32: " : "fp32: ");
       report((p + "forward, gated (z kept: fast)").c_str(),
              median_ms(R, s, [&] { launch_stack_layer_forward(d, w, 0, E, U.p, V.p, Z.p, s); }), flop + gate, 3);

@@ -138,10 +138,6 @@ struct Dims {
   // tf32_one_pass): a CC 9.0 device, a build with sm_90a code, a supported shape (stack.cu) and
   // the weights' images uploaded (BlockWDev::*_wg). 0: the SIMT / mma.sync tile.
   int wgmma;
-  // The forward's main products on the SS warpgroup tile (wgmma_tile_ss.cuh: A staged in shared
-  // memory three blocks deep by cp.async; stack.cu): wgmma, the 3xTF32 split, and
-  // SEZM_CUDA_STACK_SS=1 (device.cu, use_stack_ss; opt-in until measured). 0: wg_tile, A from registers.
-  int stack_ss;
   // The warpgroup tiles' 3xTF32 products of the stack on the overlapped schedule (wgmma_tile.cuh,
   // kOverlap: the next products in flight while a partial is folded; bit-identical results): wgmma
   // and SEZM_CUDA_STACK_OVERLAP=1 (device.cu, use_stack_overlap; opt-in until measured).

@@ -74,15 +74,9 @@ int use_wgmma(const Dims& d, const cudaDeviceProp& prop) {
 #endif
 }
 
-int use_stack_ss(const Dims& d) {
-  // Opt-in until it has run on a GPU (issue 16; docs/performance.md): SEZM_CUDA_STACK_SS=1.
-  const char* env = std::getenv("SEZM_CUDA_STACK_SS");
-  return d.wgmma && env && std::string(env) == "1" ? 1 : 0;
-}
-
 int use_stack_overlap(const Dims& d) {
-  // Opt-in until sezm-stack-probe's variants 110 / 111 have shown it bit-identical and faster on
-  // the H200: SEZM_CUDA_STACK_OVERLAP=1.
+  // Opt-in until sezm-stack-probe's variant 110 has shown it bit-identical and faster on the
+  // H200: SEZM_CUDA_STACK_OVERLAP=1.
   const char* env = std::getenv("SEZM_CUDA_STACK_OVERLAP");
   return d.wgmma && env && std::string(env) == "1" ? 1 : 0;
 }

@@ -15,9 +15,6 @@ cudaDeviceProp open_device(int dev);
 void check_stack_fits(const Dims& d, const cudaDeviceProp& prop);
 // Dims::wgmma for this device: 1 where the stack runs on the warpgroup tile (stack_tile.cuh).
 int use_wgmma(const Dims& d, const cudaDeviceProp& prop);
-// The forward's main products on the SS tile (Dims::stack_ss): on the warpgroup tile with
-// SEZM_CUDA_STACK_SS=1 (opt-in: not yet run on a GPU).
-int use_stack_ss(const Dims& d);
 // The stack's 3xTF32 warpgroup products on the overlapped schedule (Dims::stack_overlap):
 // SEZM_CUDA_STACK_OVERLAP=1 (opt-in: not yet run on a GPU).
 int use_stack_overlap(const Dims& d);

@@ -46,15 +46,13 @@ class Arena {
     align();
   }
   // Several K x N matrices as the warpgroup tile's B images (wgmma_layout.h), back to back.
-  // natural: the SS tile's image (natural k order, k blocks of kWgSsKs steps); ks > 0: k blocks of
-  // ks steps (the warp-specialised tile's kWsKs) instead of wg_ks(N).
-  void put_wg(const float*& slot, const std::vector<Mat<double>>& ms, bool natural = false, int ks = 0) {
+  // ks > 0: k blocks of ks steps (the warp-specialised tile's kWsKs) instead of wg_ks(N).
+  void put_wg(const float*& slot, const std::vector<Mat<double>>& ms, int ks = 0) {
     slots_.emplace_back(&slot, h_.size());
     for (const auto& m : ms) {
       const std::vector<float> f = to_float(m.data(), m.size());
       const int K = static_cast<int>(m.rows()), N = static_cast<int>(m.cols());
-      const std::vector<float> img = natural ? wgmma_b_image_natural(f.data(), K, N, N, kWgSsKs)
-                                             : wgmma_b_image(f.data(), K, N, N, ks > 0 ? ks : wg_ks(N));
+      const std::vector<float> img = wgmma_b_image(f.data(), K, N, N, ks > 0 ? ks : wg_ks(N));
       if (img.size() != 2 * f.size())  // K % 32 == 0 for every shape stack.cu sends there
         throw Error("device cuda: the wgmma image of a " + std::to_string(K) + " x " + std::to_string(N) +
                     " weight is not 2 K N floats");
@@ -353,13 +351,9 @@ void DeviceWeights::upload(const ModelW<double>& w, const Dims& d, MemCounter* m
       a.put_wg(x.W1T_wg, W1Ts);
       if (!Gs.empty()) a.put_wg(x.G_wg, Gs);
       if (!GTs.empty()) a.put_wg(x.GT_wg, GTs);
-      if (d.stack_ss) {
-        a.put_wg(x.A_ss, As, true);
-        a.put_wg(x.W1_ss, W1s, true);
-      }
       if (d.stack_ws) {
-        a.put_wg(x.A_ws, As, false, kWsKs);
-        a.put_wg(x.AT_ws, ATs, false, kWsKs);
+        a.put_wg(x.A_ws, As, kWsKs);
+        a.put_wg(x.AT_ws, ATs, kWsKs);
       }
     }
     if (d.F > 1) a.put(x.fc_w, b.focus_compete_w);

@@ -17,7 +17,6 @@ std::string CudaEngine::description() const {
          (impl_->d.wgmma ? (impl_->d.tf32_one_pass ? ", stack on wgmma"
                                                   : impl_->d.stack_ws == 2 ? ", stack on wgmma (3xTF32, WS tile but the gated backward"
                                                   : impl_->d.stack_ws ? ", stack on wgmma (3xTF32, WS tile"
-                                                  : impl_->d.stack_ss ? ", stack on wgmma (3xTF32, SS forward"
                                                                       : ", stack on wgmma (3xTF32")
                          : "") +
          (impl_->d.wgmma && !impl_->d.tf32_one_pass ? (impl_->d.stack_overlap ? ", overlapped)" : ")") : "") +

@@ -65,7 +65,6 @@ struct CudaEngine::Impl : EngineBuffers {
     d = model_dims(w);
     check_stack_fits(d, prop);
     d.wgmma = use_wgmma(d, prop);
-    d.stack_ss = use_stack_ss(d);
     d.stack_overlap = use_stack_overlap(d);
     d.stack_ws = use_stack_ws(d);
     SEZM_CUDA(cudaStreamCreate(&s));

@@ -83,9 +83,6 @@ struct BlockWDev {
   // focus) 2 K N floats each (A: K = N = M0; W1: 2M1; G: K = Cf, N = L*Cf; GT: K = L*Cf, N = Cf),
   // or null.
   const float *A_wg, *AT_wg, *W1_wg, *W1T_wg, *G_wg, *GT_wg;
-  // A and W1 as the SS tile's images (wgmma_b_image_natural, k blocks of 16: the forward's main
-  // products with A staged in shared memory, Dims::stack_ss), per (layer, focus) 2 K N floats, or null.
-  const float *A_ss, *W1_ss;
   // A and A^T as the warp-specialised tile's images (wgmma_b_image with k blocks of kWsKs = 2 steps;
   // Dims::stack_ws), per (layer, focus) 2 M0 M0 floats, or null. W1, W1^T (2M1 = 192 > 128) use
   // W1_wg, W1T_wg: their k blocks are already of 2 steps (wg_ks).

@@ -43,12 +43,7 @@ __host__ __device__ SmemPlan smem_plan(const Dims& d, bool bwd) {
   const int wmax = d.M0 > 2 * d.M1 ? d.M0 : 2 * d.M1;  // >= L*Cf
   const int np = (wmax + 63) / 64 * 64;
   const bool x3 = is_wg3(kM);  // one pass stages only the hi plane
-  int wg_b = wg_stages(d.M0, x3) > wg_stages(2 * d.M1, x3) ? wg_stages(d.M0, x3) : wg_stages(2 * d.M1, x3);
-  if (x3 && d.stack_ss) {  // the forward's SS products stage A too (wgmma_tile_ss.cuh)
-    const int a = wgss_smem_floats(d.M0, kWgSsKs, 1, 3, true), b = wgss_smem_floats(2 * d.M1, kWgSsKs, 1, 3, true);
-    wg_b = wg_b > a ? wg_b : a;
-    wg_b = wg_b > b ? wg_b : b;
-  }
+  const int wg_b = wg_stages(d.M0, x3) > wg_stages(2 * d.M1, x3) ? wg_stages(d.M0, x3) : wg_stages(2 * d.M1, x3);
   p.bs = is_wg(kM) ? wg_b : a_floats<TR, kM>() + b_floats<kM>(np);
   p.zs = BM * bank_stride(d.Cf);
   p.s = BM * bank_stride(d.L * d.Cf);
@@ -105,10 +100,8 @@ __device__ __forceinline__ void gate_sigmoids(const Dims& d, const StackSmem& sm
 }
 
 // Forward of one layer; with Zin (fast mode's backward) the gated layer's pre-activations are
-// read instead of multiplied. kSS (the warpgroup tile's 3xTF32 split, Dims::stack_ss): the two main
-// products on the SS tile, A staged three blocks deep by cp.async (sezm-stack-probe: 68 vs 53
-// useful TFLOP/s at K = N = 192, docs/performance.md); the gate product stays on wg_tile.
-template <int TR, int NC0, int NC1, int kM, bool kSS = false>
+// read instead of multiplied.
+template <int TR, int NC0, int NC1, int kM>
 __global__ void __launch_bounds__(tile_threads<kM>(), (is_wg(kM) || (TR == 4 && NC1 <= 3)) ? 2 : 1) stack_forward_k(Dims d, BlockWDev w, int layer, int Ec,
                                                             const float* __restrict__ Uin, float* Uout, float* Zsave,
                                                             const float* __restrict__ Zin) {
@@ -135,13 +128,9 @@ __global__ void __launch_bounds__(tile_threads<kM>(), (is_wg(kM) || (TR == 4 && 
         acc[r][4 * j] = z.x; acc[r][4 * j + 1] = z.y; acc[r][4 * j + 2] = z.z; acc[r][4 * j + 3] = z.w;
       });
     } else {
-      if constexpr (kSS)
-        tile_ss<NC0, kM == kWg3o>(sm, d.M0, w.A_ss + lf * 2 * (size_t)d.M0 * d.M0,
-                     [&](int r, int k) { return U + (size_t)min(row0 + r, Ec - 1) * d.ROW + k; }, acc);
-      else
-        tile_mma<TR, NC0, kM>(sm, d.M0, d.M0, A,
-                          [&](int r, int k) { return row0 + r < Ec ? ld4(U + (size_t)(row0 + r) * d.ROW + k) : zero4(); },
-                          acc);
+      tile_mma<TR, NC0, kM>(sm, d.M0, d.M0, A,
+                        [&](int r, int k) { return row0 + r < Ec ? ld4(U + (size_t)(row0 + r) * d.ROW + k) : zero4(); },
+                        acc);
     }
     if (gated) {
 #pragma unroll
@@ -185,15 +174,11 @@ __global__ void __launch_bounds__(tile_threads<kM>(), (is_wg(kM) || (TR == 4 && 
         acc[r][4 * j] = z.x; acc[r][4 * j + 1] = z.y; acc[r][4 * j + 2] = z.z; acc[r][4 * j + 3] = z.w;
       });
     } else {
-      if constexpr (kSS)
-        tile_ss<NC1, kM == kWg3o>(sm, N1, w.W1_ss + lf * 2 * (size_t)N1 * N1,
-                     [&](int r, int k) { return U + (size_t)min(row0 + r, Ec - 1) * d.ROW + d.M0 + k; }, acc);
-      else
-        tile_mma<TR, NC1, kM>(sm, N1, N1, W1,
-                          [&](int r, int k) {
-                            return row0 + r < Ec ? ld4(U + (size_t)(row0 + r) * d.ROW + d.M0 + k) : zero4();
-                          },
-                          acc);
+      tile_mma<TR, NC1, kM>(sm, N1, N1, W1,
+                        [&](int r, int k) {
+                          return row0 + r < Ec ? ld4(U + (size_t)(row0 + r) * d.ROW + d.M0 + k) : zero4();
+                        },
+                        acc);
     }
     float4 res[TR][NC1];
     load_quads<TR, NC1, kM>(row0, Ec, N1, Uin + fo + d.M0, d.ROW, res);
@@ -362,14 +347,6 @@ void launch_tile(const Dims& d, const BlockWDev& w, int layer, int Ec, const flo
   const bool bwd = pass == Pass::kBackward;
   const size_t bytes = smem_floats<TR, kM>(d, bwd) * sizeof(float);
   const dim3 grid(div_up(Ec, tile_bm<TR, kM>()), d.F);
-  if constexpr (is_wg3(kM)) {  // the forward's products on the SS tile (Dims::stack_ss)
-    if (pass == Pass::kForward && d.stack_ss) {
-      const auto ss = stack_forward_k<TR, NC0, NC1, kM, true>;
-      SEZM_CUDA(cudaFuncSetAttribute(ss, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-      ss<<<grid, tile_threads<kM>(), bytes, s>>>(d, w, layer, Ec, in, out, z, nullptr);
-      return;
-    }
-  }
   const void* fn =
       bwd ? (const void*)stack_backward_k<TR, NC0, NC1, kM> : (const void*)stack_forward_k<TR, NC0, NC1, kM>;
   if (bytes > 48 * 1024) SEZM_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));

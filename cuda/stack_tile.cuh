@@ -15,7 +15,6 @@
 
 #include "model_dev.cuh"
 #include "wgmma_tile.cuh"
-#include "wgmma_tile_ss.cuh"
 
 namespace sezm::cuda {
 
@@ -141,44 +140,28 @@ __device__ __forceinline__ void mma_m16n8k8_from0(float& d0, float& d1, float& d
 // with 2 (k odd) and 16 (k & 2). Flipping bit 1 swaps the halves of a stored quad; bit 4 moves it.
 __device__ __forceinline__ int bs_swizzle(int k) { return ((k & 1) << 1) | ((k & 2) << 3); }
 
-// `product(d)` on the accumulators renamed to the warpgroup instruction's register order and back
-// (free: every index is a compile-time constant).
-template <int NC4, class Product>
-__device__ __forceinline__ void wg_in_order(float (&acc)[2][4 * NC4], Product product) {
-  float d[8 * NC4];
+// The warpgroup tile (is_wg(kM)): N = 16 NC4 exactly, K % 32 == 0, B the weights' image
+// (wgmma_b_image, k blocks of wg_ks(N) steps), sm.Bs holding wg_smem_floats(N, wg_ks(N), ..). The
+// accumulator quads are renamed to and from the instruction's register order (free: every index
+// is a compile-time constant).
+template <int NC4, int kM, class LoadA4>
+__device__ __forceinline__ void tile_wg(const StackSmem& sm, int K, const float* __restrict__ Bimg, LoadA4 loadA4,
+                                        float (&acc)[2][4 * NC4]) {
+  constexpr int N = 16 * NC4;
+  float d[N / 2];
 #pragma unroll
   for (int p = 0; p < NC4; ++p)
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
       for (int q = 0; q < 4; ++q) d[8 * p + 2 * h + (q & 1) + 4 * (q >> 1)] = acc[h][4 * p + q];
-  product(d);
+  wg_tile<N, is_wg3(kM) ? 3 : 1, wg_ks(N), 2, 1, wg_kb(N, is_wg3(kM)), 2, kM == kWg3o>(sm.Bs, K, Bimg, loadA4, d);
 #pragma unroll
   for (int p = 0; p < NC4; ++p)
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
       for (int q = 0; q < 4; ++q) acc[h][4 * p + q] = d[8 * p + 2 * h + (q & 1) + 4 * (q >> 1)];
-}
-// The warpgroup tile (is_wg(kM)): N = 16 NC4 exactly, K % 32 == 0, B the weights' image
-// (wgmma_b_image, k blocks of wg_ks(N) steps), sm.Bs holding wg_smem_floats(N, wg_ks(N), ..).
-template <int NC4, int kM, class LoadA4>
-__device__ __forceinline__ void tile_wg(const StackSmem& sm, int K, const float* __restrict__ Bimg, LoadA4 loadA4,
-                                        float (&acc)[2][4 * NC4]) {
-  constexpr int N = 16 * NC4;
-  wg_in_order<NC4>(acc, [&](float (&d)[N / 2]) {
-    wg_tile<N, is_wg3(kM) ? 3 : 1, wg_ks(N), 2, 1, wg_kb(N, is_wg3(kM)), 2, kM == kWg3o>(sm.Bs, K, Bimg, loadA4, d);
-  });
-}
-// The same product on the SS tile (wgmma_tile_ss.cuh), 3xTF32: A staged from global memory by
-// cp.async (`aPtr(row, k)`: the address of A(row, k..k+3); rows past the chunk any readable row),
-// B the SS image (wgmma_b_image_natural, kWgSsKs); sm.Bs holds wgss_smem_floats(N, kWgSsKs, 1, 3, true).
-// kOverlap: the overlapped schedule (Dims::stack_overlap).
-template <int NC4, bool kOverlap, class APtr>
-__device__ __forceinline__ void tile_ss(const StackSmem& sm, int K, const float* __restrict__ Bimg, APtr aPtr,
-                                        float (&acc)[2][4 * NC4]) {
-  constexpr int N = 16 * NC4;
-  wg_in_order<NC4>(acc, [&](float (&d)[N / 2]) { wgss_tile<N, 3, kWgSsKs, 2, 1, kOverlap>(sm.Bs, K, aPtr, Bimg, d); });
 }
 
 // acc[r][4j+q] += sum_k A(row0 + tile_row(r), k) B(k, tile_col(j) + q). `loadA4(row, k)` returns

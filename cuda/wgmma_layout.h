@@ -2,8 +2,7 @@
 // Host-side layout of the B operand of the warpgroup tile product (cuda/wgmma_tile.cuh): the
 // weights split into TF32 hi and lo planes, their k and n indices permuted and laid out as the
 // tensor cores read them. Plain C++ so that the weight upload (device_weights.cpp) builds the
-// images; the why of each permutation is in wgmma_tile.cuh. Below them, the layouts of the SS form
-// (cuda/wgmma_tile_ss.cuh, A from shared memory as well): A's stage layout and a natural-order B image.
+// images; the why of each permutation is in wgmma_tile.cuh.
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -54,9 +53,7 @@ inline float tf32_rna_host(float x) {
 // i.e. each step's plane is N / 8 x 2 "core matrices" of 8 rows x 16 bytes (no swizzle), the
 // two k halves of a column group adjacent (128 bytes apart), column groups 256 bytes apart.
 // N % 16 == 0; rows of B beyond K are zero.
-// The image with k (k block kb, step s, k half kh, element c) -> the row of B it holds.
-template <class KOf>
-std::vector<float> wgmma_b_image_k(const float* B, int K, int N, int ldb, int kS, KOf k_of) {
+inline std::vector<float> wgmma_b_image(const float* B, int K, int N, int ldb, int kS) {
   const int nkb = (K + 8 * kS - 1) / (8 * kS);
   std::vector<float> img(static_cast<size_t>(nkb) * wg_stage_floats(N, kS), 0.0f);
   for (int kb = 0; kb < nkb; ++kb)
@@ -65,7 +62,7 @@ std::vector<float> wgmma_b_image_k(const float* B, int K, int N, int ldb, int kS
         for (int kh = 0; kh < 2; ++kh)
           for (int r = 0; r < 8; ++r)
             for (int c = 0; c < 4; ++c) {
-              const int k = k_of(kb, s, kh, c);
+              const int k = 8 * kS * kb + 2 * kS * c + 2 * s + kh;
               const float x = k < K ? B[static_cast<size_t>(k) * ldb + wgmma_col(8 * ng + r)] : 0.0f;
               const float hi = tf32_rna_host(x), lo = tf32_rna_host(x - hi);
               for (int p = 0; p < 2; ++p) {
@@ -75,57 +72,14 @@ std::vector<float> wgmma_b_image_k(const float* B, int K, int N, int ldb, int kS
             }
   return img;
 }
-inline std::vector<float> wgmma_b_image(const float* B, int K, int N, int ldb, int kS) {
-  return wgmma_b_image_k(B, K, N, ldb, kS, [kS](int kb, int s, int kh, int c) { return 8 * kS * kb + 2 * kS * c + 2 * s + kh; });
-}
 
-// ---- the SS form (cuda/wgmma_tile_ss.cuh: A from shared memory too) ----
-// k steps per block of the engine's SS products (stack.cu's forward, Dims::stack_ss): 16-deep
-// blocks keep the 192-wide product's stages beside the gate tables at two CTAs per SM.
-constexpr int kWgSsKs = 2;
-// Both operands are read by descriptor in wgmma's K-major, no-swizzle layout: "core matrices" of 8
-// rows (m for A, n for B) x 16 bytes (4 consecutive k), 128 contiguous bytes each, a row 16 bytes
-// after the previous one. A k step of 8 is two core matrices along k. The descriptor gives the
-// byte offset between core matrices adjacent in k (the "leading dimension byte offset", LBO) and
-// between core matrices adjacent in m / n, i.e. 8-row groups (the "stride dimension byte offset",
-// SBO). A and B use wg_desc's pair (wgmma_tile.cuh; for B checked on the H200, where the swapped
-// pair gave garbage; A's descriptor is the same convention, first run by sezm-stack-probe 8-12).
+// The tensor cores read B by descriptor in wgmma's K-major, no-swizzle layout: "core matrices" of
+// 8 rows (n) x 16 bytes (4 consecutive k), 128 contiguous bytes each, a row 16 bytes after the
+// previous one; a k step of 8 is two core matrices along k. The descriptor gives the byte offset
+// between core matrices adjacent in k (the "leading dimension byte offset", LBO) and between core
+// matrices adjacent in n, i.e. 8-row groups (the "stride dimension byte offset", SBO); wg_desc
+// (wgmma_tile.cuh) makes it with this pair, checked on the H200, where the swapped pair gave garbage.
 constexpr int kWgLboBytes = 128;  // k-adjacent core matrices: the two k halves of a step
-constexpr int kWgSboBytes = 256;  // 8-row (m or n) groups
-
-// One stage of the SS tile's A: 64 kWG rows x 8 kS k (a k block), fp32 or one TF32 plane.
-SEZM_WG_HD constexpr int wgss_a_stage_floats(int kWG, int kS) { return 64 * kWG * 8 * kS; }
-// Float offset of A(row, k) (row < 64 kWG, k < 8 kS) in a stage, in NATURAL k order: warpgroup w =
-// row / 64, step s = k / 8, row group g = (row % 64) / 8, k half h = (k % 8) / 4, then row % 8
-// (16 bytes apart) and k % 4. Each (w, s) is a contiguous 2 KiB plane of 8 groups x 2 halves, so the
-// descriptor of warpgroup w's step s starts at wgss_a_step_offset and has LBO 128, SBO 256 (the
-// layout of one step of the B image, with m in place of n). A 16-byte chunk of 4 consecutive k
-// (k % 4 == 0) lands whole in one core-matrix row.
-SEZM_WG_HD constexpr int wgss_a_offset(int row, int k, int kS) {
-  return (((row / 64) * kS + k / 8) * 8 + (row % 64) / 8) * 64 + ((k % 8) / 4) * 32 + (row % 8) * 4 + k % 4;
-}
-SEZM_WG_HD constexpr int wgss_a_step_offset(int w, int s, int kS) { return (w * kS + s) * 512; }
-// The 16-byte chunk i (0 .. 128 kWG kS - 1) of a stage, as the stage's copy and split take
-// them: row 8 (i / (16 kS)) + i % 8, k 4 ((i / 8) % (2 kS)). Eight consecutive chunks are the 8 rows of one core matrix: 128 contiguous bytes of shared memory per
-// quarter warp (no bank conflicts), and a warp reads 8 rows x 64 bytes of global memory.
-SEZM_WG_HD constexpr int wgss_chunk_row(int i, int kS) { return 8 * (i / (16 * kS)) + i % 8; }
-SEZM_WG_HD constexpr int wgss_chunk_k(int i, int kS) { return 4 * ((i / 8) % (2 * kS)); }
-// Shared memory (floats) of wgss_tile: two stages of the B image's block (one pass: its hi plane),
-// kStages stages of A (fp32 landing zone, then its TF32 hi plane in place), and for the 3xTF32 split
-// two A lo planes.
-SEZM_WG_HD constexpr int wgss_smem_floats(int N, int kS, int kWG, int kStages, bool split) {
-  return 2 * (split ? 2 : 1) * kS * 8 * N + (kStages + (split ? 2 : 0)) * wgss_a_stage_floats(kWG, kS);
-}
-
-// The B image of the SS form: as wgmma_b_image (TF32 hi and lo planes, each step N / 8 x 2 core
-// matrices, LBO 128, SBO 256, the same column permutation wgmma_col, so the accumulators come as
-// the same quads) but in NATURAL k order, matching A's: for k block kb, plane p, step s, column
-// group ng, k half kh, row r, element c:
-//   image[(((kb * 2 + p) * kS + s) * (N / 8) + ng) * 64 + kh * 32 + r * 4 + c]
-//     = split_p(B[8 kS kb + 8 s + 4 kh + c][wgmma_col(8 ng + r)])
-// N % 16 == 0; rows of B beyond K are zero.
-inline std::vector<float> wgmma_b_image_natural(const float* B, int K, int N, int ldb, int kS) {
-  return wgmma_b_image_k(B, K, N, ldb, kS, [kS](int kb, int s, int kh, int c) { return 8 * kS * kb + 8 * s + 4 * kh + c; });
-}
+constexpr int kWgSboBytes = 256;  // 8-row (n) groups
 
 }  // namespace sezm::cuda

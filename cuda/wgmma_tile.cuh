@@ -61,7 +61,7 @@ __device__ __forceinline__ void wg_pin(float (&d)[M]) {
   for (int i = 0; i < M; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 // After the partial's products were committed: wait for them, then add the partial to the
-// accumulators in IEEE fp32 (the tensor cores' own accumulation truncates; wgmma_tile_ss.cuh too).
+// accumulators in IEEE fp32 (the tensor cores' own accumulation truncates).
 template <int M>
 __device__ __forceinline__ void wg_fold_partial(float (&part)[M], float (&acc)[M]) {
   wg_wait0();
@@ -130,7 +130,7 @@ __device__ __forceinline__ void wg_store_rows(float* C, int ldc, int row0, int r
       if (r + 8 * h < rows) *reinterpret_cast<float4*>(C + (size_t)(r + 8 * h) * ldc + wg_quad_col(p)) = wg_quad(acc, p, h);
 }
 
-// ---- The overlapped schedule (kOverlap; wg_tile_overlap here, wgss_tile_overlap in wgmma_tile_ss.cuh) ----
+// ---- The overlapped schedule (kOverlap; wg_tile_overlap) ----
 // Why: wg_tile waits for ALL of a partial's products (wait_group 0) before it adds the partial to
 // the accumulators, and ends each k block with a barrier, so every kAdd steps the tensor cores run
 // dry for the whole chain's latency, the fold and the barrier (docs/performance.md, 2026-12-02:
@@ -144,7 +144,7 @@ __device__ __forceinline__ void wg_store_rows(float* C, int ldc, int row0, int r
 // sequence lo*hi from zero, hi*lo, hi*hi over the same k steps: a column's result does not depend
 // on the instruction's width, the parts being whole 16-column groups of the image, so the column
 // permutation wgmma_col stays inside a part) and adds them in the same k order. sezm-stack-probe
-// variants 110-113 check it bitwise (bench/stack_probe_fold.cuh).
+// variant 110 checks it bitwise (bench/stack_probe_fold.cuh).
 // B: the shared memory of two k-block stages is a ring of 2 kPerBlock unit SLOTS (a unit's B: two
 // planes x kAdd steps x the part's 8 kW floats, LBO / SBO as the image's), each unit's B its own
 // cp.async group, kAhead = 2 kPerBlock - 2 units ahead of the unit multiplied (a whole k block or
@@ -170,9 +170,8 @@ struct WgUnits {
   static constexpr int kSlot = 2 * kAdd * 8 * kW;       // floats of a slot: plane p, step s at (p kAdd + s) 8 kW
   static_assert(N % kParts == 0 && kW % 16 == 0, "parts of whole 16-column groups (wgmma_col)");
 };
-// Copies unit u's B (image block u / kPerBlock, fold group g, part m) from the image (wgmma_b_image
-// or wgmma_b_image_natural: the same plane / step / column-group layout) into its slot; nothing
-// past the last unit nu. The caller commits the group.
+// Copies unit u's B (image block u / kPerBlock, fold group g, part m) from the image (wgmma_b_image)
+// into its slot; nothing past the last unit nu. The caller commits the group.
 template <int N, int kS, int kAdd, int kThreads>
 __device__ __forceinline__ void wg_copy_unit(float* sB, const float* __restrict__ Bimg, int u, int nu) {
   using U = WgUnits<N, kS, kAdd>;
@@ -192,12 +191,11 @@ __device__ __forceinline__ void wg_copy_unit(float* sB, const float* __restrict_
 // One unit: wait for its B (kAhead - 1 newer groups may stay in flight), barrier (B visible to every
 // thread; slot u - 2 free), `refill()` (the next copies, committed), the unit's products into the
 // partial p (zeroed by the first; per step lo*hi, hi*lo, hi*hi, as wg_tile's: mma(p, s, dh, dl) with
-// step s's B descriptors), committed; `background()` (the SS tile's split of the next A); then, with
-// fold_prev, wait for the previous unit and add its partial q to acc[qoff ..] while this one runs.
-template <int kW, int kAdd, int kAhead, int M, class Refill, class Mma, class Background>
+// step s's B descriptors), committed; then, with fold_prev, wait for the previous unit and add its
+// partial q to acc[qoff ..] while this one runs.
+template <int kW, int kAdd, int kAhead, int M, class Refill, class Mma>
 __device__ __forceinline__ void wg_run_unit(float (&p)[kW / 2], const float* slot, Refill refill, Mma mma,
-                                            Background background, bool fold_prev, float (&q)[kW / 2],
-                                            float (&acc)[M], int qoff) {
+                                            bool fold_prev, float (&q)[kW / 2], float (&acc)[M], int qoff) {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kAhead - 1) : "memory");
   wg_fence_async_smem();
   __syncthreads();
@@ -210,7 +208,6 @@ __device__ __forceinline__ void wg_run_unit(float (&p)[kW / 2], const float* slo
 #pragma unroll
   for (int s = 0; s < kAdd; ++s) mma(p, s, wg_desc(slot + s * 8 * kW), wg_desc(slot + (kAdd + s) * 8 * kW));
   wg_commit();
-  background();
   if (fold_prev) {
     wg_wait1();
     wg_fold_half(q, acc, qoff);
@@ -273,9 +270,8 @@ __device__ __forceinline__ void wg_tile_overlap(float* sB, const float* __restri
       const float* slot = sB + (u % U::kSlots) * U::kSlot;
       auto refill = [&] { issueB(u + U::kAhead); };
       const int qoff = ((u + U::kParts - 1) % U::kParts) * kR;  // unit u - 1's part
-      auto none = [] {};
-      if (u % 2 == 0) wg_run_unit<kW, kAdd, U::kAhead>(pa, slot, refill, mma, none, u > 0, pb, acc, qoff);
-      else wg_run_unit<kW, kAdd, U::kAhead>(pb, slot, refill, mma, none, true, pa, acc, qoff);
+      if (u % 2 == 0) wg_run_unit<kW, kAdd, U::kAhead>(pa, slot, refill, mma, u > 0, pb, acc, qoff);
+      else wg_run_unit<kW, kAdd, U::kAhead>(pb, slot, refill, mma, true, pa, acc, qoff);
       // The next block's A once this block's last group is split and the previous group's
       // fragments are free (the previous unit folded): one group's fragments fewer in flight.
       if (i == kP - U::kParts && sb + 1 < nsb) loadA(sb + 1);
