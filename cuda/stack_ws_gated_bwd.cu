@@ -10,11 +10,13 @@
 // only overlap, so its latency is the layer's cost. Here
 //  - the gate weights G (12 KiB per focus) live in shared memory, loaded when the focus changes (items
 //    are focus-major: about once per CTA), and eta G^T reads G's rows there (no G^T): the S and eta
-//    loops were 32 and 48 dependent rounds of global loads missing L1, which the s_bar stream (295 KiB
-//    per item through L1) evicts;
+//    loops read G and G^T by global loads, the S loop in 32 dependent rounds, most likely missing L1
+//    (the s_bar stream, 295 KiB per item through L1, evicts them; not yet measured);
 //  - every global load of the gate (z00, g00 and s_bar's 18 vector pairs per thread) is issued at the
 //    item's start, one latency; and the next item's g and z tiles are prefetched into L2 (bulk
-//    prefetch, no registers) while this item's |m| = 1 product runs, so that latency is an L2 hit.
+//    prefetch, no registers) while this item's |m| = 1 product runs, so that latency is an L2 hit
+//    (SEZM_CUDA_GBWD_NOPREFETCH=1 leaves it out: 328 KiB per CTA, up to ~43 of the L2's 50 MB over
+//    132 CTAs, which could evict the current items' lines before their last reads).
 // Numerics: IEEE fp32 FFMA, every sum in the old WS kernel's order (S over a in order; eta G^T over
 // each half's 48 k in order, half 0's share + half 1's): its bits; the 3xTF32 products as the tile's.
 // CPU twin: the mixing stack's backward in engine/so2_convolution.h.
@@ -49,14 +51,15 @@ struct WsGatedBwd {
   const float* B1;  // its W1^T images (kS 2), focus f's at B1 + f 2 (2 M1)^2
   const float* G;   // its gate weights (Cf, L Cf) row-major, focus f's at G + f Cf L Cf
   int Ec, ROW, ntiles, nitems;
+  int prefetch;     // the next item's L2 prefetch (SEZM_CUDA_GBWD_NOPREFETCH=1: off, an A/B switch)
 };
 
 // Per item, consumer thread ct owns the gate's row r = ct / 2 and columns 48 (ct % 2) .. + 47 (s_bar,
 // S, eta), and z00 / z_bar00's columns 16 (ct % 2) .. + 15. Barriers: named barrier 1 (the 256
 // consumers) twice per item: (1) z00 in Zs and G in Gs complete; (2) S and z_bar00 complete. Write
-// hazards: Gs and S are written after the item's barrier (1) or before it (Gs) by threads that
-// passed the previous item's barrier (2), after which nobody reads Gs; S's readers (the previous
-// item's products) all passed barrier (1) before S is written. Zs row r is written by threads
+// hazards: Gs is written (before the item's barrier (1)) by threads that passed the previous item's
+// barrier (2), after which nobody reads Gs; S is written after barrier (1), which its readers (the
+// previous item's products) all passed. Zs row r is written by threads
 // 2r, 2r + 1, of the warpgroup whose products read row r: they passed that warpgroup's last wgmma
 // of the previous item, after its reads of Zs; the pair's own reads of Zs (the S loop) end before
 // the shuffle that precedes its write of z_bar00.
@@ -203,7 +206,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_backward_k(const
     }
     {  // The next item's g and z tiles into L2, warp w's 16 rows each: its gate loads then hit L2.
       const int in_ = i + static_cast<int>(gridDim.x);
-      if (in_ < p.nitems && (ct & 31) == 0) {
+      if (p.prefetch && in_ < p.nitems && (ct & 31) == 0) {
         const int fn = in_ / p.ntiles, rn = (in_ - fn * p.ntiles) * kWsRows + 16 * (ct >> 5);
         const int rows = min(16, p.Ec - rn);
         if (rows > 0) {
@@ -246,6 +249,8 @@ void launch_gated_backward(const Dims& d, const BlockWDev& w, int layer, int Ec,
   p.ROW = d.ROW;
   p.ntiles = div_up(Ec, kWsRows);
   p.nitems = p.ntiles * d.F;
+  static const bool no_prefetch = env_on("SEZM_CUDA_GBWD_NOPREFETCH");
+  p.prefetch = no_prefetch ? 0 : 1;
   k<<<std::min(p.nitems, sms), kWsThreads, kBwdSmemBytes, s>>>(p, tm);
 }
 
