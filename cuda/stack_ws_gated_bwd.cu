@@ -59,10 +59,10 @@ struct WsGatedBwd {
 // consumers) twice per item: (1) z00 in Zs and G in Gs complete; (2) S and z_bar00 complete. Write
 // hazards: Gs is written (before the item's barrier (1)) by threads that passed the previous item's
 // barrier (2), after which nobody reads Gs; S is written after barrier (1), which its readers (the
-// previous item's products) all passed. Zs row r is written by threads
-// 2r, 2r + 1, of the warpgroup whose products read row r: they passed that warpgroup's last wgmma
-// of the previous item, after its reads of Zs; the pair's own reads of Zs (the S loop) end before
-// the shuffle that precedes its write of z_bar00.
+// previous item's products) all passed. Zs row r is written by threads 2r, 2r + 1, of the
+// warpgroup whose products read row r: they passed that warpgroup's last wgmma of the previous
+// item, after its reads of Zs; the pair's own reads of Zs (the S loop) end before the shuffle that
+// precedes its write of z_bar00.
 __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_backward_k(const __grid_constant__ WsGatedBwd p,
                                                                            const __grid_constant__ CUtensorMap tmA) {
   constexpr int N0 = 128, N1 = 192;  // M0, 2 M1
