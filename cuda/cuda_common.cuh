@@ -145,8 +145,8 @@ struct Dims {
   // The stack's layers on the warp-specialised persistent tile (wgmma_ws.cuh, stack_ws.cu): every
   // forward and backward but the gated layers' replay (no product) with SEZM_CUDA_STACK_WS=1;
   // 2 (the default on wgmma with Cf = 32, L = 3; device.cu, use_stack_ws): the same but the gated
-  // backward, which stays on wg_tile; 0: wg_tile for every layer. In the 3xTF32 split only: with tf32_one_pass the stack keeps its other
-  // kernels.
+  // backward, which stays on wg_tile; 0: wg_tile for every layer. With tf32_one_pass in one TF32
+  // pass there, but the gated backward stays on wg_tile whatever the value (its WS kernel is 3xTF32 only).
   int stack_ws;
 };
 

@@ -15,7 +15,8 @@
 // Numerics: the tile products in IEEE fp32 FFMA, or in one TF32 pass on tensor cores with
 // `precision tf32` (Dims::tf32_one_pass); the tile product and its geometry are stack_tile.cuh.
 // With Dims::stack_ws (by default on Hopper at Cf = 32, L = 3) the layers' products but the
-// replay and the gated backward run on the warp-specialised tile instead (stack_ws.cu).
+// replay and the gated backward run on the warp-specialised tile instead (stack_ws.cu), with
+// `precision tf32` in one TF32 pass there too.
 // CPU twin: the mixing stack in engine/so2_convolution.h.
 #include "stack.cuh"
 
@@ -388,17 +389,20 @@ void launch_stack(const Dims& d, const BlockWDev& w, int layer, int Ec, const fl
   // "Tensor cores"). `precision tf32`: one TF32 pass on either.
   if (d.wgmma && wgmma_shape(d)) {
     // Dims::stack_ws: the identity layers (forward, their replay-pass forward, backward) on the
-    // warp-specialised tile (stack_ws.cu), 3xTF32 only; its tensor map needs a 16-byte aligned base.
-    // The gated layers' forward and backward too (not their replay, which has no product).
-    if (d.stack_ws && !d.tf32_one_pass && reinterpret_cast<uintptr_t>(in) % 16 == 0) {
+    // warp-specialised tile (stack_ws.cu), in the 3xTF32 split or one TF32 pass (the tile follows
+    // Dims::tf32_one_pass); its tensor map needs a 16-byte aligned base. The gated layers' forward
+    // and backward too (not their replay, which has no product).
+    if (d.stack_ws && reinterpret_cast<uintptr_t>(in) % 16 == 0) {
       if (layer >= d.ngated) {
         launch_stack_ws_linear(d, w, layer, Ec, in, out, pass == Pass::kBackward, s);
         SEZM_LAUNCH(pass == Pass::kBackward ? "stack_ws_backward" : "stack_ws_forward");
         return;
       }
       // Stack_ws 2: the gated backward stays on wg_tile (on the WS tile its gate work runs before
-      // the products: 28.8 vs 20.5 ms at 4,096 atoms, docs/performance.md).
-      if (pass != Pass::kReplay && !(pass == Pass::kBackward && d.stack_ws == 2)) {
+      // the products: 28.8 vs 20.5 ms at 4,096 atoms, docs/performance.md); in one TF32 pass always
+      // (the WS gated backward is 3xTF32 only).
+      const bool ws_bwd = d.stack_ws != 2 && !d.tf32_one_pass;
+      if (pass == Pass::kForward || (pass == Pass::kBackward && ws_bwd)) {
         launch_stack_ws_gated(d, w, layer, Ec, in, out, z, pass == Pass::kBackward, s);
         SEZM_LAUNCH(pass == Pass::kBackward ? "stack_ws_backward_gated" : "stack_ws_forward_gated");
         return;

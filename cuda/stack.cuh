@@ -13,12 +13,12 @@ bool wgmma_shape(const Dims& d);
 size_t stack_smem_bytes_wg(const Dims& d);
 // Whether the identity layers have a warp-specialised kernel for this shape (stack_ws.cu: Cf = 32,
 // L = 3, i.e. the 128 / 192-wide groups), and that kernel for one identity layer (Dims::stack_ws,
-// not tf32_one_pass, layer >= ngated; bwd: G' = G + G W^T, else U' = U + U W).
+// layer >= ngated; bwd: G' = G + G W^T, else U' = U + U W), in one TF32 pass with tf32_one_pass.
 bool ws_shape(const Dims& d);
 void launch_stack_ws_linear(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out, bool bwd,
                             cudaStream_t s);
-// A gated layer's forward (not its replay; z: Zsave as launch_stack_layer_forward's, or null) or
-// backward (z: the saved pre-activations) on it.
+// A gated layer's forward (not its replay; z: Zsave as launch_stack_layer_forward's, or null; one
+// TF32 pass with tf32_one_pass) or backward (z: the saved pre-activations; 3xTF32 only) on it.
 void launch_stack_ws_gated(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out, float* z,
                            bool bwd, cudaStream_t s);
 // Zsave: the gated layer's pre-activations are written there (fast mode, lean recompute, the

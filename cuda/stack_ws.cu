@@ -4,7 +4,9 @@
 //  identity layers: forward U' = U + U W, backward G' = G + G W^T;
 //  gated layers: forward and backward as stack_forward_k / stack_backward_k (the forward below, the
 //  backward in stack_ws_gated_bwd.cu).
-// The replay of gated layers (no product) and `precision tf32` stay on stack.cu's kernels.
+// The replay of gated layers (no product) stays on stack.cu's kernels, and with `precision tf32`
+// (Dims::tf32_one_pass: the identity layers and the gated forward in one TF32 pass here) the gated
+// backward too.
 //
 // Layout: activations focus-major (F, Ec, ROW); a work item is one focus's 128-row tile (the
 // weights differ per focus, so a tile never straddles one): A's tensor map is 3-D {ROW, Ec, F}
@@ -17,7 +19,8 @@
 // identity layer's |m| = 1 group's bits equal the old kernel's (the same image, kS = 2); m = 0's
 // differ by the partials' grouping (the old kernel's image has k blocks of 4 steps there). The
 // gated layers' gate products (S = sigmoid(z00 G), eta G^T) are IEEE fp32 FFMA here, 3xTF32 on
-// tensor cores in the old kernel: their bits differ, and so do the products that use S.
+// tensor cores in the old kernel: their bits differ, and so do the products that use S. One TF32
+// pass: wg_tile's one-pass arithmetic (wgmma_ws.cuh, ws_product_one), the gate still IEEE FFMA.
 // CPU twin: the mixing stack in engine/so2_convolution.h.
 #include <cstdint>
 
@@ -35,10 +38,10 @@ struct WsLinear {
   int Ec, ROW, col0, ntiles, nitems;
 };
 
-template <int N>
+template <int N, bool kOne>
 __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_linear_k(const __grid_constant__ WsLinear p,
                                                                    const __grid_constant__ CUtensorMap tmA) {
-  ws_gemm<N, N>(
+  ws_gemm<N, N, kOne>(
       p.nitems, &tmA,
       [&](int i) {
         const int f = i / p.ntiles;
@@ -52,8 +55,9 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_linear_k(const __grid_
 
 template <int N>
 void launch_group(const Dims& d, int Ec, const float* in, float* out, const float* img, int col0, cudaStream_t s) {
-  const auto k = stack_ws_linear_k<N>;
-  const int bytes = ws_smem_bytes(N);
+  const bool one = d.tf32_one_pass != 0;
+  const auto k = one ? stack_ws_linear_k<N, true> : stack_ws_linear_k<N, false>;
+  const int bytes = ws_smem_bytes(N, one);
   const int sms = ws_prepare(reinterpret_cast<const void*>(k), bytes, "stack_ws_linear_k");
   const CUtensorMap tm = activations_map(d, Ec, in);
   WsLinear p;
@@ -77,6 +81,15 @@ void launch_group(const Dims& d, int Ec, const float* in, float* out, const floa
 constexpr int kGatedSmemBytes = (kGStages * kGStage + kWsRows * kZst + kWsRows * kSst) * static_cast<int>(sizeof(float));
 static_assert(kGatedSmemBytes + 1024 <= 227 * 1024, "the gated kernel's ring, Zs and S fit an SM");
 
+// The gated forward's ring: as above in the 3xTF32 split; in one TF32 pass (kOne) stages of 20 KiB
+// (the hi planes only), six of them (120 + 66.5 KiB: the same carve-out).
+template <bool kOne>
+struct WsGatedRing {
+  static constexpr int kStages = kOne ? 6 : kGStages, kStage = ws_stage_floats(192, kOne);
+  static constexpr int kBytes = (kStages * kStage + kWsRows * kZst + kWsRows * kSst) * static_cast<int>(sizeof(float));
+  static_assert(kBytes + 1024 <= 227 * 1024, "the ring, Zs and S fit an SM");
+};
+
 struct WsGated {
   const float* in;   // (F, Ec, ROW): the layer's input and its residual
   float* out;        // (F, Ec, ROW)
@@ -87,17 +100,36 @@ struct WsGated {
   int Ec, ROW, ntiles, nitems;
 };
 
+// ws_gated_producer on a ring of kStages stages of kStage floats (kOne: the images' hi planes only,
+// one TF32 pass): the gated forward's, on WsGatedRing<kOne>.
+template <int kStages, int kStage, bool kOne, class P>
+__device__ __forceinline__ void ws_gated_ring_producer(const P& p, float* ws_dsmem, uint64_t* full, uint64_t* empty,
+                                                       WsPipe& pp, const CUtensorMap* tmA) {
+  constexpr int N0 = 128, N1 = 192;  // M0, 2 M1
+  ws_regs_dec<kWsProducerRegs>();
+  if (threadIdx.x >= 32) return;
+  for (int i = blockIdx.x; i < p.nitems; i += ws_grid()) {
+    const int f = i / p.ntiles, y = (i - f * p.ntiles) * kWsRows;
+    ws_fill<N0, N0, kStages, kStage, kOne>(ws_dsmem, full, empty, pp, tmA,
+                                           WsItem{0, y, f, p.B0 + static_cast<size_t>(f) * 2 * N0 * N0});
+    ws_fill<N1, N1, kStages, kStage, kOne>(ws_dsmem, full, empty, pp, tmA,
+                                           WsItem{N0, y, f, p.B1 + static_cast<size_t>(f) * 2 * N1 * N1});
+  }
+}
+
+template <bool kOne>
 __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_k(const __grid_constant__ WsGated p,
                                                                   const __grid_constant__ CUtensorMap tmA) {
   constexpr int N0 = 128, N1 = 192;  // M0, 2 M1
+  using R = WsGatedRing<kOne>;
   extern __shared__ __align__(128) float ws_dsmem[];
-  __shared__ uint64_t full[kGStages], empty[kGStages];
-  float* const Zs = ws_dsmem + kGStages * kGStage;
+  __shared__ uint64_t full[R::kStages], empty[R::kStages];
+  float* const Zs = ws_dsmem + R::kStages * R::kStage;
   float* const S = Zs + kWsRows * kZst;
   ws_init(full, empty);
   WsPipe pp;
   if (threadIdx.x < 128) {
-    ws_gated_producer(p, ws_dsmem, full, empty, pp, &tmA);
+    ws_gated_ring_producer<R::kStages, R::kStage, kOne>(p, ws_dsmem, full, empty, pp, &tmA);
     return;
   }
   ws_regs_inc<kWsConsumerRegs>();
@@ -109,7 +141,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_k(const __grid_c
     const bool in0 = row0 + ra[0] < p.Ec, in1 = row0 + ra[1] < p.Ec;
     {  // ---- m = 0 group ----
       float acc[N0 / 2];
-      ws_product<N0, N0, kGStages, kGStage>(ws_dsmem, full, empty, pp, ct, acc);
+      ws_multiply<N0, N0, R::kStages, R::kStage, kOne>(ws_dsmem, full, empty, pp, ct, acc);
       // z00 (the first Cf columns: quads q4 = 0, 1) into Zs. The previous item's readers of S and
       // Zs all passed the barrier below before anyone writes S again.
 #pragma unroll
@@ -174,7 +206,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_k(const __grid_c
     }
     {  // ---- |m| = 1 group: U1' = U1 + z1 * S (the sigmoid of the component's degree) ----
       float acc[N1 / 2];
-      ws_product<N1, N1, kGStages, kGStage>(ws_dsmem, full, empty, pp, ct, acc);
+      ws_multiply<N1, N1, R::kStages, R::kStage, kOne>(ws_dsmem, full, empty, pp, ct, acc);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {  // a row at a time: a whole tile's residuals beside acc would spill
         if (!(h ? in1 : in0)) continue;
@@ -200,7 +232,10 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_k(const __grid_c
 void launch_gated(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out, float* zsave,
                   cudaStream_t s) {
   const size_t lf = static_cast<size_t>(layer) * d.F;
-  const int sms = ws_prepare(reinterpret_cast<const void*>(stack_ws_gated_k), kGatedSmemBytes, "stack_ws_gated_k");
+  const bool one = d.tf32_one_pass != 0;
+  const auto k = one ? stack_ws_gated_k<true> : stack_ws_gated_k<false>;
+  const int bytes = one ? WsGatedRing<true>::kBytes : WsGatedRing<false>::kBytes;
+  const int sms = ws_prepare(reinterpret_cast<const void*>(k), bytes, "stack_ws_gated_k");
   const CUtensorMap tm = activations_map(d, Ec, in);
   WsGated p;
   p.in = in;
@@ -213,7 +248,7 @@ void launch_gated(const Dims& d, const BlockWDev& w, int layer, int Ec, const fl
   p.ROW = d.ROW;
   p.ntiles = div_up(Ec, kWsRows);
   p.nitems = p.ntiles * d.F;
-  stack_ws_gated_k<<<std::min(p.nitems, sms), kWsThreads, kGatedSmemBytes, s>>>(p, tm);
+  k<<<std::min(p.nitems, sms), kWsThreads, bytes, s>>>(p, tm);
 }
 
 }  // namespace

@@ -1,10 +1,10 @@
 #pragma once
 // The warp-specialised Hopper tile (sm_90a): C (work item's 128 rows x N) = A (rows x K) B (K x N),
-// K = N = 128 or 192, in the 3xTF32 split, on a persistent CTA (grid <= #SMs, one per SM, 384
+// K = N = 128 or 192, in the 3xTF32 split or one TF32 pass, on a persistent CTA (grid <= #SMs, one per SM, 384
 // threads): a producer warp streams each item's A k blocks (one 3-D tensor-map copy, TMA, box 16 k x
 // 128 rows x 1) and B image blocks (one bulk copy) into a ring of stages with full / empty mbarriers;
 // two consumer warpgroups (64 rows each) multiply every stage and hand the finished accumulators
-// to the caller's epilogue. Users: the stack's identity layers (stack_ws.cu, Dims::stack_ws) and
+// to the caller's epilogue. Users: the stack's layers (stack_ws.cu, Dims::stack_ws) and
 // sezm-stack-probe variant 106 (bench/stack_probe_ws.cuh). The engine's default tile is wg_tile
 // (wgmma_tile.cuh), whose accuracy scheme this keeps exactly.
 //
@@ -33,6 +33,12 @@
 // from zero, then one IEEE add per accumulator, blocks in k order), so C matches wg_tile's bit for
 // bit for the same image (kS = 2: the engine's N = 192 image; at N = 128 the engine's kS = 4 image
 // groups k differently into partials, so there the bits differ by the partials' rounding).
+// One TF32 pass (kOne: `precision tf32`, Dims::tf32_one_pass; ws_product_one): wg_tile's kM = 1
+// arithmetic (A rounded by cvt.rna, B's hi plane, the tensor cores accumulating over all of K); a
+// stage then receives only the image block's hi plane (ws_b_floats: the same image), so the ring
+// has more, smaller stages (ws_stages). The same instructions in the same order as wg_tile's one
+// pass for the same image (kS = 2: N = 192), so the same bits; at N = 128 the engine's kS = 4 image
+// puts other k into each 8-deep instruction, so there the bits differ by the tensor cores' rounding.
 // Registers: producer warpgroup setmaxnreg 24, consumers 240 (ptxas: 168 at entry, no spills);
 // the launch checks the pool (ws_check_regs). Index maps: wgmma_ws_layout.h, checked on the CPU by
 // tests/test_wgmma_ws_layout.cpp.
@@ -136,11 +142,15 @@ __device__ __forceinline__ void ws_regs_inc() {
 
 constexpr int kWsThreads = 384;  // producer warpgroup + two consumer warpgroups
 constexpr int kWsProducerRegs = 24, kWsConsumerRegs = 240;  // 24 x 128 + 240 x 256 = 168 x 384
-// Floats of one ring stage: A (128 rows x 16) and the B image's block (hi, lo planes of 2 steps).
-SEZM_WG_HD constexpr int ws_stage_floats(int N) { return kWsRows * kWsK + wg_stage_floats(N, kWsKs); }
-// Stages of the ring (one CTA per SM): 6 x 32 KiB (N = 192) or 8 x 24 KiB (N = 128).
-SEZM_WG_HD constexpr int ws_stages(int N) { return N > 128 ? 6 : 8; }
-SEZM_WG_HD constexpr int ws_smem_bytes(int N) { return ws_stages(N) * ws_stage_floats(N) * static_cast<int>(sizeof(float)); }
+// Floats of one ring stage: A (128 rows x 16) and the B image's block (hi, lo planes of 2 steps;
+// one pass: the hi plane, ws_b_floats).
+SEZM_WG_HD constexpr int ws_stage_floats(int N, bool one = false) { return kWsRows * kWsK + ws_b_floats(N, one); }
+// Stages of the ring (one CTA per SM): 6 x 32 KiB (N = 192) or 8 x 24 KiB (N = 128); one pass 9 x
+// 20 KiB or 12 x 16 KiB: the same ~192 KiB, so as many bytes in flight (and the same carve-out).
+SEZM_WG_HD constexpr int ws_stages(int N, bool one = false) { return one ? (N > 128 ? 9 : 12) : (N > 128 ? 6 : 8); }
+SEZM_WG_HD constexpr int ws_smem_bytes(int N, bool one = false) {
+  return ws_stages(N, one) * ws_stage_floats(N, one) * static_cast<int>(sizeof(float));
+}
 
 // A work item of the tile: the tensor-map coordinates of its A box's first k block (x: column, y:
 // row, z: outer index; k block kb is at x + 16 kb) and its B image (wgmma_b_image(B, K, N, N, 2)).
@@ -177,12 +187,13 @@ __device__ __forceinline__ void ws_init(uint64_t (&full)[kStages], uint64_t (&em
 }
 
 // The producer warp's part of one product (K x N) of item `it`: its K / 16 k blocks into the ring
-// (stages of kStage floats: A's box, then the B image's block), each once the consumers released
-// its stage. Called by the 32 lanes of the producer warp; lane 0 issues the copies.
-template <int N, int K, int kStages, int kStage>
+// (stages of kStage floats: A's box, then the B image's block, kOne: its hi plane only), each once
+// the consumers released its stage. Called by the 32 lanes of the producer warp; lane 0 issues the
+// copies.
+template <int N, int K, int kStages, int kStage, bool kOne = false>
 __device__ __forceinline__ void ws_fill(float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, const CUtensorMap* tmA,
                                         const WsItem& it) {
-  constexpr int kAFloats = kWsRows * kWsK, kBFloats = wg_stage_floats(N, kWsKs);
+  constexpr int kAFloats = kWsRows * kWsK, kBFloats = ws_b_floats(N, kOne), kBlock = wg_stage_floats(N, kWsKs);
   constexpr uint32_t kABytes = kAFloats * sizeof(float), kBBytes = kBFloats * sizeof(float);
   static_assert(kAFloats + kBFloats <= kStage && kStage % 32 == 0, "a stage holds A's box and B's block, 128-byte aligned");
 #pragma unroll 1
@@ -191,7 +202,7 @@ __device__ __forceinline__ void ws_fill(float* ring, uint64_t* full, uint64_t* e
     float* dst = ring + pp.stage * kStage;
     if ((threadIdx.x & 31) == 0) {  // the whole box counts, rows past the end included (zeros)
       ws_bar_expect(&full[pp.stage], kBBytes + kABytes);
-      ws_bulk(dst + kAFloats, it.B + static_cast<size_t>(kb) * kBFloats, kBBytes, &full[pp.stage]);
+      ws_bulk(dst + kAFloats, it.B + static_cast<size_t>(kb) * kBlock, kBBytes, &full[pp.stage]);
       ws_tma_3d(dst, tmA, it.x + kb * kWsK, it.y, it.z, &full[pp.stage]);
     }
     ws_advance<kStages>(pp);
@@ -313,16 +324,93 @@ __device__ __forceinline__ void ws_product(const float* ring, uint64_t* full, ui
   }
 }
 
-// The whole persistent tile for one product shape, called by all 384 threads of a CTA launched
-// with ws_smem_bytes(N) of dynamic shared memory (__launch_bounds__(kWsThreads, 1)). Items
+// ws_product in one TF32 pass (`precision tf32`, Dims::tf32_one_pass; wg_tile's kM = 1 arithmetic:
+// A rounded to TF32 by cvt.rna in registers, B the image's hi plane as ws_fill<.., true> stages it,
+// every product accumulated by the tensor cores into acc over all of K, no partials). Per block two
+// m64nNk8 products of the full width (both k steps), one commit group; block j's group stays in
+// flight while block j + 1's fragments are loaded and its group issued, and block j's stage is
+// released once wait_group 1 after that issue says it completed. Accumulating groups may be in
+// flight together (their accumulators are chained in order); a group's A fragments are kept until
+// then (two sets, by block parity). The k loop is unrolled whole (<= 12 blocks; ws_product's
+// segments are for its partials' registers), so nothing is in flight across a back edge.
+// Arguments as ws_product's; ends with nothing in flight.
+template <int N, int K, int kStages, int kStage, class AX>
+__device__ __forceinline__ void ws_product_one(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, int ct,
+                                               float (&acc)[N / 2], AX ax) {
+  constexpr int kNkb = K / kWsK, kAFloats = kWsRows * kWsK;
+  static_assert(K % kWsK == 0 && N % 16 == 0 && N <= 256 && kNkb <= 12, "whole blocks, a wgmma width, a short unroll");
+  const int t = ct & 3;
+  const int ra0 = ws_row(ct, 0), ra1 = ws_row(ct, 1);
+  const bool leader = (ct & 31) == 0;
+  uint32_t a[2][kWsKs][4];  // TF32 fragments of two consecutive blocks (block parity)
+  // As ws_product's next_block, rounding only (the fragment of step s: k = ws_frag_k(s, t), (s, t + 4)).
+  auto next_block = [&](uint32_t (&h)[kWsKs][4], int kb) {
+    const int cur = pp.stage;
+    ws_bar_wait(&full[cur], pp.phase);
+    ws_advance<kStages>(pp);
+    const float* sA = ring + cur * kStage;
+    const float4 x0 = ax(ra0, kb * kWsK + 4 * t, *reinterpret_cast<const float4*>(sA + ws_a_offset(ra0, 4 * t)));
+    const float4 x1 = ax(ra1, kb * kWsK + 4 * t, *reinterpret_cast<const float4*>(sA + ws_a_offset(ra1, 4 * t)));
+    const float v0[4] = {x0.x, x0.y, x0.z, x0.w}, v1[4] = {x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+    for (int s = 0; s < kWsKs; ++s) {
+      const float f[4] = {v0[2 * s], v1[2 * s], v0[2 * s + 1], v1[2 * s + 1]};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) h[s][e] = wg_tf32(f[e]);
+    }
+    return cur;
+  };
+  auto release = [&](int st) {  // every warp's products that read stage st have completed
+    __syncwarp();
+    if (leader) ws_bar_arrive(&empty[st]);
+  };
+#pragma unroll
+  for (int j = 0; j < N / 2; ++j) acc[j] = 0.0f;
+  int st[2];  // the stages of the current and the previous block (by block parity)
+#pragma unroll
+  for (int j = 0; j < kNkb; ++j) {
+    const int u = j & 1;
+    st[u] = next_block(a[u], j);
+    const float* sB = ring + st[u] * kStage + kAFloats;
+    // The registers the products read, written before the fence (the compiler may not sink the
+    // writes past it): the fragments just rounded and, first, the zeroed accumulators.
+    if (j == 0) wg_pin(acc);
+#pragma unroll
+    for (int s = 0; s < kWsKs; ++s)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[u][s][e]));
+    wg_fence();
+#pragma unroll
+    for (int s = 0; s < kWsKs; ++s) Wgmma<N>::mma(acc, a[u][s], wg_desc(sB + s * 8 * N), 1);
+    wg_commit();
+    if (j > 0) {
+      ws_wait1();  // the previous block's group completed: its stage and fragments are free
+      release(st[u ^ 1]);
+    }
+  }
+  wg_wait0();
+  wg_pin(acc);
+  release(st[(kNkb - 1) & 1]);
+}
+
+// One product on the consumers: ws_product (3xTF32) or, kOne, ws_product_one.
+template <int N, int K, int kStages, int kStage, bool kOne = false, class AX = WsAsIs>
+__device__ __forceinline__ void ws_multiply(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, int ct,
+                                            float (&acc)[N / 2], AX ax = AX{}) {
+  if constexpr (kOne) ws_product_one<N, K, kStages, kStage>(ring, full, empty, pp, ct, acc, ax);
+  else ws_product<N, K, kStages, kStage>(ring, full, empty, pp, ct, acc, ax);
+}
+
+// The whole persistent tile for one product shape (kOne: in one TF32 pass), called by all 384
+// threads of a CTA launched with ws_smem_bytes(N, kOne) of dynamic shared memory (__launch_bounds__(kWsThreads, 1)). Items
 // blockIdx.x, + gridDim.x, .. (< n_items). `item(i)` gives WsItem i (called by the producer warp,
 // in its 24 registers: keep it simple); `epi(i, acc, ct)` consumes item i's accumulators (float
 // (&)[N / 2], free to be overwritten), consumer thread ct (0..255) holding rows ws_row(ct, h) and,
 // as wg_quad(acc, q4, h), the quads at columns wg_quad_col(q4) (see ws_for_each_quad). A's tensor
 // map tmA: boxes of 16 x kWsRows x 1 floats, no swizzle (the box lands as ws_a_offset's dense rows).
-template <int N, int K, class Item, class Epi>
+template <int N, int K, bool kOne = false, class Item, class Epi>
 __device__ __forceinline__ void ws_gemm(int n_items, const CUtensorMap* tmA, Item item, Epi epi) {
-  constexpr int kStages = ws_stages(N), kStage = ws_stage_floats(N);
+  constexpr int kStages = ws_stages(N, kOne), kStage = ws_stage_floats(N, kOne);
   extern __shared__ __align__(128) float ws_dsmem[];  // 128-byte aligned stages: tensor copies' destinations
   __shared__ uint64_t full[kStages], empty[kStages];
   ws_init(full, empty);
@@ -331,14 +419,14 @@ __device__ __forceinline__ void ws_gemm(int n_items, const CUtensorMap* tmA, Ite
     ws_regs_dec<kWsProducerRegs>();
     if (threadIdx.x >= 32) return;
     for (int i = blockIdx.x; i < n_items; i += ws_grid())
-      ws_fill<N, K, kStages, kStage>(ws_dsmem, full, empty, pp, tmA, item(i));
+      ws_fill<N, K, kStages, kStage, kOne>(ws_dsmem, full, empty, pp, tmA, item(i));
     return;
   }
   ws_regs_inc<kWsConsumerRegs>();
   const int ct = threadIdx.x - 128;
   float acc[N / 2];
   for (int i = blockIdx.x; i < n_items; i += gridDim.x) {
-    ws_product<N, K, kStages, kStage>(ws_dsmem, full, empty, pp, ct, acc);
+    ws_multiply<N, K, kStages, kStage, kOne>(ws_dsmem, full, empty, pp, ct, acc);
     epi(i, acc, ct);
   }
 }

@@ -13,6 +13,10 @@ constexpr int kWsK = 16;          // k per stage (two k steps of 8)
 constexpr int kWsKs = kWsK / 8;   // k steps per stage: the B image's kS
 constexpr int kWsChunk = 64;      // columns per product (m64n64k8)
 
+// Floats of the B image's block that a ring stage receives: both TF32 planes (3xTF32), or in one
+// TF32 pass (`precision tf32`) the hi plane alone, which is the block's first kWsKs 8 N floats
+// (wgmma_b_image lays plane 0 first), so the same image serves both.
+SEZM_WG_HD constexpr int ws_b_floats(int N, bool one) { return (one ? 1 : 2) * kWsKs * 8 * N; }
 // Float offset of A(row, k) (row < 128, k < 16) in a stage: dense rows of 16 floats, as one 64-byte
 // bulk copy per row lands them.
 SEZM_WG_HD constexpr int ws_a_offset(int row, int k) { return row * kWsK + k; }

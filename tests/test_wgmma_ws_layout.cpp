@@ -3,8 +3,9 @@
 // instruction's documented layouts: a ring stage's A rows as the bulk copies land them, each
 // consumer thread's 16-byte fragment loads (free of bank conflicts), the B image of kS = 2 read by
 // descriptor per column chunk of 64, and the chunk accumulators folded into the full-width tile that
-// wg_store_rows' quads store. The tile is emulated for one 128-row tile: a misplaced index anywhere
-// shows as an O(1) error or as an element of C written twice or never.
+// wg_store_rows' quads store; in one TF32 pass (ws_product_one) the stage's hi plane alone (ws_b_floats)
+// read by one full-width descriptor per k step. The tile is emulated for one 128-row tile: a
+// misplaced index anywhere shows as an O(1) error or as an element of C written twice or never.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -67,20 +68,25 @@ TEST(WgmmaWsLayout, FragmentKMatchesTheImagePermutation) {
 }
 
 // A K-major, no-swizzle operand read by descriptor (PTX ISA "Shared Memory Matrix Layout"; LBO 128,
-// SBO 256 bytes as wg_desc): column n, k index kk of the step.
-float read_b(const std::vector<float>& img, size_t start, int n, int kk) {
-  return img[start + static_cast<size_t>(n / 8) * (kWgSboBytes / 4) + static_cast<size_t>(kk / 4) * (kWgLboBytes / 4) +
-             (n % 8) * 4 + kk % 4];
+// SBO 256 bytes as wg_desc): column n, k index kk of the step; NaN outside the stage's B.
+float read_b(const std::vector<float>& stage, size_t start, int n, int kk) {
+  const size_t i = start + static_cast<size_t>(n / 8) * (kWgSboBytes / 4) + static_cast<size_t>(kk / 4) * (kWgLboBytes / 4) +
+                   (n % 8) * 4 + kk % 4;
+  return i < stage.size() ? stage[i] : NAN;
 }
 
-// One tile C = A B as wgws_probe_k computes it: per block, the A stage, each consumer thread's loads
-// and fragments (rows ws_row, k ws_frag_k: the documented m64k8 TF32 A fragment of warp w, lane
-// (g, t): a0 (16 w + g, t), a1 (+8, t), a2 (g, t + 4), a3 (+8, t + 4)), per chunk q and step s the
-// product with the image's hi + lo read through the chunk's descriptor, the result registers of the
-// m64n64 accumulator (reg i: row 16 w + g + 8 ((i / 2) % 2), column 8 (i / 4) + 2 t + i % 2) added to
+// One tile C = A B as wgws_probe_k computes it: per block, the A stage and the B stage (the image
+// block's first ws_b_floats floats, as ws_fill copies them), each consumer thread's loads and
+// fragments (rows ws_row, k ws_frag_k: the documented m64k8 TF32 A fragment of warp w, lane (g, t):
+// a0 (16 w + g, t), a1 (+8, t), a2 (g, t + 4), a3 (+8, t + 4)), per chunk q and step s the product
+// with the image's hi + lo read through the chunk's descriptor, the result registers of the m64n64
+// accumulator (reg i: row 16 w + g + 8 ((i / 2) % 2), column 8 (i / 4) + 2 t + i % 2) added to
 // acc[ws_acc_index(q, i)], and finally wg_quad's stores (quad p, half h: logical columns 16 p + 4 t
 // .. + 3 from acc[8p + 2h], [8p + 2h + 1], [8p + 4 + 2h], [8p + 5 + 2h], at row ws_row(ct, h)).
-double emulated_tile_error(int K, int N, std::mt19937& rng) {
+// `one` (one TF32 pass, ws_product_one): the fragments rounded to TF32, per step one m64nN product
+// (registers as above, i < N / 2, into acc[i]) with the hi plane read through the step's descriptor;
+// the reference is then the product of the rounded A and B.
+double emulated_tile_error(int K, int N, bool one, std::mt19937& rng) {
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   std::vector<float> A(static_cast<size_t>(kWsRows) * K), B(static_cast<size_t>(K) * N);
   for (float& x : A) x = u(rng);
@@ -92,6 +98,7 @@ double emulated_tile_error(int K, int N, std::mt19937& rng) {
     std::vector<float> st(kWsRows * kWsK);
     for (int r = 0; r < kWsRows; ++r)
       for (int k = 0; k < kWsK; ++k) st[ws_a_offset(r, k)] = A[static_cast<size_t>(r) * K + kWsK * kb + k];
+    const std::vector<float> sb(img.begin() + kb * block, img.begin() + kb * block + ws_b_floats(N, one));
     // Per warpgroup, the m64 x k8 fragment matrix of each step, assembled from the threads' registers.
     for (int wg = 0; wg < 2; ++wg)
       for (int s = 0; s < kWsKs; ++s) {
@@ -100,21 +107,36 @@ double emulated_tile_error(int K, int N, std::mt19937& rng) {
           const int w = (ct >> 5) & 3, g = (ct & 31) >> 2, t = ct & 3;
           const float* x0 = &st[ws_a_offset(ws_row(ct, 0), 4 * t)];
           const float* x1 = &st[ws_a_offset(ws_row(ct, 1), 4 * t)];
-          const float a[4] = {x0[2 * s], x1[2 * s], x0[2 * s + 1], x1[2 * s + 1]};
+          float a[4] = {x0[2 * s], x1[2 * s], x0[2 * s + 1], x1[2 * s + 1]};
+          if (one)
+            for (float& x : a) x = tf32_rna_host(x);
           af[(16 * w + g) * 8 + t] = a[0];
           af[(16 * w + g + 8) * 8 + t] = a[1];
           af[(16 * w + g) * 8 + t + 4] = a[2];
           af[(16 * w + g + 8) * 8 + t + 4] = a[3];
         }
+        if (one) {  // one full-width product per step: the step's hi plane from its start
+          const size_t start = s * 8 * static_cast<size_t>(N);
+          for (int ct = 128 * wg; ct < 128 * wg + 128; ++ct) {
+            const int w = (ct >> 5) & 3, g = (ct & 31) >> 2, t = ct & 3;
+            for (int i = 0; i < N / 2; ++i) {
+              const int m = 16 * w + g + 8 * ((i / 2) % 2), n = 8 * (i / 4) + 2 * t + i % 2;
+              double d = 0.0;
+              for (int kk = 0; kk < 8; ++kk) d += af[m * 8 + kk] * static_cast<double>(read_b(sb, start, n, kk));
+              acc[ct][i] += d;
+            }
+          }
+          continue;
+        }
         for (int q = 0; q < N / kWsChunk; ++q) {
-          const size_t start = kb * block + s * 8 * static_cast<size_t>(N) + ws_b_chunk_offset(q);
+          const size_t start = s * 8 * static_cast<size_t>(N) + ws_b_chunk_offset(q);
           for (int ct = 128 * wg; ct < 128 * wg + 128; ++ct) {
             const int w = (ct >> 5) & 3, g = (ct & 31) >> 2, t = ct & 3;
             for (int i = 0; i < kWsChunk / 2; ++i) {
               const int m = 16 * w + g + 8 * ((i / 2) % 2), n = 8 * (i / 4) + 2 * t + i % 2;
               double d = 0.0;
               for (int kk = 0; kk < 8; ++kk)
-                d += af[m * 8 + kk] * (static_cast<double>(read_b(img, start, n, kk)) + read_b(img, start + plane, n, kk));
+                d += af[m * 8 + kk] * (static_cast<double>(read_b(sb, start, n, kk)) + read_b(sb, start + plane, n, kk));
               acc[ct][ws_acc_index(q, i)] += d;
             }
           }
@@ -141,7 +163,8 @@ double emulated_tile_error(int K, int N, std::mt19937& rng) {
       double ref = 0.0;
       for (int k = 0; k < K; ++k) {
         const float x = B[static_cast<size_t>(k) * N + n], hi = tf32_rna_host(x), lo = tf32_rna_host(x - hi);
-        ref += static_cast<double>(A[static_cast<size_t>(r) * K + k]) * (static_cast<double>(hi) + lo);
+        const float a = A[static_cast<size_t>(r) * K + k];
+        ref += one ? static_cast<double>(tf32_rna_host(a)) * hi : static_cast<double>(a) * (static_cast<double>(hi) + lo);
       }
       const double d = std::fabs(c[static_cast<size_t>(r) * N + n] - ref);
       if (!(d <= err)) err = d;  // NaN (a fragment element never loaded) propagates
@@ -151,7 +174,15 @@ double emulated_tile_error(int K, int N, std::mt19937& rng) {
 
 TEST(WgmmaWsLayout, EmulatedTileMultipliesToTheProduct) {
   std::mt19937 rng(23);
-  for (int KN : {128, 192}) EXPECT_LT(emulated_tile_error(KN, KN, rng), 1e-12) << "K = N = " << KN;
+  for (int KN : {128, 192}) EXPECT_LT(emulated_tile_error(KN, KN, false, rng), 1e-12) << "K = N = " << KN;
+}
+
+// One TF32 pass: the stage's hi plane (the image block's first ws_b_floats(N, true) floats) holds
+// every B element the full-width products read, and their accumulators are the tile's quads.
+TEST(WgmmaWsLayout, EmulatedOnePassTileMultipliesToTheRoundedProduct) {
+  std::mt19937 rng(29);
+  for (int KN : {128, 192}) EXPECT_LT(emulated_tile_error(KN, KN, true, rng), 1e-12) << "K = N = " << KN;
+  EXPECT_EQ(ws_b_floats(192, false), wg_stage_floats(192, kWsKs));  // 3xTF32: the whole block
 }
 
 }  // namespace
