@@ -192,9 +192,9 @@ __global__ void __launch_bounds__(512) per_degree_linear_tiled_k(LinArgs a) {
     }
     for (int i = tid / 32; i < TN && n0 + i < a.N; i += nwarps) {
       if (kNorms == 1)
-        eq_norm_pair_forward_node(a.nf, n0 + i);
+        eq_norm_pair_forward_node_reg(a.nf, n0 + i);
       else
-        eq_norm_pair_backward_node(a.nb, n0 + i);
+        eq_norm_pair_backward_node_reg(a.nb, n0 + i);
     }
   }
 }
@@ -253,10 +253,11 @@ void launch_linear(LinArgs a, cudaStream_t s) {
                      ((reinterpret_cast<uintptr_t>(a.X) | reinterpret_cast<uintptr_t>(a.W)) & 15) == 0;
   const bool tiled = quads && D <= 64 && (L + 1) * kKT * kTC / 4 <= kW4 * nt;
   const int norms = a.norms;
-  // The norms ride along where one CTA holds whole nodes in whole warps; else their own launch.
+  // The norms ride along where one CTA holds whole nodes in whole warps and a node's row fits
+  // the register form (node_norms.cuh); else their own launch.
   const bool fused = tiled && nt % 32 == 0 && !a.accumulate && !a.R &&
                      (norms == 3 ? transpose && Cout == a.gd.Cw && a.gd.Cf <= kTC && kTC % a.gd.Cf == 0
-                                 : norms != 0 && Cout <= kTC &&
+                                 : norms != 0 && Cout <= kTC && D * Cout <= 32 * kRegPer &&
                                        ((norms == 1 && !transpose) || (norms == 2 && transpose && !a.gamma)));
   if (!fused) a.norms = 0;
   if (!tiled) {
