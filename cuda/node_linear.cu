@@ -163,6 +163,19 @@ __global__ void __launch_bounds__(512) per_degree_linear_tiled_k(LinArgs a) {
     }
     __syncthreads();  // the next store overwrites the tiles
   }
+  // The residual and accumulated values are all read before the first store: Y may alias R for
+  // all the compiler knows, so loads behind stores would go out one round trip at a time.
+  float prev[4][4], res[4][4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int n = n0 + 4 * ng + i, o = o0 + 4 * cg + j;
+      const size_t idx = ((size_t)n * D + p) * Cout + o;
+      const bool in = n < a.N && o < Cout;
+      prev[i][j] = in && a.accumulate ? a.Y[idx] : 0.0f;
+      res[i][j] = in && a.R ? a.R[idx] : 0.0f;
+    }
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int n = n0 + 4 * ng + i;
@@ -172,8 +185,8 @@ __global__ void __launch_bounds__(512) per_degree_linear_tiled_k(LinArgs a) {
       const int o = o0 + 4 * cg + j;
       if (o >= Cout) continue;
       const size_t idx = ((size_t)n * D + p) * Cout + o;
-      float v = a.accumulate ? (float)(a.Y[idx] + acc[i][j]) : (float)acc[i][j];
-      if (a.R) v += a.R[idx];
+      float v = a.accumulate ? (float)(prev[i][j] + acc[i][j]) : (float)acc[i][j];
+      if (a.R) v += res[i][j];
       a.Y[idx] = v;
     }
   }

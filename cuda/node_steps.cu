@@ -136,6 +136,7 @@ __global__ void __launch_bounds__(kActThreads) ffn_act_forward_k(Dims d, ModelWD
     prod[k] = a * b;
   }
   double t = 0.0;
+#pragma unroll 4
   for (int i = ln.s; i < H; i += kSlices) t += (double)hn[i] * sg[i * H + c] + (double)hn[H + i] * sg[(H + i) * H + c];
   const double kap = 1.0 / (1.0 + exp(-slice_sum(t)));
 #pragma unroll
@@ -189,6 +190,7 @@ __global__ void __launch_bounds__(kActThreads) ffn_act_backward_k(Dims d, ModelW
     wy[k] = w;
   }
   float t = 0.0f;
+#pragma unroll 4
   for (int i = ln.s; i < H; i += kSlices) t += hn[i] * sg[i * H + c] + hn[H + i] * sg[(H + i) * H + c];
   const float kap = sigmoidf_(slice_sum(t));
   // kbar = sum_p ybar_p sum_g P[p, g] a_g b_g = sum_g a_g b_g wy_g; P_bar_g = kap wy_g.
@@ -222,16 +224,20 @@ __global__ void __launch_bounds__(kActThreads) ffn_act_backward_k(Dims d, ModelW
   }
 }
 
-// h_bar[n, 0, i] += sum_c t_bar[n, c] W_sg[i, c]  (the scalar-gate input [a0, b0]).
+// h_bar[n, 0, i] += sum_c t_bar[n, c] W_sg[i, c]  (the scalar-gate input [a0, b0]): a warp per
+// (n, i), lane partials over c = lane + 32 j in order, then the xor butterfly. (A thread per
+// (n, i) walked the H terms alone, with W_sg's row strided across the warp.)
 __global__ void ffn_gate_input_backward_k(Dims d, const float* __restrict__ sg, int N, const float* __restrict__ tbar,
                                           float* hbar) {
-  const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
-  const int H = d.H;
-  if (idx >= (long)N * 2 * H) return;
-  const int i = idx % (2 * H), n = idx / (2 * H);
+  const long wid = ((long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32, H = d.H;
+  if (wid >= (long)N * 2 * H) return;  // whole warps (blockDim a multiple of 32)
+  const int i = wid % (2 * H), n = wid / (2 * H);
   float s = 0.0f;
-  for (int c = 0; c < H; ++c) s += tbar[(size_t)n * H + c] * sg[i * H + c];
-  hbar[(size_t)n * d.D * 2 * H + i] += s;
+#pragma unroll 4
+  for (int c = lane; c < H; c += 32) s += tbar[(size_t)n * H + c] * sg[i * H + c];
+  s = warp_sum(s);
+  if (lane == 0) hbar[(size_t)n * d.D * 2 * H + i] += s;
 }
 
 constexpr int kMaxW = 512;
@@ -460,7 +466,7 @@ void launch_ffn_backward(const Dims& d, const ModelWDev& mw, const BlockWDev& w,
     default: throw Error("device cuda: the FFN's S2 grid needs lmax <= 3");
   }
   SEZM_LAUNCH("ffn_act_backward");
-  ffn_gate_input_backward_k<<<div_up((long)N * 2 * d.H, 128), 128, 0, s>>>(d, w.ffn_sg, N, tbar, hbar_buf);
+  ffn_gate_input_backward_k<<<div_up((long)N * 2 * d.H * 32, 128), 128, 0, s>>>(d, w.ffn_sg, N, tbar, hbar_buf);
   SEZM_LAUNCH("ffn_gate_input_backward");
   launch_per_degree_linear(N, d.L, 2 * d.H, d.C, hbar_buf, w.ffn_w1, Xt_bar, true, false, s, nullptr, norms);
 }
