@@ -27,7 +27,8 @@ __device__ double cta_total(double v, double* red) {
 
 // One CTA per node for the read-out: the node steps run per chunk of destinations in the last
 // block (engine.cu), where a thread per node would leave the GPU nearly idle for a few hundred nodes.
-constexpr int kNodeThreads = 128;
+// 256 threads: a layer's 2H = 192 outputs (C.pt) in one round, eight warps for the backward's rows.
+constexpr int kNodeThreads = 256;
 
 constexpr int kNormWarps = 4;  // the norms: a warp per node (node_norms.cuh), four per CTA
 
