@@ -116,7 +116,7 @@ __global__ void softmax_forward_k(Dims d, BlockWDev w, int N, const int* __restr
       if (!live) continue;
       const float* Ts = R.T + (size_t)R.types[R.src[e]] * C;
       const float* Td = R.T + (size_t)R.types[R.dst[e]] * C;
-      for (int c = 0; c < C; ++c) l += (ts[lane * tp + c] + __ldg(Ts + c) + __ldg(Td + c)) * u[c];  // R(d, e, 0, c) u[c]
+      for (int c = 0; c < C; ++c) l += (ts[lane * tp + c] + __ldg(Ts + c) + __ldg(Td + c)) * u[c];  // R(e, 0, c) u[c]
       float eff = l + 2.0f * logf(env[e]);
       if (gate) eff += logf(gate[e]);  // bridging: the mass times gate_e
       alpha[(size_t)e * d.F + f] = eff;  // stash the logit, normalised below
