@@ -70,10 +70,17 @@ __global__ void __launch_bounds__(32 * kNodeWarps) attention_node_forward_k(Dims
 
 // One warp per (centre, focus), lanes over the centre's edges: logits, max, denominator, alpha
 // (docs/model.md §5.7.2, shifted form). Warp reductions in a fixed tree: deterministic.
+// kStaged: the warp copies each batch of 32 edges' key rows (gathered by source), then their
+// radial rows, into its shared tile (rows padded by one float: conflict-free), lanes along the
+// row, so that the global loads are coalesced; each lane walks its own edge's row in shared
+// memory with the same serial sums (the same bits). Unstaged, each lane walked its rows in global
+// memory, every warp load touching 32 lines (the L1's wavefronts set this kernel's time).
+template <bool kStaged>
 __global__ void softmax_forward_k(Dims d, BlockWDev w, int N, const int* __restrict__ src, const int* __restrict__ off,
                                   const float* __restrict__ env, EdgeRadialIn R,
                                   const float* __restrict__ q, const float* __restrict__ k, float* alpha,
                                   const float* __restrict__ gate) {
+  extern __shared__ float sm_rows[];  // kStaged: per warp 32 rows of max(Cf, C) + 1 floats
   const long gw = ((long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (gw >= (long)N * d.F) return;  // whole warps leave together
@@ -83,17 +90,51 @@ __global__ void softmax_forward_k(Dims d, BlockWDev w, int N, const int* __restr
   const float* u = w.logit_u + (size_t)f * d.C;
   const float log_null = w.log_zeta[f];
   float mx = log_null;
-  for (int e = off[n] + lane; e < off[n + 1]; e += 32) {
-    if (!(env[e] > 0.0f) || (gate && !(gate[e] > 0.0f))) continue;
-    const float* kn = k + (size_t)src[e] * d.Cw + f * Cf;
-    float l = 0.0f;
-    for (int c = 0; c < Cf; ++c) l += qn[c] * kn[c];
-    l *= scale;
-    for (int c = 0; c < d.C; ++c) l += R(d, e, 0, c) * u[c];
-    float eff = l + 2.0f * logf(env[e]);
-    if (gate) eff += logf(gate[e]);  // bridging: the mass times gate_e
-    alpha[(size_t)e * d.F + f] = eff;  // stash the logit, normalised below
-    mx = fmaxf(mx, eff);
+  if constexpr (kStaged) {
+    const int C = d.C, tp = max(Cf, C) + 1;
+    float* ts = sm_rows + (size_t)(threadIdx.x / 32) * 32 * tp;
+    for (int base = off[n]; base < off[n + 1]; base += 32) {
+      const int cnt = min(32, off[n + 1] - base), e = base + lane;
+      const bool live = lane < cnt && env[e] > 0.0f && (!gate || gate[e] > 0.0f);
+      __syncwarp();  // the previous batch's radial rows are read
+      for (int t = lane; t < cnt * Cf; t += 32) {
+        const int r = t / Cf, c = t % Cf;
+        ts[r * tp + c] = k[(size_t)src[base + r] * d.Cw + f * Cf + c];
+      }
+      __syncwarp();
+      float l = 0.0f;
+      if (live) {
+        for (int c = 0; c < Cf; ++c) l += qn[c] * ts[lane * tp + c];
+        l *= scale;
+      }
+      __syncwarp();  // the key rows are read
+      for (int t = lane; t < cnt * C; t += 32) {
+        const int r = t / C, c = t % C;
+        ts[r * tp + c] = __ldg(R.rho + (size_t)(base + r) * (d.L + 1) * C + c);  // R(e, 0, c)'s first term
+      }
+      __syncwarp();
+      if (!live) continue;
+      const float* Ts = R.T + (size_t)R.types[R.src[e]] * C;
+      const float* Td = R.T + (size_t)R.types[R.dst[e]] * C;
+      for (int c = 0; c < C; ++c) l += (ts[lane * tp + c] + __ldg(Ts + c) + __ldg(Td + c)) * u[c];  // R(e, 0, c) u[c]
+      float eff = l + 2.0f * logf(env[e]);
+      if (gate) eff += logf(gate[e]);  // bridging: the mass times gate_e
+      alpha[(size_t)e * d.F + f] = eff;  // stash the logit, normalised below
+      mx = fmaxf(mx, eff);
+    }
+  } else {
+    for (int e = off[n] + lane; e < off[n + 1]; e += 32) {
+      if (!(env[e] > 0.0f) || (gate && !(gate[e] > 0.0f))) continue;
+      const float* kn = k + (size_t)src[e] * d.Cw + f * Cf;
+      float l = 0.0f;
+      for (int c = 0; c < Cf; ++c) l += qn[c] * kn[c];
+      l *= scale;
+      for (int c = 0; c < d.C; ++c) l += R(d, e, 0, c) * u[c];
+      float eff = l + 2.0f * logf(env[e]);
+      if (gate) eff += logf(gate[e]);  // bridging: the mass times gate_e
+      alpha[(size_t)e * d.F + f] = eff;  // stash the logit, normalised below
+      mx = fmaxf(mx, eff);
+    }
   }
   for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
   float part = 0.0f;
@@ -163,6 +204,7 @@ __global__ void softmax_backward_k(Dims d, BlockWDev w, int n0, int e0, const in
   const int f = c / d.Cf;
   const float scale = rsqrtf((float)d.Cf);
   float qb = 0.0f;
+#pragma unroll 4  // the gathers of four edges in flight at a time (same order of the sum)
   for (int e = s0 + y; e < s1; e += R) qb += lbar[(size_t)(e - e0) * d.F + f] * k[(size_t)src[e] * d.Cw + c];
   if (y > 0) qpart[(y - 1) * d.Cw + c] = qb;
   __syncthreads();
@@ -218,8 +260,12 @@ void launch_attention_node_forward(const Dims& d, const BlockWDev& w, const Atte
 }
 void launch_attention_softmax_forward(const Dims& d, const BlockWDev& w, const SoftmaxArgs& a, cudaStream_t s) {
   if (a.N == 0) return;
-  softmax_forward_k<<<div_up((long)a.N * d.F * 32, kT), kT, 0, s>>>(d, w, a.N, a.src, a.off, a.env, a.R, a.q, a.k,
-                                                                    a.alpha, a.gate);
+  const int grid = div_up((long)a.N * d.F * 32, kT);
+  const size_t bytes = (size_t)(kT / 32) * 32 * (std::max(d.Cf, d.C) + 1) * sizeof(float);
+  if (bytes <= 48 * 1024)  // Cf, C <= 95 (C.pt: 16.5 KiB)
+    softmax_forward_k<true><<<grid, kT, bytes, s>>>(d, w, a.N, a.src, a.off, a.env, a.R, a.q, a.k, a.alpha, a.gate);
+  else
+    softmax_forward_k<false><<<grid, kT, 0, s>>>(d, w, a.N, a.src, a.off, a.env, a.R, a.q, a.k, a.alpha, a.gate);
   SEZM_LAUNCH("softmax_forward");
 }
 void launch_gate_post(const Dims& d, const OutputGateArgs& a, cudaStream_t s) {

@@ -27,11 +27,11 @@ constexpr int kTC = 32;        // output columns per CTA
 constexpr int kCG = kTC / 4;   // column quads per CTA
 constexpr int kKT = 16;        // inputs per k tile
 constexpr int kTCp = kTC + 2;  // padded W tile row (doubles): conflict-light transposed stores, 16-byte pairs
-constexpr int kX4 = 2;         // X tile quads per thread: TN D kKT / 4 / (D NG kCG) = 16 NG D / (8 NG D)
+constexpr int kX4 = 2;         // X tile quads per thread: at most TN D kKT / 4 / (D NG kCG) = 16 NG D / (8 NG D)
 constexpr int kW4 = 4;         // at most this many W tile quads per thread (checked by the launcher)
 
 struct LinArgs {
-  int N, L, D, Cin, Cout, NG;  // NG node quads per CTA: TN = 4 NG nodes
+  int N, L, D, Cin, Cout, NG;  // NG node groups per CTA: TN = kNT NG nodes
   const float* X;
   const float* W;
   float* Y;
@@ -52,28 +52,33 @@ struct LinArgs {
   OutputGateArgs ga;
 };
 
-// blockDim.x = D NG kCG: thread (p, ng, cg) owns nodes 4 ng .. 4 ng + 3 and columns 4 cg .. 4 cg + 3
-// of row p. Shared memory (doubles): xs (D, kKT, TNp), TNp = TN + 2 (16-byte pairs, fewer bank
-// conflicts on the transposing stores), then ws (L + 1, kKT, kTCp). Global loads are 16-byte
+// blockDim.x = D NG kCG: thread (p, ng, cg) owns the kNT nodes kNT ng .. kNT ng + kNT - 1 and the
+// columns 4 cg .. 4 cg + 3 of row p. kNT = 1 (a node per thread) where the grid of kNT = 4 would
+// leave most SMs idle (a chunk's ~200 destinations, Cout <= 32: 52 CTAs of 4 warps on 132 SMs):
+// four times the CTAs, each thread a quarter of the products per k step; every output's sum is
+// the same either way (the same bits). Shared memory (doubles): xs (D, kKT, TNp), TNp = TN + 2
+// (16-byte pairs, fewer bank conflicts on the transposing stores), then ws (L + 1, kKT, kTCp). Global loads are 16-byte
 // quads (the launcher checks Cin, Cout % 4 and the bases' alignment). One k step at a time (no
 // unrolling): 128 registers hold the accumulators and the next tile without spilling.
-template <bool kTrans, bool kGate, int kNorms>
+template <bool kTrans, bool kGate, int kNorms, int kNT>
 __global__ void __launch_bounds__(512) per_degree_linear_tiled_k(LinArgs a) {
   extern __shared__ __align__(16) double lsm[];
-  const int D = a.D, TN = 4 * a.NG, TNp = TN + 2, Cin = a.Cin, Cout = a.Cout;
+  const int D = a.D, TN = kNT * a.NG, TNp = TN + 2, Cin = a.Cin, Cout = a.Cout;
   double* xs = lsm;
   double* ws = lsm + (size_t)D * kKT * TNp;
   const int tid = threadIdx.x, nt = blockDim.x;
   const int cg = tid % kCG, ng = (tid / kCG) % a.NG, p = tid / (kCG * a.NG), l = degree_of_packed(p);
   const int n0 = blockIdx.x * TN, o0 = blockIdx.y * kTC;
-  // X quads: t = tid + j nt < 16 NG D = 2 nt; quad q of row (node i, p') of the tile.
-  long xg[kX4];  // global float offset at k0 = 0, or -1 (a node past N: zeros)
-  int xsi[kX4];  // shared index of its first double (then + TNp per k)
+  // X quads: t = tid + j nt < 4 TN D (2 nt with kNT = 4, nt / 2 with kNT = 1); quad q of row
+  // (node i, p') of the tile.
+  long xg[kX4];  // global float offset at k0 = 0, or -1 (a node past N, or no quad: zeros)
+  int xsi[kX4];  // shared index of its first double (then + TNp per k), or -1: no quad of the tile
 #pragma unroll
   for (int j = 0; j < kX4; ++j) {
     const int t = tid + j * nt, q = t % 4, r = t / 4, pp = r % D, i = r / D;
-    xg[j] = n0 + i < a.N ? ((long)(n0 + i) * D + pp) * Cin + 4 * q : -1;
-    xsi[j] = (pp * kKT + 4 * q) * TNp + i;
+    const bool quad = kNT == 4 || t < 4 * TN * D;  // 4 TN D = 2 nt with kNT = 4
+    xg[j] = quad && n0 + i < a.N ? ((long)(n0 + i) * D + pp) * Cin + 4 * q : -1;
+    xsi[j] = quad ? (pp * kKT + 4 * q) * TNp + i : -1;
   }
   // W quads: (L + 1) kKT kTC / 4 of them; transposed, quad q of row (l', o) holds 4 k; else
   // quad q of row (l', k) holds 4 o. Their places follow from t by shifts (kKT, kTC powers of
@@ -112,6 +117,7 @@ __global__ void __launch_bounds__(512) per_degree_linear_tiled_k(LinArgs a) {
   auto store = [&]() __attribute__((always_inline)) {
 #pragma unroll
     for (int j = 0; j < kX4; ++j) {
+      if (kNT != 4 && xsi[j] < 0) continue;
       double* x = xs + xsi[j];
       x[0] = xr[j].x;
       x[TNp] = xr[j].y;
@@ -137,12 +143,12 @@ __global__ void __launch_bounds__(512) per_degree_linear_tiled_k(LinArgs a) {
       }
     }
   };
-  double acc[4][4];
+  double acc[kNT][4];
 #pragma unroll
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < kNT; ++i)
 #pragma unroll
     for (int j = 0; j < 4; ++j) acc[i][j] = 0.0;
-  const double* xp = xs + (size_t)p * kKT * TNp + 4 * ng;
+  const double* xp = xs + (size_t)p * kKT * TNp + kNT * ng;
   const double* wp = ws + (size_t)l * kKT * kTCp + 4 * cg;
   load(0);
   for (int k0 = 0; k0 < Cin; k0 += kKT) {
@@ -151,29 +157,48 @@ __global__ void __launch_bounds__(512) per_degree_linear_tiled_k(LinArgs a) {
     if (k0 + kKT < Cin) load(k0 + kKT);  // in flight during the products below
 #pragma unroll 1
     for (int kk = 0; kk < kKT; ++kk) {
-      const double2 x01 = *reinterpret_cast<const double2*>(xp + kk * TNp);
-      const double2 x23 = *reinterpret_cast<const double2*>(xp + kk * TNp + 2);
+      double xv[kNT];
+      if constexpr (kNT == 4) {
+        const double2 x01 = *reinterpret_cast<const double2*>(xp + kk * TNp);
+        const double2 x23 = *reinterpret_cast<const double2*>(xp + kk * TNp + 2);
+        xv[0] = x01.x; xv[1] = x01.y; xv[2] = x23.x; xv[3] = x23.y;
+      } else {
+        xv[0] = xp[kk * TNp];
+      }
       const double2 w01 = *reinterpret_cast<const double2*>(wp + kk * kTCp);
       const double2 w23 = *reinterpret_cast<const double2*>(wp + kk * kTCp + 2);
-      const double xv[4] = {x01.x, x01.y, x23.x, x23.y}, wv[4] = {w01.x, w01.y, w23.x, w23.y};
+      const double wv[4] = {w01.x, w01.y, w23.x, w23.y};
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
+      for (int i = 0; i < kNT; ++i)
 #pragma unroll
         for (int j = 0; j < 4; ++j) acc[i][j] = fma(xv[i], wv[j], acc[i][j]);
     }
     __syncthreads();  // the next store overwrites the tiles
   }
+  // The residual and accumulated values are all read before the first store: Y may alias R for
+  // all the compiler knows, so loads behind stores would go out one round trip at a time.
+  float prev[kNT][4], res[kNT][4];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int n = n0 + 4 * ng + i;
+  for (int i = 0; i < kNT; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int n = n0 + kNT * ng + i, o = o0 + 4 * cg + j;
+      const size_t idx = ((size_t)n * D + p) * Cout + o;
+      const bool in = n < a.N && o < Cout;
+      prev[i][j] = in && a.accumulate ? a.Y[idx] : 0.0f;
+      res[i][j] = in && a.R ? a.R[idx] : 0.0f;
+    }
+#pragma unroll
+  for (int i = 0; i < kNT; ++i) {
+    const int n = n0 + kNT * ng + i;
     if (n >= a.N) continue;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int o = o0 + 4 * cg + j;
       if (o >= Cout) continue;
       const size_t idx = ((size_t)n * D + p) * Cout + o;
-      float v = a.accumulate ? (float)(a.Y[idx] + acc[i][j]) : (float)acc[i][j];
-      if (a.R) v += a.R[idx];
+      float v = a.accumulate ? (float)(prev[i][j] + acc[i][j]) : (float)acc[i][j];
+      if (a.R) v += res[i][j];
       a.Y[idx] = v;
     }
   }
@@ -192,9 +217,9 @@ __global__ void __launch_bounds__(512) per_degree_linear_tiled_k(LinArgs a) {
     }
     for (int i = tid / 32; i < TN && n0 + i < a.N; i += nwarps) {
       if (kNorms == 1)
-        eq_norm_pair_forward_node(a.nf, n0 + i);
+        eq_norm_pair_forward_node_reg(a.nf, n0 + i);
       else
-        eq_norm_pair_backward_node(a.nb, n0 + i);
+        eq_norm_pair_backward_node_reg(a.nb, n0 + i);
     }
   }
 }
@@ -230,12 +255,13 @@ __global__ void per_degree_linear_k(LinArgs a) {
 }
 
 template <bool kTrans, bool kGate, int kNorms>
-void launch_tiled(const LinArgs& a, int nt, size_t bytes, cudaStream_t s) {
+void launch_tiled(const LinArgs& a, int nodes, int nt, size_t bytes, cudaStream_t s) {
+  void (*kern)(LinArgs) = nodes == 1 ? per_degree_linear_tiled_k<kTrans, kGate, kNorms, 1>
+                                     : per_degree_linear_tiled_k<kTrans, kGate, kNorms, 4>;
   if (bytes > 48 * 1024)  // L >= 5 only (L = 3: 37 KiB)
-    SEZM_CUDA(cudaFuncSetAttribute(per_degree_linear_tiled_k<kTrans, kGate, kNorms>,
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-  const dim3 grid(div_up(a.N, 4 * a.NG), div_up(a.Cout, kTC));
-  per_degree_linear_tiled_k<kTrans, kGate, kNorms><<<grid, nt, bytes, s>>>(a);
+    SEZM_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+  const dim3 grid(div_up(a.N, nodes * a.NG), div_up(a.Cout, kTC));
+  kern<<<grid, nt, bytes, s>>>(a);
 }
 
 void launch_linear(LinArgs a, cudaStream_t s) {
@@ -244,19 +270,27 @@ void launch_linear(LinArgs a, cudaStream_t s) {
   // About 256 threads: D = 16 (L = 3) takes 8 nodes per CTA, D = 9 twelve, D = 4 thirty-two.
   // Fewer nodes per CTA where the grid would not cover the GPU twice (a chunk's ~200 destinations):
   // more CTAs, each with a shorter chain of k tiles' products.
-  a.NG = std::max(1, 256 / (D * kCG));
-  while (a.NG > 1 && (long)div_up(N, 4 * a.NG) * div_up(Cout, kTC) < 264 &&
-         (L + 1) * kKT * kTC / 4 <= kW4 * D * (a.NG / 2) * kCG)  // the W tile still fits kW4 quads a thread
-    a.NG /= 2;
+  // Still under two CTAs per SM at one node quad per CTA: a node per thread (kNT = 1), the same
+  // search for NG.
+  int nodes = 4;
+  for (;;) {
+    a.NG = std::max(1, 256 / (D * kCG));
+    while (a.NG > 1 && (long)div_up(N, nodes * a.NG) * div_up(Cout, kTC) < 264 &&
+           (L + 1) * kKT * kTC / 4 <= kW4 * D * (a.NG / 2) * kCG)  // the W tile still fits kW4 quads a thread
+      a.NG /= 2;
+    if (nodes == 1 || (long)div_up(N, nodes * a.NG) * div_up(Cout, kTC) >= 264) break;
+    nodes = 1;
+  }
   const int nt = D * a.NG * kCG;
   const bool quads = Cin % 4 == 0 && Cout % 4 == 0 && (!a.gamma || (a.Cf % 4 == 0 && !transpose)) &&
                      ((reinterpret_cast<uintptr_t>(a.X) | reinterpret_cast<uintptr_t>(a.W)) & 15) == 0;
   const bool tiled = quads && D <= 64 && (L + 1) * kKT * kTC / 4 <= kW4 * nt;
   const int norms = a.norms;
-  // The norms ride along where one CTA holds whole nodes in whole warps; else their own launch.
+  // The norms ride along where one CTA holds whole nodes in whole warps and a node's row fits
+  // the register form (node_norms.cuh); else their own launch.
   const bool fused = tiled && nt % 32 == 0 && !a.accumulate && !a.R &&
                      (norms == 3 ? transpose && Cout == a.gd.Cw && a.gd.Cf <= kTC && kTC % a.gd.Cf == 0
-                                 : norms != 0 && Cout <= kTC &&
+                                 : norms != 0 && Cout <= kTC && D * Cout <= 32 * kRegPer &&
                                        ((norms == 1 && !transpose) || (norms == 2 && transpose && !a.gamma)));
   if (!fused) a.norms = 0;
   if (!tiled) {
@@ -264,16 +298,19 @@ void launch_linear(LinArgs a, cudaStream_t s) {
     per_degree_linear_k<<<grid, block, 0, s>>>(a);
     SEZM_LAUNCH("per_degree_linear");
   } else {
-    const size_t bytes = ((size_t)D * kKT * (4 * a.NG + 2) + (size_t)(L + 1) * kKT * kTCp) * sizeof(double);
+    const size_t bytes = ((size_t)D * kKT * (nodes * a.NG + 2) + (size_t)(L + 1) * kKT * kTCp) * sizeof(double);
     // The gate only ever multiplies the forward's input (launch_post_mix_norms).
     if (transpose && fused && norms == 3)
-      launch_tiled<true, false, 3>(a, nt, bytes, s);
+      launch_tiled<true, false, 3>(a, nodes, nt, bytes, s);
     else if (transpose)
-      fused ? launch_tiled<true, false, 2>(a, nt, bytes, s) : launch_tiled<true, false, 0>(a, nt, bytes, s);
+      fused ? launch_tiled<true, false, 2>(a, nodes, nt, bytes, s)
+            : launch_tiled<true, false, 0>(a, nodes, nt, bytes, s);
     else if (a.gamma)
-      fused ? launch_tiled<false, true, 1>(a, nt, bytes, s) : launch_tiled<false, true, 0>(a, nt, bytes, s);
+      fused ? launch_tiled<false, true, 1>(a, nodes, nt, bytes, s)
+            : launch_tiled<false, true, 0>(a, nodes, nt, bytes, s);
     else
-      fused ? launch_tiled<false, false, 1>(a, nt, bytes, s) : launch_tiled<false, false, 0>(a, nt, bytes, s);
+      fused ? launch_tiled<false, false, 1>(a, nodes, nt, bytes, s)
+            : launch_tiled<false, false, 0>(a, nodes, nt, bytes, s);
     SEZM_LAUNCH("per_degree_linear");
   }
   if (norms == 1 && !fused) launch_eq_norm_pair_forward(a.nf, s);

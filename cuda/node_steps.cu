@@ -27,7 +27,8 @@ __device__ double cta_total(double v, double* red) {
 
 // One CTA per node for the read-out: the node steps run per chunk of destinations in the last
 // block (engine.cu), where a thread per node would leave the GPU nearly idle for a few hundred nodes.
-constexpr int kNodeThreads = 128;
+// 256 threads: a layer's 2H = 192 outputs (C.pt) in one round, eight warps for the backward's rows.
+constexpr int kNodeThreads = 256;
 
 constexpr int kNormWarps = 4;  // the norms: a warp per node (node_norms.cuh), four per CTA
 
@@ -136,6 +137,7 @@ __global__ void __launch_bounds__(kActThreads) ffn_act_forward_k(Dims d, ModelWD
     prod[k] = a * b;
   }
   double t = 0.0;
+#pragma unroll 4
   for (int i = ln.s; i < H; i += kSlices) t += (double)hn[i] * sg[i * H + c] + (double)hn[H + i] * sg[(H + i) * H + c];
   const double kap = 1.0 / (1.0 + exp(-slice_sum(t)));
 #pragma unroll
@@ -189,6 +191,7 @@ __global__ void __launch_bounds__(kActThreads) ffn_act_backward_k(Dims d, ModelW
     wy[k] = w;
   }
   float t = 0.0f;
+#pragma unroll 4
   for (int i = ln.s; i < H; i += kSlices) t += hn[i] * sg[i * H + c] + hn[H + i] * sg[(H + i) * H + c];
   const float kap = sigmoidf_(slice_sum(t));
   // kbar = sum_p ybar_p sum_g P[p, g] a_g b_g = sum_g a_g b_g wy_g; P_bar_g = kap wy_g.
@@ -222,16 +225,20 @@ __global__ void __launch_bounds__(kActThreads) ffn_act_backward_k(Dims d, ModelW
   }
 }
 
-// h_bar[n, 0, i] += sum_c t_bar[n, c] W_sg[i, c]  (the scalar-gate input [a0, b0]).
+// h_bar[n, 0, i] += sum_c t_bar[n, c] W_sg[i, c]  (the scalar-gate input [a0, b0]): a warp per
+// (n, i), lane partials over c = lane + 32 j in order, then the xor butterfly. (A thread per
+// (n, i) walked the H terms alone, with W_sg's row strided across the warp.)
 __global__ void ffn_gate_input_backward_k(Dims d, const float* __restrict__ sg, int N, const float* __restrict__ tbar,
                                           float* hbar) {
-  const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
-  const int H = d.H;
-  if (idx >= (long)N * 2 * H) return;
-  const int i = idx % (2 * H), n = idx / (2 * H);
+  const long wid = ((long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32, H = d.H;
+  if (wid >= (long)N * 2 * H) return;  // whole warps (blockDim a multiple of 32)
+  const int i = wid % (2 * H), n = wid / (2 * H);
   float s = 0.0f;
-  for (int c = 0; c < H; ++c) s += tbar[(size_t)n * H + c] * sg[i * H + c];
-  hbar[(size_t)n * d.D * 2 * H + i] += s;
+#pragma unroll 4
+  for (int c = lane; c < H; c += 32) s += tbar[(size_t)n * H + c] * sg[i * H + c];
+  s = warp_sum(s);
+  if (lane == 0) hbar[(size_t)n * d.D * 2 * H + i] += s;
 }
 
 constexpr int kMaxW = 512;
@@ -241,7 +248,10 @@ __device__ inline float silu_gate(float a, float b) { return a * siluf_(b); }
 
 // Read-out and fitting, one CTA per node: each layer's outputs over the threads, its input vector
 // in shared memory. The forward runs in T = double (the per-atom energy path), the backward's
-// recompute in float.
+// recompute in float. The per-chunk launches of the fused last block (a few hundred CTAs, a few
+// warps per SM) wait on each weight load in turn: the forward's serial sums are unrolled so that
+// their loads go out together (the same order and bits), and the backward's transposed products
+// run a warp per output row (rows_dot_warp) instead of one thread walking a strided row.
 // The read-out MLP: zr = y W1 (2H), ar = zr[:H] silu(zr[H:]), desc = y + ar W2 (C); desc may
 // alias zr. Ends with a barrier.
 template <class T>
@@ -249,6 +259,7 @@ __device__ void readout_cta(const Dims& d, const ModelWDev& w, const float* y, T
   const int tid = threadIdx.x, nt = blockDim.x, C = d.C, H = d.H;
   for (int o = tid; o < 2 * H; o += nt) {
     T s = 0;
+#pragma unroll 8
     for (int i = 0; i < C; ++i) s += (T)y[i] * w.ro_w1[i * 2 * H + o];
     zr[o] = s;
   }
@@ -257,10 +268,27 @@ __device__ void readout_cta(const Dims& d, const ModelWDev& w, const float* y, T
   __syncthreads();
   for (int c = tid; c < C; c += nt) {
     T s = y[c];
+#pragma unroll 8
     for (int i = 0; i < H; ++i) s += ar[i] * w.ro_w2[i * C + c];
     desc[c] = s;
   }
   __syncthreads();
+}
+
+// out[r] = base(r) + sum_k v[k] M[r K + k] for r < R (M row-major in global memory, v in shared
+// memory): a warp per row, the CTA's warps taking the rows in turn; lane partials over
+// k = lane + 32 j in order, then the xor butterfly (every lane the same bits), lane 0 writes.
+template <class Base>
+__device__ void rows_dot_warp(int R, int K, const float* M, const float* v, float* out, Base base) {
+  const int lane = threadIdx.x % 32, nw = blockDim.x / 32;
+  for (int r = threadIdx.x / 32; r < R; r += nw) {
+    const float* m = M + (size_t)r * K;
+    float s = 0.0f;
+#pragma unroll 4
+    for (int k = lane; k < K; k += 32) s += v[k] * m[k];
+    s = warp_sum(s);
+    if (lane == 0) out[r] = base(r) + s;
+  }
 }
 
 // One gated fitting layer: pre = B + z W (2 hk), then z = pre[:hk] silu(pre[hk:]) in place.
@@ -269,6 +297,7 @@ __device__ void fit_layer_cta(T* z, int din, const float* W, const float* B, int
   const int tid = threadIdx.x, nt = blockDim.x;
   for (int o = tid; o < 2 * hk; o += nt) {
     T s = B[o];
+#pragma unroll 8
     for (int i = 0; i < din; ++i) s += z[i] * W[i * 2 * hk + o];
     pre[o] = s;
   }
@@ -346,11 +375,7 @@ __global__ void __launch_bounds__(kNodeThreads) readout_fitting_backward_k(
       yb2[hk + o] = zb[o] * pre[k][o] * silu_gradf_(pre[k][hk + o]);
     }
     __syncthreads();
-    for (int i = tid; i < dk; i += nt) {
-      float s = 0.0f;
-      for (int o = 0; o < 2 * hk; ++o) s += yb2[o] * W[i * 2 * hk + o];
-      zb[i] = s;
-    }
+    rows_dot_warp(dk, 2 * hk, W, yb2, zb, [](int) { return 0.0f; });
     __syncthreads();
   }
   // zb = desc_bar; with the grid read-out it is handed to grid_net.cu's backward.
@@ -359,23 +384,14 @@ __global__ void __launch_bounds__(kNodeThreads) readout_fitting_backward_k(
     return;
   }
   // Read-out backward (ar takes a_bar).
-  for (int i = tid; i < H; i += nt) {
-    float s = 0.0f;
-    for (int c = 0; c < C; ++c) s += zb[c] * w.ro_w2[i * C + c];
-    ar[i] = s;
-  }
+  rows_dot_warp(H, C, w.ro_w2, zb, ar, [](int) { return 0.0f; });
   __syncthreads();
   for (int i = tid; i < H; i += nt) {
     yb2[i] = ar[i] * siluf_(zr[H + i]);
     yb2[H + i] = ar[i] * zr[i] * silu_gradf_(zr[H + i]);
   }
   __syncthreads();
-  float* xb = X_bar + (size_t)n * d.D * C;
-  for (int c = tid; c < C; c += nt) {
-    float s = zb[c];
-    for (int o = 0; o < 2 * H; ++o) s += yb2[o] * w.ro_w1[c * 2 * H + o];
-    xb[c] = s;
-  }
+  rows_dot_warp(C, 2 * H, w.ro_w1, yb2, X_bar + (size_t)n * d.D * C, [&](int c) { return zb[c]; });
 }
 
 }  // namespace
@@ -451,7 +467,7 @@ void launch_ffn_backward(const Dims& d, const ModelWDev& mw, const BlockWDev& w,
     default: throw Error("device cuda: the FFN's S2 grid needs lmax <= 3");
   }
   SEZM_LAUNCH("ffn_act_backward");
-  ffn_gate_input_backward_k<<<div_up((long)N * 2 * d.H, 128), 128, 0, s>>>(d, w.ffn_sg, N, tbar, hbar_buf);
+  ffn_gate_input_backward_k<<<div_up((long)N * 2 * d.H * 32, 128), 128, 0, s>>>(d, w.ffn_sg, N, tbar, hbar_buf);
   SEZM_LAUNCH("ffn_gate_input_backward");
   launch_per_degree_linear(N, d.L, 2 * d.H, d.C, hbar_buf, w.ffn_w1, Xt_bar, true, false, s, nullptr, norms);
 }
