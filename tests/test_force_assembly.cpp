@@ -2,8 +2,9 @@
 // require_finite_result on such a result (CPU, no engine), the default compute_forces (the CPU
 // engine returns dE/dv), and the CUDA engine's device assembly (cuda/force_assembly.cu) against
 // the host's assemble_forces_virial on the same dE/dv: with one chunk and several, the edge state
-// kept and per chunk, through ghost rows, a committee follower, and a bridged model (whose forces
-// stay on the host). The GPU tests skip without a usable GPU (cuda_test_util.h).
+// kept and per chunk, through ghost rows (CudaForceAssembly), a committee follower, and a bridged
+// model, whose forces stay on the host (CudaForces). The GPU tests skip without a usable GPU
+// (cuda_test_util.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -177,7 +178,7 @@ TEST_P(CudaForceAssembly, DeviceForcesMatchHostAssembly) {
 }
 
 // A committee follower on the leader's geometry assembles the same forces as on its own.
-TEST(CudaForceAssembly, CommitteeFollowerMatchesItsOwnCall) {
+TEST(CudaForces, CommitteeFollowerMatchesItsOwnCall) {
   SEZM_REQUIRE_GPU();
 #ifdef SEZM_HAVE_CUDA
   const Small s = small_system();
@@ -194,7 +195,7 @@ TEST(CudaForceAssembly, CommitteeFollowerMatchesItsOwnCall) {
 
 // A bridged model maps dE/dv on the host (cuda/bridging.cuh): compute_forces returns dE/dv, the
 // same as compute(g, true).
-TEST(CudaForceAssembly, BridgedModelReturnsEdgeGradients) {
+TEST(CudaForces, BridgedModelReturnsEdgeGradients) {
   SEZM_REQUIRE_GPU();
 #ifdef SEZM_HAVE_CUDA
   const sezm::ModelW<double> w = sezm::load_model_weights(sezm_test::data_path("recipes/zbl_plain_f64.pt"));
