@@ -73,10 +73,10 @@ void time_committee(const sezm::Potential& first, const std::string& list, const
   for (int r = 0; r < warmup + repeat; ++r) {
     auto t0 = Clock::now();
     {
-      const sezm::EngineResult res = first.engine().compute(g, true);
+      const sezm::EngineResult res = first.engine().compute_forces(g, false);
       f.assign(3 * static_cast<size_t>(n), 0.0);
       double w[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
-      sezm::assemble_forces_virial(g, res.edge_grad.data(), f.data(), w, nullptr);
+      sezm::add_forces_virial(g, res, f.data(), w, nullptr);
     }
     const double ord = since(t0);
     t0 = Clock::now();
@@ -89,12 +89,12 @@ void time_committee(const sezm::Potential& first, const std::string& list, const
       const sezm::Graph& gm = on_g ? g : graphs[m - 1];
       sezm::Engine& eng = (m == 0 ? first : pots[m - 1]).engine();
       const sezm::EngineResult res =
-          m > 0 && on_g && share ? eng.compute_like(first.engine(), g, true) : eng.compute(gm, true);
+          m > 0 && on_g && share ? eng.compute_forces_like(first.engine(), g, false) : eng.compute_forces(gm, false);
       n_all += m > 0 && eng.last_geometry_share() == sezm::GeometryShare::kAll;
       n_part += m > 0 && eng.last_geometry_share() == sezm::GeometryShare::kExceptRadialBasis;
       const auto t1 = Clock::now();
       f.assign(3 * static_cast<size_t>(n), 0.0);
-      sezm::assemble_forces_virial(gm, res.edge_grad.data(), f.data(), &vir[9 * m], nullptr);
+      sezm::add_forces_virial(gm, res, f.data(), &vir[9 * m], nullptr);
       sezm::put_model_forces(f.data(), m, M, static_cast<size_t>(n), rows.data());
       td += since(t1);
     }
@@ -219,9 +219,9 @@ int main(int argc, char** argv) {
     double energy = 0;
     for (int r = 0; r < warmup + repeat; ++r) {
       t0 = std::chrono::steady_clock::now();
-      const sezm::EngineResult res = engine.compute(g, true);
+      const sezm::EngineResult res = engine.compute_forces(g, false);
       std::vector<double> f(3 * static_cast<size_t>(n), 0.0), w(9, 0.0);
-      sezm::assemble_forces_virial(g, res.edge_grad.data(), f.data(), w.data(), nullptr);
+      sezm::add_forces_virial(g, res, f.data(), w.data(), nullptr);
       const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       energy = res.energy;
       if (r >= warmup) {

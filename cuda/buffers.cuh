@@ -16,6 +16,9 @@ struct GraphBuffers {
   DBuf<double> vec;
   DBuf<double> edge_grad;    // (E, 3) dE/dv_e
   DBuf<double> atom_energy;  // (N)
+  // Assembled on the device (Engine::compute_forces; force_assembly.cuh): forces (NT, 3), the
+  // centres' in-edge virials (N, 9), the per-atom virial (NT, 9, when asked) and the virial (9).
+  DBuf<double> forces, node_virial, atom_virial, virial;
 };
 
 // Per edge. With the edge state kept (EdgeState::kKeep) every array holds the call's edges; per
@@ -122,8 +125,9 @@ inline int node_scratch_rows(int N, int max_nc, bool chunk_geo, int batch) {
 // The engine buffers' bytes at the call's peak: every buffer size_for_call, grow_block, the
 // block loop and the backward grow, with DBuf's slack, the same sizes as the code (buffers.cu).
 // Not counted: the weights (held since construction), the source grouping's segment arrays (a
-// few bytes per edge; its permutation is counted) and a bridged model's per-edge gate (8 bytes
-// per edge). For the edge-state choice and the up-front memory check (CudaEngine::Impl::prepare_call).
+// few bytes per edge; its permutation is counted), a bridged model's per-edge gate (8 bytes
+// per edge) and the device-assembled forces and virials (at most 168 bytes per node). For the
+// edge-state choice and the up-front memory check (CudaEngine::Impl::prepare_call).
 size_t call_device_bytes(const Dims& d, const CallShape& c);
 
 }  // namespace sezm::cuda

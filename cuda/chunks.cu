@@ -69,4 +69,18 @@ void ChunkPlan::group_sources(const Graph& g, MemCounter* mem, cudaStream_t s, b
   }
 }
 
+void ChunkPlan::group_segments_by_node(int n_total, MemCounter* mem, cudaStream_t s) {
+  const size_t S = seg_node_h_.size();
+  node_seg_off_h_.assign(static_cast<size_t>(n_total) + 1, 0);
+  for (size_t t = 0; t < S; ++t) ++node_seg_off_h_[seg_node_h_[t] + 1];
+  for (int k = 0; k < n_total; ++k) node_seg_off_h_[k + 1] += node_seg_off_h_[k];
+  src_pos_.assign(node_seg_off_h_.begin(), node_seg_off_h_.end() - 1);  // each node's next slot
+  node_seg_h_.resize(S);
+  for (size_t t = 0; t < S; ++t) node_seg_h_[src_pos_[seg_node_h_[t]]++] = static_cast<int>(t);
+  node_seg_off_.set_counter(mem);
+  node_seg_.set_counter(mem);
+  node_seg_off_.upload(node_seg_off_h_.data(), node_seg_off_h_.size(), s);
+  node_seg_.upload(node_seg_h_.data(), S, s);
+}
+
 }  // namespace sezm::cuda

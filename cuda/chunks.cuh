@@ -31,11 +31,22 @@ class ChunkPlan {
   const int* seg_node() const { return seg_node_.data(); }
   const int* seg_off() const { return seg_off_.data(); }
 
+  // After group_sources: every node's source segments in chunk order (a stable counting sort of
+  // the segments by node, O(segments + n_total) on the host), uploaded on `s`. Node k's segments
+  // are node_seg()[node_seg_off()[k] .. node_seg_off()[k + 1]); with seg_off and perm they list
+  // the edges whose source is k in edge order (the chunks are consecutive edge ranges). For the
+  // device's force assembly (force_assembly.cuh).
+  void group_segments_by_node(int n_total, MemCounter* mem, cudaStream_t s);
+  const int* node_seg_off() const { return node_seg_off_.data(); }
+  const int* node_seg() const { return node_seg_.data(); }
+
  private:
   bool grouped_ = false;
   std::vector<int> src_count_, src_pos_, touched_;  // per node / per chunk, reused across calls
   std::vector<int> perm_h_, seg_node_h_, seg_off_h_;
+  std::vector<int> node_seg_off_h_, node_seg_h_;
   DBuf<int> perm_, seg_node_, seg_off_;
+  DBuf<int> node_seg_off_, node_seg_;
 };
 
 }  // namespace sezm::cuda

@@ -17,6 +17,7 @@
 // to the per-atom energies, and the gate's adjoint is mapped back after the geometry backward.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "engine_impl.cuh"
 
@@ -440,17 +441,55 @@ EngineResult CudaEngine::Impl::compute(const Graph& gv, bool gradients, FeatureE
     launch_geometry_backward(
         d, GeometryBackwardArgs{E, geom(whole()), dw.mw.freqs, dw.wt, geom_bar(whole()), edge_grad.data()}, s);
   }
-  res.edge_grad.resize(3 * Er);
-  if (E) SEZM_CUDA(cudaMemcpyAsync(res.edge_grad.data(), edge_grad.data(), 3 * Er * sizeof(double),
-                                   cudaMemcpyDeviceToHost, s));
-  SEZM_CUDA(cudaStreamSynchronize(s));
-  if (bridge.on()) bridge.backward(gv, ex, res.edge_grad, s);  // d/d(clamped v) -> d/dv, plus ZBL
+  if (force_output && !bridge.on()) {
+    assemble_forces(res);  // copies back the forces and virials, not dE/dv
+  } else {
+    res.edge_grad.resize(3 * Er);
+    if (E) SEZM_CUDA(cudaMemcpyAsync(res.edge_grad.data(), edge_grad.data(), 3 * Er * sizeof(double),
+                                     cudaMemcpyDeviceToHost, s));
+    SEZM_CUDA(cudaStreamSynchronize(s));
+    if (bridge.on()) bridge.backward(gv, ex, res.edge_grad, s);  // d/d(clamped v) -> d/dv, plus ZBL
+  }
   mark("end");
   timer.report(s);
   res.seconds_backward = std::chrono::duration<double>(clock::now() - t1).count();
   res.seconds_exchange = ghosts.seconds;
   res.exchange_bytes = ghosts.bytes;
   return res;
+}
+
+void CudaEngine::Impl::assemble_forces(EngineResult& res) {
+  // The host's part (O(segments + nodes)) runs while the device works through the backward.
+  plan.group_segments_by_node(NT, &mem, s);
+  const size_t nt = static_cast<size_t>(NT);
+  const bool with_atoms = force_output == 2;
+  for (DBuf<double>* b : {&forces, &node_virial, &atom_virial, &virial}) b->set_counter(&mem);
+  ForceAssemblyArgs a{};
+  a.N = N; a.NT = NT; a.off = off.data();
+  a.perm = plan.perm(); a.seg_off = plan.seg_off(); a.node_seg_off = plan.node_seg_off(); a.node_seg = plan.node_seg();
+  a.edge_grad = edge_grad.data(); a.vec = vec.data();
+  a.forces = forces.resize(3 * nt);
+  a.node_virial = node_virial.resize(9 * static_cast<size_t>(N));
+  a.atom_virial = with_atoms ? atom_virial.resize(9 * nt) : nullptr;
+  a.virial = virial.resize(9);
+  mark("bwd: forces and virial");
+  launch_force_assembly(a, s);
+  res.forces.resize(3 * nt);
+  res.virial.resize(9);
+  res.atom_virial.resize(with_atoms ? 9 * nt : 0);
+  if (nt) SEZM_CUDA(cudaMemcpyAsync(res.forces.data(), a.forces, 3 * nt * sizeof(double), cudaMemcpyDeviceToHost, s));
+  SEZM_CUDA(cudaMemcpyAsync(res.virial.data(), a.virial, 9 * sizeof(double), cudaMemcpyDeviceToHost, s));
+  if (with_atoms && nt)
+    SEZM_CUDA(cudaMemcpyAsync(res.atom_virial.data(), a.atom_virial, 9 * nt * sizeof(double), cudaMemcpyDeviceToHost,
+                              s));
+  SEZM_CUDA(cudaStreamSynchronize(s));
+  for (double x : res.forces)
+    if (!std::isfinite(x)) {  // an error follows (require_finite_result): fetch dE/dv to name the edge
+      res.edge_grad.resize(3 * static_cast<size_t>(E));
+      if (E) SEZM_CUDA(cudaMemcpy(res.edge_grad.data(), edge_grad.data(), 3 * static_cast<size_t>(E) * sizeof(double),
+                                  cudaMemcpyDeviceToHost));
+      break;
+    }
 }
 
 }  // namespace sezm

@@ -29,31 +29,48 @@ std::string CudaEngine::description() const {
 EngineResult CudaEngine::compute(const Graph& g, bool gradients, FeatureExchange<double>* ex) {
   return call(g, gradients, ex, nullptr, GeometryShare::kNone);
 }
+EngineResult CudaEngine::compute_forces(const Graph& g, bool atom_virial, FeatureExchange<double>* ex) {
+  return call(g, true, ex, nullptr, GeometryShare::kNone, atom_virial ? 2 : 1);
+}
 
 // A committee follower (Engine::compute_like): the leader's graph and geometry buffers are read
 // on this engine's stream without an event, because the leader's compute() synchronises its own
 // stream before it returns and is not called again (the one host thread is here) before this
 // call has synchronised its stream in turn.
+const CudaEngine::Impl* CudaEngine::leader_of(const Engine& leader, const Graph& g, GeometryShare* share) const {
+  const auto* l = dynamic_cast<const CudaEngine*>(&leader);
+  *share = l && l != this && l->impl_->device == impl_->device && l->impl_->stamp == GraphStamp::of(g)
+               ? sezm::geometry_share(l->impl_->key, impl_->key)
+               : GeometryShare::kNone;
+  return *share == GeometryShare::kNone ? nullptr : l->impl_.get();
+}
 EngineResult CudaEngine::compute_like(const Engine& leader, const Graph& g, bool gradients,
                                       FeatureExchange<double>* ex) {
-  const auto* l = dynamic_cast<const CudaEngine*>(&leader);
-  const GeometryShare share = l && l != this && l->impl_->device == impl_->device &&
-                                      l->impl_->stamp == GraphStamp::of(g)
-                                  ? sezm::geometry_share(l->impl_->key, impl_->key)
-                                  : GeometryShare::kNone;
-  return call(g, gradients, ex, share == GeometryShare::kNone ? nullptr : l->impl_.get(), share);
+  GeometryShare share;
+  const Impl* from = leader_of(leader, g, &share);
+  return call(g, gradients, ex, from, share);
+}
+EngineResult CudaEngine::compute_forces_like(const Engine& leader, const Graph& g, bool atom_virial,
+                                             FeatureExchange<double>* ex) {
+  GeometryShare share;
+  const Impl* from = leader_of(leader, g, &share);
+  return call(g, true, ex, from, share, atom_virial ? 2 : 1);
 }
 
 GeometryShare CudaEngine::last_geometry_share() const { return impl_->share_level; }
 
 EngineResult CudaEngine::call(const Graph& g, bool gradients, FeatureExchange<double>* ex, const Impl* from,
-                              GeometryShare share) {
-  struct Reset {  // geometry_from lives for this call only
+                              GeometryShare share, int forces) {
+  struct Reset {  // geometry_from and force_output live for this call only
     Impl& i;
-    ~Reset() { i.geometry_from = nullptr; }
+    ~Reset() {
+      i.geometry_from = nullptr;
+      i.force_output = 0;
+    }
   } reset{*impl_};
   impl_->stamp = GraphStamp();
   impl_->geometry_from = from;
+  impl_->force_output = forces;
   impl_->share_level = from ? share : GeometryShare::kNone;
   try {
     EngineResult r = impl_->compute(g, gradients, ex);

@@ -15,6 +15,7 @@
 #include "engine/edge_geometry.h"  // edge_geometry_key: the committees' geometry key
 #include "embeddings.cuh"
 #include "focus_compete.cuh"
+#include "force_assembly.cuh"
 #include "geometry.cuh"
 #include "grid_net.cuh"
 #include "host_support.cuh"
@@ -228,6 +229,16 @@ struct CudaEngine::Impl : EngineBuffers {
   void prepare_call(const Graph& gv, bool gradients);
 
   EngineResult compute(const Graph& gv, bool gradients, FeatureExchange<double>* ex);
+
+  // What this call hands back with gradients (set by CudaEngine::call for the call's duration):
+  // 0 dE/dv per edge; 1 the forces and virial assembled on the device (Engine::compute_forces);
+  // 2 also the per-atom virial. A bridged model returns dE/dv whatever is asked (its bridge maps
+  // it on the host, bridging.cuh).
+  int force_output = 0;
+  // After the backward (edge_grad complete, the sources grouped): the forces, virial and
+  // (force_output 2) per-atom virial on the device, copied into res; synchronises the stream.
+  // Where a force is not finite res.edge_grad is copied too (require_finite_result names the edge).
+  void assemble_forces(EngineResult& res);
 };
 
 }  // namespace sezm

@@ -29,6 +29,10 @@ class CudaEngine final : public Engine {
 
   const ModelConfig& config() const override;
   EngineResult compute(const Graph& g, bool gradients, FeatureExchange<double>* ex = nullptr) override;
+  // The forces, the global virial and (atom_virial) the per-atom virial assembled on the device
+  // in a fixed order (force_assembly.cu; EngineResult::forces ...), except for a ZBL-bridged
+  // model, whose bridge maps dE/dv on the host (bridging.cuh): that returns edge_grad.
+  EngineResult compute_forces(const Graph& g, bool atom_virial, FeatureExchange<double>* ex = nullptr) override;
   // "CUDA device N (NAME), mode M, K edges per chunk, precision P" (the pair style logs it per rank)
   std::string description() const override;
 
@@ -60,12 +64,16 @@ class CudaEngine final : public Engine {
   // between calls, so keep_geometry has nothing to do.
   EngineResult compute_like(const Engine& leader, const Graph& g, bool gradients,
                             FeatureExchange<double>* ex = nullptr) override;
+  EngineResult compute_forces_like(const Engine& leader, const Graph& g, bool atom_virial,
+                                   FeatureExchange<double>* ex = nullptr) override;
   GeometryShare last_geometry_share() const override;
 
  private:
   struct Impl;
+  // forces: 0 edge gradients, 1 forces and virial, 2 also the per-atom virial (Impl::force_output).
   EngineResult call(const Graph& g, bool gradients, FeatureExchange<double>* ex, const Impl* from,
-                    GeometryShare share);
+                    GeometryShare share, int forces = 0);
+  const Impl* leader_of(const Engine& leader, const Graph& g, GeometryShare* share) const;
   std::unique_ptr<Impl> impl_;
 };
 

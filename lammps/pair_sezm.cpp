@@ -395,7 +395,7 @@ void PairSezm::compute(int eflag, int vflag) {
   LammpsExchange *ex = owners_valid_ ? nullptr : &lex;  // a ghost-free graph has nothing to exchange
   sezm::EngineResult r;
   try {
-    r = engine_->compute(g, true, ex);
+    r = engine_->compute_forces(g, vflag_atom != 0, ex);
     sezm::require_finite_result(g, r);  // a NaN stops the run, naming the atom
   } catch (sezm::AtomError &e) {
     fail_run(lmp, "pair_style sezm: " + atom_ids(e, atom->tag) + " " + e.reason());
@@ -417,7 +417,7 @@ void PairSezm::compute(int eflag, int vflag) {
   double W[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
   if (vflag_atom) virial_atom_.assign(9 * static_cast<size_t>(nall), 0.0);
   if (nall > 0)
-    sezm::assemble_forces_virial(g, r.edge_grad.data(), &atom->f[0][0], W, vflag_atom ? virial_atom_.data() : nullptr);
+    sezm::add_forces_virial(g, r, &atom->f[0][0], W, vflag_atom ? virial_atom_.data() : nullptr);
   // W[3k+j] = sum over edges of del_j f_k with del = x_i - x_j: LAMMPS's xy is W[3], xz W[6], yz W[7].
   if (vflag_global) {
     virial[0] += W[0];

@@ -181,7 +181,7 @@ int SezmCommittee::max_comm_width() const {
 void SezmCommittee::add_model_forces(int m, const sezm::Graph &g, const sezm::EngineResult &r, int nall) {
   const size_t M = n_models();
   scratch_.assign(3 * static_cast<size_t>(nall), 0.0);
-  if (nall > 0) sezm::assemble_forces_virial(g, r.edge_grad.data(), scratch_.data(), &virials_[9 * m], nullptr);
+  if (nall > 0) sezm::add_forces_virial(g, r, scratch_.data(), &virials_[9 * m], nullptr);
   sezm::put_model_forces(scratch_.data(), m, static_cast<int>(M), static_cast<size_t>(nall), rows_.data());
 }
 
@@ -205,8 +205,8 @@ void SezmCommittee::evaluate(const sezm::Graph &g, const sezm::EngineResult &fir
     sezm::EngineResult r;
     try {
       // On model 1's graph, its geometry where the two models' geometry agrees (compute_like).
-      r = own >= 0 ? models_[m - 1]->compute(*gm, true, ex)
-                   : models_[m - 1]->compute_like(pair_->engine(), g, true, ex);
+      r = own >= 0 ? models_[m - 1]->compute_forces(*gm, false, ex)
+                   : models_[m - 1]->compute_forces_like(pair_->engine(), g, false, ex);
       sezm::require_finite_result(*gm, r);
     } catch (sezm::AtomError &e) {
       throw sezm::AtomError("model " + paths_[m], e.reason() + " (model " + std::to_string(m + 1) + ", " +

@@ -54,8 +54,7 @@ Evaluation make_evaluation(const Graph& g, const EngineResult& r, bool forces, b
     ev.forces.assign(3 * static_cast<size_t>(g.n_total), 0.0);
     ev.virial.assign(9, 0.0);
     if (atom_virial) ev.atom_virial.assign(9 * static_cast<size_t>(g.n_total), 0.0);
-    assemble_forces_virial(g, r.edge_grad.data(), ev.forces.data(), ev.virial.data(),
-                           atom_virial ? ev.atom_virial.data() : nullptr);
+    add_forces_virial(g, r, ev.forces.data(), ev.virial.data(), atom_virial ? ev.atom_virial.data() : nullptr);
   }
   return ev;
 }
@@ -63,7 +62,7 @@ Evaluation make_evaluation(const Graph& g, const EngineResult& r, bool forces, b
 Evaluation Potential::evaluate(const double* positions, const int* types, int n, const double* cell, bool forces,
                                bool atom_virial) const {
   const Graph g = build_graph(positions, types, n, cell, config().rcut);
-  const EngineResult r = engine_->compute(g, forces);
+  const EngineResult r = forces ? engine_->compute_forces(g, atom_virial) : engine_->compute(g, false);
   require_finite_result(g, r);  // a NaN is an error naming the atom, never a printed number
   return make_evaluation(g, r, forces, atom_virial);
 }

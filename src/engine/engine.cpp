@@ -69,6 +69,13 @@ void require_finite_result(const Graph& g, const EngineResult& r) {
                                            "): non-finite weights or positions, or a numerical overflow",
                       g.dst[e], g.src[e]);
     }
+  for (size_t k = 0; k < r.forces.size(); ++k)
+    if (!std::isfinite(r.forces[k])) {
+      std::snprintf(v, sizeof v, "%g", r.forces[k]);
+      throw AtomError("engine result", std::string("has a non-finite force (") + v +
+                                           " eV/A): non-finite weights or positions, or a numerical overflow",
+                      static_cast<int>(k / 3));
+    }
 }
 
 namespace {
@@ -142,6 +149,20 @@ void assemble_forces_virial(const Graph& g, const double* edge_grad, double* for
   if (virial)
     for (int r = 0; r < nthreads; ++r)
       for (int k = 0; k < 9; ++k) virial[k] += wpart[9 * r + k];
+}
+
+void add_forces_virial(const Graph& g, const EngineResult& r, double* forces, double* virial, double* atom_virial) {
+  if (r.forces.empty()) {
+    assemble_forces_virial(g, r.edge_grad.data(), forces, virial, atom_virial);
+    return;
+  }
+  if (atom_virial && r.atom_virial.empty())
+    throw Error("add_forces_virial: a per-atom virial was asked of a result without one (compute_forces(g, true, ...))");
+  for (size_t k = 0; k < r.forces.size(); ++k) forces[k] += r.forces[k];
+  if (virial)
+    for (size_t k = 0; k < r.virial.size(); ++k) virial[k] += r.virial[k];
+  if (atom_virial)
+    for (size_t k = 0; k < r.atom_virial.size(); ++k) atom_virial[k] += r.atom_virial[k];
 }
 
 }  // namespace sezm

@@ -41,6 +41,12 @@ struct EngineResult {
   double energy = 0.0;
   std::vector<double> atom_energy;  // n_nodes
   std::vector<double> edge_grad;    // 3E, dE/dv_e; empty unless gradients were requested
+  // Set by Engine::compute_forces where the engine assembled the forces itself (edge_grad is then
+  // empty, unless a force is not finite: require_finite_result names the edge from it). The
+  // values assemble_forces_virial would add into zeroed arrays, to the rounding of its sums.
+  std::vector<double> forces;       // 3 n_total
+  std::vector<double> virial;       // 9, W[3k+j]
+  std::vector<double> atom_virial;  // 9 n_total, only where compute_forces was asked for it
   // Wall time of the two passes, feature exchanges included (callers time those themselves).
   double seconds_forward = 0.0, seconds_backward = 0.0;
   // Host wall time of the ghost-row staging (device<->host copies, float<->double conversion and
@@ -108,6 +114,14 @@ class Engine {
   // Energy, per-atom energies and (with gradients) dE/dv per edge of graph g. A graph with ghosts
   // needs `ex`. Not const: a device engine reuses its buffers from call to call.
   virtual EngineResult compute(const Graph& g, bool gradients, FeatureExchange<double>* ex = nullptr) = 0;
+  // compute(g, true, ex) for a caller that wants forces and virials, not dE/dv: an engine that
+  // can assembles the forces on the n_total nodes, the global virial and (atom_virial) the
+  // per-atom virial itself (EngineResult::forces ...; the CUDA engine on the device, where it
+  // then copies back 3 n_total forces instead of 3E edge gradients); the default returns
+  // edge_grad. add_forces_virial takes either result.
+  virtual EngineResult compute_forces(const Graph& g, bool /*atom_virial*/, FeatureExchange<double>* ex = nullptr) {
+    return compute(g, true, ex);
+  }
   // One line for logs: "cpu, float64, 8 threads", "CUDA device 0 (NVIDIA H200), mode lean, 32768 edges per chunk".
   virtual std::string description() const = 0;
   // Peak device memory held by the engine since construction (0 on the CPU).
@@ -134,6 +148,11 @@ class Engine {
   virtual EngineResult compute_like(const Engine& /*leader*/, const Graph& g, bool gradients,
                                     FeatureExchange<double>* ex = nullptr) {
     return compute(g, gradients, ex);
+  }
+  // compute_forces, reusing `leader`'s work as compute_like does.
+  virtual EngineResult compute_forces_like(const Engine& leader, const Graph& g, bool /*atom_virial*/,
+                                           FeatureExchange<double>* ex = nullptr) {
+    return compute_like(leader, g, true, ex);
   }
   // How much of a leader's geometry the latest call used (kNone after compute()).
   virtual GeometryShare last_geometry_share() const { return GeometryShare::kNone; }
@@ -165,9 +184,10 @@ struct GraphStamp {
   }
 };
 
-// Throws sezm::AtomError for the first non-finite per-atom energy (naming the atom) or edge
-// gradient (naming the edge's two atoms) of r, graph indices, so that a NaN never reaches an
-// output as a number (docs/errors.md, "Run time"). O(N + E); the front ends call it per evaluation.
+// Throws sezm::AtomError for the first non-finite per-atom energy (naming the atom), edge
+// gradient (naming the edge's two atoms) or engine-assembled force (naming the atom) of r, graph
+// indices, so that a NaN never reaches an output as a number (docs/errors.md, "Run time").
+// O(N + E); the front ends call it per evaluation.
 void require_finite_result(const Graph& g, const EngineResult& r);
 
 // Forces on the n_total nodes (F_k = sum_{dst=k} g_e - sum_{src=k} g_e), the global virial
@@ -176,5 +196,10 @@ void require_finite_result(const Graph& g, const EngineResult& r);
 // nullptr except forces.
 void assemble_forces_virial(const Graph& g, const double* edge_grad, double* forces, double* virial,
                             double* atom_virial);
+// The same from a result with gradients: the engine's assembled forces, virial and per-atom
+// virial (Engine::compute_forces) where it has them, added; else assemble_forces_virial on
+// r.edge_grad. A per-atom virial from assembled forces needs compute_forces(..., true): without
+// it this throws sezm::Error.
+void add_forces_virial(const Graph& g, const EngineResult& r, double* forces, double* virial, double* atom_virial);
 
 }  // namespace sezm
