@@ -100,23 +100,6 @@ struct WsGated {
   int Ec, ROW, ntiles, nitems;
 };
 
-// ws_gated_producer on a ring of kStages stages of kStage floats (kOne: the images' hi planes only,
-// one TF32 pass): the gated forward's, on WsGatedRing<kOne>.
-template <int kStages, int kStage, bool kOne, class P>
-__device__ __forceinline__ void ws_gated_ring_producer(const P& p, float* ws_dsmem, uint64_t* full, uint64_t* empty,
-                                                       WsPipe& pp, const CUtensorMap* tmA) {
-  constexpr int N0 = 128, N1 = 192;  // M0, 2 M1
-  ws_regs_dec<kWsProducerRegs>();
-  if (threadIdx.x >= 32) return;
-  for (int i = blockIdx.x; i < p.nitems; i += ws_grid()) {
-    const int f = i / p.ntiles, y = (i - f * p.ntiles) * kWsRows;
-    ws_fill<N0, N0, kStages, kStage, kOne>(ws_dsmem, full, empty, pp, tmA,
-                                           WsItem{0, y, f, p.B0 + static_cast<size_t>(f) * 2 * N0 * N0});
-    ws_fill<N1, N1, kStages, kStage, kOne>(ws_dsmem, full, empty, pp, tmA,
-                                           WsItem{N0, y, f, p.B1 + static_cast<size_t>(f) * 2 * N1 * N1});
-  }
-}
-
 template <bool kOne>
 __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_k(const __grid_constant__ WsGated p,
                                                                   const __grid_constant__ CUtensorMap tmA) {
@@ -129,7 +112,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_k(const __grid_c
   ws_init(full, empty);
   WsPipe pp;
   if (threadIdx.x < 128) {
-    ws_gated_ring_producer<R::kStages, R::kStage, kOne>(p, ws_dsmem, full, empty, pp, &tmA);
+    ws_gated_producer<R::kStages, R::kStage, kOne>(p, ws_dsmem, full, empty, pp, &tmA);
     return;
   }
   ws_regs_inc<kWsConsumerRegs>();

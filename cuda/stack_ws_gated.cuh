@@ -63,9 +63,10 @@ constexpr int kSst = kLC + 4;  // S row stride: 16-byte rows
 __device__ __forceinline__ void ws_consumers_sync() { asm volatile("bar.sync 1, 256;" ::: "memory"); }
 
 // The producer of both gated kernels (the first warp; the rest of its warpgroup leaves): both
-// groups' k blocks of each item, in the consumers' order. `p` stays the kernel's __grid_constant__
-// (read from parameter space: the producer has 24 registers).
-template <class P>
+// groups' k blocks of each item, in the consumers' order, on a ring of kStages stages of kStage
+// floats (kOne: the images' hi planes only, one TF32 pass). `p` stays the kernel's
+// __grid_constant__ (read from parameter space: the producer has 24 registers).
+template <int kStages, int kStage, bool kOne, class P>
 __device__ __forceinline__ void ws_gated_producer(const P& p, float* ws_dsmem, uint64_t* full, uint64_t* empty,
                                                   WsPipe& pp, const CUtensorMap* tmA) {
   constexpr int N0 = 128, N1 = 192;  // M0, 2 M1
@@ -73,10 +74,10 @@ __device__ __forceinline__ void ws_gated_producer(const P& p, float* ws_dsmem, u
   if (threadIdx.x >= 32) return;
   for (int i = blockIdx.x; i < p.nitems; i += ws_grid()) {
     const int f = i / p.ntiles, y = (i - f * p.ntiles) * kWsRows;
-    ws_fill<N0, N0, kGStages, kGStage>(ws_dsmem, full, empty, pp, tmA,
-                                       WsItem{0, y, f, p.B0 + static_cast<size_t>(f) * 2 * N0 * N0});
-    ws_fill<N1, N1, kGStages, kGStage>(ws_dsmem, full, empty, pp, tmA,
-                                       WsItem{N0, y, f, p.B1 + static_cast<size_t>(f) * 2 * N1 * N1});
+    ws_fill<N0, N0, kStages, kStage, kOne>(ws_dsmem, full, empty, pp, tmA,
+                                           WsItem{0, y, f, p.B0 + static_cast<size_t>(f) * 2 * N0 * N0});
+    ws_fill<N1, N1, kStages, kStage, kOne>(ws_dsmem, full, empty, pp, tmA,
+                                           WsItem{N0, y, f, p.B1 + static_cast<size_t>(f) * 2 * N1 * N1});
   }
 }
 

@@ -74,7 +74,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_backward_k(const
   ws_init(full, empty);
   WsPipe pp;
   if (threadIdx.x < 128) {
-    ws_gated_producer(p, ws_dsmem, full, empty, pp, &tmA);
+    ws_gated_producer<kGStages, kGStage, false>(p, ws_dsmem, full, empty, pp, &tmA);
     return;
   }
   ws_regs_inc<kWsConsumerRegs>();
