@@ -84,7 +84,7 @@ int use_stack_overlap(const Dims& d) {
 int use_stack_ws(const Dims& d) {
   // Default 2: every layer but the replay and the gated backward, which stay on wg_tile (H200,
   // 4,096 atoms: lean 85.0 / fast 73.6 ms against 95.2 / 83.8 on wg_tile, docs/performance.md).
-  // SEZM_CUDA_STACK_WS=1 also the gated backward (slower: 28.4 against 20.7 ms), =0 wg_tile for
+  // SEZM_CUDA_STACK_WS=1 also the gated backward (slower: 28.9 against 20.9 ms), =0 wg_tile for
   // every layer. Other shapes keep wg_tile silently.
   if (!d.wgmma || !ws_shape(d)) return 0;
   const char* env = std::getenv("SEZM_CUDA_STACK_WS");
