@@ -14,9 +14,9 @@
 // its dense TF32 tensor-core peak ~495 TFLOP/s (3xTF32: a third of that, as useful products).
 // Part 1 also prints each arithmetic's error against the exact (double) product. On a CC 9.0 GPU
 // both parts also run the warpgroup tile (wgmma_tile.cuh), and part 1 the engine's shape of it and
-// its variants (100-103; 110, its overlapped schedule, in stack_probe_fold.cuh) and the
-// warp-specialised persistent tile (variant 106, cuda/wgmma_ws.cuh via stack_probe_ws.cuh: a TMA
-// producer warp, two consumer warpgroups; printed with its shared memory and CTAs per SM).
+// its variants (100-103) and the warp-specialised persistent tile (variant 106, cuda/wgmma_ws.cuh
+// via stack_probe_ws.cuh: a TMA producer warp, two consumer warpgroups; printed with its shared
+// memory and CTAs per SM).
 // A probe for kernel work, not a test.
 #include <cuda_runtime.h>
 #ifdef SEZM_PROBE_CUBLAS
@@ -37,7 +37,6 @@
 #include "stack_tile.cuh"
 #include "stack_probe_mc.cuh"
 #include "stack_probe_ws.cuh"
-#include "stack_probe_fold.cuh"
 
 // The stack's tile product alone, C (rows x N) = A (rows x K, row stride lda) B (K x N), N <= 192.
 // variants 0-3 in IEEE fp32 FFMA: 0 the 64-row tile; 1: 128 rows (8 per thread, one CTA per SM);
@@ -364,9 +363,6 @@ int main(int argc, char** argv) {
                       v < 8 ? names[v] : wg1_names[v - 8], hbm ? "from HBM" : "on chip", ms,
                       2.0 * rows * K * K / (ms * 1e9), err.c_str(), info.c_str());
         }
-      // Variant 110: the overlapped schedule, checked bitwise against 100 (stack_probe_fold.cuh).
-      if (prop.major == 9 && prop.minor == 0 && (K == 96 || K == 128 || K == 192))
-        run_fold_probe(rows, K, A.p, d.ROW, Bimg_e.p, C.p, s, [&](auto f) { return median_ms(R, s, f); });
 #ifdef SEZM_PROBE_CUBLAS
       // The vendor's fp32 GEMM at the same shape, IEEE fp32 (pedantic math: no TF32), as a
       // reference ceiling. Row-major C = A B is column-major C^T = B^T A^T.
@@ -435,16 +431,12 @@ int main(int argc, char** argv) {
       w.G_wg = image_of(G, d.ngated * d.F, d.Cf, LC);
       w.GT_wg = image_of(GT, d.ngated * d.F, LC, d.Cf);
     }
-    // 4: 2 (the warpgroup tile's 3xTF32 split) on the overlapped schedule (Dims::stack_overlap,
-    // SEZM_CUDA_STACK_OVERLAP=1).
-    for (const int arith : {0, 1, 2, 3, 4}) {
-      const int tf32 = arith >= 4 ? 0 : arith & 1;
+    for (const int arith : {0, 1, 2, 3}) {
+      const int tf32 = arith & 1;
       d.tf32_one_pass = tf32;
       d.wgmma = arith >= 2;
-      d.stack_overlap = arith == 4;
       if (d.wgmma && !wg) break;
-      const std::string p = std::string(d.wgmma ? "wgmma " : "SIMT ") +
-                            (d.stack_overlap ? "overlapped " : "") + (tf32 ? "tf32: " : "fp32: ");
+      const std::string p = std::string(d.wgmma ? "wgmma " : "SIMT ") + (tf32 ? "tf32: " : "fp32: ");
       report((p + "forward, gated (z kept: fast)").c_str(),
              median_ms(R, s, [&] { launch_stack_layer_forward(d, w, 0, E, U.p, V.p, Z.p, s); }), flop + gate, 3);
       report((p + "forward, gated (lean)").c_str(),

@@ -138,10 +138,6 @@ struct Dims {
   // tf32_one_pass): a CC 9.0 device, a build with sm_90a code, a supported shape (stack.cu) and
   // the weights' images uploaded (BlockWDev::*_wg). 0: the SIMT / mma.sync tile.
   int wgmma;
-  // The warpgroup tiles' 3xTF32 products of the stack on the overlapped schedule (wgmma_tile.cuh,
-  // kOverlap: the next products in flight while a partial is folded; bit-identical results): wgmma
-  // and SEZM_CUDA_STACK_OVERLAP=1 (device.cu, use_stack_overlap; opt-in until measured).
-  int stack_overlap;
   // The stack's layers on the warp-specialised persistent tile (wgmma_ws.cuh, stack_ws.cu): every
   // forward and backward but the gated layers' replay (no product) with SEZM_CUDA_STACK_WS=1;
   // 2 (the default on wgmma with Cf = 32, L = 3; device.cu, use_stack_ws): the same but the gated

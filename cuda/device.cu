@@ -74,13 +74,6 @@ int use_wgmma(const Dims& d, const cudaDeviceProp& prop) {
 #endif
 }
 
-int use_stack_overlap(const Dims& d) {
-  // Opt-in until sezm-stack-probe's variant 110 has shown it bit-identical and faster on the
-  // H200: SEZM_CUDA_STACK_OVERLAP=1.
-  const char* env = std::getenv("SEZM_CUDA_STACK_OVERLAP");
-  return d.wgmma && env && std::string(env) == "1" ? 1 : 0;
-}
-
 int use_stack_ws(const Dims& d) {
   // Default 2: every layer but the replay and the gated backward, which stay on wg_tile (H200,
   // 4,096 atoms: lean 85.0 / fast 73.6 ms against 95.2 / 83.8 on wg_tile, docs/performance.md).

@@ -15,9 +15,6 @@ cudaDeviceProp open_device(int dev);
 void check_stack_fits(const Dims& d, const cudaDeviceProp& prop);
 // Dims::wgmma for this device: 1 where the stack runs on the warpgroup tile (stack_tile.cuh).
 int use_wgmma(const Dims& d, const cudaDeviceProp& prop);
-// The stack's 3xTF32 warpgroup products on the overlapped schedule (Dims::stack_overlap):
-// SEZM_CUDA_STACK_OVERLAP=1 (opt-in: not yet run on a GPU).
-int use_stack_overlap(const Dims& d);
 // The stack's layers on the warp-specialised tile (Dims::stack_ws): on the warpgroup tile, for
 // the shapes stack_ws.cu supports: 2 (all but the gated backward) unless SEZM_CUDA_STACK_WS says
 // 0 (none) or 1 (all).

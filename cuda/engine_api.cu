@@ -16,11 +16,10 @@ std::string CudaEngine::description() const {
          (impl_->d.tf32_one_pass ? "precision tf32 (one TF32 pass)" : "precision fp32") +
          (impl_->d.wgmma ? (impl_->d.tf32_one_pass ? (impl_->d.stack_ws ? ", stack on wgmma (WS tile but the gated backward)"
                                                                          : ", stack on wgmma")
-                                                  : impl_->d.stack_ws == 2 ? ", stack on wgmma (3xTF32, WS tile but the gated backward"
-                                                  : impl_->d.stack_ws ? ", stack on wgmma (3xTF32, WS tile"
-                                                                      : ", stack on wgmma (3xTF32")
+                                                  : impl_->d.stack_ws == 2 ? ", stack on wgmma (3xTF32, WS tile but the gated backward)"
+                                                  : impl_->d.stack_ws ? ", stack on wgmma (3xTF32, WS tile)"
+                                                                      : ", stack on wgmma (3xTF32)")
                          : "") +
-         (impl_->d.wgmma && !impl_->d.tf32_one_pass ? (impl_->d.stack_overlap ? ", overlapped)" : ")") : "") +
          ", edge state " + edge_state_name(impl_->edge_state) +
          (impl_->edge_state == EdgeState::kAuto && impl_->last_state != EdgeState::kAuto
               ? std::string(" (") + edge_state_name(impl_->last_state) + " in the latest call)"

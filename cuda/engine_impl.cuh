@@ -66,7 +66,6 @@ struct CudaEngine::Impl : EngineBuffers {
     d = model_dims(w);
     check_stack_fits(d, prop);
     d.wgmma = use_wgmma(d, prop);
-    d.stack_overlap = use_stack_overlap(d);
     d.stack_ws = use_stack_ws(d);
     SEZM_CUDA(cudaStreamCreate(&s));
     const char* tv = std::getenv("SEZM_CUDA_TIMING");

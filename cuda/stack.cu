@@ -43,7 +43,7 @@ __host__ __device__ SmemPlan smem_plan(const Dims& d, bool bwd) {
   SmemPlan p;
   const int wmax = d.M0 > 2 * d.M1 ? d.M0 : 2 * d.M1;  // >= L*Cf
   const int np = (wmax + 63) / 64 * 64;
-  const bool x3 = is_wg3(kM);  // one pass stages only the hi plane
+  const bool x3 = kM == kWg3;  // one pass stages only the hi plane
   const int wg_b = wg_stages(d.M0, x3) > wg_stages(2 * d.M1, x3) ? wg_stages(d.M0, x3) : wg_stages(2 * d.M1, x3);
   p.bs = is_wg(kM) ? wg_b : a_floats<TR, kM>() + b_floats<kM>(np);
   p.zs = BM * bank_stride(d.Cf);
@@ -409,7 +409,6 @@ void launch_stack(const Dims& d, const BlockWDev& w, int layer, int Ec, const fl
       }
     }
     if (d.tf32_one_pass) launch_wg<kWg1>(d, w, layer, Ec, in, out, z, pass, s);
-    else if (d.stack_overlap) launch_wg<kWg3o>(d, w, layer, Ec, in, out, z, pass, s);  // same shared memory
     else launch_wg<kWg3>(d, w, layer, Ec, in, out, z, pass, s);
   } else if (d.tf32_one_pass) {
     launch_widths<kTf32>(d, w, layer, Ec, in, out, z, pass, s);

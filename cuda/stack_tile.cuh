@@ -18,10 +18,8 @@
 
 namespace sezm::cuda {
 
-// kWg3o: kWg3 on the overlapped schedule (wgmma_tile.cuh, kOverlap; Dims::stack_overlap).
-enum TileMath { kIeee = 0, kTf32 = 1, kTf32x3 = 3, kWg1 = 11, kWg3 = 13, kWg3o = 14 };
+enum TileMath { kIeee = 0, kTf32 = 1, kTf32x3 = 3, kWg1 = 11, kWg3 = 13 };
 __host__ __device__ constexpr bool is_wg(int kM) { return kM >= kWg1; }
-__host__ __device__ constexpr bool is_wg3(int kM) { return kM == kWg3 || kM == kWg3o; }  // the warpgroup 3xTF32 split
 
 namespace {
 
@@ -155,7 +153,7 @@ __device__ __forceinline__ void tile_wg(const StackSmem& sm, int K, const float*
     for (int h = 0; h < 2; ++h)
 #pragma unroll
       for (int q = 0; q < 4; ++q) d[8 * p + 2 * h + (q & 1) + 4 * (q >> 1)] = acc[h][4 * p + q];
-  wg_tile<N, is_wg3(kM) ? 3 : 1, wg_ks(N), 2, 1, wg_kb(N, is_wg3(kM)), 2, kM == kWg3o>(sm.Bs, K, Bimg, loadA4, d);
+  wg_tile<N, kM - 10, wg_ks(N), 2, 1, wg_kb(N, kM == kWg3)>(sm.Bs, K, Bimg, loadA4, d);
 #pragma unroll
   for (int p = 0; p < NC4; ++p)
 #pragma unroll

@@ -20,8 +20,6 @@
 // Accuracy: the tensor cores' fp32 accumulation truncates, so the 3xTF32 products of kAdd k
 // steps are formed from zero in a partial (lo*hi and hi*lo first, then hi*hi) and added to the
 // accumulators with IEEE adds (docs/performance.md: all-in-accumulator biased the energy).
-// kOverlap (Dims::stack_overlap): the same products and adds on a schedule that keeps the next
-// products in flight while a partial is added ("The overlapped schedule" below).
 #include <cstdint>
 
 #include "async_copy.cuh"
@@ -47,12 +45,6 @@ __device__ __forceinline__ void wg_wait0() {
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #endif
 }
-// At most one committed group (the newest) still in flight: the overlapped schedule's fold.
-__device__ __forceinline__ void wg_wait1() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-#endif
-}
 // Keeps the compiler from moving reads or writes of an accumulator across the asynchronous
 // product's issue and wait.
 template <int M>
@@ -68,20 +60,6 @@ __device__ __forceinline__ void wg_fold_partial(float (&part)[M], float (&acc)[M
   wg_pin(part);
 #pragma unroll
   for (int i = 0; i < M; ++i) acc[i] += part[i];
-}
-// acc[off .. off + R) += part, for a partial of half the accumulators whose products completed
-// (a wait_group before): the overlapped schedule's fold (wg_tile_overlap). The adds are pinned
-// between the wait and the next product's issue: sunk past it (the compiler may; nothing else orders
-// them), they would read the partial's registers while the next unit's products are in flight, and
-// ptxas then serializes every wgmma (C7514).
-template <int R, int M>
-__device__ __forceinline__ void wg_fold_half(float (&part)[R], float (&acc)[M], int off) {
-  wg_pin(part);
-#pragma unroll
-  for (int i = 0; i < R; ++i) {
-    acc[off + i] += part[i];
-    asm volatile("" : "+f"(acc[off + i])::"memory");
-  }
 }
 // Ordinary (or cp.async) shared-memory writes made visible to the tensor cores' reads.
 __device__ __forceinline__ void wg_fence_async_smem() {
@@ -130,160 +108,6 @@ __device__ __forceinline__ void wg_store_rows(float* C, int ldc, int row0, int r
       if (r + 8 * h < rows) *reinterpret_cast<float4*>(C + (size_t)(r + 8 * h) * ldc + wg_quad_col(p)) = wg_quad(acc, p, h);
 }
 
-// ---- The overlapped schedule (kOverlap; wg_tile_overlap) ----
-// Why: wg_tile waits for ALL of a partial's products (wait_group 0) before it adds the partial to
-// the accumulators, and ends each k block with a barrier, so every kAdd steps the tensor cores run
-// dry for the whole chain's latency, the fold and the barrier (docs/performance.md, 2026-12-02:
-// tensor pipe ~22 % busy at K = N = 192). Here the products are issued in UNITS: one fold group
-// (kAdd k steps, as wg_tile's partial) times one PART of N (kParts column ranges of kW = N / kParts,
-// wgmma width kW), in k order, parts in order, each unit committed as its own group into one of two
-// partials (pa, pb, alternating). Unit u + 1 is issued BEFORE unit u is waited for (wait_group 1) and
-// folded, so the tensor cores always hold the next unit while a partial is added. Registers: two
-// partials of kW / 2 (N / 2 for halves, as wg_tile's one; fewer for N = 192, in thirds).
-// Bit-identical to wg_tile: each accumulator element receives the same partials (the same wgmma
-// sequence lo*hi from zero, hi*lo, hi*hi over the same k steps: a column's result does not depend
-// on the instruction's width, the parts being whole 16-column groups of the image, so the column
-// permutation wgmma_col stays inside a part) and adds them in the same k order. sezm-stack-probe
-// variant 110 checks it bitwise (bench/stack_probe_fold.cuh).
-// B: the shared memory of two k-block stages is a ring of 2 kPerBlock unit SLOTS (a unit's B: two
-// planes x kAdd steps x the part's 8 kW floats, LBO / SBO as the image's), each unit's B its own
-// cp.async group, kAhead = 2 kPerBlock - 2 units ahead of the unit multiplied (a whole k block or
-// more, as wg_tile's next stage). A unit's slot is refilled two units later: unit u's barrier comes
-// after every warp folded unit u - 2 (wait_group 1 after issuing u - 1), so slot (u - 2) is free.
-// The k loop is unrolled whole for a compile-time K (kBlocks k blocks; wg_tile takes it for the
-// square products K = N, the engine's main ones, and its own schedule for the rest, the small gate
-// table products). Why: ptxas (CUDA 13.0) cannot follow a product in flight across a loop's back
-// edge and then serializes every wgmma (C7514, "non wgmma instructions reading accumulator registers
-// ..."); nor across early exits that merge with products in flight: it then keeps every block's A
-// fragments live to the merge (spills, or C7511). Straight code it follows.
-// The A fragments (RS form) are read by the tensor cores asynchronously: a group's are made while
-// the previous group's last unit is in flight; ptxas keeps the registers of an in-flight wgmma's
-// operands live until its wait_group (wg_tile relies on it within a partial too).
-template <int N, int kS, int kAdd>
-struct WgUnits {
-  static constexpr int kParts = N >= 128 ? N / 64 : 2;  // 64-wide units from N = 128 (192: thirds)
-  static constexpr int kW = N / kParts;                 // a unit's wgmma width
-  static constexpr int kR = kW / 2;                     // its accumulators per thread
-  static constexpr int kPerBlock = kParts * (kS / kAdd);  // units per k block of the image
-  static constexpr int kSlots = 2 * kPerBlock;          // the ring: two k blocks' shared memory
-  static constexpr int kAhead = kSlots - 2;             // units whose B is in flight beyond the current one
-  static constexpr int kSlot = 2 * kAdd * 8 * kW;       // floats of a slot: plane p, step s at (p kAdd + s) 8 kW
-  static_assert(N % kParts == 0 && kW % 16 == 0, "parts of whole 16-column groups (wgmma_col)");
-};
-// Copies unit u's B (image block u / kPerBlock, fold group g, part m) from the image (wgmma_b_image)
-// into its slot; nothing past the last unit nu. The caller commits the group.
-template <int N, int kS, int kAdd, int kThreads>
-__device__ __forceinline__ void wg_copy_unit(float* sB, const float* __restrict__ Bimg, int u, int nu) {
-  using U = WgUnits<N, kS, kAdd>;
-  if (u >= nu) return;
-  const int i = u % U::kPerBlock, g = i / U::kParts, m = i % U::kParts;
-  const float* src = Bimg + static_cast<size_t>(u / U::kPerBlock) * wg_stage_floats(N, kS) + g * kAdd * 8 * N + m * 8 * U::kW;
-  float* dst = sB + (u % U::kSlots) * U::kSlot;
-  constexpr int kRun = 2 * U::kW, kChunks = 2 * kAdd * kRun;  // 16-byte chunks: per (plane, step), per unit
-  static_assert(kChunks % kThreads == 0, "whole chunks per thread");
-#pragma unroll
-  for (int j = 0; j < kChunks / kThreads; ++j) {
-    const int c = static_cast<int>(threadIdx.x) + j * kThreads, run = c / kRun, o = 4 * (c % kRun);
-    const int p = run / kAdd, s = run % kAdd;  // plane, step within the group
-    copy_async16(dst + run * 8 * U::kW + o, src + (p * kS + s) * 8 * N + o);
-  }
-}
-// One unit: wait for its B (kAhead - 1 newer groups may stay in flight), barrier (B visible to every
-// thread; slot u - 2 free), `refill()` (the next copies, committed), the unit's products into the
-// partial p (zeroed by the first; per step lo*hi, hi*lo, hi*hi, as wg_tile's: mma(p, s, dh, dl) with
-// step s's B descriptors), committed; then, with fold_prev, wait for the previous unit and add its
-// partial q to acc[qoff ..] while this one runs.
-template <int kW, int kAdd, int kAhead, int M, class Refill, class Mma>
-__device__ __forceinline__ void wg_run_unit(float (&p)[kW / 2], const float* slot, Refill refill, Mma mma,
-                                            bool fold_prev, float (&q)[kW / 2], float (&acc)[M], int qoff) {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kAhead - 1) : "memory");
-  wg_fence_async_smem();
-  __syncthreads();
-  refill();
-  // The descriptors made here: the slots repeat, and the compiler would keep every one of them live
-  // through the unrolled k loop (the wgmma pipeline then lacks registers: C7511).
-  asm volatile("" : "+l"(slot));
-  wg_pin(p);
-  wg_fence();
-#pragma unroll
-  for (int s = 0; s < kAdd; ++s) mma(p, s, wg_desc(slot + s * 8 * kW), wg_desc(slot + (kAdd + s) * 8 * kW));
-  wg_commit();
-  if (fold_prev) {
-    wg_wait1();
-    wg_fold_half(q, acc, qoff);
-  }
-}
-
-// The overlapped wg_tile (3xTF32, kB = 1) over K = 8 kS kBlocks: arguments as wg_tile's; sB the
-// same two stages' floats.
-template <int N, int kS, int kAdd, int kWG, int kBlocks, class LoadA4>
-__device__ __forceinline__ void wg_tile_overlap(float* sB, const float* __restrict__ Bimg, LoadA4 loadA4,
-                                                float (&acc)[N / 2]) {
-  using U = WgUnits<N, kS, kAdd>;
-  constexpr int kW = U::kW, kR = U::kR, kP = U::kPerBlock, nsb = kBlocks, nu = nsb * kP;
-  const int t = threadIdx.x & 3, r0 = wg_row();
-  auto issueB = [&](int u) {  // always commits a group (empty past the end): uniform counts
-    wg_copy_unit<N, kS, kAdd, 128 * kWG>(sB, Bimg, u, nu);
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-  };
-  float4 ra[kS];  // block sb's A: rows r0 (ra[0 .. kS/2)), r0 + 8; k = 8 kS sb + 2 kS t ..
-  auto loadA = [&](int sb) {
-    int k = 8 * kS * sb + 2 * kS * t;
-    // Here, not earlier: A's loads are non-coherent (restrict) and the unrolled k loop would let
-    // the compiler hoist every block's to the top, holding all their registers (spills).
-    asm volatile("" : "+r"(k));
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-#pragma unroll
-      for (int i = 0; i < kS / 2; ++i) ra[h * (kS / 2) + i] = loadA4(r0 + 8 * h, k + 4 * i);
-  };
-  for (int u = 0; u < U::kAhead; ++u) issueB(u);
-  loadA(0);
-  float pa[kR], pb[kR];
-#pragma unroll
-  for (int i = 0; i < kR; ++i) pa[i] = pb[i] = 0.0f;
-  uint32_t hi[kS][4], lo[kS][4];  // block sb's fragments (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4)
-#pragma unroll
-  for (int sb = 0; sb < nsb; ++sb) {
-#pragma unroll
-    for (int i = 0; i < kP; ++i) {
-      const int g = i / U::kParts, u = sb * kP + i;
-      if (i % U::kParts == 0) {  // split the group's A (physical k 2 kS t + 2 s (+ 1), as wg_tile's)
-#pragma unroll
-        for (int s = g * kAdd; s < (g + 1) * kAdd; ++s) {
-          const int q = 2 * s;  // element q of row r0's quads, (q + 1) the next k
-          const float4 u0 = ra[q / 4], u1 = ra[kS / 2 + q / 4];
-          const float e0[4] = {u0.x, u0.y, u0.z, u0.w}, e1[4] = {u1.x, u1.y, u1.z, u1.w};
-          const float v[4] = {e0[q % 4], e1[q % 4], e0[q % 4 + 1], e1[q % 4 + 1]};
-#pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            hi[s][c] = wg_tf32(v[c]);
-            lo[s][c] = wg_tf32(v[c] - __uint_as_float(hi[s][c]));
-          }
-        }
-      }
-      auto mma = [&](float (&d)[kR], int s, uint64_t dh, uint64_t dl) {
-        Wgmma<kW>::mma(d, lo[g * kAdd + s], dh, s != 0);
-        Wgmma<kW>::mma(d, hi[g * kAdd + s], dl, 1);
-        Wgmma<kW>::mma(d, hi[g * kAdd + s], dh, 1);
-      };
-      const float* slot = sB + (u % U::kSlots) * U::kSlot;
-      auto refill = [&] { issueB(u + U::kAhead); };
-      const int qoff = ((u + U::kParts - 1) % U::kParts) * kR;  // unit u - 1's part
-      if (u % 2 == 0) wg_run_unit<kW, kAdd, U::kAhead>(pa, slot, refill, mma, u > 0, pb, acc, qoff);
-      else wg_run_unit<kW, kAdd, U::kAhead>(pb, slot, refill, mma, true, pa, acc, qoff);
-      // The next block's A once this block's last group is split and the previous group's
-      // fragments are free (the previous unit folded): one group's fragments fewer in flight.
-      if (i == kP - U::kParts && sb + 1 < nsb) loadA(sb + 1);
-    }
-  }
-  wg_wait0();
-  if constexpr ((nu - 1) % 2 == 0) wg_fold_half(pa, acc, (U::kParts - 1) * kR);  // the last unit: the last part
-  else wg_fold_half(pb, acc, (U::kParts - 1) * kR);
-  asm volatile("cp.async.wait_group 0;\n" ::: "memory");  // the empty groups past the end
-  __syncthreads();
-}
-
 // acc (this thread's N / 2 accumulators) += A B over K (K % (8 kS kB) == 0). `loadA4(row, k)`
 // returns A(row, k..k+3) for a tile row (0 .. 64 kWG - 1) and k % 4 == 0. `sB`: wg_smem_floats(N,
 // kS, kM == 3, kB) of shared memory (16-byte aligned); `Bimg`: wgmma_b_image(.., kS) of B in
@@ -292,21 +116,11 @@ __device__ __forceinline__ void wg_tile_overlap(float* sB, const float* __restri
 // kStages: shared-memory stages of B, kStages - 1 of them in flight ahead of the block being
 // multiplied (the engine: 2; sB then holds kStages / 2 times wg_smem_floats). Every block ends
 // with its products complete (a fold, or one pass's wait), so its stage is free after the block's
-// closing barrier. kOverlap: the 3xTF32 split on the overlapped schedule (wg_tile_overlap above: the
-// next half-width products in flight while a partial is folded; bit-identical results, the same
-// shared memory; kB = 1, kStages unused) where K = N, this schedule otherwise; one TF32 pass has no
-// partials and ignores it. Called by all 128 kWG threads; ends with a barrier.
-template <int N, int kM, int kS, int kAdd, int kWG, int kB = 1, int kStages = 2, bool kOverlap = false, class LoadA4>
+// closing barrier. Called by all 128 kWG threads; ends with a barrier.
+template <int N, int kM, int kS, int kAdd, int kWG, int kB = 1, int kStages = 2, class LoadA4>
 __device__ __forceinline__ void wg_tile(float* sB, int K, const float* __restrict__ Bimg, LoadA4 loadA4,
                                         float (&acc)[N / 2]) {
   static_assert(N % 16 == 0 && N <= 256, "wgmma widths: multiples of 16 up to 256");
-  if constexpr (kOverlap && kM == 3) {
-    static_assert(kB == 1, "the overlapped schedule stages one image block per k block");
-    if (K == N) {  // the square products (stack.cu's main ones); the rest below
-      wg_tile_overlap<N, kS, kAdd, kWG, N / (8 * kS)>(sB, Bimg, loadA4, acc);
-      return;
-    }
-  }
   static_assert((kS == 2 || kS == 4) && kS % kAdd == 0, "k blocks of 2 or 4 steps; kAdd divides them");
   constexpr int kStage = wg_stage_floats(N, kS), kPlane = kS * 8 * N, kCopy = kM == 3 ? kStage : kPlane;
   static_assert(kM == 1 || kM == 3, "one TF32 pass or the 3xTF32 split");
