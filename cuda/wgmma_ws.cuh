@@ -220,6 +220,30 @@ struct WsAsIs {
 // the A operand's elements (tile row, k .. k + 3) from the landed x = A(row, k .. k + 3), applied
 // in registers before the TF32 split (e.g. a gate's factor). Called by all 256 consumer threads;
 // ends with nothing in flight.
+// A consumer's A fragments of the ring's next block: wait until its stage is full, read this
+// thread's two rows ra0, ra1 (k = 4 t ..), pass them through ax and return them in fragment order
+// (step s, element e: (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4), i.e. k = ws_frag_k(s, t),
+// ws_frag_k(s, t + 4)) with the stage's index; ws_product and ws_product_one round / split them.
+template <int kStages, int kStage, class AX>
+__device__ __forceinline__ int ws_land_a(const float* ring, uint64_t* full, WsPipe& pp, int ra0, int ra1, int t, int kb,
+                                         AX& ax, float (&f)[kWsKs][4]) {
+  const int cur = pp.stage;
+  ws_bar_wait(&full[cur], pp.phase);
+  ws_advance<kStages>(pp);
+  const float* sA = ring + cur * kStage;
+  const float4 x0 = ax(ra0, kb * kWsK + 4 * t, *reinterpret_cast<const float4*>(sA + ws_a_offset(ra0, 4 * t)));
+  const float4 x1 = ax(ra1, kb * kWsK + 4 * t, *reinterpret_cast<const float4*>(sA + ws_a_offset(ra1, 4 * t)));
+  const float v0[4] = {x0.x, x0.y, x0.z, x0.w}, v1[4] = {x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+  for (int s = 0; s < kWsKs; ++s) {
+    f[s][0] = v0[2 * s];
+    f[s][1] = v1[2 * s];
+    f[s][2] = v0[2 * s + 1];
+    f[s][3] = v1[2 * s + 1];
+  }
+  return cur;
+}
+
 template <int N, int K, int kStages, int kStage, class AX = WsAsIs>
 __device__ __forceinline__ void ws_product(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, int ct,
                                            float (&acc)[N / 2], AX ax = AX{}) {
@@ -242,23 +266,15 @@ __device__ __forceinline__ void ws_product(const float* ring, uint64_t* full, ui
   // The next block: wait until its stage is full, split this thread's A fragments into hi / lo[u];
   // returns its stage.
   auto next_block = [&](uint32_t (&h)[kWsKs][4], uint32_t (&l)[kWsKs][4], int kb) {
-    const int cur = pp.stage;
-    ws_bar_wait(&full[cur], pp.phase);
-    ws_advance<kStages>(pp);
-    const float* sA = ring + cur * kStage;
-    const float4 x0 = ax(ra0, kb * kWsK + 4 * t, *reinterpret_cast<const float4*>(sA + ws_a_offset(ra0, 4 * t)));
-    const float4 x1 = ax(ra1, kb * kWsK + 4 * t, *reinterpret_cast<const float4*>(sA + ws_a_offset(ra1, 4 * t)));
-    const float v0[4] = {x0.x, x0.y, x0.z, x0.w}, v1[4] = {x1.x, x1.y, x1.z, x1.w};
+    float f[kWsKs][4];
+    const int cur = ws_land_a<kStages, kStage>(ring, full, pp, ra0, ra1, t, kb, ax, f);
 #pragma unroll
-    for (int s = 0; s < kWsKs; ++s) {
-      // fragment (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4): k = ws_frag_k(s, t), ws_frag_k(s, t + 4)
-      const float f[4] = {v0[2 * s], v1[2 * s], v0[2 * s + 1], v1[2 * s + 1]};
+    for (int s = 0; s < kWsKs; ++s)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        h[s][e] = wg_tf32(f[e]);
-        l[s][e] = wg_tf32(f[e] - __uint_as_float(h[s][e]));
+        h[s][e] = wg_tf32(f[s][e]);
+        l[s][e] = wg_tf32(f[s][e] - __uint_as_float(h[s][e]));
       }
-    }
     return cur;
   };
   // The 3xTF32 partial of chunk q of a block (stage st) from zero into d: one commit group.
@@ -343,21 +359,14 @@ __device__ __forceinline__ void ws_product_one(const float* ring, uint64_t* full
   const int ra0 = ws_row(ct, 0), ra1 = ws_row(ct, 1);
   const bool leader = (ct & 31) == 0;
   uint32_t a[2][kWsKs][4];  // TF32 fragments of two consecutive blocks (block parity)
-  // As ws_product's next_block, rounding only (the fragment of step s: k = ws_frag_k(s, t), (s, t + 4)).
+  // As ws_product's next_block, rounding only.
   auto next_block = [&](uint32_t (&h)[kWsKs][4], int kb) {
-    const int cur = pp.stage;
-    ws_bar_wait(&full[cur], pp.phase);
-    ws_advance<kStages>(pp);
-    const float* sA = ring + cur * kStage;
-    const float4 x0 = ax(ra0, kb * kWsK + 4 * t, *reinterpret_cast<const float4*>(sA + ws_a_offset(ra0, 4 * t)));
-    const float4 x1 = ax(ra1, kb * kWsK + 4 * t, *reinterpret_cast<const float4*>(sA + ws_a_offset(ra1, 4 * t)));
-    const float v0[4] = {x0.x, x0.y, x0.z, x0.w}, v1[4] = {x1.x, x1.y, x1.z, x1.w};
+    float f[kWsKs][4];
+    const int cur = ws_land_a<kStages, kStage>(ring, full, pp, ra0, ra1, t, kb, ax, f);
 #pragma unroll
-    for (int s = 0; s < kWsKs; ++s) {
-      const float f[4] = {v0[2 * s], v1[2 * s], v0[2 * s + 1], v1[2 * s + 1]};
+    for (int s = 0; s < kWsKs; ++s)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) h[s][e] = wg_tf32(f[e]);
-    }
+      for (int e = 0; e < 4; ++e) h[s][e] = wg_tf32(f[s][e]);
     return cur;
   };
   auto release = [&](int st) {  // every warp's products that read stage st have completed
