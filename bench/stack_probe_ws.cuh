@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "wgmma_ws.cuh"
+#include "wgmma_ws_host.cuh"
 
 namespace sezm::cuda {
 namespace {

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "stack.cuh"
-#include "wgmma_ws.cuh"
+#include "wgmma_ws_host.cuh"
 
 namespace sezm::cuda {
 
