@@ -445,6 +445,7 @@ int main(int argc, char** argv) {
              median_ms(R, s, [&] { launch_stack_layer_forward(d, w, 2, E, U.p, V.p, nullptr, s); }), flop, 2);
       report((p + "replay, gated (no main product)").c_str(),
              median_ms(R, s, [&] { launch_stack_layer_replay(d, w, 0, E, U.p, V.p, Z.p, s); }), gate, 3);
+      // Last: the warp-specialised gated backward overwrites part of Z (its repeats redo the same work).
       report((p + "backward, gated").c_str(),
              median_ms(R, s, [&] { launch_stack_layer_backward(d, w, 0, E, U.p, V.p, Z.p, s); }), flop + 2 * gate, 3);
       report((p + "backward, linear").c_str(),

@@ -142,7 +142,7 @@ struct Dims {
   // forward and backward but the gated layers' replay (no product) with SEZM_CUDA_STACK_WS=1;
   // 2 (the default on wgmma with Cf = 32, L = 3; device.cu, use_stack_ws): the same but the gated
   // backward, which stays on wg_tile; 0: wg_tile for every layer. With tf32_one_pass in one TF32
-  // pass there, but the gated backward stays on wg_tile whatever the value (its WS kernel is 3xTF32 only).
+  // pass there.
   int stack_ws;
 };
 

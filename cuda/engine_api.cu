@@ -14,12 +14,11 @@ std::string CudaEngine::description() const {
   return "CUDA device " + std::to_string(impl_->device) + " (" + impl_->name + "), mode " +
          cuda_mode_name(impl_->mode) + ", " + std::to_string(impl_->effective_chunk_edges()) + " edges per chunk, " +
          (impl_->d.tf32_one_pass ? "precision tf32 (one TF32 pass)" : "precision fp32") +
-         (impl_->d.wgmma ? (impl_->d.tf32_one_pass ? (impl_->d.stack_ws ? ", stack on wgmma (WS tile but the gated backward)"
-                                                                         : ", stack on wgmma")
-                                                  : impl_->d.stack_ws == 2 ? ", stack on wgmma (3xTF32, WS tile but the gated backward)"
-                                                  : impl_->d.stack_ws ? ", stack on wgmma (3xTF32, WS tile)"
-                                                                      : ", stack on wgmma (3xTF32)")
-                         : "") +
+         (impl_->d.wgmma ? std::string(", stack on wgmma (") + (impl_->d.tf32_one_pass ? "one TF32 pass" : "3xTF32") +
+                               (impl_->d.stack_ws == 2 ? ", WS tile but the gated backward)"
+                                : impl_->d.stack_ws    ? ", WS tile)"
+                                                       : ")")
+                         : std::string()) +
          ", edge state " + edge_state_name(impl_->edge_state) +
          (impl_->edge_state == EdgeState::kAuto && impl_->last_state != EdgeState::kAuto
               ? std::string(" (") + edge_state_name(impl_->last_state) + " in the latest call)"

@@ -15,8 +15,8 @@
 // Numerics: the tile products in IEEE fp32 FFMA, or in one TF32 pass on tensor cores with
 // `precision tf32` (Dims::tf32_one_pass); the tile product and its geometry are stack_tile.cuh.
 // With Dims::stack_ws (by default on Hopper at Cf = 32, L = 3) the layers' products but the
-// replay and the gated backward run on the warp-specialised tile instead (stack_ws.cu), with
-// `precision tf32` in one TF32 pass there too.
+// replay (and, at stack_ws 2, the gated backward) run on the warp-specialised tile instead
+// (stack_ws.cu, stack_ws_gated_bwd.cu), with `precision tf32` in one TF32 pass there too.
 // CPU twin: the mixing stack in engine/so2_convolution.h.
 #include "stack.cuh"
 
@@ -398,10 +398,9 @@ void launch_stack(const Dims& d, const BlockWDev& w, int layer, int Ec, const fl
         SEZM_LAUNCH(pass == Pass::kBackward ? "stack_ws_backward" : "stack_ws_forward");
         return;
       }
-      // Stack_ws 2: the gated backward stays on wg_tile (on the WS tile its gate work runs before
-      // the products: 28.8 vs 20.5 ms at 4,096 atoms, docs/performance.md); in one TF32 pass always
-      // (the WS gated backward is 3xTF32 only).
-      const bool ws_bwd = d.stack_ws != 2 && !d.tf32_one_pass;
+      // Stack_ws 2: the gated backward stays on wg_tile. On the WS tile (stack_ws_gated_bwd.cu) it
+      // overwrites z's first 128 columns with its gate pass's results: z is dead after it.
+      const bool ws_bwd = d.stack_ws != 2;
       if (pass == Pass::kForward || (pass == Pass::kBackward && ws_bwd)) {
         launch_stack_ws_gated(d, w, layer, Ec, in, out, z, pass == Pass::kBackward, s);
         SEZM_LAUNCH(pass == Pass::kBackward ? "stack_ws_backward_gated" : "stack_ws_forward_gated");
@@ -441,8 +440,8 @@ void launch_stack_layer_replay(const Dims& d, const BlockWDev& w, int layer, int
 }
 
 void launch_stack_layer_backward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* Gin, float* Gout,
-                                 const float* Z, cudaStream_t s) {
-  launch_stack(d, w, layer, Ec, Gin, Gout, const_cast<float*>(Z), Pass::kBackward, s);
+                                 float* Z, cudaStream_t s) {
+  launch_stack(d, w, layer, Ec, Gin, Gout, Z, Pass::kBackward, s);
 }
 
 }  // namespace sezm::cuda

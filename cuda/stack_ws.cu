@@ -4,9 +4,8 @@
 //  identity layers: forward U' = U + U W, backward G' = G + G W^T;
 //  gated layers: forward and backward as stack_forward_k / stack_backward_k (the forward below, the
 //  backward in stack_ws_gated_bwd.cu).
-// The replay of gated layers (no product) stays on stack.cu's kernels, and with `precision tf32`
-// (Dims::tf32_one_pass: the identity layers and the gated forward in one TF32 pass here) the gated
-// backward too.
+// The replay of gated layers (no product) stays on stack.cu's kernels. With `precision tf32`
+// (Dims::tf32_one_pass) every product here is one TF32 pass.
 //
 // Layout: activations focus-major (F, Ec, ROW); a work item is one focus's 128-row tile (the
 // weights differ per focus, so a tile never straddles one): A's tensor map is 3-D {ROW, Ec, F}
@@ -74,6 +73,33 @@ void launch_group(const Dims& d, int Ec, const float* in, float* out, const floa
 }
 
 // ---- gated layers, forward ----
+// The gated forward's ring: stages of the wider product's (N = 192), four of them beside Zs and S.
+constexpr int kGStages = 4, kGStage = ws_stage_floats(192);
+constexpr int kZst = kCf + 1;  // Zs row stride: the gate's reads of 16 rows at one k hit 16 banks
+constexpr int kSst = kLC + 4;  // S row stride: 16-byte rows
+
+// The 256 consumer threads only (named barrier 1; the producer warp never waits on it).
+__device__ __forceinline__ void ws_consumers_sync() { asm volatile("bar.sync 1, 256;" ::: "memory"); }
+
+// The gated forward's producer (the first warp; the rest of its warpgroup leaves): both
+// groups' k blocks of each item, in the consumers' order, on a ring of kStages stages of kStage
+// floats (kOne: the images' hi planes only, one TF32 pass). `p` stays the kernel's
+// __grid_constant__ (read from parameter space: the producer has 24 registers).
+template <int kStages, int kStage, bool kOne, class P>
+__device__ __forceinline__ void ws_gated_producer(const P& p, float* ws_dsmem, uint64_t* full, uint64_t* empty,
+                                                  WsPipe& pp, const CUtensorMap* tmA) {
+  constexpr int N0 = 128, N1 = 192;  // M0, 2 M1
+  ws_regs_dec<kWsProducerRegs>();
+  if (threadIdx.x >= 32) return;
+  for (int i = blockIdx.x; i < p.nitems; i += ws_grid()) {
+    const int f = i / p.ntiles, y = (i - f * p.ntiles) * kWsRows;
+    ws_fill<N0, N0, kStages, kStage, kOne>(ws_dsmem, full, empty, pp, tmA,
+                                           WsItem{0, y, f, p.B0 + static_cast<size_t>(f) * 2 * N0 * N0});
+    ws_fill<N1, N1, kStages, kStage, kOne>(ws_dsmem, full, empty, pp, tmA,
+                                           WsItem{N0, y, f, p.B1 + static_cast<size_t>(f) * 2 * N1 * N1});
+  }
+}
+
 // One work item (focus, 128-row tile) does both groups, as stack_forward_k does: the m = 0 product
 // z0 = U0 A, the gate S = sigmoid(z0[:, :Cf] G) into shared memory, the m = 0 epilogue, then the
 // |m| = 1 product z1 = U1 W1 and its epilogue (z * S). The ring's stages are the wider product's

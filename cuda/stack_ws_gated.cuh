@@ -1,8 +1,8 @@
 #pragma once
 // What the warp-specialised stack's kernels share (stack_ws.cu: identity layers and the gated
 // forward; stack_ws_gated_bwd.cu: the gated backward): A's tensor map over the focus-major
-// activations, the residual epilogue, the gated kernels' shared-memory constants and their
-// producer. CPU twin: the mixing stack in engine/so2_convolution.h.
+// activations, the residual epilogue, the gated layers' shape. CPU twin: the mixing stack in
+// engine/so2_convolution.h.
 #include <cstdint>
 
 #include "stack.cuh"
@@ -12,9 +12,9 @@ namespace sezm::cuda {
 
 // A gated layer's backward on the WS tile (stack_ws_gated_bwd.cu; launch_stack_ws_gated's checks
 // done): out = the input adjoint of the layer whose output adjoint is `in`, z its saved
-// pre-activations.
-void launch_gated_backward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out,
-                           const float* z, cudaStream_t s);
+// pre-activations, whose first 128 columns it overwrites with its gate pass's results.
+void launch_gated_backward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out, float* z,
+                           cudaStream_t s);
 
 namespace {
 
@@ -51,35 +51,8 @@ __device__ __forceinline__ void residual_epilogue(const float* in, float* out, s
     }
 }
 
-// ---- the gated layers' kernels ----
-// The ring's stages are the wider product's (N = 192), four of them beside Zs and S (and, backward,
-// the gate weights).
+// ---- the gated layers' shapes ----
 constexpr int kCf = 32, kLC = 3 * kCf;  // ws_shape: Cf = 32, L = 3
-constexpr int kGStages = 4, kGStage = ws_stage_floats(192);
-constexpr int kZst = kCf + 1;  // Zs row stride: the gate's reads of 16 rows at one k hit 16 banks
-constexpr int kSst = kLC + 4;  // S row stride: 16-byte rows
-
-// The 256 consumer threads only (named barrier 1; the producer warp never waits on it).
-__device__ __forceinline__ void ws_consumers_sync() { asm volatile("bar.sync 1, 256;" ::: "memory"); }
-
-// The producer of both gated kernels (the first warp; the rest of its warpgroup leaves): both
-// groups' k blocks of each item, in the consumers' order, on a ring of kStages stages of kStage
-// floats (kOne: the images' hi planes only, one TF32 pass). `p` stays the kernel's
-// __grid_constant__ (read from parameter space: the producer has 24 registers).
-template <int kStages, int kStage, bool kOne, class P>
-__device__ __forceinline__ void ws_gated_producer(const P& p, float* ws_dsmem, uint64_t* full, uint64_t* empty,
-                                                  WsPipe& pp, const CUtensorMap* tmA) {
-  constexpr int N0 = 128, N1 = 192;  // M0, 2 M1
-  ws_regs_dec<kWsProducerRegs>();
-  if (threadIdx.x >= 32) return;
-  for (int i = blockIdx.x; i < p.nitems; i += ws_grid()) {
-    const int f = i / p.ntiles, y = (i - f * p.ntiles) * kWsRows;
-    ws_fill<N0, N0, kStages, kStage, kOne>(ws_dsmem, full, empty, pp, tmA,
-                                           WsItem{0, y, f, p.B0 + static_cast<size_t>(f) * 2 * N0 * N0});
-    ws_fill<N1, N1, kStages, kStage, kOne>(ws_dsmem, full, empty, pp, tmA,
-                                           WsItem{N0, y, f, p.B1 + static_cast<size_t>(f) * 2 * N1 * N1});
-  }
-}
 
 }  // namespace
 }  // namespace sezm::cuda

@@ -182,18 +182,18 @@ __device__ __forceinline__ void ws_init(uint64_t (&full)[kStages], uint64_t (&em
   __syncthreads();
 }
 
-// The producer warp's part of one product (K x N) of item `it`: its K / 16 k blocks into the ring
-// (stages of kStage floats: A's box, then the B image's block, kOne: its hi plane only), each once
-// the consumers released its stage. Called by the 32 lanes of the producer warp; lane 0 issues the
-// copies.
+// The producer warp's part of one product (K x N) of item `it`: its k blocks kb0 .. kb1 - 1 (by
+// default all K / 16) into the ring (stages of kStage floats: A's box, then the B image's block,
+// kOne: its hi plane only), each once the consumers released its stage. Called by the 32 lanes of
+// the producer warp; lane 0 issues the copies.
 template <int N, int K, int kStages, int kStage, bool kOne = false>
 __device__ __forceinline__ void ws_fill(float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, const CUtensorMap* tmA,
-                                        const WsItem& it) {
+                                        const WsItem& it, int kb0 = 0, int kb1 = K / kWsK) {
   constexpr int kAFloats = kWsRows * kWsK, kBFloats = ws_b_floats(N, kOne), kBlock = wg_stage_floats(N, kWsKs);
   constexpr uint32_t kABytes = kAFloats * sizeof(float), kBBytes = kBFloats * sizeof(float);
   static_assert(kAFloats + kBFloats <= kStage && kStage % 32 == 0, "a stage holds A's box and B's block, 128-byte aligned");
 #pragma unroll 1
-  for (int kb = 0; kb < K / kWsK; ++kb) {
+  for (int kb = kb0; kb < kb1; ++kb) {
     ws_bar_wait(&empty[pp.stage], pp.phase ^ 1u);  // the consumers are done with its previous block
     float* dst = ring + pp.stage * kStage;
     if ((threadIdx.x & 31) == 0) {  // the whole box counts, rows past the end included (zeros)

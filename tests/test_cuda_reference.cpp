@@ -57,15 +57,19 @@ class CudaReference : public ::testing::TestWithParam<std::tuple<Case, int, int>
 // backward too (SEZM_CUDA_STACK_WS=1 at construction; on Hopper with Cf = 32, L = 3 only, elsewhere
 // the default path again): the same bounds. Variant 5 ("_wg"): SEZM_CUDA_STACK_WS=0, every layer
 // on the warpgroup tile wg_tile (the default there runs all but the gated backward on the WS tile).
-// (Variant 3, the SS forward tile, was removed; the others keep their numbers.)
+// Variant 6 ("_tf32ws"): `precision tf32` with every layer on the WS tile (its one-pass gated
+// backward): the tf32 bounds. (Variant 3, the SS forward tile, was removed; the others keep their
+// numbers.)
 TEST_P(CudaReference, MatchesCpuFloat64AndDeepmd) {
   SEZM_REQUIRE_GPU();
 #ifdef SEZM_HAVE_CUDA
   const Case& k = std::get<0>(GetParam());
   const int mode = std::get<1>(GetParam());
-  const bool tf32 = std::get<2>(GetParam()) == 1;
-  const bool chunk_edge = std::get<2>(GetParam()) == 2;
-  const int stack_ws = std::get<2>(GetParam()) == 4 ? 1 : std::get<2>(GetParam()) == 5 ? 2 : 0;
+  const int variant = std::get<2>(GetParam());
+  const bool tf32 = variant == 1 || variant == 6;
+  const bool chunk_edge = variant == 2;
+  // SEZM_CUDA_STACK_WS for this variant ("" = the default).
+  const char* stack_ws = variant == 4 || variant == 6 ? "1" : variant == 5 ? "0" : "";
   const double tol_e = tf32 ? kTf32EnergyTol : 1e-6, tol_fw = tf32 ? kTf32ForceTol : 1e-5;
   const std::string mp = k.shared ? sezm_test::shared_path(k.model) : sezm_test::data_path(k.model);
   const std::string rp = k.shared ? sezm_test::shared_path(k.ref) : sezm_test::data_path(k.ref);
@@ -91,9 +95,9 @@ TEST_P(CudaReference, MatchesCpuFloat64AndDeepmd) {
   w32.fit_out = w32.fit_out.cast<float>().cast<double>();
   const sezm::SezmEngine<double> cpu(w32);
   const auto ref = sezm::test::read_ref(rp);
-  if (stack_ws) setenv("SEZM_CUDA_STACK_WS", stack_ws == 2 ? "0" : "1", 1);  // read once, by the engine's constructor
+  if (*stack_ws) setenv("SEZM_CUDA_STACK_WS", stack_ws, 1);  // read once, by the engine's constructor
   sezm::CudaEngine gpu(w32, 0, cuda_mode(mode));
-  if (stack_ws) unsetenv("SEZM_CUDA_STACK_WS");
+  if (*stack_ws) unsetenv("SEZM_CUDA_STACK_WS");
   if (tf32) gpu.set_precision(sezm::Precision::kTf32);
   sezm::CudaEngine kept(w32, 0, cuda_mode(mode));  // chunk_edge: the kept edge state at the same chunks
   if (chunk_edge) {
@@ -123,7 +127,7 @@ TEST_P(CudaReference, MatchesCpuFloat64AndDeepmd) {
     const double w_ref = rel(max_diff(dev.virial, c.virial), max_abs(c.virial));
     std::printf("[cuda %s%s %s] %-20s vs CPU f64 (same fp32 weights): E %.2e F %.2e W %.2e | vs deepmd: E %.2e "
                 "(weight rounding alone %.1e) F %.2e W %.2e\n",
-                mode_name(mode), tf32 ? " tf32" : stack_ws == 2 ? " wg" : stack_ws ? " ws" : "", k.model.c_str(), c.name.c_str(), e_cpu, f_cpu, w_cpu, e_ref,
+                mode_name(mode), tf32 ? (*stack_ws ? " tf32 ws" : " tf32") : variant == 5 ? " wg" : *stack_ws ? " ws" : "", k.model.c_str(), c.name.c_str(), e_cpu, f_cpu, w_cpu, e_ref,
                 e_round, f_ref, w_ref);
     EXPECT_LE(e_cpu, tol_e);
     EXPECT_LE(f_cpu, tol_fw);
@@ -177,7 +181,7 @@ INSTANTIATE_TEST_SUITE_P(
                           // up to ~1e4 eV/A, compared relative to the largest reference value
                           Case{"recipes/zbl_plain_f64.pt", "recipes/ref_zbl_plain_f64.json", false},
                           Case{"recipes/zbl_mini_f64.pt", "recipes/ref_zbl_mini_f64.json", false}),
-        ::testing::Values(0, 1), ::testing::Values(0, 1, 2, 4, 5)),
+        ::testing::Values(0, 1), ::testing::Values(0, 1, 2, 4, 5, 6)),
     [](const auto& info) {
       const std::string& m = std::get<0>(info.param).model;
       const std::string& head = std::get<0>(info.param).head;
@@ -188,6 +192,7 @@ INSTANTIATE_TEST_SUITE_P(
              (v == 2   ? std::string("_chunkedge")
               : v == 4 ? std::string("_ws")
               : v == 5 ? std::string("_wg")
+              : v == 6 ? std::string("_tf32ws")
                        : std::string(precision_suffix(v)));
     });
 
