@@ -75,14 +75,14 @@ int use_wgmma(const Dims& d, const cudaDeviceProp& prop) {
 }
 
 int use_stack_ws(const Dims& d) {
-  // Default 2: every layer but the replay and the gated backward, which stay on wg_tile (H200,
-  // 4,096 atoms: lean 85.0 / fast 73.6 ms against 95.2 / 83.8 on wg_tile, docs/performance.md).
-  // SEZM_CUDA_STACK_WS=1 also the gated backward (slower: 28.9 against 20.9 ms), =0 wg_tile for
-  // every layer. Other shapes keep wg_tile silently.
+  // Default 1: every layer but the replay on the WS tile (H200, 4,096 atoms: lean 75.9 / fast
+  // 63.2 ms, against 81.6 / 70.5 with the gated backward on wg_tile, docs/performance.md).
+  // SEZM_CUDA_STACK_WS=2 keeps the gated backward on wg_tile, =0 wg_tile for every layer. Other
+  // shapes keep wg_tile silently.
   if (!d.wgmma || !ws_shape(d)) return 0;
   const char* env = std::getenv("SEZM_CUDA_STACK_WS");
   const std::string v(env ? env : "");
-  return v == "0" ? 0 : v == "1" ? 1 : 2;
+  return v == "0" ? 0 : v == "2" ? 2 : 1;
 }
 
 }  // namespace cuda

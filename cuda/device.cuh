@@ -16,8 +16,8 @@ void check_stack_fits(const Dims& d, const cudaDeviceProp& prop);
 // Dims::wgmma for this device: 1 where the stack runs on the warpgroup tile (stack_tile.cuh).
 int use_wgmma(const Dims& d, const cudaDeviceProp& prop);
 // The stack's layers on the warp-specialised tile (Dims::stack_ws): on the warpgroup tile, for
-// the shapes stack_ws.cu supports: 2 (all but the gated backward) unless SEZM_CUDA_STACK_WS says
-// 0 (none) or 1 (all).
+// the shapes stack_ws.cu supports: 1 (every layer but the replay) unless SEZM_CUDA_STACK_WS says
+// 0 (none) or 2 (all but the gated backward).
 int use_stack_ws(const Dims& d);
 
 }  // namespace sezm::cuda

@@ -1,5 +1,5 @@
 // The SO(2) mixing stack's layers (docs/model.md §5.4, backward §7.10; stack.cu's maths) on the
-// warp-specialised persistent tile (wgmma_ws.cuh; Dims::stack_ws: by default all but the gated backward), per |m|
+// warp-specialised persistent tile (wgmma_ws.cuh; Dims::stack_ws: by default every layer but the replay), per |m|
 // group W = A (m = 0, K = N = M0 = 128) or the assembled |m| = 1 weight (K = N = 2 M1 = 192):
 //  identity layers: forward U' = U + U W, backward G' = G + G W^T;
 //  gated layers: forward and backward as stack_forward_k / stack_backward_k (the forward below, the

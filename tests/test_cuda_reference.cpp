@@ -53,12 +53,11 @@ class CudaReference : public ::testing::TestWithParam<std::tuple<Case, int, int>
 // state at the same chunks per-atom energies equal to the bit (the forward's arithmetic is the
 // same per edge and per node) and forces and virials within 1e-5 of the largest value (only the
 // order of the geometry adjoints' sums differs: per (block, chunk) share mapped into dE/dv).
-// Variant 4 ("_ws"): fp32 with every layer's products on the warp-specialised tile, the gated
-// backward too (SEZM_CUDA_STACK_WS=1 at construction; on Hopper with Cf = 32, L = 3 only, elsewhere
-// the default path again): the same bounds. Variant 5 ("_wg"): SEZM_CUDA_STACK_WS=0, every layer
-// on the warpgroup tile wg_tile (the default there runs all but the gated backward on the WS tile).
-// Variant 6 ("_tf32ws"): `precision tf32` with every layer on the WS tile (its one-pass gated
-// backward): the tf32 bounds. (Variant 3, the SS forward tile, was removed; the others keep their
+// The default on Hopper with Cf = 32, L = 3 runs every layer's products on the warp-specialised
+// tile (the gated backward too). Variant 4 ("_ws2"): fp32 with the gated backward on the warpgroup
+// tile wg_tile (SEZM_CUDA_STACK_WS=2 at construction; elsewhere the default path again): the same
+// bounds. Variant 5 ("_wg"): SEZM_CUDA_STACK_WS=0, every layer on wg_tile. Variant 6 ("_tf32ws2"):
+// `precision tf32` with the gated backward on wg_tile (its one-pass form): the tf32 bounds. (Variant 3, the SS forward tile, was removed; the others keep their
 // numbers.)
 TEST_P(CudaReference, MatchesCpuFloat64AndDeepmd) {
   SEZM_REQUIRE_GPU();
@@ -69,7 +68,7 @@ TEST_P(CudaReference, MatchesCpuFloat64AndDeepmd) {
   const bool tf32 = variant == 1 || variant == 6;
   const bool chunk_edge = variant == 2;
   // SEZM_CUDA_STACK_WS for this variant ("" = the default).
-  const char* stack_ws = variant == 4 || variant == 6 ? "1" : variant == 5 ? "0" : "";
+  const char* stack_ws = variant == 4 || variant == 6 ? "2" : variant == 5 ? "0" : "";
   const double tol_e = tf32 ? kTf32EnergyTol : 1e-6, tol_fw = tf32 ? kTf32ForceTol : 1e-5;
   const std::string mp = k.shared ? sezm_test::shared_path(k.model) : sezm_test::data_path(k.model);
   const std::string rp = k.shared ? sezm_test::shared_path(k.ref) : sezm_test::data_path(k.ref);
@@ -127,7 +126,7 @@ TEST_P(CudaReference, MatchesCpuFloat64AndDeepmd) {
     const double w_ref = rel(max_diff(dev.virial, c.virial), max_abs(c.virial));
     std::printf("[cuda %s%s %s] %-20s vs CPU f64 (same fp32 weights): E %.2e F %.2e W %.2e | vs deepmd: E %.2e "
                 "(weight rounding alone %.1e) F %.2e W %.2e\n",
-                mode_name(mode), tf32 ? (*stack_ws ? " tf32 ws" : " tf32") : variant == 5 ? " wg" : *stack_ws ? " ws" : "", k.model.c_str(), c.name.c_str(), e_cpu, f_cpu, w_cpu, e_ref,
+                mode_name(mode), tf32 ? (*stack_ws ? " tf32 ws2" : " tf32") : variant == 5 ? " wg" : *stack_ws ? " ws2" : "", k.model.c_str(), c.name.c_str(), e_cpu, f_cpu, w_cpu, e_ref,
                 e_round, f_ref, w_ref);
     EXPECT_LE(e_cpu, tol_e);
     EXPECT_LE(f_cpu, tol_fw);
@@ -190,9 +189,9 @@ INSTANTIATE_TEST_SUITE_P(
       const int v = std::get<2>(info.param);
       return s + (head.empty() ? "" : "_" + head) + "_" + mode_name(std::get<1>(info.param)) +
              (v == 2   ? std::string("_chunkedge")
-              : v == 4 ? std::string("_ws")
+              : v == 4 ? std::string("_ws2")
               : v == 5 ? std::string("_wg")
-              : v == 6 ? std::string("_tf32ws")
+              : v == 6 ? std::string("_tf32ws2")
                        : std::string(precision_suffix(v)));
     });
 
