@@ -2,8 +2,9 @@
 // warp-specialised persistent tile (wgmma_ws.cuh; Dims::stack_ws: by default every layer but the replay), per |m|
 // group W = A (m = 0, K = N = M0 = 128) or the assembled |m| = 1 weight (K = N = 2 M1 = 192):
 //  identity layers: forward U' = U + U W, backward G' = G + G W^T;
-//  gated layers: forward and backward as stack_forward_k / stack_backward_k (the forward below, the
-//  backward in stack_ws_gated_bwd.cu).
+//  gated layers: forward and backward as stack_forward_k / stack_backward_k, each split in a gate
+//  pass and a product kernel (stack_ws_gated_fwd.cu, stack_ws_gated_bwd.cu); the fused forward
+//  below (the gate between its products) with SEZM_CUDA_WS_GATED_FUSED=1.
 // The replay of gated layers (no product) stays on stack.cu's kernels. With `precision tf32`
 // (Dims::tf32_one_pass) every product here is one TF32 pass.
 //
@@ -22,6 +23,8 @@
 // pass: wg_tile's one-pass arithmetic (wgmma_ws.cuh, ws_product_one), the gate still IEEE FFMA.
 // CPU twin: the mixing stack in engine/so2_convolution.h.
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 
 #include "stack_ws_gated.cuh"
 
@@ -279,8 +282,15 @@ void launch_stack_ws_gated(const Dims& d, const BlockWDev& w, int layer, int Ec,
   if (!ws_shape(d) || (bwd ? w.AT_ws : w.A_ws) == nullptr || w.G == nullptr || w.GT == nullptr || (bwd && z == nullptr))
     throw Error("launch_stack_ws_gated: the warp-specialised stack needs Cf = 32, L = 3, its images (Dims::stack_ws) "
                 "and, backward, the saved pre-activations");
+  // SEZM_CUDA_WS_GATED_FUSED=1: the forward's gate between the products of one kernel (below), to
+  // measure against the split forward (stack_ws_gated_fwd.cu, the default).
+  static const bool fused = [] {
+    const char* e = std::getenv("SEZM_CUDA_WS_GATED_FUSED");
+    return e && std::string(e) == "1";
+  }();
   if (bwd) launch_gated_backward(d, w, layer, Ec, in, out, z, s);
-  else launch_gated(d, w, layer, Ec, in, out, z, s);
+  else if (fused) launch_gated(d, w, layer, Ec, in, out, z, s);
+  else launch_gated_forward(d, w, layer, Ec, in, out, z, s);
 }
 
 }  // namespace sezm::cuda

@@ -25,9 +25,7 @@
 namespace sezm::cuda {
 namespace {
 
-constexpr int kL3 = kLC / kCf;     // the degrees l = 1 .. L (L = 3)
-constexpr int kTCols = kCf + kLC;  // T's row: z_bar00, then S
-static_assert(kTCols == 128, "T is the first 128 columns of z's rows: eight of A's 16-column boxes");
+constexpr int kL3 = kLC / kCf;  // the degrees l = 1 .. L (L = 3)
 
 // ---- 1. the gate pass ----
 // Block: 4 warps x 16 rows of one focus; a warp takes 4 rows per step, lane c owning channel c
@@ -147,21 +145,7 @@ __global__ void __launch_bounds__(kGateWarps * 32) gate_backward_k(const GateBwd
 }
 
 // ---- 2. the products ----
-// Shared memory: the item's T (eight boxes of 16 columns x 128 rows, A's format: ws_a_offset within a
-// box, conflict-free quad reads) and the ring, five stages of 32 KiB (one pass: eight of 20 KiB).
-constexpr int kTFloats = kWsRows * kTCols;
-template <bool kOne>
-struct WsBwdRing {
-  static constexpr int kStages = kOne ? 8 : 5, kStage = ws_stage_floats(192, kOne);
-  static constexpr int kBytes = (kTFloats + kStages * kStage) * static_cast<int>(sizeof(float));
-  static_assert(kBytes + 1024 <= 227 * 1024, "T and the ring fit an SM");
-};
-
-// T(row, col .. col + 3) (col % 4 == 0) in the landed tile.
-__device__ __forceinline__ float4 t_quad(const float* T, int row, int col) {
-  return *reinterpret_cast<const float4*>(T + (col / kWsK) * (kWsRows * kWsK) + ws_a_offset(row, col % kWsK));
-}
-
+// Shared memory: the item's T and the ring (WsTRing, stack_ws_gated.cuh).
 struct WsGatedBwd {
   const float* in;  // (F, Ec, ROW): the layer's output adjoint g (A of the products) and the residual
   float* out;       // (F, Ec, ROW)
@@ -170,40 +154,12 @@ struct WsGatedBwd {
   int Ec, ROW, ntiles, nitems;
 };
 
-// The producer warp: per item, the m = 0 group's first k blocks (as many as the ring holds: they
-// need only the previous item's stages), then, once the consumers are done with the previous
-// item's T (t_empty), the item's T (t_full), then the rest of both groups' blocks.
-template <int kStages, int kStage, bool kOne>
-__device__ __forceinline__ void bwd_producer(const WsGatedBwd& p, float* ring, float* T, uint64_t* full,
-                                             uint64_t* empty, uint64_t* t_full, uint64_t* t_empty, WsPipe& pp,
-                                             const CUtensorMap* tmA, const CUtensorMap* tmT) {
-  constexpr int N0 = 128, N1 = 192, kHead = kStages < N0 / kWsK ? kStages : N0 / kWsK;
-  ws_regs_dec<kWsProducerRegs>();
-  if (threadIdx.x >= 32) return;
-  uint32_t tph = 0;
-  for (int i = blockIdx.x; i < p.nitems; i += ws_grid()) {
-    const int f = i / p.ntiles, y = (i - f * p.ntiles) * kWsRows;
-    const WsItem m0{0, y, f, p.B0 + static_cast<size_t>(f) * 2 * N0 * N0};
-    ws_fill<N0, N0, kStages, kStage, kOne>(ring, full, empty, pp, tmA, m0, 0, kHead);
-    ws_bar_wait(t_empty, tph ^ 1u);
-    if ((threadIdx.x & 31) == 0) {  // rows past Ec arrive as zeros (and count as bytes)
-      ws_bar_expect(t_full, kTFloats * sizeof(float));
-#pragma unroll 1
-      for (int b = 0; b < kTCols / kWsK; ++b) ws_tma_3d(T + b * kWsRows * kWsK, tmT, b * kWsK, y, f, t_full);
-    }
-    tph ^= 1u;
-    ws_fill<N0, N0, kStages, kStage, kOne>(ring, full, empty, pp, tmA, m0, kHead);
-    ws_fill<N1, N1, kStages, kStage, kOne>(ring, full, empty, pp, tmA,
-                                           WsItem{N0, y, f, p.B1 + static_cast<size_t>(f) * 2 * N1 * N1});
-  }
-}
-
 template <bool kOne>
 __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_backward_k(const __grid_constant__ WsGatedBwd p,
                                                                            const __grid_constant__ CUtensorMap tmA,
                                                                            const __grid_constant__ CUtensorMap tmT) {
   constexpr int N0 = 128, N1 = 192;  // M0, 2 M1
-  using R = WsBwdRing<kOne>;
+  using R = WsTRing<kOne>;
   extern __shared__ __align__(128) float ws_dsmem[];
   __shared__ uint64_t full[R::kStages], empty[R::kStages], t_full, t_empty;
   float* const T = ws_dsmem;
@@ -215,7 +171,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_backward_k(const
   ws_init(full, empty);
   WsPipe pp;
   if (threadIdx.x < 128) {
-    bwd_producer<R::kStages, R::kStage, kOne>(p, ring, T, full, empty, &t_full, &t_empty, pp, &tmA, &tmT);
+    t_producer<R::kStages, R::kStage, kOne>(p, ring, T, full, empty, &t_full, &t_empty, pp, &tmA, &tmT);
     return;
   }
   ws_regs_inc<kWsConsumerRegs>();
@@ -265,14 +221,10 @@ void launch_gated_backward(const Dims& d, const BlockWDev& w, int layer, int Ec,
 
   const bool one = d.tf32_one_pass != 0;
   const auto k = one ? stack_ws_gated_backward_k<true> : stack_ws_gated_backward_k<false>;
-  const int bytes = one ? WsBwdRing<true>::kBytes : WsBwdRing<false>::kBytes;
+  const int bytes = one ? WsTRing<true>::kBytes : WsTRing<false>::kBytes;
   const int sms = ws_prepare(reinterpret_cast<const void*>(k), bytes, "stack_ws_gated_backward_k");
   const CUtensorMap tmA = activations_map(d, Ec, in);
-  // T: the first 128 columns of z's rows, in A's boxes (16 columns x 128 rows x 1 focus).
-  const uint64_t dims[3] = {static_cast<uint64_t>(kTCols), static_cast<uint64_t>(Ec), static_cast<uint64_t>(d.F)};
-  const uint64_t strides[2] = {static_cast<uint64_t>(d.ROW) * sizeof(float),
-                               static_cast<uint64_t>(d.ROW) * sizeof(float) * static_cast<uint64_t>(Ec)};
-  const CUtensorMap tmT = ws_tensor_map(z, dims, strides);
+  const CUtensorMap tmT = t_map(d, Ec, z);
   WsGatedBwd p;
   p.in = in;
   p.out = out;
