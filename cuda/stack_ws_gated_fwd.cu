@@ -6,7 +6,8 @@
 //     output's (written whole by the product kernel);
 //  2. the products on the warp-specialised persistent tile (wgmma_ws.cuh; stack_ws.cu has the
 //     layout: one item = a focus's 128-row tile, both |m| groups), z0 = U0 A, z1 = U1 W1, with the
-//     epilogues U0' = U0 + [silu(z00), z0[:, Cf:] * S], U1' = U1 + z1 * S; the item's T is landed in
+//     epilogues U0' = U0 + [silu(z00), z0[:, Cf:] * S], U1' = U1 + z1 * S (the update formed in the
+//     accumulators from T, then the identity layers' residual epilogue); the item's T is landed in
 //     shared memory by the producer (TMA, A's box format) while the m = 0 product runs, and only
 //     the epilogues read it.
 // Why (docs/performance.md, 2026-12-03): with the gate between the two products of one persistent
@@ -130,6 +131,15 @@ __global__ void __launch_bounds__(kGfWarps * 32) gate_forward_k(const GateFwd p)
 }
 
 // ---- 2. the products ----
+// Quad (q4, h) of the accumulators (wg_quad's) set to v.
+template <int M>
+__device__ __forceinline__ void set_quad(float (&acc)[M], int q4, int h, float4 v) {
+  acc[8 * q4 + 2 * h] = v.x;
+  acc[8 * q4 + 2 * h + 1] = v.y;
+  acc[8 * q4 + 4 + 2 * h] = v.z;
+  acc[8 * q4 + 5 + 2 * h] = v.w;
+}
+
 struct WsGatedFwd {
   const float* in;  // (F, Ec, ROW): the layer's input (A of the products) and its residual
   float* out;       // (F, Ec, ROW)
@@ -172,15 +182,11 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_forward_k(const 
       ws_multiply<N0, N0, R::kStages, R::kStage, kOne>(ring, full, empty, pp, ct, acc);
       ws_bar_wait(&t_full, tph);  // the item's T, landed while the product ran
       tph ^= 1u;
+      // acc becomes the update v (z kept first); the residual epilogue then adds U0 (u + v).
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {  // a row at a time: both rows' residuals beside acc would spill
-        if (!(h ? in1 : in0)) continue;
-        const size_t ro = fo + static_cast<size_t>(row0 + ra[h]) * p.ROW;
-        float4 u[N0 / 16];
+      for (int q4 = 0; q4 < N0 / 16; ++q4)
 #pragma unroll
-        for (int q4 = 0; q4 < N0 / 16; ++q4) u[q4] = *reinterpret_cast<const float4*>(p.in + ro + wg_quad_col(q4));
-#pragma unroll
-        for (int q4 = 0; q4 < N0 / 16; ++q4) {
+        for (int h = 0; h < 2; ++h) {
           const int c = wg_quad_col(q4);
           const float4 t = t_quad(T, ra[h], c);  // c < Cf: z00; else S at c - Cf
           float4 z, v;
@@ -191,35 +197,29 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_forward_k(const 
             z = wg_quad(acc, q4, h);
             v = make_float4(z.x * t.x, z.y * t.y, z.z * t.z, z.w * t.w);
           }
-          if (p.zsave) *reinterpret_cast<float4*>(p.zsave + ro + c) = z;
-          const float4 w = u[q4];
-          *reinterpret_cast<float4*>(p.out + ro + c) = make_float4(w.x + v.x, w.y + v.y, w.z + v.z, w.w + v.w);
+          if (p.zsave && (h ? in1 : in0))
+            *reinterpret_cast<float4*>(p.zsave + fo + static_cast<size_t>(row0 + ra[h]) * p.ROW + c) = z;
+          set_quad(acc, q4, h, v);
         }
-      }
+      residual_epilogue<N0>(p.in, p.out, fo, p.ROW, row0, p.Ec, ct, acc);
     }
     {  // ---- |m| = 1 group: U1' = U1 + z1 * S (the sigmoid of the component's degree) ----
       float acc[N1 / 2];
       ws_multiply<N1, N1, R::kStages, R::kStage, kOne>(ring, full, empty, pp, ct, acc);
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        if (!(h ? in1 : in0)) continue;
-        const size_t ro = fo + static_cast<size_t>(row0 + ra[h]) * p.ROW + N0;
-        float4 u[N1 / 16];
+      for (int q4 = 0; q4 < N1 / 16; ++q4)
 #pragma unroll
-        for (int q4 = 0; q4 < N1 / 16; ++q4) u[q4] = *reinterpret_cast<const float4*>(p.in + ro + wg_quad_col(q4));
-#pragma unroll
-        for (int q4 = 0; q4 < N1 / 16; ++q4) {
+        for (int h = 0; h < 2; ++h) {
           const int c = wg_quad_col(q4);
           const float4 z = wg_quad(acc, q4, h);
           const float4 sg = t_quad(T, ra[h], kCf + (red_l(3 + 1 + c / kCf, 3) - 1) * kCf + c % kCf);
-          const float4 v = make_float4(z.x * sg.x, z.y * sg.y, z.z * sg.z, z.w * sg.w);
-          if (p.zsave) *reinterpret_cast<float4*>(p.zsave + ro + c) = z;
-          const float4 w = u[q4];
-          *reinterpret_cast<float4*>(p.out + ro + c) = make_float4(w.x + v.x, w.y + v.y, w.z + v.z, w.w + v.w);
+          if (p.zsave && (h ? in1 : in0))
+            *reinterpret_cast<float4*>(p.zsave + fo + static_cast<size_t>(row0 + ra[h]) * p.ROW + N0 + c) = z;
+          set_quad(acc, q4, h, make_float4(z.x * sg.x, z.y * sg.y, z.z * sg.z, z.w * sg.w));
         }
-      }
       __syncwarp();  // this warp's reads of T are done: the producer may land the next item's
       if ((ct & 31) == 0) ws_bar_arrive(&t_empty);
+      residual_epilogue<N1>(p.in, p.out, fo + N0, p.ROW, row0, p.Ec, ct, acc);
     }
   }
 }
