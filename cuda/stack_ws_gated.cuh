@@ -1,7 +1,7 @@
 #pragma once
-// What the warp-specialised stack's kernels share (stack_ws.cu: identity layers and the fused
-// gated forward; stack_ws_gated_fwd.cu, stack_ws_gated_bwd.cu: the gated layers split in a gate
-// pass and a product kernel): A's tensor map over the focus-major activations, the residual
+// What the warp-specialised stack's kernels share (stack_ws.cu: identity layers;
+// stack_ws_gated_fwd.cu, stack_ws_gated_bwd.cu: the gated layers, each split in a gate pass and a
+// product kernel): A's tensor map over the focus-major activations, the residual
 // epilogue, the gated layers' shape, the split kernels' T tile and producer. CPU twin: the mixing stack in
 // engine/so2_convolution.h.
 #include <cstdint>
