@@ -354,6 +354,14 @@ void DeviceWeights::upload(const ModelW<double>& w, const Dims& d, MemCounter* m
       if (d.stack_ws) {
         a.put_wg(x.A_ws, As, kWsKs);
         a.put_wg(x.AT_ws, ATs, kWsKs);
+        if (!Gs.empty()) {
+          std::vector<Mat<double>> Gp;  // whole 64-column chunks of the tile's products
+          for (const auto& g : Gs) {
+            Gp.push_back(Mat<double>::Zero(g.rows(), (g.cols() + 63) / 64 * 64));
+            Gp.back().leftCols(g.cols()) = g;
+          }
+          a.put_wg(x.G_ws, Gp, kWsKs);
+        }
       }
     }
     if (d.F > 1) a.put(x.fc_w, b.focus_compete_w);

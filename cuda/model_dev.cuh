@@ -87,6 +87,10 @@ struct BlockWDev {
   // Dims::stack_ws), per (layer, focus) 2 M0 M0 floats, or null. W1, W1^T (2M1 = 192 > 128) use
   // W1_wg, W1T_wg: their k blocks are already of 2 steps (wg_ks).
   const float *A_ws, *AT_ws;
+  // G with its columns padded with zeros to a multiple of 64 (Cf = 32, L = 3: 32 x 128), as the same
+  // images: the gate product on tensor cores (stack_ws_gated_fwd.cu), per
+  // (gated layer, focus) 2 Cf 128 floats, or null.
+  const float *G_ws;
   const float *fc_w, *fc_norm;        // (Cf, F), (F, Cf) or null
   const float *qk_norm, *gate_norm;   // (F, Cf)
   const float *Wq, *Wk;               // (F, Cf, Cf)

@@ -184,9 +184,10 @@ __device__ __forceinline__ void ws_init(uint64_t (&full)[kStages], uint64_t (&em
 
 // The producer warp's part of one product (K x N) of item `it`: its k blocks kb0 .. kb1 - 1 (by
 // default all K / 16) into the ring (stages of kStage floats: A's box, then the B image's block,
-// kOne: its hi plane only), each once the consumers released its stage. Called by the 32 lanes of
-// the producer warp; lane 0 issues the copies.
-template <int N, int K, int kStages, int kStage, bool kOne = false>
+// kOne: its hi plane only; !kA: the B block alone, for a product whose A the consumers hold), each
+// once the consumers released its stage. Called by the 32 lanes of the producer warp; lane 0
+// issues the copies.
+template <int N, int K, int kStages, int kStage, bool kOne = false, bool kA = true>
 __device__ __forceinline__ void ws_fill(float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, const CUtensorMap* tmA,
                                         const WsItem& it, int kb0 = 0, int kb1 = K / kWsK) {
   constexpr int kAFloats = kWsRows * kWsK, kBFloats = ws_b_floats(N, kOne), kBlock = wg_stage_floats(N, kWsKs);
@@ -197,9 +198,9 @@ __device__ __forceinline__ void ws_fill(float* ring, uint64_t* full, uint64_t* e
     ws_bar_wait(&empty[pp.stage], pp.phase ^ 1u);  // the consumers are done with its previous block
     float* dst = ring + pp.stage * kStage;
     if ((threadIdx.x & 31) == 0) {  // the whole box counts, rows past the end included (zeros)
-      ws_bar_expect(&full[pp.stage], kBBytes + kABytes);
+      ws_bar_expect(&full[pp.stage], kBBytes + (kA ? kABytes : 0u));
       ws_bulk(dst + kAFloats, it.B + static_cast<size_t>(kb) * kBlock, kBBytes, &full[pp.stage]);
-      ws_tma_3d(dst, tmA, it.x + kb * kWsK, it.y, it.z, &full[pp.stage]);
+      if (kA) ws_tma_3d(dst, tmA, it.x + kb * kWsK, it.y, it.z, &full[pp.stage]);
     }
     ws_advance<kStages>(pp);
   }
