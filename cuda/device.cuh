@@ -17,8 +17,8 @@ void check_stack_fits(const Dims& d, const cudaDeviceProp& prop);
 int use_wgmma(const Dims& d, const cudaDeviceProp& prop);
 // The stack's layers on the warp-specialised tile (Dims::stack_ws): on the warpgroup tile, for
 // the shapes stack_ws.cu supports: 1 (every layer but the replay) unless SEZM_CUDA_STACK_WS says
-// 0 (none), 2 (all but the gated backward) or 3 (all; the gated forward in one launch also in one
-// TF32 pass).
+// 0 (none), 2 (all but the gated backward), 3 (all; the gated forward in one launch also in one
+// TF32 pass) or 4 (all; the gated backward in one launch).
 int use_stack_ws(const Dims& d);
 
 }  // namespace sezm::cuda

@@ -354,14 +354,17 @@ void DeviceWeights::upload(const ModelW<double>& w, const Dims& d, MemCounter* m
       if (d.stack_ws) {
         a.put_wg(x.A_ws, As, kWsKs);
         a.put_wg(x.AT_ws, ATs, kWsKs);
-        if (!Gs.empty()) {
-          std::vector<Mat<double>> Gp;  // whole 64-column chunks of the tile's products
-          for (const auto& g : Gs) {
-            Gp.push_back(Mat<double>::Zero(g.rows(), (g.cols() + 63) / 64 * 64));
-            Gp.back().leftCols(g.cols()) = g;
+        // The gate weights with zero columns to whole 64-column chunks of the tile's products.
+        const auto padded = [](const std::vector<Mat<double>>& ms) {
+          std::vector<Mat<double>> out;
+          for (const auto& m : ms) {
+            out.push_back(Mat<double>::Zero(m.rows(), (m.cols() + 63) / 64 * 64));
+            out.back().leftCols(m.cols()) = m;
           }
-          a.put_wg(x.G_ws, Gp, kWsKs);
-        }
+          return out;
+        };
+        if (!Gs.empty()) a.put_wg(x.G_ws, padded(Gs), kWsKs);
+        if (!GTs.empty()) a.put_wg(x.GT_ws, padded(GTs), kWsKs);
       }
     }
     if (d.F > 1) a.put(x.fc_w, b.focus_compete_w);

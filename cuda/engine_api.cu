@@ -16,7 +16,7 @@ std::string CudaEngine::description() const {
          (impl_->d.tf32_one_pass ? "precision tf32 (one TF32 pass)" : "precision fp32") +
          (impl_->d.wgmma ? std::string(", stack on wgmma (") + (impl_->d.tf32_one_pass ? "one TF32 pass" : "3xTF32") +
                                (impl_->d.stack_ws == 2   ? ", WS tile but the gated backward)"
-                                : impl_->d.stack_ws == 3 ? ", WS tile, SEZM_CUDA_STACK_WS=3)"
+                                : impl_->d.stack_ws >= 3 ? ", WS tile, SEZM_CUDA_STACK_WS=" + std::to_string(impl_->d.stack_ws) + ")"
                                 : impl_->d.stack_ws    ? ", WS tile)"
                                                        : ")")
                          : std::string()) +

@@ -203,12 +203,218 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_backward_k(const
   }
 }
 
+
+// ---- 3. SEZM_CUDA_STACK_WS=4 (opt-in; not yet run on a GPU): one launch, no gate pass ----
+// Per item, five phases on one ring whose stages hold A's box, B's block and a second box of the
+// saved z at A's coordinates (ws_fill's kZoff, read by the hooks beside A: ws_land_a):
+//  1. S_pre = z00 G (A = z's scalar-row boxes, B = G's padded image; the forward's product, so S
+//     is the forward's to the bit), S = sigmoid(S_pre);
+//  2. the |m| = 1 product G1' = g1 + (g1 S) W1^T, its hook also adding g1 z1 into s_bar;
+//  3. a pass without a product over the m = 0 blocks of columns Cf .. M0: s_bar += g0 z0;
+//  4. eta G^T (A = eta = s_bar S (1 - S), formed in the hook; B = G^T's padded image, B-only stages);
+//  5. the m = 0 product G0' = g0 + z_bar0 A^T, z_bar0 = [g00 silu'(z00) + eta G^T, g0[:, Cf:] S].
+// Each consumer thread's S, s_bar and eta G^T values are its own (the products' output quad (q4, h)
+// and A's quad (kb = q4, h) cover the same rows and columns 16 q4 + 4 t; stack_ws_gated_fwd.cu):
+// they live in shared memory, thread-major (48 + 48 floats per thread, conflict-free), where the
+// hooks index them by k, a run-time value in the products' k loops.
+// Numerics: S as the one-launch forward's; s_bar in IEEE fp32 FFMA over the orders as they land
+// (|m| = 1, then m = 0); eta G^T in 3xTF32 (kOne: one TF32 pass) where the gate pass uses FFMA.
+template <bool kOne>
+struct WsOneRing {
+  static constexpr int kZBox = kWsRows * kWsK;
+  static constexpr int kStage = ws_stage_floats(192, kOne) + kZBox, kZoff = kStage - kZBox;
+  static constexpr int kStages = kOne ? 4 : 3;
+  static constexpr int kScratch = 2 * 48 * 256;  // S, then s_bar / eta G^T: 48 floats per consumer thread
+  static constexpr int kBytes = (kScratch + kStages * kStage) * static_cast<int>(sizeof(float));
+  static_assert(kBytes + 1024 <= 227 * 1024, "the scratch and the ring fit an SM");
+};
+
+struct WsGatedBwdOne {
+  const float* in;   // (F, Ec, ROW): the layer's output adjoint g (A of the products) and the residual
+  float* out;        // (F, Ec, ROW)
+  const float* B0;   // this layer's A^T images, focus f's at B0 + f 2 M0 M0
+  const float* B1;   // its W1^T images, focus f's at B1 + f 2 (2 M1)^2
+  const float* BG;   // its padded G images (Cf x 128), focus f's at BG + f 2 Cf 128
+  const float* BGT;  // its padded G^T images (L Cf x 64), focus f's at BGT + f 2 L Cf 64
+  int Ec, ROW, ntiles, nitems;
+};
+
+template <int kStages, int kStage, int kZoff, bool kOne>
+__device__ __forceinline__ void one_producer(const WsGatedBwdOne& p, float* ring, uint64_t* full, uint64_t* empty,
+                                             WsPipe& pp, const CUtensorMap* tmA, const CUtensorMap* tmZ) {
+  constexpr int N0 = 128, N1 = 192, NG = 128, NGT = 64;
+  ws_regs_dec<kWsProducerRegs>();
+  if (threadIdx.x >= 32) return;
+  for (int i = blockIdx.x; i < p.nitems; i += ws_grid()) {
+    const int f = i / p.ntiles, y = (i - f * p.ntiles) * kWsRows;
+    const float* b0 = p.B0 + static_cast<size_t>(f) * 2 * N0 * N0;
+    ws_fill<NG, kCf, kStages, kStage, kOne>(ring, full, empty, pp, tmZ,
+                                            WsItem{0, y, f, p.BG + static_cast<size_t>(f) * 2 * kCf * NG});
+    ws_fill<N1, N1, kStages, kStage, kOne, true, kZoff>(ring, full, empty, pp, tmA,
+                                                        WsItem{N0, y, f, p.B1 + static_cast<size_t>(f) * 2 * N1 * N1},
+                                                        0, N1 / kWsK, tmZ);
+    ws_fill<N0, N0, kStages, kStage, kOne, true, kZoff, false>(ring, full, empty, pp, tmA, WsItem{0, y, f, b0},
+                                                               kCf / kWsK, N0 / kWsK, tmZ);
+    ws_fill<NGT, kLC, kStages, kStage, kOne, false>(ring, full, empty, pp, tmA,
+                                                    WsItem{0, y, f, p.BGT + static_cast<size_t>(f) * 2 * kLC * NGT});
+    ws_fill<N0, N0, kStages, kStage, kOne, true, kZoff>(ring, full, empty, pp, tmA, WsItem{0, y, f, b0}, 0,
+                                                        N0 / kWsK, tmZ);
+  }
+}
+
+// A consumer thread's slots (float j at base[256 j]) of the quad at S's column sc (sc % 16 = 4 t),
+// row h: the accumulator indices wg_quad reads.
+__device__ __forceinline__ float4 slot_quad(const float* base, int sc, int h) {
+  const int b = 8 * (sc >> 4) + 2 * h;
+  return make_float4(base[256 * b], base[256 * (b + 1)], base[256 * (b + 4)], base[256 * (b + 5)]);
+}
+__device__ __forceinline__ void slot_fma(float* base, int sc, int h, float4 x, float4 z) {
+  const int b = 8 * (sc >> 4) + 2 * h;
+  base[256 * b] = fmaf(x.x, z.x, base[256 * b]);
+  base[256 * (b + 1)] = fmaf(x.y, z.y, base[256 * (b + 1)]);
+  base[256 * (b + 4)] = fmaf(x.z, z.z, base[256 * (b + 4)]);
+  base[256 * (b + 5)] = fmaf(x.w, z.w, base[256 * (b + 5)]);
+}
+__device__ __forceinline__ float4 mul4(float4 a, float4 b) { return make_float4(a.x * b.x, a.y * b.y, a.z * b.z, a.w * b.w); }
+
+// 2.: A = g1 S (the component's degree), s_bar += g1 z1.
+template <int kZ>
+struct M1Hook {
+  static constexpr int kZoff = kZ;
+  const float *S;
+  float* sbar;
+  int ra0;
+  __device__ __forceinline__ float4 operator()(int row, int k, float4 x, float4 z) const {
+    const int h = row != ra0, sc = (red_l(3 + 1 + k / kCf, 3) - 1) * kCf + k % kCf;
+    slot_fma(sbar, sc, h, x, z);
+    return mul4(x, slot_quad(S, sc, h));
+  }
+};
+// 4.: A = eta = s_bar S (1 - S) (the stage's A box is not landed: x unused).
+struct EtaHook {
+  const float *S, *sbar;
+  int ra0;
+  __device__ __forceinline__ float4 operator()(int row, int k, float4) const {
+    const int h = row != ra0;
+    const float4 s = slot_quad(S, k, h), b = slot_quad(sbar, k, h);
+    return make_float4(b.x * s.x * (1.0f - s.x), b.y * s.y * (1.0f - s.y), b.z * s.z * (1.0f - s.z),
+                       b.w * s.w * (1.0f - s.w));
+  }
+};
+// 5.: A = z_bar0: g00 silu'(z00) + eta G^T on the scalar row's columns, g0 S on the others.
+template <int kZ>
+struct M0Hook {
+  static constexpr int kZoff = kZ;
+  const float *S, *eg;
+  int ra0;
+  __device__ __forceinline__ float4 operator()(int row, int k, float4 x, float4 z) const {
+    const int h = row != ra0;
+    if (k < kCf) {
+      const float4 e = slot_quad(eg, k, h);
+      return make_float4(fmaf(x.x, silu_gradf_(z.x), e.x), fmaf(x.y, silu_gradf_(z.y), e.y),
+                         fmaf(x.z, silu_gradf_(z.z), e.z), fmaf(x.w, silu_gradf_(z.w), e.w));
+    }
+    return mul4(x, slot_quad(S, k - kCf, h));
+  }
+};
+
+template <bool kOne>
+__global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_backward_one_k(const __grid_constant__ WsGatedBwdOne p,
+                                                                               const __grid_constant__ CUtensorMap tmA,
+                                                                               const __grid_constant__ CUtensorMap tmZ) {
+  constexpr int N0 = 128, N1 = 192, NG = 128, NGT = 64;
+  using R = WsOneRing<kOne>;
+  extern __shared__ __align__(128) float ws_dsmem[];
+  __shared__ uint64_t full[R::kStages], empty[R::kStages];
+  float* const ring = ws_dsmem + R::kScratch;
+  ws_init(full, empty);
+  WsPipe pp;
+  if (threadIdx.x < 128) {
+    one_producer<R::kStages, R::kStage, R::kZoff, kOne>(p, ring, full, empty, pp, &tmA, &tmZ);
+    return;
+  }
+  ws_regs_inc<kWsConsumerRegs>();
+  const int ct = threadIdx.x - 128, t = ct & 3;
+  const int ra0 = ws_row(ct, 0), ra1 = ws_row(ct, 1);
+  float* const S = ws_dsmem + ct;               // S's accumulator j at S[256 j], j < 48
+  float* const sbar = ws_dsmem + 48 * 256 + ct;  // s_bar, then eta G^T's accumulators (j < 32)
+  for (int i = blockIdx.x; i < p.nitems; i += gridDim.x) {
+    const int f = i / p.ntiles, row0 = (i - f * p.ntiles) * kWsRows;
+    const size_t fo = static_cast<size_t>(f) * p.Ec * p.ROW;
+    {  // 1. S = sigmoid(z00 G)
+      float g[NG / 2];
+      ws_multiply<NG, kCf, R::kStages, R::kStage, kOne>(ring, full, empty, pp, ct, g);
+#pragma unroll
+      for (int j = 0; j < kLC / 2; ++j) {
+        S[256 * j] = sigmoidf_(g[j]);
+        sbar[256 * j] = 0.0f;
+      }
+    }
+    {  // 2. G1' = g1 + (g1 S) W1^T
+      float acc[N1 / 2];
+      ws_multiply<N1, N1, R::kStages, R::kStage, kOne>(ring, full, empty, pp, ct, acc, M1Hook<R::kZoff>{S, sbar, ra0});
+      residual_epilogue<N1>(p.in, p.out, fo + N0, p.ROW, row0, p.Ec, ct, acc);
+    }
+#pragma unroll 1
+    for (int kb = kCf / kWsK; kb < N0 / kWsK; ++kb) {  // 3. s_bar += g0 z0 (columns Cf .. M0)
+      const int cur = pp.stage;
+      ws_bar_wait(&full[cur], pp.phase);
+      ws_advance<R::kStages>(pp);
+      const float* sA = ring + cur * R::kStage;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = h ? ra1 : ra0;
+        slot_fma(sbar, kb * kWsK + 4 * t - kCf, h, *reinterpret_cast<const float4*>(sA + ws_a_offset(row, 4 * t)),
+                 *reinterpret_cast<const float4*>(sA + R::kZoff + ws_a_offset(row, 4 * t)));
+      }
+      __syncwarp();
+      if ((ct & 31) == 0) ws_bar_arrive(&empty[cur]);
+    }
+    {  // 4. eta G^T, into s_bar's slots once every s_bar value is read
+      float eg[NGT / 2];
+      ws_multiply<NGT, kLC, R::kStages, R::kStage, kOne>(ring, full, empty, pp, ct, eg, EtaHook{S, sbar, ra0});
+#pragma unroll
+      for (int j = 0; j < NGT / 2; ++j) sbar[256 * j] = eg[j];
+    }
+    {  // 5. G0' = g0 + z_bar0 A^T
+      float acc[N0 / 2];
+      ws_multiply<N0, N0, R::kStages, R::kStage, kOne>(ring, full, empty, pp, ct, acc, M0Hook<R::kZoff>{S, sbar, ra0});
+      residual_epilogue<N0>(p.in, p.out, fo, p.ROW, row0, p.Ec, ct, acc);
+    }
+  }
+}
+
+void launch_gated_backward_one(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out,
+                               const float* z, cudaStream_t s) {
+  const size_t lf = static_cast<size_t>(layer) * d.F;
+  const bool one = d.tf32_one_pass != 0;
+  const auto k = one ? stack_ws_gated_backward_one_k<true> : stack_ws_gated_backward_one_k<false>;
+  const int bytes = one ? WsOneRing<true>::kBytes : WsOneRing<false>::kBytes;
+  const int sms = ws_prepare(reinterpret_cast<const void*>(k), bytes, "stack_ws_gated_backward_one_k");
+  WsGatedBwdOne p;
+  p.in = in;
+  p.out = out;
+  p.B0 = w.AT_ws + lf * 2 * d.M0 * d.M0;
+  p.B1 = w.W1T_wg + lf * 2 * static_cast<size_t>(2 * d.M1) * (2 * d.M1);
+  p.BG = w.G_ws + lf * 2 * d.Cf * 128;
+  p.BGT = w.GT_ws + lf * 2 * d.L * d.Cf * 64;
+  p.Ec = Ec;
+  p.ROW = d.ROW;
+  p.ntiles = div_up(Ec, kWsRows);
+  p.nitems = p.ntiles * d.F;
+  k<<<std::min(p.nitems, sms), kWsThreads, bytes, s>>>(p, activations_map(d, Ec, in), activations_map(d, Ec, z));
+}
+
 }  // namespace
 
 void launch_gated_backward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out, float* z,
                            cudaStream_t s) {
   if (d.ROW != 10 * kCf)
     throw Error("launch_gated_backward: rows of ten 32-wide blocks expected (Cf = 32, L = 3)");
+  if (d.stack_ws == 4 && w.G_ws != nullptr && w.GT_ws != nullptr) {
+    launch_gated_backward_one(d, w, layer, Ec, in, out, z, s);
+    return;
+  }
   const size_t lf = static_cast<size_t>(layer) * d.F;
   GateBwd gp;
   gp.g = in;

@@ -184,23 +184,30 @@ __device__ __forceinline__ void ws_init(uint64_t (&full)[kStages], uint64_t (&em
 
 // The producer warp's part of one product (K x N) of item `it`: its k blocks kb0 .. kb1 - 1 (by
 // default all K / 16) into the ring (stages of kStage floats: A's box, then the B image's block,
-// kOne: its hi plane only; !kA: the B block alone, for a product whose A the consumers hold), each
+// kOne: its hi plane only; !kA: the B block alone, for a product whose A the consumers hold; !kB:
+// A's box alone, for a pass without a product; kZoff > 0: also the box of tmZ at the same
+// coordinates at kZoff floats into the stage, for an AX hook that reads both, ws_land_a), each
 // once the consumers released its stage. Called by the 32 lanes of the producer warp; lane 0
 // issues the copies.
-template <int N, int K, int kStages, int kStage, bool kOne = false, bool kA = true>
+template <int N, int K, int kStages, int kStage, bool kOne = false, bool kA = true, int kZoff = 0, bool kB = true>
 __device__ __forceinline__ void ws_fill(float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, const CUtensorMap* tmA,
-                                        const WsItem& it, int kb0 = 0, int kb1 = K / kWsK) {
+                                        const WsItem& it, int kb0 = 0, int kb1 = K / kWsK,
+                                        const CUtensorMap* tmZ = nullptr) {
   constexpr int kAFloats = kWsRows * kWsK, kBFloats = ws_b_floats(N, kOne), kBlock = wg_stage_floats(N, kWsKs);
   constexpr uint32_t kABytes = kAFloats * sizeof(float), kBBytes = kBFloats * sizeof(float);
   static_assert(kAFloats + kBFloats <= kStage && kStage % 32 == 0, "a stage holds A's box and B's block, 128-byte aligned");
+  static_assert(kZoff == 0 || (kZoff >= kAFloats + kBFloats && kZoff + kAFloats <= kStage && kZoff % 32 == 0),
+                "the Z box after A and B, inside the stage, 128-byte aligned");
+  constexpr uint32_t kBytes = (kA ? kABytes : 0u) + (kB ? kBBytes : 0u) + (kZoff > 0 ? kABytes : 0u);
 #pragma unroll 1
   for (int kb = kb0; kb < kb1; ++kb) {
     ws_bar_wait(&empty[pp.stage], pp.phase ^ 1u);  // the consumers are done with its previous block
     float* dst = ring + pp.stage * kStage;
     if ((threadIdx.x & 31) == 0) {  // the whole box counts, rows past the end included (zeros)
-      ws_bar_expect(&full[pp.stage], kBBytes + (kA ? kABytes : 0u));
-      ws_bulk(dst + kAFloats, it.B + static_cast<size_t>(kb) * kBlock, kBBytes, &full[pp.stage]);
+      ws_bar_expect(&full[pp.stage], kBytes);
+      if (kB) ws_bulk(dst + kAFloats, it.B + static_cast<size_t>(kb) * kBlock, kBBytes, &full[pp.stage]);
       if (kA) ws_tma_3d(dst, tmA, it.x + kb * kWsK, it.y, it.z, &full[pp.stage]);
+      if (kZoff > 0) ws_tma_3d(dst + kZoff, tmZ, it.x + kb * kWsK, it.y, it.z, &full[pp.stage]);
     }
     ws_advance<kStages>(pp);
   }
@@ -221,6 +228,16 @@ struct WsAsIs {
 // thread's two rows ra0, ra1 (k = 4 t ..), pass them through ax and return them in fragment order
 // (step s, element e: (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4), i.e. k = ws_frag_k(s, t),
 // ws_frag_k(s, t + 4)) with the stage's index; ws_product and ws_product_one round / split them.
+// An AX with a member kZoff > 0 (ws_fill's) is called as ax(row, k, x, zx), zx the stage's Z box's
+// elements at the same place.
+template <class AX, class = void>
+struct WsZoff {
+  static constexpr int value = 0;
+};
+template <class AX>
+struct WsZoff<AX, decltype(void(AX::kZoff))> {
+  static constexpr int value = AX::kZoff;
+};
 template <int kStages, int kStage, class AX>
 __device__ __forceinline__ int ws_land_a(const float* ring, uint64_t* full, WsPipe& pp, int ra0, int ra1, int t, int kb,
                                          AX& ax, float (&f)[kWsKs][4]) {
@@ -228,8 +245,16 @@ __device__ __forceinline__ int ws_land_a(const float* ring, uint64_t* full, WsPi
   ws_bar_wait(&full[cur], pp.phase);
   ws_advance<kStages>(pp);
   const float* sA = ring + cur * kStage;
-  const float4 x0 = ax(ra0, kb * kWsK + 4 * t, *reinterpret_cast<const float4*>(sA + ws_a_offset(ra0, 4 * t)));
-  const float4 x1 = ax(ra1, kb * kWsK + 4 * t, *reinterpret_cast<const float4*>(sA + ws_a_offset(ra1, 4 * t)));
+  const auto a4 = [&](const float* s, int row) { return *reinterpret_cast<const float4*>(s + ws_a_offset(row, 4 * t)); };
+  float4 x0, x1;
+  if constexpr (WsZoff<AX>::value > 0) {
+    constexpr int kZ = WsZoff<AX>::value;
+    x0 = ax(ra0, kb * kWsK + 4 * t, a4(sA, ra0), a4(sA + kZ, ra0));
+    x1 = ax(ra1, kb * kWsK + 4 * t, a4(sA, ra1), a4(sA + kZ, ra1));
+  } else {
+    x0 = ax(ra0, kb * kWsK + 4 * t, a4(sA, ra0));
+    x1 = ax(ra1, kb * kWsK + 4 * t, a4(sA, ra1));
+  }
   const float v0[4] = {x0.x, x0.y, x0.z, x0.w}, v1[4] = {x1.x, x1.y, x1.z, x1.w};
 #pragma unroll
   for (int s = 0; s < kWsKs; ++s) {
