@@ -59,6 +59,37 @@ __device__ __forceinline__ void residual_epilogue(const float* in, float* out, s
 // ---- the gated layers' shapes ----
 constexpr int kCf = 32, kLC = 3 * kCf;  // ws_shape: Cf = 32, L = 3
 
+// S_pre = z00 G of a warp's kStep rows at columns d Cf + lane (d < L), IEEE fp32 FFMA with a in
+// order: the gate passes' (stack_ws_gated_fwd.cu, stack_ws_gated_bwd.cu), lane c owning channel c.
+// Zb: the rows' z00 in shared memory; Gs: G's rows gst floats apart in shared memory.
+template <int kStep>
+__device__ __forceinline__ void gate_pre_lanes(const float (*Zb)[kCf], const float* Gs, int gst, int lane,
+                                               float (&S)[kStep][kLC / kCf]) {
+  constexpr int kL = kLC / kCf;
+#pragma unroll
+  for (int q = 0; q < kStep; ++q)
+#pragma unroll
+    for (int d = 0; d < kL; ++d) S[q][d] = 0.0f;
+#pragma unroll 2
+  for (int a4 = 0; a4 < kCf; a4 += 4) {
+    float4 zq[kStep];
+#pragma unroll
+    for (int q = 0; q < kStep; ++q) zq[q] = *reinterpret_cast<const float4*>(&Zb[q][a4]);
+#pragma unroll
+    for (int aa = 0; aa < 4; ++aa) {
+      float gw[kL];
+#pragma unroll
+      for (int d = 0; d < kL; ++d) gw[d] = Gs[(a4 + aa) * gst + d * kCf + lane];
+#pragma unroll
+      for (int q = 0; q < kStep; ++q) {
+        const float za = aa == 0 ? zq[q].x : aa == 1 ? zq[q].y : aa == 2 ? zq[q].z : zq[q].w;
+#pragma unroll
+        for (int d = 0; d < kL; ++d) S[q][d] = fmaf(za, gw[d], S[q][d]);
+      }
+    }
+  }
+}
+
 // ---- the split gated kernels (stack_ws_gated_fwd.cu, stack_ws_gated_bwd.cu) ----
 // A gate pass writes a row of T (128 floats: the scalar row, then S's L Cf columns) over the
 // first 128 columns of a scratch row; the product kernel lands each item's T by TMA beside its

@@ -80,28 +80,7 @@ __global__ void __launch_bounds__(kGateWarps * 32) gate_backward_k(const GateBwd
     __syncwarp();
     // S = sigmoid(z00 G) at columns d Cf + lane, a in order; then eta in place of s_bar.
     float S[kGateStep][kL3];
-#pragma unroll
-    for (int q = 0; q < kGateStep; ++q)
-#pragma unroll
-      for (int d = 0; d < kL3; ++d) S[q][d] = 0.0f;
-#pragma unroll 2
-    for (int a4 = 0; a4 < kCf; a4 += 4) {
-      float4 zq[kGateStep];
-#pragma unroll
-      for (int q = 0; q < kGateStep; ++q) zq[q] = *reinterpret_cast<const float4*>(&Zb[w][q][a4]);
-#pragma unroll
-      for (int aa = 0; aa < 4; ++aa) {
-        float gw[kL3];
-#pragma unroll
-        for (int d = 0; d < kL3; ++d) gw[d] = Gs[(a4 + aa) * kGst + d * kCf + lane];
-#pragma unroll
-        for (int q = 0; q < kGateStep; ++q) {
-          const float za = aa == 0 ? zq[q].x : aa == 1 ? zq[q].y : aa == 2 ? zq[q].z : zq[q].w;
-#pragma unroll
-          for (int d = 0; d < kL3; ++d) S[q][d] = fmaf(za, gw[d], S[q][d]);
-        }
-      }
-    }
+    gate_pre_lanes<kGateStep>(Zb[w], Gs, kGst, lane, S);
 #pragma unroll
     for (int q = 0; q < kGateStep; ++q)
 #pragma unroll

@@ -96,28 +96,7 @@ __global__ void __launch_bounds__(kGfWarps * 32) gate_forward_k(const GateFwd p)
     __syncwarp();
     // S = sigmoid(z00 G) at columns d Cf + lane, a in order.
     float S[kGfStep][kL3];
-#pragma unroll
-    for (int q = 0; q < kGfStep; ++q)
-#pragma unroll
-      for (int d = 0; d < kL3; ++d) S[q][d] = 0.0f;
-#pragma unroll 2
-    for (int a4 = 0; a4 < kCf; a4 += 4) {
-      float4 zq[kGfStep];
-#pragma unroll
-      for (int q = 0; q < kGfStep; ++q) zq[q] = *reinterpret_cast<const float4*>(&Zb[w][q][a4]);
-#pragma unroll
-      for (int aa = 0; aa < 4; ++aa) {
-        float gw[kL3];
-#pragma unroll
-        for (int d = 0; d < kL3; ++d) gw[d] = Gs[(a4 + aa) * kLC + d * kCf + lane];
-#pragma unroll
-        for (int q = 0; q < kGfStep; ++q) {
-          const float za = aa == 0 ? zq[q].x : aa == 1 ? zq[q].y : aa == 2 ? zq[q].z : zq[q].w;
-#pragma unroll
-          for (int d = 0; d < kL3; ++d) S[q][d] = fmaf(za, gw[d], S[q][d]);
-        }
-      }
-    }
+    gate_pre_lanes<kGfStep>(Zb[w], Gs, kLC, lane, S);
 #pragma unroll
     for (int q = 0; q < kGfStep; ++q) {
       if (rb + q >= end) continue;
