@@ -186,8 +186,9 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_backward_k(const
 // ---- 3. SEZM_CUDA_STACK_WS=4 (opt-in; not yet run on a GPU): one launch, no gate pass ----
 // Per item, five phases on one ring whose stages hold A's box, B's block and a second box of the
 // saved z at A's coordinates (ws_fill's kZoff, read by the hooks beside A: ws_land_a):
-//  1. S_pre = z00 G (A = z's scalar-row boxes, B = G's padded image; the forward's product, so S
-//     is the forward's to the bit), S = sigmoid(S_pre);
+//  1. S_pre = z00 G (A = z's scalar-row boxes, B = G's padded image: the one-launch forward's
+//     product, so in fp32 S is the forward's to the bit; with `precision tf32` the forward's split
+//     form computes S in FFMA, and the two differ at TF32 rounding), S = sigmoid(S_pre);
 //  2. the |m| = 1 product G1' = g1 + (g1 S) W1^T, its hook also adding g1 z1 into s_bar;
 //  3. a pass without a product over the m = 0 blocks of columns Cf .. M0: s_bar += g0 z0;
 //  4. eta G^T (A = eta = s_bar S (1 - S), formed in the hook; B = G^T's padded image, B-only stages);
