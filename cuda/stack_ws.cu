@@ -64,11 +64,8 @@ void launch_group(const Dims& d, int Ec, const float* in, float* out, const floa
   p.out = out;
   p.bstride = 2 * static_cast<size_t>(N) * N;
   p.B = img;
-  p.Ec = Ec;
-  p.ROW = d.ROW;
   p.col0 = col0;
-  p.ntiles = div_up(Ec, kWsRows);
-  p.nitems = p.ntiles * d.F;
+  set_ws_items(p, d, Ec);
   k<<<std::min(p.nitems, sms), kWsThreads, bytes, s>>>(p, tm);
 }
 

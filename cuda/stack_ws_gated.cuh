@@ -56,6 +56,15 @@ __device__ __forceinline__ void residual_epilogue(const float* in, float* out, s
     }
 }
 
+// The work items of a WS stack launch's parameters p: a focus's 128-row tile each, focus-major.
+template <class P>
+void set_ws_items(P& p, const Dims& d, int Ec) {
+  p.Ec = Ec;
+  p.ROW = d.ROW;
+  p.ntiles = div_up(Ec, kWsRows);
+  p.nitems = p.ntiles * d.F;
+}
+
 // ---- the gated layers' shapes ----
 constexpr int kCf = 32, kLC = 3 * kCf;  // ws_shape: Cf = 32, L = 3
 
@@ -148,6 +157,27 @@ __device__ __forceinline__ void t_producer(const P& p, float* ring, float* T, ui
     ws_fill<N1, N1, kStages, kStage, kOne>(ring, full, empty, pp, tmA,
                                            WsItem{N0, y, f, p.B1 + static_cast<size_t>(f) * 2 * N1 * N1});
   }
+}
+
+// The split product kernels' start, by all threads: the ring's and T's barriers (t_full: the
+// producer's; t_empty: one arrival per consumer warp), then the producer warpgroup runs t_producer
+// and gets false; the consumers get true with their registers raised. smem: T, then the ring.
+template <bool kOne, class P, int kStages = WsTRing<kOne>::kStages>
+__device__ __forceinline__ bool t_kernel_start(const P& p, float* smem, uint64_t (&full)[kStages],
+                                               uint64_t (&empty)[kStages], uint64_t* t_full, uint64_t* t_empty,
+                                               WsPipe& pp, const CUtensorMap* tmA, const CUtensorMap* tmT) {
+  if (threadIdx.x == 0) {  // before ws_init's barrier
+    ws_bar_init(t_full, 1);
+    ws_bar_init(t_empty, 8);
+  }
+  ws_init(full, empty);
+  if (threadIdx.x < 128) {
+    t_producer<kStages, WsTRing<kOne>::kStage, kOne>(p, smem + kTFloats, smem, full, empty, t_full, t_empty, pp, tmA,
+                                                     tmT);
+    return false;
+  }
+  ws_regs_inc<kWsConsumerRegs>();
+  return true;
 }
 
 }  // namespace

@@ -143,17 +143,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_backward_k(const
   __shared__ uint64_t full[R::kStages], empty[R::kStages], t_full, t_empty;
   float* const T = ws_dsmem;
   float* const ring = ws_dsmem + kTFloats;
-  if (threadIdx.x == 0) {  // before ws_init's barrier
-    ws_bar_init(&t_full, 1);
-    ws_bar_init(&t_empty, 8);  // one arrival per consumer warp
-  }
-  ws_init(full, empty);
   WsPipe pp;
-  if (threadIdx.x < 128) {
-    t_producer<R::kStages, R::kStage, kOne>(p, ring, T, full, empty, &t_full, &t_empty, pp, &tmA, &tmT);
-    return;
-  }
-  ws_regs_inc<kWsConsumerRegs>();
+  if (!t_kernel_start<kOne>(p, ws_dsmem, full, empty, &t_full, &t_empty, pp, &tmA, &tmT)) return;
   const int ct = threadIdx.x - 128;
   uint32_t tph = 0;
   for (int i = blockIdx.x; i < p.nitems; i += gridDim.x) {
@@ -378,10 +369,7 @@ void launch_gated_backward_one(const Dims& d, const BlockWDev& w, int layer, int
   p.B1 = w.W1T_wg + lf * 2 * static_cast<size_t>(2 * d.M1) * (2 * d.M1);
   p.BG = w.G_ws + lf * 2 * d.Cf * 128;
   p.BGT = w.GT_ws + lf * 2 * d.L * d.Cf * 64;
-  p.Ec = Ec;
-  p.ROW = d.ROW;
-  p.ntiles = div_up(Ec, kWsRows);
-  p.nitems = p.ntiles * d.F;
+  set_ws_items(p, d, Ec);
   k<<<std::min(p.nitems, sms), kWsThreads, bytes, s>>>(p, activations_map(d, Ec, in), activations_map(d, Ec, z));
 }
 
@@ -416,10 +404,7 @@ void launch_gated_backward(const Dims& d, const BlockWDev& w, int layer, int Ec,
   p.out = out;
   p.B0 = w.AT_ws + lf * 2 * d.M0 * d.M0;
   p.B1 = w.W1T_wg + lf * 2 * static_cast<size_t>(2 * d.M1) * (2 * d.M1);
-  p.Ec = Ec;
-  p.ROW = d.ROW;
-  p.ntiles = div_up(Ec, kWsRows);
-  p.nitems = p.ntiles * d.F;
+  set_ws_items(p, d, Ec);
   k<<<std::min(p.nitems, sms), kWsThreads, bytes, s>>>(p, tmA, tmT);
 }
 

@@ -138,17 +138,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_forward_k(const 
   __shared__ uint64_t full[R::kStages], empty[R::kStages], t_full, t_empty;
   float* const T = ws_dsmem;
   float* const ring = ws_dsmem + kTFloats;
-  if (threadIdx.x == 0) {  // before ws_init's barrier
-    ws_bar_init(&t_full, 1);
-    ws_bar_init(&t_empty, 8);  // one arrival per consumer warp
-  }
-  ws_init(full, empty);
   WsPipe pp;
-  if (threadIdx.x < 128) {
-    t_producer<R::kStages, R::kStage, kOne>(p, ring, T, full, empty, &t_full, &t_empty, pp, &tmA, &tmT);
-    return;
-  }
-  ws_regs_inc<kWsConsumerRegs>();
+  if (!t_kernel_start<kOne>(p, ws_dsmem, full, empty, &t_full, &t_empty, pp, &tmA, &tmT)) return;
   const int ct = threadIdx.x - 128;
   const int ra[2] = {ws_row(ct, 0), ws_row(ct, 1)};
   uint32_t tph = 0;
@@ -343,10 +334,7 @@ void launch_gated_tc(const Dims& d, const BlockWDev& w, int layer, int Ec, const
   p.B0 = w.A_ws + lf * 2 * d.M0 * d.M0;
   p.BG = w.G_ws + lf * 2 * d.Cf * kNG;
   p.B1 = w.W1_wg + lf * 2 * static_cast<size_t>(2 * d.M1) * (2 * d.M1);
-  p.Ec = Ec;
-  p.ROW = d.ROW;
-  p.ntiles = div_up(Ec, kWsRows);
-  p.nitems = p.ntiles * d.F;
+  set_ws_items(p, d, Ec);
   k<<<std::min(p.nitems, sms), kWsThreads, bytes, s>>>(p, activations_map(d, Ec, in));
 }
 
@@ -387,10 +375,7 @@ void launch_gated_forward(const Dims& d, const BlockWDev& w, int layer, int Ec, 
   p.zsave = zsave;
   p.B0 = w.A_ws + lf * 2 * d.M0 * d.M0;
   p.B1 = w.W1_wg + lf * 2 * static_cast<size_t>(2 * d.M1) * (2 * d.M1);
-  p.Ec = Ec;
-  p.ROW = d.ROW;
-  p.ntiles = div_up(Ec, kWsRows);
-  p.nitems = p.ntiles * d.F;
+  set_ws_items(p, d, Ec);
   k<<<std::min(p.nitems, sms), kWsThreads, bytes, s>>>(p, tmA, tmT);
 }
 
