@@ -67,6 +67,7 @@ void launch_group(const Dims& d, int Ec, const float* in, float* out, const floa
   p.col0 = col0;
   set_ws_items(p, d, Ec);
   k<<<std::min(p.nitems, sms), kWsThreads, bytes, s>>>(p, tm);
+  SEZM_LAUNCH("stack_ws_linear_k");
 }
 
 }  // namespace

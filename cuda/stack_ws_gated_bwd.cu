@@ -371,6 +371,7 @@ void launch_gated_backward_one(const Dims& d, const BlockWDev& w, int layer, int
   p.BGT = w.GT_ws + lf * 2 * d.L * d.Cf * 64;
   set_ws_items(p, d, Ec);
   k<<<std::min(p.nitems, sms), kWsThreads, bytes, s>>>(p, activations_map(d, Ec, in), activations_map(d, Ec, z));
+  SEZM_LAUNCH("stack_ws_gated_backward_one_k");
 }
 
 }  // namespace
@@ -406,6 +407,7 @@ void launch_gated_backward(const Dims& d, const BlockWDev& w, int layer, int Ec,
   p.B1 = w.W1T_wg + lf * 2 * static_cast<size_t>(2 * d.M1) * (2 * d.M1);
   set_ws_items(p, d, Ec);
   k<<<std::min(p.nitems, sms), kWsThreads, bytes, s>>>(p, tmA, tmT);
+  SEZM_LAUNCH("stack_ws_gated_backward_k");
 }
 
 }  // namespace sezm::cuda

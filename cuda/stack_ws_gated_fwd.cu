@@ -336,6 +336,7 @@ void launch_gated_tc(const Dims& d, const BlockWDev& w, int layer, int Ec, const
   p.B1 = w.W1_wg + lf * 2 * static_cast<size_t>(2 * d.M1) * (2 * d.M1);
   set_ws_items(p, d, Ec);
   k<<<std::min(p.nitems, sms), kWsThreads, bytes, s>>>(p, activations_map(d, Ec, in));
+  SEZM_LAUNCH("stack_ws_gated_tc_k");
 }
 
 }  // namespace
@@ -377,6 +378,7 @@ void launch_gated_forward(const Dims& d, const BlockWDev& w, int layer, int Ec, 
   p.B1 = w.W1_wg + lf * 2 * static_cast<size_t>(2 * d.M1) * (2 * d.M1);
   set_ws_items(p, d, Ec);
   k<<<std::min(p.nitems, sms), kWsThreads, bytes, s>>>(p, tmA, tmT);
+  SEZM_LAUNCH("stack_ws_gated_forward_k");
 }
 
 }  // namespace sezm::cuda
