@@ -91,9 +91,8 @@ struct BlockWDev {
   // images: the gate product on tensor cores (stack_ws_gated_fwd.cu), per
   // (gated layer, focus) 2 Cf 128 floats, or null.
   const float *G_ws;
-  // G^T (L Cf x Cf) padded the same way (96 x 64), as the same images: the one-launch gated backward's
-  // eta G^T (stack_ws_gated_bwd.cu, SEZM_CUDA_STACK_WS=4), per (gated layer, focus) 2 L Cf 64 floats,
-  // or null.
+  // G^T (L Cf x Cf) padded the same way (96 x 64), as the same images: the gated backward's eta G^T
+  // (stack_ws_gated_bwd.cu), per (gated layer, focus) 2 L Cf 64 floats, or null.
   const float *GT_ws;
   const float *fc_w, *fc_norm;        // (Cf, F), (F, Cf) or null
   const float *qk_norm, *gate_norm;   // (F, Cf)

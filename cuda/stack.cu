@@ -398,8 +398,7 @@ void launch_stack(const Dims& d, const BlockWDev& w, int layer, int Ec, const fl
         SEZM_LAUNCH(pass == Pass::kBackward ? "stack_ws_backward" : "stack_ws_forward");
         return;
       }
-      // Stack_ws 2: the gated backward stays on wg_tile. On the WS tile (stack_ws_gated_bwd.cu) it
-      // overwrites z's first 128 columns with its gate pass's results: z is dead after it.
+      // Stack_ws 2: the gated backward stays on wg_tile.
       const bool ws_bwd = d.stack_ws != 2;
       if (pass == Pass::kForward || (pass == Pass::kBackward && ws_bwd)) {
         launch_stack_ws_gated(d, w, layer, Ec, in, out, z, pass == Pass::kBackward, s);

@@ -18,8 +18,7 @@ bool ws_shape(const Dims& d);
 void launch_stack_ws_linear(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out, bool bwd,
                             cudaStream_t s);
 // A gated layer's forward (not its replay; z: Zsave as launch_stack_layer_forward's, or null) or
-// backward (z: the saved pre-activations, their first 128 columns overwritten) on it; one TF32 pass
-// with tf32_one_pass.
+// backward (z: the saved pre-activations, read) on it; one TF32 pass with tf32_one_pass.
 void launch_stack_ws_gated(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out, float* z,
                            bool bwd, cudaStream_t s);
 // Zsave: the gated layer's pre-activations are written there (fast mode, lean recompute, the
@@ -29,9 +28,8 @@ void launch_stack_layer_forward(const Dims& d, const BlockWDev& w, int layer, in
 // Fast mode's backward: a gated layer re-applied from its kept pre-activations Z (no GEMM).
 void launch_stack_layer_replay(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* Uin, float* Uout,
                                const float* Z, cudaStream_t s);
-// The layer's backward: Gout = the adjoint of its input from Gin, that of its output. A gated
-// layer's Z (its kept pre-activations) is consumed: the warp-specialised backward overwrites part
-// of it (stack_ws_gated_bwd.cu), so a layer's backward runs once per forward (or replay).
+// The layer's backward: Gout = the adjoint of its input from Gin, that of its output; a gated
+// layer's Z (its kept pre-activations) is read.
 void launch_stack_layer_backward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* Gin, float* Gout,
                                  float* Z, cudaStream_t s);
 

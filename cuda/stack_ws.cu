@@ -2,9 +2,8 @@
 // warp-specialised persistent tile (wgmma_ws.cuh; Dims::stack_ws: by default every layer but the replay), per |m|
 // group W = A (m = 0, K = N = M0 = 128) or the assembled |m| = 1 weight (K = N = 2 M1 = 192):
 //  identity layers: forward U' = U + U W, backward G' = G + G W^T;
-//  gated layers: forward and backward as stack_forward_k / stack_backward_k: the forward in one
-//  launch with its gate product on the tensor cores (stack_ws_gated_fwd.cu), the backward split in
-//  a gate pass and a product kernel (stack_ws_gated_bwd.cu).
+//  gated layers: forward and backward as stack_forward_k / stack_backward_k, one launch each with
+//  the gate products on the tensor cores too (stack_ws_gated_fwd.cu, stack_ws_gated_bwd.cu).
 // The replay of gated layers (no product) stays on stack.cu's kernels. With `precision tf32`
 // (Dims::tf32_one_pass) every product here is one TF32 pass.
 //
@@ -18,10 +17,10 @@
 // order); the residual added as stack_forward_k / stack_backward_k do (u + z, IEEE fp32). An
 // identity layer's |m| = 1 group's bits equal the old kernel's (the same image, kS = 2); m = 0's
 // differ by the partials' grouping (the old kernel's image has k blocks of 4 steps there). The
-// gated forward's S = sigmoid(z00 G) is a tensor-core product as in the old kernel; the backward's
-// gate pass recomputes S and forms eta G^T in IEEE fp32 FFMA: their bits differ from the old
-// kernel's, and so do the products that use them. One TF32 pass: wg_tile's one-pass arithmetic
-// (wgmma_ws.cuh, ws_product_one), the backward's gate pass still IEEE FFMA.
+// gated layers' gate products (S = sigmoid(z00 G), eta G^T) are tensor-core products as in the old
+// kernel, on other images and with s_bar summed in another order: their bits differ, and so do the
+// products that use them. One TF32 pass: wg_tile's one-pass arithmetic (wgmma_ws.cuh,
+// ws_product_one).
 // CPU twin: the mixing stack in engine/so2_convolution.h.
 #include <cstdint>
 

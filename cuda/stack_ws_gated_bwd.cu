@@ -1,22 +1,25 @@
-// A gated layer's backward (docs/model.md §7.10; stack_backward_k's maths, stack.cu) in two launches:
-//  1. the gate pass (gate_backward_k), per edge row, a plain SIMT kernel at full occupancy:
-//       s_bar = sum over the three orders of each degree of g z, S = sigmoid(z00 G),
-//       eta = s_bar S (1 - S), z_bar00 = g00 silu'(z00) + eta G^T,
-//     written over the row's first 128 saved pre-activations as T = [z_bar00 (Cf) | S (L Cf)] (z is
-//     dead after this layer's backward: launch_stack_layer_backward, stack.cuh);
-//  2. the products on the warp-specialised persistent tile (wgmma_ws.cuh; stack_ws.cu has the other
-//     layer kinds and the layout: one item = a focus's 128-row tile, both |m| groups), the item's T
-//     landed in shared memory by the producer (TMA, A's box format) beside the ring:
-//       G0' = g0 + z_bar0 A^T (z_bar0 = [z_bar00, g0' S]), G1' = g1 + (g1 S) W1^T,
-//     the products' A formed in registers from the landed g and T (ws_product's ax).
-// Why (docs/performance.md, 2026-12-02): with the gate inside the persistent kernel its global loads
-// of g and z sat on the consumers' critical path with no other warp to hide them (84 us per item
-// against 24 for an identity layer, 84 % of cycles without an eligible warp). Split, the gate pass is
-// a bandwidth-bound stream (g and z read once, 512 B per row written) and the product kernel an
-// identity layer's with a scaled A.
-// Numerics: IEEE fp32 FFMA in the gate, every sum in the order of the kernel this replaces (S over a
-// in order; eta G^T over k < 48 and k >= 48 in order, the first half's sum + the second's), so T
-// holds its values bit for bit; the products 3xTF32 as the tile's (or, kOne, one TF32 pass).
+// A gated layer's backward (docs/model.md §7.10; stack_backward_k's maths, stack.cu) on the
+// warp-specialised persistent tile (wgmma_ws.cuh; stack_ws.cu has the layout: one item = a focus's
+// 128-row tile, both |m| groups), in one launch:
+//   S = sigmoid(z00 G), s_bar = sum over the three orders of each degree of g z,
+//   eta = s_bar S (1 - S), z_bar00 = g00 silu'(z00) + eta G^T,
+//   G0' = g0 + z_bar0 A^T (z_bar0 = [z_bar00, g0[:, Cf:] S]), G1' = g1 + (g1 S) W1^T.
+// Per item, five phases on one ring whose stages hold A's box (g), B's block and a second box of
+// the saved z at A's coordinates (ws_fill's kZoff, read by the hooks beside A: ws_land_a):
+//  1. S_pre = z00 G (A = z's scalar-row boxes, B = G's image zero-padded to 128 columns: the
+//     forward's gate product, stack_ws_gated_fwd.cu, so S is the forward's to the bit), S = sigmoid;
+//  2. the |m| = 1 product G1', its hook also adding g1 z1 into s_bar;
+//  3. a pass without a product over the m = 0 blocks of columns Cf .. M0: s_bar += g0 z0;
+//  4. eta G^T (A = eta, formed in the hook; B = G^T's padded image, B-only stages);
+//  5. the m = 0 product G0'.
+// Each consumer thread's S, s_bar and eta G^T values are its own (the products' output quad (q4, h)
+// and A's quad (kb = q4, h) cover the same rows and columns 16 q4 + 4 t; stack_ws_gated_fwd.cu):
+// they live in shared memory, thread-major (48 + 48 floats per thread, conflict-free), where the
+// hooks index them by k, a run-time value in the products' k loops. z is only read.
+// Why (docs/performance.md, 2026-12-03): a SIMT gate pass writing [z_bar00 | S] beside the product
+// kernel (removed) took 14.05 ms of the 4,096-atom lean call's gated backward; this launch 12.32.
+// Numerics: S as the forward's; s_bar in IEEE fp32 FFMA over the orders as they land (|m| = 1, then
+// m = 0); eta G^T and the products in 3xTF32 (kOne, `precision tf32`: one TF32 pass).
 // CPU twin: the mixing stack's backward in engine/so2_convolution.h.
 #include <cstdint>
 
@@ -25,182 +28,19 @@
 namespace sezm::cuda {
 namespace {
 
-constexpr int kL3 = kLC / kCf;  // the degrees l = 1 .. L (L = 3)
-
-// ---- 1. the gate pass ----
-// Block: 4 warps x 16 rows of one focus; a warp takes 4 rows per step, lane c owning channel c
-// (column c of each of the row's ten 32-wide blocks: coalesced 128-byte loads). The 4 rows share
-// each read of G (shared memory, rows padded to kLC + 1 floats: lane c's reads of G[a][k + c] and of
-// G[c][k] both hit 32 banks) and read z00 and eta of the others by shared-memory broadcast.
-constexpr int kGateWarps = 4, kGateStep = 4, kGateBlockRows = 64;
-constexpr int kGst = kLC + 1;
-
-struct GateBwd {
-  const float* g;  // (F, Ec, ROW): the layer's output adjoint
-  float* z;        // (F, Ec, ROW): the saved pre-activations; T written over columns 0 .. 127
-  const float* G;  // the gate weights (Cf, L Cf) row-major, focus f's at G + f Cf L Cf
-  int Ec, ROW;
-};
-
-__global__ void __launch_bounds__(kGateWarps * 32) gate_backward_k(const GateBwd p) {
-  __shared__ float Gs[kCf * kGst];
-  __shared__ __align__(16) float Zb[kGateWarps][kGateStep][kCf];
-  __shared__ __align__(16) float Eb[kGateWarps][kGateStep][kLC];
-  const int f = blockIdx.y, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-  const float* Gf = p.G + static_cast<size_t>(f) * kCf * kLC;
-  for (int i = threadIdx.x; i < kCf * kLC; i += kGateWarps * 32) Gs[(i / kLC) * kGst + i % kLC] = __ldg(Gf + i);
-  __syncthreads();
-  const size_t fo = static_cast<size_t>(f) * p.Ec * p.ROW;
-  const int end = min(p.Ec, (blockIdx.x + 1) * kGateBlockRows);
-  for (int rb = blockIdx.x * kGateBlockRows + w * kGateStep; rb < end; rb += kGateWarps * kGateStep) {
-    float g00[kGateStep], z00[kGateStep], sb[kGateStep][kL3];
-#pragma unroll
-    for (int q = 0; q < kGateStep; ++q) {
-      const bool live = rb + q < end;
-      const float* g = p.g + fo + static_cast<size_t>(rb + q) * p.ROW + lane;
-      const float* z = p.z + fo + static_cast<size_t>(rb + q) * p.ROW + lane;  // plain loads: written below
-      float gv[10], zv[10];  // the row's ten 32-wide blocks at channel `lane`
-#pragma unroll
-      for (int k = 0; k < 10; ++k) {
-        gv[k] = live ? __ldg(g + kCf * k) : 0.0f;
-        zv[k] = live ? z[kCf * k] : 0.0f;
-      }
-      // s_bar of degree d + 1: its orders' blocks d + 1 (m = 0), 4 + d and 7 + d (|m| = 1).
-#pragma unroll
-      for (int d = 0; d < kL3; ++d) {
-        float acc = 0.0f;
-#pragma unroll
-        for (int t = 0; t < 3; ++t) acc = fmaf(gv[d + 1 + 3 * t], zv[d + 1 + 3 * t], acc);
-        sb[q][d] = acc;
-      }
-      g00[q] = gv[0];
-      z00[q] = zv[0];
-      Zb[w][q][lane] = zv[0];
-    }
-    __syncwarp();
-    // S = sigmoid(z00 G) at columns d Cf + lane, a in order; then eta in place of s_bar.
-    float S[kGateStep][kL3];
-    gate_pre_lanes<kGateStep>(Zb[w], Gs, kGst, lane, S);
-#pragma unroll
-    for (int q = 0; q < kGateStep; ++q)
-#pragma unroll
-      for (int d = 0; d < kL3; ++d) {
-        const float sg = sigmoidf_(S[q][d]);
-        S[q][d] = sg;
-        sb[q][d] = sb[q][d] * sg * (1.0f - sg);
-        Eb[w][q][d * kCf + lane] = sb[q][d];
-      }
-    __syncwarp();
-    // z_bar00 at channel `lane`: eta G^T over k in order, k < 48 and k >= 48 apart.
-    float e0[kGateStep], e1[kGateStep];
-#pragma unroll
-    for (int q = 0; q < kGateStep; ++q) e0[q] = e1[q] = 0.0f;
-#pragma unroll 2
-    for (int k4 = 0; k4 < kLC; k4 += 4) {
-      float4 et[kGateStep];
-#pragma unroll
-      for (int q = 0; q < kGateStep; ++q) et[q] = *reinterpret_cast<const float4*>(&Eb[w][q][k4]);
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        const float gw = Gs[lane * kGst + k4 + kk];
-#pragma unroll
-        for (int q = 0; q < kGateStep; ++q) {
-          const float ek = kk == 0 ? et[q].x : kk == 1 ? et[q].y : kk == 2 ? et[q].z : et[q].w;
-          if (k4 < kLC / 2) e0[q] = fmaf(ek, gw, e0[q]);
-          else e1[q] = fmaf(ek, gw, e1[q]);
-        }
-      }
-    }
-#pragma unroll
-    for (int q = 0; q < kGateStep; ++q) {
-      if (rb + q >= end) continue;
-      float* t = p.z + fo + static_cast<size_t>(rb + q) * p.ROW + lane;  // each lane overwrites what it read
-      t[0] = fmaf(g00[q], silu_gradf_(z00[q]), e0[q] + e1[q]);
-#pragma unroll
-      for (int d = 0; d < kL3; ++d) t[kCf * (d + 1)] = S[q][d];
-    }
-    __syncwarp();  // Zb and Eb read by every lane before the next step writes them
-  }
-}
-
-// ---- 2. the products ----
-// Shared memory: the item's T and the ring (WsTRing, stack_ws_gated.cuh).
-struct WsGatedBwd {
-  const float* in;  // (F, Ec, ROW): the layer's output adjoint g (A of the products) and the residual
-  float* out;       // (F, Ec, ROW)
-  const float* B0;  // this layer's A^T images (kS 2), focus f's at B0 + f 2 M0 M0
-  const float* B1;  // its W1^T images (kS 2), focus f's at B1 + f 2 (2 M1)^2
-  int Ec, ROW, ntiles, nitems;
-};
-
+// Shared memory: the consumers' scratch (S, then s_bar / eta G^T: 48 floats each per thread), then
+// the ring, stages of A's box, B's block and z's box: three of 40 KiB (one pass: four of 28).
 template <bool kOne>
-__global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_backward_k(const __grid_constant__ WsGatedBwd p,
-                                                                           const __grid_constant__ CUtensorMap tmA,
-                                                                           const __grid_constant__ CUtensorMap tmT) {
-  constexpr int N0 = 128, N1 = 192;  // M0, 2 M1
-  using R = WsTRing<kOne>;
-  extern __shared__ __align__(128) float ws_dsmem[];
-  __shared__ uint64_t full[R::kStages], empty[R::kStages], t_full, t_empty;
-  float* const T = ws_dsmem;
-  float* const ring = ws_dsmem + kTFloats;
-  WsPipe pp;
-  if (!t_kernel_start<kOne>(p, ws_dsmem, full, empty, &t_full, &t_empty, pp, &tmA, &tmT)) return;
-  const int ct = threadIdx.x - 128;
-  uint32_t tph = 0;
-  for (int i = blockIdx.x; i < p.nitems; i += gridDim.x) {
-    const int f = i / p.ntiles, row0 = (i - f * p.ntiles) * kWsRows;
-    const size_t fo = static_cast<size_t>(f) * p.Ec * p.ROW;
-    ws_bar_wait(&t_full, tph);
-    tph ^= 1u;
-    {  // ---- m = 0 group: G0' = g0 + z_bar0 A^T; z_bar0 = z_bar00 (T's first Cf columns), then g0 S ----
-      float acc[N0 / 2];
-      ws_multiply<N0, N0, R::kStages, R::kStage, kOne>(ring, full, empty, pp, ct, acc, [&](int row, int k, float4 x) {
-        const float4 t = t_quad(T, row, k);  // k < Cf: z_bar00; else S at k - Cf, T's column k
-        return k < kCf ? t : make_float4(x.x * t.x, x.y * t.y, x.z * t.z, x.w * t.w);
-      });
-      residual_epilogue<N0>(p.in, p.out, fo, p.ROW, row0, p.Ec, ct, acc);
-    }
-    {  // ---- |m| = 1 group: G1' = g1 + (g1 S) W1^T ----
-      float acc[N1 / 2];
-      ws_multiply<N1, N1, R::kStages, R::kStage, kOne>(ring, full, empty, pp, ct, acc, [&](int row, int k, float4 x) {
-        const float4 sg = t_quad(T, row, kCf + (red_l(3 + 1 + k / kCf, 3) - 1) * kCf + k % kCf);
-        return make_float4(x.x * sg.x, x.y * sg.y, x.z * sg.z, x.w * sg.w);
-      });
-      __syncwarp();  // this warp's reads of T are done: the producer may land the next item's
-      if ((ct & 31) == 0) ws_bar_arrive(&t_empty);
-      residual_epilogue<N1>(p.in, p.out, fo + N0, p.ROW, row0, p.Ec, ct, acc);
-    }
-  }
-}
-
-
-// ---- 3. SEZM_CUDA_STACK_WS=4 (opt-in; not yet run on a GPU): one launch, no gate pass ----
-// Per item, five phases on one ring whose stages hold A's box, B's block and a second box of the
-// saved z at A's coordinates (ws_fill's kZoff, read by the hooks beside A: ws_land_a):
-//  1. S_pre = z00 G (A = z's scalar-row boxes, B = G's padded image: the one-launch forward's
-//     product, so in fp32 S is the forward's to the bit; with `precision tf32` the forward's split
-//     form computes S in FFMA, and the two differ at TF32 rounding), S = sigmoid(S_pre);
-//  2. the |m| = 1 product G1' = g1 + (g1 S) W1^T, its hook also adding g1 z1 into s_bar;
-//  3. a pass without a product over the m = 0 blocks of columns Cf .. M0: s_bar += g0 z0;
-//  4. eta G^T (A = eta = s_bar S (1 - S), formed in the hook; B = G^T's padded image, B-only stages);
-//  5. the m = 0 product G0' = g0 + z_bar0 A^T, z_bar0 = [g00 silu'(z00) + eta G^T, g0[:, Cf:] S].
-// Each consumer thread's S, s_bar and eta G^T values are its own (the products' output quad (q4, h)
-// and A's quad (kb = q4, h) cover the same rows and columns 16 q4 + 4 t; stack_ws_gated_fwd.cu):
-// they live in shared memory, thread-major (48 + 48 floats per thread, conflict-free), where the
-// hooks index them by k, a run-time value in the products' k loops.
-// Numerics: S as the one-launch forward's; s_bar in IEEE fp32 FFMA over the orders as they land
-// (|m| = 1, then m = 0); eta G^T in 3xTF32 (kOne: one TF32 pass) where the gate pass uses FFMA.
-template <bool kOne>
-struct WsOneRing {
+struct WsBwdRing {
   static constexpr int kZBox = kWsRows * kWsK;
   static constexpr int kStage = ws_stage_floats(192, kOne) + kZBox, kZoff = kStage - kZBox;
   static constexpr int kStages = kOne ? 4 : 3;
-  static constexpr int kScratch = 2 * 48 * 256;  // S, then s_bar / eta G^T: 48 floats per consumer thread
+  static constexpr int kScratch = 2 * 48 * 256;
   static constexpr int kBytes = (kScratch + kStages * kStage) * static_cast<int>(sizeof(float));
   static_assert(kBytes + 1024 <= 227 * 1024, "the scratch and the ring fit an SM");
 };
 
-struct WsGatedBwdOne {
+struct WsGatedBwd {
   const float* in;   // (F, Ec, ROW): the layer's output adjoint g (A of the products) and the residual
   float* out;        // (F, Ec, ROW)
   const float* B0;   // this layer's A^T images, focus f's at B0 + f 2 M0 M0
@@ -211,7 +51,7 @@ struct WsGatedBwdOne {
 };
 
 template <int kStages, int kStage, int kZoff, bool kOne>
-__device__ __forceinline__ void one_producer(const WsGatedBwdOne& p, float* ring, uint64_t* full, uint64_t* empty,
+__device__ __forceinline__ void bwd_producer(const WsGatedBwd& p, float* ring, uint64_t* full, uint64_t* empty,
                                              WsPipe& pp, const CUtensorMap* tmA, const CUtensorMap* tmZ) {
   constexpr int N0 = 128, N1 = 192, NG = 128, NGT = 64;
   ws_regs_dec<kWsProducerRegs>();
@@ -290,18 +130,18 @@ struct M0Hook {
 };
 
 template <bool kOne>
-__global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_backward_one_k(const __grid_constant__ WsGatedBwdOne p,
-                                                                               const __grid_constant__ CUtensorMap tmA,
-                                                                               const __grid_constant__ CUtensorMap tmZ) {
+__global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_backward_k(const __grid_constant__ WsGatedBwd p,
+                                                                           const __grid_constant__ CUtensorMap tmA,
+                                                                           const __grid_constant__ CUtensorMap tmZ) {
   constexpr int N0 = 128, N1 = 192, NG = 128, NGT = 64;
-  using R = WsOneRing<kOne>;
+  using R = WsBwdRing<kOne>;
   extern __shared__ __align__(128) float ws_dsmem[];
   __shared__ uint64_t full[R::kStages], empty[R::kStages];
   float* const ring = ws_dsmem + R::kScratch;
   ws_init(full, empty);
   WsPipe pp;
   if (threadIdx.x < 128) {
-    one_producer<R::kStages, R::kStage, R::kZoff, kOne>(p, ring, full, empty, pp, &tmA, &tmZ);
+    bwd_producer<R::kStages, R::kStage, R::kZoff, kOne>(p, ring, full, empty, pp, &tmA, &tmZ);
     return;
   }
   ws_regs_inc<kWsConsumerRegs>();
@@ -355,14 +195,20 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_backward_one_k(c
   }
 }
 
-void launch_gated_backward_one(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out,
-                               const float* z, cudaStream_t s) {
+}  // namespace
+
+void launch_gated_backward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out,
+                           const float* z, cudaStream_t s) {
+  if (d.ROW != 10 * kCf)
+    throw Error("launch_gated_backward: rows of ten 32-wide blocks expected (Cf = 32, L = 3)");
+  if (w.G_ws == nullptr || w.GT_ws == nullptr)
+    throw Error("launch_gated_backward: the gate's padded images (BlockWDev::G_ws, GT_ws) were not built");
   const size_t lf = static_cast<size_t>(layer) * d.F;
   const bool one = d.tf32_one_pass != 0;
-  const auto k = one ? stack_ws_gated_backward_one_k<true> : stack_ws_gated_backward_one_k<false>;
-  const int bytes = one ? WsOneRing<true>::kBytes : WsOneRing<false>::kBytes;
-  const int sms = ws_prepare(reinterpret_cast<const void*>(k), bytes, "stack_ws_gated_backward_one_k");
-  WsGatedBwdOne p;
+  const auto k = one ? stack_ws_gated_backward_k<true> : stack_ws_gated_backward_k<false>;
+  const int bytes = one ? WsBwdRing<true>::kBytes : WsBwdRing<false>::kBytes;
+  const int sms = ws_prepare(reinterpret_cast<const void*>(k), bytes, "stack_ws_gated_backward_k");
+  WsGatedBwd p;
   p.in = in;
   p.out = out;
   p.B0 = w.AT_ws + lf * 2 * d.M0 * d.M0;
@@ -371,42 +217,6 @@ void launch_gated_backward_one(const Dims& d, const BlockWDev& w, int layer, int
   p.BGT = w.GT_ws + lf * 2 * d.L * d.Cf * 64;
   set_ws_items(p, d, Ec);
   k<<<std::min(p.nitems, sms), kWsThreads, bytes, s>>>(p, activations_map(d, Ec, in), activations_map(d, Ec, z));
-  SEZM_LAUNCH("stack_ws_gated_backward_one_k");
-}
-
-}  // namespace
-
-void launch_gated_backward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out, float* z,
-                           cudaStream_t s) {
-  if (d.ROW != 10 * kCf)
-    throw Error("launch_gated_backward: rows of ten 32-wide blocks expected (Cf = 32, L = 3)");
-  if (d.stack_ws == 4 && w.G_ws != nullptr && w.GT_ws != nullptr) {
-    launch_gated_backward_one(d, w, layer, Ec, in, out, z, s);
-    return;
-  }
-  const size_t lf = static_cast<size_t>(layer) * d.F;
-  GateBwd gp;
-  gp.g = in;
-  gp.z = z;
-  gp.G = w.G + lf * d.Cf * d.L * d.Cf;
-  gp.Ec = Ec;
-  gp.ROW = d.ROW;
-  gate_backward_k<<<dim3(div_up(Ec, kGateBlockRows), d.F), kGateWarps * 32, 0, s>>>(gp);
-  SEZM_LAUNCH("gate_backward_k");
-
-  const bool one = d.tf32_one_pass != 0;
-  const auto k = one ? stack_ws_gated_backward_k<true> : stack_ws_gated_backward_k<false>;
-  const int bytes = one ? WsTRing<true>::kBytes : WsTRing<false>::kBytes;
-  const int sms = ws_prepare(reinterpret_cast<const void*>(k), bytes, "stack_ws_gated_backward_k");
-  const CUtensorMap tmA = activations_map(d, Ec, in);
-  const CUtensorMap tmT = t_map(d, Ec, z);
-  WsGatedBwd p;
-  p.in = in;
-  p.out = out;
-  p.B0 = w.AT_ws + lf * 2 * d.M0 * d.M0;
-  p.B1 = w.W1T_wg + lf * 2 * static_cast<size_t>(2 * d.M1) * (2 * d.M1);
-  set_ws_items(p, d, Ec);
-  k<<<std::min(p.nitems, sms), kWsThreads, bytes, s>>>(p, tmA, tmT);
   SEZM_LAUNCH("stack_ws_gated_backward_k");
 }
 

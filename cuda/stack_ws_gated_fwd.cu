@@ -35,10 +35,19 @@ __device__ __forceinline__ void set_quad(float (&acc)[M], int q4, int h, float4 
 // quad (kb = q4, h) are the same rows and columns 16 q4 + 4 t): S stays in registers through the
 // m = 0 epilogue, then takes z0's place in shared memory for the |m| = 1 epilogue. No gate pass, no T.
 // Numerics: S_pre in 3xTF32 (kOne: one TF32 pass) from the product's z00, which is also the z00 kept
-// and put through silu; the backward's gate pass recomputes S in IEEE FFMA from the kept z00 (the
-// two agree to fp32 rounding, as wg_tile's tensor-core gate did).
+// and put through silu; the backward (stack_ws_gated_bwd.cu) recomputes S by the same product
+// from the kept z00, so to the bit.
 constexpr int kNG = 128;  // G's padded width: two 64-column chunks
-static_assert(kTFloats == (kM0 / 2) * 256, "the stash: 64 floats per consumer thread, in T's place");
+
+// Shared memory: the consumers' stash (64 floats per thread, thread-major), then the ring, five
+// stages of 32 KiB (one pass: eight of 20 KiB).
+template <bool kOne>
+struct WsTcRing {
+  static constexpr int kStash = (kM0 / 2) * 256;
+  static constexpr int kStages = kOne ? 8 : 5, kStage = ws_stage_floats(192, kOne);
+  static constexpr int kBytes = (kStash + kStages * kStage) * static_cast<int>(sizeof(float));
+  static_assert(kBytes + 1024 <= 227 * 1024, "the stash and the ring fit an SM");
+};
 
 struct WsGatedTc {
   const float* in;  // (F, Ec, ROW): the layer's input (A of the products) and its residual
@@ -71,10 +80,10 @@ template <bool kOne>
 __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_tc_k(const __grid_constant__ WsGatedTc p,
                                                                      const __grid_constant__ CUtensorMap tmA) {
   constexpr int N0 = 128, N1 = 192;  // M0, 2 M1
-  using R = WsTRing<kOne>;
+  using R = WsTcRing<kOne>;
   extern __shared__ __align__(128) float ws_dsmem[];
   __shared__ uint64_t full[R::kStages], empty[R::kStages];
-  float* const ring = ws_dsmem + kTFloats;
+  float* const ring = ws_dsmem + R::kStash;
   ws_init(full, empty);
   WsPipe pp;
   if (threadIdx.x < 128) {
@@ -156,7 +165,7 @@ void launch_gated_tc(const Dims& d, const BlockWDev& w, int layer, int Ec, const
   const size_t lf = static_cast<size_t>(layer) * d.F;
   const bool one = d.tf32_one_pass != 0;
   const auto k = one ? stack_ws_gated_tc_k<true> : stack_ws_gated_tc_k<false>;
-  const int bytes = one ? WsTRing<true>::kBytes : WsTRing<false>::kBytes;
+  const int bytes = one ? WsTcRing<true>::kBytes : WsTcRing<false>::kBytes;
   const int sms = ws_prepare(reinterpret_cast<const void*>(k), bytes, "stack_ws_gated_tc_k");
   WsGatedTc p;
   p.in = in;

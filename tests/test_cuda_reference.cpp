@@ -58,20 +58,18 @@ class CudaReference : public ::testing::TestWithParam<std::tuple<Case, int, int>
 // tile wg_tile (SEZM_CUDA_STACK_WS=2 at construction; elsewhere the default path again): the same
 // bounds. Variant 5 ("_wg"): SEZM_CUDA_STACK_WS=0, every layer on wg_tile. Variant 6 ("_tf32ws2"):
 // `precision tf32` with the gated backward on wg_tile (its one-pass form): the tf32 bounds.
-// Variants 9 ("_ws4") and 10 ("_tf32ws4"): SEZM_CUDA_STACK_WS=4, the
-// gated backward in one launch, fp32 and tf32: their bounds. (Variants 3, the SS forward tile, and
-// 7, and 8, the one-launch gated forward in tf32 before it became the default, were removed; the
-// others keep their numbers.)
+// (Variants 3, the SS forward tile, and 7, and 8, 9 and 10, the one-launch gated forward in tf32
+// and backward before they became the default, were removed; the others keep their numbers.)
 TEST_P(CudaReference, MatchesCpuFloat64AndDeepmd) {
   SEZM_REQUIRE_GPU();
 #ifdef SEZM_HAVE_CUDA
   const Case& k = std::get<0>(GetParam());
   const int mode = std::get<1>(GetParam());
   const int variant = std::get<2>(GetParam());
-  const bool tf32 = variant == 1 || variant == 6 || variant == 10;
+  const bool tf32 = variant == 1 || variant == 6;
   const bool chunk_edge = variant == 2;
   // SEZM_CUDA_STACK_WS for this variant ("" = the default).
-  const char* stack_ws = variant == 4 || variant == 6 ? "2" : variant == 5 ? "0" : variant >= 9 ? "4" : "";
+  const char* stack_ws = variant == 4 || variant == 6 ? "2" : variant == 5 ? "0" : "";
   const double tol_e = tf32 ? kTf32EnergyTol : 1e-6, tol_fw = tf32 ? kTf32ForceTol : 1e-5;
   const std::string mp = k.shared ? sezm_test::shared_path(k.model) : sezm_test::data_path(k.model);
   const std::string rp = k.shared ? sezm_test::shared_path(k.ref) : sezm_test::data_path(k.ref);
@@ -129,7 +127,7 @@ TEST_P(CudaReference, MatchesCpuFloat64AndDeepmd) {
     const double w_ref = rel(max_diff(dev.virial, c.virial), max_abs(c.virial));
     std::printf("[cuda %s%s %s] %-20s vs CPU f64 (same fp32 weights): E %.2e F %.2e W %.2e | vs deepmd: E %.2e "
                 "(weight rounding alone %.1e) F %.2e W %.2e\n",
-                mode_name(mode), variant >= 9 ? (tf32 ? " tf32 ws4" : " ws4") : tf32 ? (*stack_ws ? " tf32 ws2" : " tf32") : variant == 5 ? " wg" : *stack_ws ? " ws2" : "", k.model.c_str(), c.name.c_str(), e_cpu, f_cpu, w_cpu, e_ref,
+                mode_name(mode), tf32 ? (*stack_ws ? " tf32 ws2" : " tf32") : variant == 5 ? " wg" : *stack_ws ? " ws2" : "", k.model.c_str(), c.name.c_str(), e_cpu, f_cpu, w_cpu, e_ref,
                 e_round, f_ref, w_ref);
     EXPECT_LE(e_cpu, tol_e);
     EXPECT_LE(f_cpu, tol_fw);
@@ -183,7 +181,7 @@ INSTANTIATE_TEST_SUITE_P(
                           // up to ~1e4 eV/A, compared relative to the largest reference value
                           Case{"recipes/zbl_plain_f64.pt", "recipes/ref_zbl_plain_f64.json", false},
                           Case{"recipes/zbl_mini_f64.pt", "recipes/ref_zbl_mini_f64.json", false}),
-        ::testing::Values(0, 1), ::testing::Values(0, 1, 2, 4, 5, 6, 9, 10)),
+        ::testing::Values(0, 1), ::testing::Values(0, 1, 2, 4, 5, 6)),
     [](const auto& info) {
       const std::string& m = std::get<0>(info.param).model;
       const std::string& head = std::get<0>(info.param).head;
@@ -195,8 +193,6 @@ INSTANTIATE_TEST_SUITE_P(
               : v == 4 ? std::string("_ws2")
               : v == 5 ? std::string("_wg")
               : v == 6 ? std::string("_tf32ws2")
-              : v == 9 ? std::string("_ws4")
-              : v == 10 ? std::string("_tf32ws4")
                        : std::string(precision_suffix(v)));
     });
 
