@@ -14,9 +14,10 @@
 // instantiations); gated layers: both groups per item, one launch. Items focus-major, so the
 // CTAs working at once share a focus's weight image in L2.
 // Numerics: the 3xTF32 split of wg_tile (partials of 2 k steps from zero, added in IEEE fp32 in k
-// order); the residual added as stack_forward_k / stack_backward_k do (u + z, IEEE fp32). An
-// identity layer's |m| = 1 group's bits equal the old kernel's (the same image, kS = 2); m = 0's
-// differ by the partials' grouping (the old kernel's image has k blocks of 4 steps there). The
+// order); the residual added in IEEE fp32: by the identity layers and the gated backward as A
+// lands, among the partials (ws_product's kRes), by the gated forward and every one-pass product
+// after the product (u + z, as stack_forward_k / stack_backward_k do). So the bits differ from the
+// old kernel's in the last places. The
 // gated layers' gate products (S = sigmoid(z00 G), eta G^T) are tensor-core products as in the old
 // kernel, on other images and with s_bar summed in another order: their bits differ, and so do the
 // products that use them. One TF32 pass: wg_tile's one-pass arithmetic (wgmma_ws.cuh,
@@ -41,7 +42,8 @@ struct WsLinear {
 template <int N, bool kOne>
 __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_linear_k(const __grid_constant__ WsLinear p,
                                                                    const __grid_constant__ CUtensorMap tmA) {
-  ws_gemm<N, N, kOne>(
+  constexpr bool kRes = !kOne;  // 3xTF32: the product adds the residual (ws_epilogue)
+  ws_gemm<N, N, kOne, kRes>(
       p.nitems, &tmA,
       [&](int i) {
         const int f = i / p.ntiles;
@@ -49,7 +51,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_linear_k(const __grid_
       },
       [&](int i, float (&acc)[N / 2], int ct) {
         const int f = i / p.ntiles, row0 = (i - f * p.ntiles) * kWsRows;
-        residual_epilogue<N>(p.in, p.out, static_cast<size_t>(f) * p.Ec * p.ROW + p.col0, p.ROW, row0, p.Ec, ct, acc);
+        ws_epilogue<N, kRes>(p.in, p.out, static_cast<size_t>(f) * p.Ec * p.ROW + p.col0, p.ROW, row0, p.Ec, ct, acc);
       });
 }
 

@@ -55,6 +55,32 @@ __device__ __forceinline__ void residual_epilogue(const float* in, float* out, s
     }
 }
 
+// out = acc over consumer thread ct's quads of the item's rows < Ec, the residual already in acc
+// (ws_multiply's kRes).
+template <int N>
+__device__ __forceinline__ void store_epilogue(float* out, size_t base, int ROW, int row0, int Ec, int ct,
+                                               const float (&acc)[N / 2]) {
+  const int r0 = row0 + ws_row(ct, 0), r1 = row0 + ws_row(ct, 1);
+#pragma unroll
+  for (int q4 = 0; q4 < N / 16; ++q4)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = h ? r1 : r0;
+      if (r < Ec) *reinterpret_cast<float4*>(out + base + static_cast<size_t>(r) * ROW + wg_quad_col(q4)) = wg_quad(acc, q4, h);
+    }
+}
+// out = in + acc (residual_epilogue) or, kRes, acc with the residual added by the product (the
+// identity layers' and the gated backward's 3xTF32 products: ws_product's kRes; the one-pass
+// product cannot, its accumulators being the tensor cores'). Why: the residual is the A the
+// product landed; read again here it cost each item a round trip to L2 before its stores
+// (docs/performance.md, 2026-12-03: those stack phases 5-6 % faster without it).
+template <int N, bool kRes>
+__device__ __forceinline__ void ws_epilogue(const float* in, float* out, size_t base, int ROW, int row0, int Ec, int ct,
+                                            float (&acc)[N / 2]) {
+  if constexpr (kRes) store_epilogue<N>(out, base, ROW, row0, Ec, ct, acc);
+  else residual_epilogue<N>(in, out, base, ROW, row0, Ec, ct, acc);
+}
+
 // The work items of a WS stack launch's parameters p: a focus's 128-row tile each, focus-major.
 template <class P>
 void set_ws_items(P& p, const Dims& d, int Ec) {

@@ -135,6 +135,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_backward_k(const
                                                                            const __grid_constant__ CUtensorMap tmZ) {
   constexpr int N0 = 128, N1 = 192, NG = 128, NGT = 64;
   using R = WsBwdRing<kOne>;
+  constexpr bool kRes = !kOne;  // 3xTF32: the products add the residual (ws_epilogue)
   extern __shared__ __align__(128) float ws_dsmem[];
   __shared__ uint64_t full[R::kStages], empty[R::kStages];
   float* const ring = ws_dsmem + R::kScratch;
@@ -163,8 +164,9 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_backward_k(const
     }
     {  // 2. G1' = g1 + (g1 S) W1^T
       float acc[N1 / 2];
-      ws_multiply<N1, N1, R::kStages, R::kStage, kOne>(ring, full, empty, pp, ct, acc, M1Hook<R::kZoff>{S, sbar, ra0});
-      residual_epilogue<N1>(p.in, p.out, fo + N0, p.ROW, row0, p.Ec, ct, acc);
+      ws_multiply<N1, N1, R::kStages, R::kStage, kOne, M1Hook<R::kZoff>, kRes>(ring, full, empty, pp, ct, acc,
+                                                                               M1Hook<R::kZoff>{S, sbar, ra0});
+      ws_epilogue<N1, kRes>(p.in, p.out, fo + N0, p.ROW, row0, p.Ec, ct, acc);
     }
 #pragma unroll 1
     for (int kb = kCf / kWsK; kb < N0 / kWsK; ++kb) {  // 3. s_bar += g0 z0 (columns Cf .. M0)
@@ -189,8 +191,9 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_backward_k(const
     }
     {  // 5. G0' = g0 + z_bar0 A^T
       float acc[N0 / 2];
-      ws_multiply<N0, N0, R::kStages, R::kStage, kOne>(ring, full, empty, pp, ct, acc, M0Hook<R::kZoff>{S, sbar, ra0});
-      residual_epilogue<N0>(p.in, p.out, fo, p.ROW, row0, p.Ec, ct, acc);
+      ws_multiply<N0, N0, R::kStages, R::kStage, kOne, M0Hook<R::kZoff>, kRes>(ring, full, empty, pp, ct, acc,
+                                                                               M0Hook<R::kZoff>{S, sbar, ra0});
+      ws_epilogue<N0, kRes>(p.in, p.out, fo, p.ROW, row0, p.Ec, ct, acc);
     }
   }
 }

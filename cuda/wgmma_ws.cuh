@@ -213,6 +213,15 @@ __device__ __forceinline__ void ws_fill(float* ring, uint64_t* full, uint64_t* e
   }
 }
 
+// u added to the accumulators of quad q4 of row h (the ones wg_quad reads), in IEEE fp32.
+template <int M>
+__device__ __forceinline__ void ws_add_quad(float (&acc)[M], int q4, int h, float4 u) {
+  acc[8 * q4 + 2 * h] += u.x;
+  acc[8 * q4 + 2 * h + 1] += u.y;
+  acc[8 * q4 + 4 + 2 * h] += u.z;
+  acc[8 * q4 + 5 + 2 * h] += u.w;
+}
+
 // A as it lands (no transform).
 struct WsAsIs {
   __device__ __forceinline__ float4 operator()(int, int, float4 x) const { return x; }
@@ -240,20 +249,22 @@ struct WsZoff<AX, decltype(void(AX::kZoff))> {
 };
 template <int kStages, int kStage, class AX>
 __device__ __forceinline__ int ws_land_a(const float* ring, uint64_t* full, WsPipe& pp, int ra0, int ra1, int t, int kb,
-                                         AX& ax, float (&f)[kWsKs][4]) {
+                                         AX& ax, float (&f)[kWsKs][4], float4& raw0, float4& raw1) {
   const int cur = pp.stage;
   ws_bar_wait(&full[cur], pp.phase);
   ws_advance<kStages>(pp);
   const float* sA = ring + cur * kStage;
   const auto a4 = [&](const float* s, int row) { return *reinterpret_cast<const float4*>(s + ws_a_offset(row, 4 * t)); };
   float4 x0, x1;
+  raw0 = a4(sA, ra0);
+  raw1 = a4(sA, ra1);
   if constexpr (WsZoff<AX>::value > 0) {
     constexpr int kZ = WsZoff<AX>::value;
-    x0 = ax(ra0, kb * kWsK + 4 * t, a4(sA, ra0), a4(sA + kZ, ra0));
-    x1 = ax(ra1, kb * kWsK + 4 * t, a4(sA, ra1), a4(sA + kZ, ra1));
+    x0 = ax(ra0, kb * kWsK + 4 * t, raw0, a4(sA + kZ, ra0));
+    x1 = ax(ra1, kb * kWsK + 4 * t, raw1, a4(sA + kZ, ra1));
   } else {
-    x0 = ax(ra0, kb * kWsK + 4 * t, a4(sA, ra0));
-    x1 = ax(ra1, kb * kWsK + 4 * t, a4(sA, ra1));
+    x0 = ax(ra0, kb * kWsK + 4 * t, raw0);
+    x1 = ax(ra1, kb * kWsK + 4 * t, raw1);
   }
   const float v0[4] = {x0.x, x0.y, x0.z, x0.w}, v1[4] = {x1.x, x1.y, x1.z, x1.w};
 #pragma unroll
@@ -266,9 +277,14 @@ __device__ __forceinline__ int ws_land_a(const float* ring, uint64_t* full, WsPi
   return cur;
 }
 
-template <int N, int K, int kStages, int kStage, class AX = WsAsIs>
+// kRes (K == N): the landed A (before ax) is also the residual, added to the accumulators as it
+// lands: a thread's A quad of block kb (rows ra0, ra1, k = 16 kb + 4 t) is its output quad
+// (kb, h), so C = A + A B (as A's value is added among the partials, its rounding differs from
+// (A B) + A's in the last bits).
+template <int N, int K, int kStages, int kStage, class AX = WsAsIs, bool kRes = false>
 __device__ __forceinline__ void ws_product(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, int ct,
                                            float (&acc)[N / 2], AX ax = AX{}) {
+  static_assert(!kRes || K == N, "the residual is A itself");
   constexpr int kNQ = N / kWsChunk, kNkb = K / kWsK;
   constexpr int kSeg = kNkb <= 8 ? kNkb : kNkb / 2;  // k blocks per unrolled segment
   constexpr int kAFloats = kWsRows * kWsK;
@@ -287,9 +303,20 @@ __device__ __forceinline__ void ws_product(const float* ring, uint64_t* full, ui
   uint32_t hi[2][kWsKs][4], lo[2][kWsKs][4];
   // The next block: wait until its stage is full, split this thread's A fragments into hi / lo[u];
   // returns its stage.
-  auto next_block = [&](uint32_t (&h)[kWsKs][4], uint32_t (&l)[kWsKs][4], int kb) {
+  // Block kb = seg kSeg + j (j a compile-time index: the residual's quad indices must be constants,
+  // or acc would live in local memory).
+  auto next_block = [&](uint32_t (&h)[kWsKs][4], uint32_t (&l)[kWsKs][4], int seg, int j) {
     float f[kWsKs][4];
-    const int cur = ws_land_a<kStages, kStage>(ring, full, pp, ra0, ra1, t, kb, ax, f);
+    float4 r0, r1;
+    const int cur = ws_land_a<kStages, kStage>(ring, full, pp, ra0, ra1, t, seg * kSeg + j, ax, f, r0, r1);
+    if constexpr (kRes) {
+#pragma unroll
+      for (int sg = 0; sg < kNkb / kSeg; ++sg)
+        if (sg == seg) {
+          ws_add_quad(acc, sg * kSeg + j, 0, r0);
+          ws_add_quad(acc, sg * kSeg + j, 1, r1);
+        }
+    }
 #pragma unroll
     for (int s = 0; s < kWsKs; ++s)
 #pragma unroll
@@ -341,7 +368,7 @@ __device__ __forceinline__ void ws_product(const float* ring, uint64_t* full, ui
 #pragma unroll
     for (int j = 0; j < kSeg; ++j) {
       const int u = j & 1;
-      st[u] = next_block(hi[u], lo[u], seg * kSeg + j);
+      st[u] = next_block(hi[u], lo[u], seg, j);
 #pragma unroll
       for (int q = 0; q < kNQ; ++q) {
         const int g = kNQ * j + q;
@@ -384,7 +411,8 @@ __device__ __forceinline__ void ws_product_one(const float* ring, uint64_t* full
   // As ws_product's next_block, rounding only.
   auto next_block = [&](uint32_t (&h)[kWsKs][4], int kb) {
     float f[kWsKs][4];
-    const int cur = ws_land_a<kStages, kStage>(ring, full, pp, ra0, ra1, t, kb, ax, f);
+    float4 r0, r1;
+    const int cur = ws_land_a<kStages, kStage>(ring, full, pp, ra0, ra1, t, kb, ax, f, r0, r1);
 #pragma unroll
     for (int s = 0; s < kWsKs; ++s)
 #pragma unroll
@@ -425,11 +453,14 @@ __device__ __forceinline__ void ws_product_one(const float* ring, uint64_t* full
 }
 
 // One product on the consumers: ws_product (3xTF32) or, kOne, ws_product_one.
-template <int N, int K, int kStages, int kStage, bool kOne = false, class AX = WsAsIs>
+// kRes: ws_product's (3xTF32 only: the one pass accumulates in the tensor cores' registers, where
+// nothing may be added while its products run).
+template <int N, int K, int kStages, int kStage, bool kOne = false, class AX = WsAsIs, bool kRes = false>
 __device__ __forceinline__ void ws_multiply(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, int ct,
                                             float (&acc)[N / 2], AX ax = AX{}) {
+  static_assert(!(kRes && kOne), "no residual in the one-pass product");
   if constexpr (kOne) ws_product_one<N, K, kStages, kStage>(ring, full, empty, pp, ct, acc, ax);
-  else ws_product<N, K, kStages, kStage>(ring, full, empty, pp, ct, acc, ax);
+  else ws_product<N, K, kStages, kStage, AX, kRes>(ring, full, empty, pp, ct, acc, ax);
 }
 
 // The whole persistent tile for one product shape (kOne: in one TF32 pass), called by all 384
@@ -439,7 +470,8 @@ __device__ __forceinline__ void ws_multiply(const float* ring, uint64_t* full, u
 // (&)[N / 2], free to be overwritten), consumer thread ct (0..255) holding rows ws_row(ct, h) and,
 // as wg_quad(acc, q4, h), the quads at columns wg_quad_col(q4) (see ws_for_each_quad). A's tensor
 // map tmA: boxes of 16 x kWsRows x 1 floats, no swizzle (the box lands as ws_a_offset's dense rows).
-template <int N, int K, bool kOne = false, class Item, class Epi>
+// kRes (K == N, 3xTF32): the accumulators handed to epi hold A + A B (ws_product).
+template <int N, int K, bool kOne = false, bool kRes = false, class Item, class Epi>
 __device__ __forceinline__ void ws_gemm(int n_items, const CUtensorMap* tmA, Item item, Epi epi) {
   constexpr int kStages = ws_stages(N, kOne), kStage = ws_stage_floats(N, kOne);
   extern __shared__ __align__(128) float ws_dsmem[];  // 128-byte aligned stages: tensor copies' destinations
@@ -457,7 +489,7 @@ __device__ __forceinline__ void ws_gemm(int n_items, const CUtensorMap* tmA, Ite
   const int ct = threadIdx.x - 128;
   float acc[N / 2];
   for (int i = blockIdx.x; i < n_items; i += gridDim.x) {
-    ws_multiply<N, K, kStages, kStage, kOne>(ws_dsmem, full, empty, pp, ct, acc);
+    ws_multiply<N, K, kStages, kStage, kOne, WsAsIs, kRes>(ws_dsmem, full, empty, pp, ct, acc);
     epi(i, acc, ct);
   }
 }
@@ -470,14 +502,6 @@ __device__ __forceinline__ void ws_for_each_quad(const float (&acc)[M], int ct, 
   for (int q4 = 0; q4 < M / 8; ++q4)
 #pragma unroll
     for (int h = 0; h < 2; ++h) f(ws_row(ct, h), wg_quad_col(q4), wg_quad(acc, q4, h));
-}
-// u added to the accumulators of quad q4 of row h (the ones wg_quad reads), in IEEE fp32.
-template <int M>
-__device__ __forceinline__ void ws_add_quad(float (&acc)[M], int q4, int h, float4 u) {
-  acc[8 * q4 + 2 * h] += u.x;
-  acc[8 * q4 + 2 * h + 1] += u.y;
-  acc[8 * q4 + 4 + 2 * h] += u.z;
-  acc[8 * q4 + 5 + 2 * h] += u.w;
 }
 
 }  // namespace
