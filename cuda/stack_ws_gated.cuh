@@ -30,10 +30,22 @@ CUtensorMap activations_map(const Dims& d, int Ec, const float* in) {
   return ws_tensor_map(in, dims, strides);
 }
 
-// out = in + acc over consumer thread ct's quads of the item's rows row0 + ws_row(ct, h) < Ec
-// (base: the group's first column of the focus; rows ROW floats apart), in IEEE fp32. Every
-// residual load before any store (in and out may be one buffer; the compiler would otherwise keep
-// each load behind the previous store).
+// out = acc over consumer thread ct's quads of the item's rows row0 + ws_row(ct, h) < Ec (base:
+// the group's first column of the focus; rows ROW floats apart).
+template <int N>
+__device__ __forceinline__ void store_epilogue(float* out, size_t base, int ROW, int row0, int Ec, int ct,
+                                               const float (&acc)[N / 2]) {
+  const int r0 = row0 + ws_row(ct, 0), r1 = row0 + ws_row(ct, 1);
+#pragma unroll
+  for (int q4 = 0; q4 < N / 16; ++q4)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = h ? r1 : r0;
+      if (r < Ec) *reinterpret_cast<float4*>(out + base + static_cast<size_t>(r) * ROW + wg_quad_col(q4)) = wg_quad(acc, q4, h);
+    }
+}
+// out = in + acc, the residual added in IEEE fp32. Every residual load before any store (in and
+// out may be one buffer; the compiler would otherwise keep each load behind the previous store).
 template <int N>
 __device__ __forceinline__ void residual_epilogue(const float* in, float* out, size_t base, int ROW, int row0, int Ec,
                                                   int ct, float (&acc)[N / 2]) {
@@ -46,28 +58,7 @@ __device__ __forceinline__ void residual_epilogue(const float* in, float* out, s
       if (r < Ec)
         ws_add_quad(acc, q4, h, *reinterpret_cast<const float4*>(in + base + static_cast<size_t>(r) * ROW + wg_quad_col(q4)));
     }
-#pragma unroll
-  for (int q4 = 0; q4 < N / 16; ++q4)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = h ? r1 : r0;
-      if (r < Ec) *reinterpret_cast<float4*>(out + base + static_cast<size_t>(r) * ROW + wg_quad_col(q4)) = wg_quad(acc, q4, h);
-    }
-}
-
-// out = acc over consumer thread ct's quads of the item's rows < Ec, the residual already in acc
-// (ws_multiply's kRes).
-template <int N>
-__device__ __forceinline__ void store_epilogue(float* out, size_t base, int ROW, int row0, int Ec, int ct,
-                                               const float (&acc)[N / 2]) {
-  const int r0 = row0 + ws_row(ct, 0), r1 = row0 + ws_row(ct, 1);
-#pragma unroll
-  for (int q4 = 0; q4 < N / 16; ++q4)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = h ? r1 : r0;
-      if (r < Ec) *reinterpret_cast<float4*>(out + base + static_cast<size_t>(r) * ROW + wg_quad_col(q4)) = wg_quad(acc, q4, h);
-    }
+  store_epilogue<N>(out, base, ROW, row0, Ec, ct, acc);
 }
 // out = in + acc (residual_epilogue) or, kRes, acc with the residual added by the product (the
 // identity layers' and the gated backward's 3xTF32 products: ws_product's kRes; the one-pass
