@@ -81,6 +81,16 @@ void set_ws_items(P& p, const Dims& d, int Ec) {
   p.nitems = p.ntiles * d.F;
 }
 
+// A gated kernel's shared memory: the consumers' scratch (kPer floats per consumer thread,
+// thread-major: float j of thread ct at [256 j + ct], conflict-free), then a ring of kStages_
+// stages of kStage_ floats.
+template <int kPer, int kStages_, int kStage_>
+struct WsScratchRing {
+  static constexpr int kScratch = kPer * 256, kStages = kStages_, kStage = kStage_;
+  static constexpr int kBytes = (kScratch + kStages * kStage) * static_cast<int>(sizeof(float));
+  static_assert(kBytes + 1024 <= 227 * 1024, "the scratch and the ring fit an SM");
+};
+
 // ---- the gated layers' shapes ----
 constexpr int kCf = 32, kLC = 3 * kCf;  // ws_shape: Cf = 32, L = 3
 

@@ -30,14 +30,10 @@ namespace {
 
 // Shared memory: the consumers' scratch (S, then s_bar / eta G^T: 48 floats each per thread), then
 // the ring, stages of A's box, B's block and z's box: three of 40 KiB (one pass: four of 28).
+constexpr int kZBox = kWsRows * kWsK;
 template <bool kOne>
-struct WsBwdRing {
-  static constexpr int kZBox = kWsRows * kWsK;
-  static constexpr int kStage = ws_stage_floats(192, kOne) + kZBox, kZoff = kStage - kZBox;
-  static constexpr int kStages = kOne ? 4 : 3;
-  static constexpr int kScratch = 2 * 48 * 256;
-  static constexpr int kBytes = (kScratch + kStages * kStage) * static_cast<int>(sizeof(float));
-  static_assert(kBytes + 1024 <= 227 * 1024, "the scratch and the ring fit an SM");
+struct WsBwdRing : WsScratchRing<2 * 48, kOne ? 4 : 3, ws_stage_floats(192, kOne) + kZBox> {
+  static constexpr int kZoff = WsBwdRing::kStage - kZBox;  // z's box: the stage's last
 };
 
 struct WsGatedBwd {

@@ -42,12 +42,7 @@ constexpr int kNG = 128;  // G's padded width: two 64-column chunks
 // Shared memory: the consumers' stash (64 floats per thread, thread-major), then the ring, five
 // stages of 32 KiB (one pass: eight of 20 KiB).
 template <bool kOne>
-struct WsTcRing {
-  static constexpr int kStash = (kM0 / 2) * 256;
-  static constexpr int kStages = kOne ? 8 : 5, kStage = ws_stage_floats(192, kOne);
-  static constexpr int kBytes = (kStash + kStages * kStage) * static_cast<int>(sizeof(float));
-  static_assert(kBytes + 1024 <= 227 * 1024, "the stash and the ring fit an SM");
-};
+using WsTcRing = WsScratchRing<kM0 / 2, kOne ? 8 : 5, ws_stage_floats(192, kOne)>;
 
 struct WsGatedTc {
   const float* in;  // (F, Ec, ROW): the layer's input (A of the products) and its residual
@@ -83,7 +78,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_tc_k(const __gri
   using R = WsTcRing<kOne>;
   extern __shared__ __align__(128) float ws_dsmem[];
   __shared__ uint64_t full[R::kStages], empty[R::kStages];
-  float* const ring = ws_dsmem + R::kStash;
+  float* const ring = ws_dsmem + R::kScratch;
   ws_init(full, empty);
   WsPipe pp;
   if (threadIdx.x < 128) {
