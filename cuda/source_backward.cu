@@ -88,6 +88,43 @@ __device__ __forceinline__ void copy_rows(float* sm, const float* gm, int rows, 
   }
 }
 
+// The lane's 16-byte copies of a row of kLen floats (kLen % 4 == 0; both ends 16-byte aligned).
+template <int kLen>
+__device__ __forceinline__ void copy_row16(float* sm, const float* gm, int lane) {
+#pragma unroll
+  for (int s = 0; s < (kLen + 127) / 128; ++s) {
+    const int x = 4 * lane + 128 * s;
+    if (kLen % 128 == 0 || x < kLen) copy_async16(sm + x, gm + x);
+  }
+}
+
+// Rows that `stage` copies in 16-byte pieces from per-focus tables (G: F rows of len = ROW floats,
+// Ec ROW apart; S̄_src: F rows of len = Cf, Ec Cf apart), landing one after the other: the lane's
+// piece r starts at x = 4 lane + 128 r of the slot's region (x < kTotal), focus x / len's element
+// x % len, so its source is the edge's focus-0 row + x + (x / len) (fstride - len). The foci of the
+// lane's pieces, 4 bits each (F <= 16, source_backward_fused), are packed into one word at bit
+// `shift` once per kernel (focus_bits), which keeps the registers of a per-piece table free.
+template <int kTotal>
+__device__ __forceinline__ uint64_t focus_bits(int len, int lane, int shift) {
+  uint64_t b = 0;
+#pragma unroll
+  for (int r = 0; r < (kTotal + 127) / 128; ++r) {
+    const int x = 4 * lane + 128 * r;
+    if (x < kTotal) b |= static_cast<uint64_t>(x / len) << (shift + 4 * r);
+  }
+  return b;
+}
+template <int kTotal>
+__device__ __forceinline__ void copy_focus_pieces(float* sm, const float* gm, size_t fstride, int len, uint64_t bits,
+                                                  int shift, int lane) {
+#pragma unroll
+  for (int r = 0; r < (kTotal + 127) / 128; ++r) {
+    const int x = 4 * lane + 128 * r;
+    const int f = static_cast<int>(bits >> (shift + 4 * r)) & 15;
+    if (kTotal % 128 == 0 || x < kTotal) copy_async16(sm + x, gm + x + f * (fstride - len));
+  }
+}
+
 // rotate_in_w with H[src] read from shared memory (sHc: the lane's first channel of row 0).
 template <int LT, int NC>
 __device__ __forceinline__ void rotate_in_s(const float* sD, const float* sHc, int Cw,
@@ -140,6 +177,13 @@ __global__ void __launch_bounds__(32 * kSrcWarps, kSrcCtas<NC>)
   // destination indices of the warp's edge kb + x (read 32 at a time as k passes kb + 32).
   int kb = -32, ereg = 0, dreg = 0;
   // Stages edge k (warp-uniform, called with k = 0, 1, 2, ...) into slot sl; returns its index.
+  // Staging: the shapes that depend on L and Cw = 32 NC only are constants, and the per-focus
+  // tables' pieces are placed once here (focus_pieces), so an edge's copies are address arithmetic
+  // and the copies themselves (copy_rows per region took ~480 warp instructions per edge for 17
+  // copies; docs/performance.md, 2026-12-03).
+  constexpr int kCw = 32 * NC, kGTot = S::Dm * kCw, kSShift = 4 * ((kGTot + 127) / 128);
+  static_assert(kSShift + 4 <= 64, "the foci of a lane's pieces fit one word");
+  const uint64_t fbits = focus_bits<kGTot>(d.ROW, lane, 0) | focus_bits<kCw>(d.Cf, lane, kSShift);
   auto stage = [&](int k, float* sl) {
     if (k >= kb + 32) {
       kb = k;
@@ -150,15 +194,29 @@ __global__ void __launch_bounds__(32 * kSrcWarps, kSrcCtas<NC>)
     }
     const int e = __shfl_sync(0xffffffffu, ereg, k - kb), dd = __shfl_sync(0xffffffffu, dreg, k - kb);
     const size_t i = (size_t)(e - a.e0);
-    copy_rows(sl + lay.G, a.Gbuf + i * d.ROW, d.F, d.ROW, (size_t)a.Ec * d.ROW, lane, 32);
-    if (d.F > 1) copy_rows(sl + lay.Sb, a.Ssrc_bar + i * d.Cf, d.F, d.Cf, (size_t)a.Ec * d.Cf, lane, 32);
-    if (!d.degree_mixer) copy_rows(sl + lay.Rh, a.Rh + i * (LT + 1) * d.Cw, 1, (LT + 1) * d.Cw, 0, lane, 32);
-    copy_rows(sl + lay.Rb, a.R_bar + i * (LT + 1) * d.C, 1, lay.nrb, 0, lane, 32);
-    copy_rows(sl + lay.Q, a.q + (size_t)dd * d.Cw, 1, d.Cw, 0, lane, 32);
-    copy_rows(sl + lay.D, a.Dc + (size_t)e * S::Dcs, 1, S::Dcs, 0, lane, 32);
-    copy_rows(sl + lay.Db, a.Dc_bar + (size_t)e * S::Dcs, 1, S::Dcs, 0, lane, 32);
+    copy_focus_pieces<kGTot>(sl + lay.G, a.Gbuf + i * d.ROW, (size_t)a.Ec * d.ROW, d.ROW, fbits, 0, lane);
+    if (d.F > 1)
+      copy_focus_pieces<kCw>(sl + lay.Sb, a.Ssrc_bar + i * d.Cf, (size_t)a.Ec * d.Cf, d.Cf, fbits, kSShift, lane);
+    if (!d.degree_mixer) copy_row16<(LT + 1) * kCw>(sl + lay.Rh, a.Rh + i * (LT + 1) * kCw, lane);
+    for (int x = 4 * lane; x < lay.nrb; x += 128) copy_async16(sl + lay.Rb + x, a.R_bar + i * (LT + 1) * d.C + x);
+    copy_row16<kCw>(sl + lay.Q, a.q + (size_t)dd * kCw, lane);
+    // The Wigner row and its adjoint: S::Dcs floats, 8-byte pieces when even (L = 1, 3: at most
+    // one per lane), else 4-byte ones.
+    if constexpr (S::Dcs % 2 == 0) {
+      static_assert(S::Dcs <= 64, "one 8-byte piece per lane");
+      if (lane < S::Dcs / 2) {
+        copy_async<8>(sl + lay.D + 2 * lane, a.Dc + (size_t)e * S::Dcs + 2 * lane);
+        copy_async<8>(sl + lay.Db + 2 * lane, a.Dc_bar + (size_t)e * S::Dcs + 2 * lane);
+      }
+    } else {
+#pragma unroll
+      for (int x = lane; x < S::Dcs; x += 32) {
+        copy_async4(sl + lay.D + x, a.Dc + (size_t)e * S::Dcs + x);
+        copy_async4(sl + lay.Db + x, a.Dc_bar + (size_t)e * S::Dcs + x);
+      }
+    }
     if (d.degree_mixer) copy_rows(sl + lay.K, a.kern + i * Kp, 1, Kp, 0, lane, 32);
-    copy_rows(sl + lay.Lb, a.lbar + i * d.F, 1, d.F, 0, lane, 32);
+    for (int x = lane; x < d.F; x += 32) copy_async4(sl + lay.Lb + x, a.lbar + i * d.F + x);
     return e;
   };
   int e_cur = nk > 0 ? stage(0, slots) : 0;
@@ -283,7 +341,9 @@ __global__ void __launch_bounds__(32 * kSrcWarps, kSrcCtas<NC>)
 
 bool source_backward_fused(const Dims& d) {
   static const bool legacy = env_on("SEZM_CUDA_SRCBWD_LEGACY");
-  if (legacy || warp_lanes(d) == 0) return false;
+  // The staging's 16-byte pieces (source_backward_w's stage) need Cf and C multiples of 4, its
+  // packed foci F <= 16.
+  if (legacy || warp_lanes(d) == 0 || d.Cf % 4 != 0 || d.C % 4 != 0 || d.F > 16) return false;
   // The current device's opt-in shared memory per CTA (once per host thread and device): the
   // widest shapes (Cw = 128, L = 3, no mixer: ~110 KiB) pass sm_86 / sm_89's 99 KiB.
   thread_local std::vector<std::pair<int, int>> optin;
@@ -306,6 +366,11 @@ void launch_source_backward(const Dims& d, const BlockWDev& w, const SourceBackw
   if (!source_backward_fused(d) || nc == 0)
     throw Error("device cuda: launch_source_backward outside its shapes (source_backward_fused)");
   const SrcBwdLayout lay = src_bwd_layout(d);
+  // The staging's pieces (16 bytes of the per-edge and per-node rows, 8 of the Wigner rows) need
+  // the tables' bases so aligned: the engine's allocations are.
+  if (!aligned_to(16, a.Gbuf, d.F > 1 ? a.Ssrc_bar : nullptr, d.degree_mixer ? nullptr : a.Rh, a.R_bar, a.q) ||
+      !aligned_to(8, a.Dc, a.Dc_bar))
+    throw Error("device cuda: launch_source_backward: a table's base is not aligned for its staging copies");
   const size_t bytes = (size_t)lay.total * sizeof(float);
   warp_dispatch(d.L, nc, [&](auto lt, auto ncv) {
     constexpr int LT = decltype(lt)::value, NC = decltype(ncv)::value;
