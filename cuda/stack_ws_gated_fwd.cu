@@ -102,13 +102,13 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_tc_k(const __gri
 #pragma unroll
       for (int j = 0; j < N0 / 2; ++j) stash[256 * j] = acc[j];
     }
-    float g[kNG / 2];  // S_pre, then S (its quads 0 .. 5; 6, 7 are the padding's)
+    float g[kNG / 2];  // S_pre, then S (its quads 0 .. 5; 6, 7 are the padding's, left alone)
     ws_multiply<kNG, kCf, R::kStages, R::kStage, kOne>(ring, full, empty, pp, ct, g, [&](int row, int k, float4) {
       const bool h1 = row != ra0;
       return k < kWsK ? (h1 ? z00[1] : z00[0]) : (h1 ? z00[3] : z00[2]);
     });
 #pragma unroll
-    for (int j = 0; j < kNG / 2; ++j) g[j] = sigmoidf_(g[j]);
+    for (int j = 0; j < kLC / 2; ++j) g[j] = sigmoidf_(g[j]);  // quads 6, 7 are G's padding: unused
     {  // ---- m = 0 epilogue: U0' = U0 + [silu(z00), z0[:, Cf:] * S] ----
       float acc[N0 / 2];
 #pragma unroll
