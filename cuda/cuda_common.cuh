@@ -157,7 +157,17 @@ __host__ __device__ inline int degree_of_packed(int p) {
 __host__ __device__ inline int red_l(int j, int L) { return j <= L ? j : (j <= 2 * L ? j - L : j - 2 * L); }
 __host__ __device__ inline int red_m(int j, int L) { return j <= L ? 0 : (j <= 2 * L ? -1 : 1); }
 
-__device__ inline float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
+// The quotient by __fdividef (MUFU.RCP and a multiply, ~2 ulp; 0 once 1 + e^-x > 2^126, where
+// the sigmoid is below 1e-38): IEEE division's slow-path branch made the 48 sigmoids of a gated
+// layer's item a ninth of its forward kernel's issue time (ncu, docs/performance.md, 2026-12-03).
+// (Host compilers see the declaration only: __fdividef is device code's.)
+__device__ inline float sigmoidf_(float x) {
+#ifdef __CUDA_ARCH__
+  return __fdividef(1.0f, 1.0f + expf(-x));
+#else
+  return 1.0f / (1.0f + expf(-x));
+#endif
+}
 __device__ inline float siluf_(float x) { return x * sigmoidf_(x); }
 __device__ inline float silu_gradf_(float x) {
   const float s = sigmoidf_(x);

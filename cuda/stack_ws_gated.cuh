@@ -44,21 +44,39 @@ __device__ __forceinline__ void store_epilogue(float* out, size_t base, int ROW,
       if (r < Ec) *reinterpret_cast<float4*>(out + base + static_cast<size_t>(r) * ROW + wg_quad_col(q4)) = wg_quad(acc, q4, h);
     }
 }
-// out = in + acc, the residual added in IEEE fp32. Every residual load before any store (in and
-// out may be one buffer; the compiler would otherwise keep each load behind the previous store).
+// The residual quads of consumer thread ct's rows (zero past Ec) of the group at `base`, index
+// 2 q4 + h: loaded ahead of an epilogue's other work, so that their round trip to L2 overlaps it.
 template <int N>
-__device__ __forceinline__ void residual_epilogue(const float* in, float* out, size_t base, int ROW, int row0, int Ec,
-                                                  int ct, float (&acc)[N / 2]) {
+__device__ __forceinline__ void residual_load(const float* in, size_t base, int ROW, int row0, int Ec, int ct,
+                                              float4 (&res)[N / 8]) {
   const int r0 = row0 + ws_row(ct, 0), r1 = row0 + ws_row(ct, 1);
 #pragma unroll
   for (int q4 = 0; q4 < N / 16; ++q4)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = h ? r1 : r0;
-      if (r < Ec)
-        ws_add_quad(acc, q4, h, *reinterpret_cast<const float4*>(in + base + static_cast<size_t>(r) * ROW + wg_quad_col(q4)));
+      res[2 * q4 + h] = r < Ec ? *reinterpret_cast<const float4*>(in + base + static_cast<size_t>(r) * ROW + wg_quad_col(q4))
+                               : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
+}
+// out = res + acc, the residual (residual_load's) added in IEEE fp32.
+template <int N>
+__device__ __forceinline__ void residual_store(const float4 (&res)[N / 8], float* out, size_t base, int ROW, int row0,
+                                               int Ec, int ct, float (&acc)[N / 2]) {
+#pragma unroll
+  for (int q4 = 0; q4 < N / 16; ++q4)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) ws_add_quad(acc, q4, h, res[2 * q4 + h]);
   store_epilogue<N>(out, base, ROW, row0, Ec, ct, acc);
+}
+// out = in + acc. Every residual load before any store (in and out may be one buffer; the
+// compiler would otherwise keep each load behind the previous store).
+template <int N>
+__device__ __forceinline__ void residual_epilogue(const float* in, float* out, size_t base, int ROW, int row0, int Ec,
+                                                  int ct, float (&acc)[N / 2]) {
+  float4 res[N / 8];
+  residual_load<N>(in, base, ROW, row0, Ec, ct, res);
+  residual_store<N>(res, out, base, ROW, row0, Ec, ct, acc);
 }
 // out = in + acc (residual_epilogue) or, kRes, acc with the residual added by the product (the
 // identity layers' and the gated backward's 3xTF32 products: ws_product's kRes; the one-pass

@@ -107,9 +107,11 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_tc_k(const __gri
       const bool h1 = row != ra0;
       return k < kWsK ? (h1 ? z00[1] : z00[0]) : (h1 ? z00[3] : z00[2]);
     });
-#pragma unroll
-    for (int j = 0; j < kLC / 2; ++j) g[j] = sigmoidf_(g[j]);  // quads 6, 7 are G's padding: unused
     {  // ---- m = 0 epilogue: U0' = U0 + [silu(z00), z0[:, Cf:] * S] ----
+      float4 res[N0 / 8];  // U0's quads, in flight while the sigmoids run
+      residual_load<N0>(p.in, fo, p.ROW, row0, p.Ec, ct, res);
+#pragma unroll
+      for (int j = 0; j < kLC / 2; ++j) g[j] = sigmoidf_(g[j]);  // quads 6, 7 are G's padding: unused
       float acc[N0 / 2];
 #pragma unroll
       for (int j = 0; j < N0 / 2; ++j) acc[j] = stash[256 * j];
@@ -130,13 +132,17 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_tc_k(const __gri
                                        wg_quad_col(q4)) = z;
           set_quad(acc, q4, h, v);
         }
-      residual_epilogue<N0>(p.in, p.out, fo, p.ROW, row0, p.Ec, ct, acc);
+      residual_store<N0>(res, p.out, fo, p.ROW, row0, p.Ec, ct, acc);
     }
 #pragma unroll
     for (int j = 0; j < kLC / 2; ++j) stash[256 * j] = g[j];  // S's quads 0 .. 5
     {  // ---- |m| = 1 group: U1' = U1 + z1 * S (the sigmoid of the component's degree) ----
       float acc[N1 / 2];
       ws_multiply<N1, N1, R::kStages, R::kStage, kOne>(ring, full, empty, pp, ct, acc);
+      // U1's quads, in flight during the gating and the z stores (one pass: with them and acc live
+      // together ptxas spills 72 bytes, so they are read after the stores, as before)
+      float4 res[N1 / 8];
+      if constexpr (!kOne) residual_load<N1>(p.in, fo + N0, p.ROW, row0, p.Ec, ct, res);
 #pragma unroll
       for (int q4 = 0; q4 < N1 / 16; ++q4)
 #pragma unroll
@@ -150,7 +156,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_tc_k(const __gri
                                        wg_quad_col(q4)) = z;
           set_quad(acc, q4, h, make_float4(z.x * sg.x, z.y * sg.y, z.z * sg.z, z.w * sg.w));
         }
-      residual_epilogue<N1>(p.in, p.out, fo + N0, p.ROW, row0, p.Ec, ct, acc);
+      if constexpr (kOne) residual_load<N1>(p.in, fo + N0, p.ROW, row0, p.Ec, ct, res);
+      residual_store<N1>(res, p.out, fo + N0, p.ROW, row0, p.Ec, ct, acc);
     }
   }
 }
