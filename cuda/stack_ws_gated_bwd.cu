@@ -4,14 +4,18 @@
 //   S = sigmoid(z00 G), s_bar = sum over the three orders of each degree of g z,
 //   eta = s_bar S (1 - S), z_bar00 = g00 silu'(z00) + eta G^T,
 //   G0' = g0 + z_bar0 A^T (z_bar0 = [z_bar00, g0[:, Cf:] S]), G1' = g1 + (g1 S) W1^T.
-// Per item, five phases on one ring whose stages hold A's box (g), B's block and a second box of
+// Per item, four phases on one ring whose stages hold A's box (g), B's block and a second box of
 // the saved z at A's coordinates (ws_fill's kZoff, read by the hooks beside A: ws_land_a):
 //  1. S_pre = z00 G (A = z's scalar-row boxes, B = G's image zero-padded to 128 columns: the
 //     forward's gate product, stack_ws_gated_fwd.cu, so S is the forward's to the bit), S = sigmoid;
 //  2. the |m| = 1 product G1', its hook also adding g1 z1 into s_bar;
-//  3. a pass without a product over the m = 0 blocks of columns Cf .. M0: s_bar += g0 z0;
-//  4. eta G^T (A = eta, formed in the hook; B = G^T's padded image, B-only stages);
-//  5. the m = 0 product G0'.
+//  3. eta G^T (B = G^T's padded image): its k block j's stage also holds the g and z boxes of the
+//     m = 0 columns Cf + 16 j .., whose g0 z0 complete those columns of s_bar in the hook, which
+//     then forms A = eta = s_bar S (1 - S);
+//  4. the m = 0 product G0'.
+// (Phase 3 was two: a pass without a product over the m = 0 boxes, then eta G^T on B-only stages;
+// the pass's quick blocks outran the three-stage ring and waited on its copies: 6 % of the
+// kernel's warp samples, ncu, docs/performance.md, 2026-12-03.)
 // Each consumer thread's S, s_bar and eta G^T values are its own (the products' output quad (q4, h)
 // and A's quad (kb = q4, h) cover the same rows and columns 16 q4 + 4 t; stack_ws_gated_fwd.cu):
 // they live in shared memory, thread-major (48 + 48 floats per thread, conflict-free), where the
@@ -60,10 +64,9 @@ __device__ __forceinline__ void bwd_producer(const WsGatedBwd& p, float* ring, u
     ws_fill<N1, N1, kStages, kStage, kOne, true, kZoff>(ring, full, empty, pp, tmA,
                                                         WsItem{N0, y, f, p.B1 + static_cast<size_t>(f) * 2 * N1 * N1},
                                                         0, N1 / kWsK, tmZ);
-    ws_fill<N0, N0, kStages, kStage, kOne, true, kZoff, false>(ring, full, empty, pp, tmA, WsItem{0, y, f, b0},
-                                                               kCf / kWsK, N0 / kWsK, tmZ);
-    ws_fill<NGT, kLC, kStages, kStage, kOne, false>(ring, full, empty, pp, tmA,
-                                                    WsItem{0, y, f, p.BGT + static_cast<size_t>(f) * 2 * kLC * NGT});
+    ws_fill<NGT, kLC, kStages, kStage, kOne, true, kZoff>(
+        ring, full, empty, pp, tmA, WsItem{kCf, y, f, p.BGT + static_cast<size_t>(f) * 2 * kLC * NGT}, 0, kLC / kWsK,
+        tmZ);
     ws_fill<N0, N0, kStages, kStage, kOne, true, kZoff>(ring, full, empty, pp, tmA, WsItem{0, y, f, b0}, 0,
                                                         N0 / kWsK, tmZ);
   }
@@ -97,18 +100,22 @@ struct M1Hook {
     return mul4(x, slot_quad(S, sc, h));
   }
 };
-// 4.: A = eta = s_bar S (1 - S) (the stage's A box is not landed: x unused).
+// 3.: A = eta = s_bar S (1 - S), s_bar's column k (of the three degrees' Cf each) completed by
+// g0 z0 at m = 0 column Cf + k (x, z: the stage's boxes there), as slot_fma would, in registers.
+template <int kZ>
 struct EtaHook {
+  static constexpr int kZoff = kZ;
   const float *S, *sbar;
   int ra0;
-  __device__ __forceinline__ float4 operator()(int row, int k, float4) const {
+  __device__ __forceinline__ float4 operator()(int row, int k, float4 x, float4 z) const {
     const int h = row != ra0;
-    const float4 s = slot_quad(S, k, h), b = slot_quad(sbar, k, h);
+    const float4 s = slot_quad(S, k, h), o = slot_quad(sbar, k, h);
+    const float4 b = make_float4(fmaf(x.x, z.x, o.x), fmaf(x.y, z.y, o.y), fmaf(x.z, z.z, o.z), fmaf(x.w, z.w, o.w));
     return make_float4(b.x * s.x * (1.0f - s.x), b.y * s.y * (1.0f - s.y), b.z * s.z * (1.0f - s.z),
                        b.w * s.w * (1.0f - s.w));
   }
 };
-// 5.: A = z_bar0: g00 silu'(z00) + eta G^T on the scalar row's columns, g0 S on the others.
+// 4.: A = z_bar0: g00 silu'(z00) + eta G^T on the scalar row's columns, g0 S on the others.
 template <int kZ>
 struct M0Hook {
   static constexpr int kZoff = kZ;
@@ -142,8 +149,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_backward_k(const
     return;
   }
   ws_regs_inc<kWsConsumerRegs>();
-  const int ct = threadIdx.x - 128, t = ct & 3;
-  const int ra0 = ws_row(ct, 0), ra1 = ws_row(ct, 1);
+  const int ct = threadIdx.x - 128, ra0 = ws_row(ct, 0);
   float* const S = ws_dsmem + ct;               // S's accumulator j at S[256 j], j < 48
   float* const sbar = ws_dsmem + 48 * 256 + ct;  // s_bar, then eta G^T's accumulators (j < 32)
   for (int i = blockIdx.x; i < p.nitems; i += gridDim.x) {
@@ -164,28 +170,14 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_backward_k(const
                                                                                M1Hook<R::kZoff>{S, sbar, ra0});
       ws_epilogue<N1, kRes>(p.in, p.out, fo + N0, p.ROW, row0, p.Ec, ct, acc);
     }
-#pragma unroll 1
-    for (int kb = kCf / kWsK; kb < N0 / kWsK; ++kb) {  // 3. s_bar += g0 z0 (columns Cf .. M0)
-      const int cur = pp.stage;
-      ws_bar_wait(&full[cur], pp.phase);
-      ws_advance<R::kStages>(pp);
-      const float* sA = ring + cur * R::kStage;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = h ? ra1 : ra0;
-        slot_fma(sbar, kb * kWsK + 4 * t - kCf, h, *reinterpret_cast<const float4*>(sA + ws_a_offset(row, 4 * t)),
-                 *reinterpret_cast<const float4*>(sA + R::kZoff + ws_a_offset(row, 4 * t)));
-      }
-      __syncwarp();
-      if ((ct & 31) == 0) ws_bar_arrive(&empty[cur]);
-    }
-    {  // 4. eta G^T, into s_bar's slots once every s_bar value is read
+    {  // 3. eta G^T (s_bar completed by g0 z0 in the hook), into s_bar's slots once every s_bar value is read
       float eg[NGT / 2];
-      ws_multiply<NGT, kLC, R::kStages, R::kStage, kOne>(ring, full, empty, pp, ct, eg, EtaHook{S, sbar, ra0});
+      ws_multiply<NGT, kLC, R::kStages, R::kStage, kOne>(ring, full, empty, pp, ct, eg,
+                                                         EtaHook<R::kZoff>{S, sbar, ra0});
 #pragma unroll
       for (int j = 0; j < NGT / 2; ++j) sbar[256 * j] = eg[j];
     }
-    {  // 5. G0' = g0 + z_bar0 A^T
+    {  // 4. G0' = g0 + z_bar0 A^T
       float acc[N0 / 2];
       ws_multiply<N0, N0, R::kStages, R::kStage, kOne, M0Hook<R::kZoff>, kRes>(ring, full, empty, pp, ct, acc,
                                                                                M0Hook<R::kZoff>{S, sbar, ra0});
