@@ -18,7 +18,7 @@
 // kernel's warp samples, ncu, docs/performance.md, 2026-12-03.)
 // Each consumer thread's S, s_bar and eta G^T values are its own (the products' output quad (q4, h)
 // and A's quad (kb = q4, h) cover the same rows and columns 16 q4 + 4 t; stack_ws_gated_fwd.cu):
-// they live in shared memory, thread-major (48 + 48 floats per thread, conflict-free), where the
+// they live in shared memory, thread-major in 16-byte groups (48 + 48 floats per thread, slot_quad), where the
 // hooks index them by k, a run-time value in the products' k loops. z is only read.
 // Why (docs/performance.md, 2026-12-03): a SIMT gate pass writing [z_bar00 | S] beside the product
 // kernel (removed) took 14.05 ms of the 4,096-atom lean call's gated backward; this launch 12.32.
@@ -72,18 +72,33 @@ __device__ __forceinline__ void bwd_producer(const WsGatedBwd& p, float* ring, u
   }
 }
 
-// A consumer thread's slots (float j at base[256 j]) of the quad at S's column sc (sc % 16 = 4 t),
-// row h: the accumulator indices wg_quad reads.
-__device__ __forceinline__ float4 slot_quad(const float* base, int sc, int h) {
-  const int b = 8 * (sc >> 4) + 2 * h;
-  return make_float4(base[256 * b], base[256 * (b + 1)], base[256 * (b + 4)], base[256 * (b + 5)]);
+// A consumer thread's slots: its float j at base[256 (j / 4)], element j % 4 (16-byte groups,
+// thread-major: a warp's access covers 512 contiguous bytes, conflict-free). The quad at S's column
+// sc (sc % 16 = 4 t), row h, holds the accumulators wg_quad reads: floats b, b + 1, b + 4, b + 5,
+// b = 8 (sc / 16) + 2 h, i.e. the 8-byte pieces h of groups 2 (sc / 16) and 2 (sc / 16) + 1 (two
+// 8-byte accesses where 4-byte slots took four).
+__device__ __forceinline__ const float2* slot_pair(const float4* base, int sc, int h) {
+  return reinterpret_cast<const float2*>(base + 512 * (sc >> 4)) + h;
 }
-__device__ __forceinline__ void slot_fma(float* base, int sc, int h, float4 x, float4 z) {
-  const int b = 8 * (sc >> 4) + 2 * h;
-  base[256 * b] = fmaf(x.x, z.x, base[256 * b]);
-  base[256 * (b + 1)] = fmaf(x.y, z.y, base[256 * (b + 1)]);
-  base[256 * (b + 4)] = fmaf(x.z, z.z, base[256 * (b + 4)]);
-  base[256 * (b + 5)] = fmaf(x.w, z.w, base[256 * (b + 5)]);
+__device__ __forceinline__ float2* slot_pair(float4* base, int sc, int h) {
+  return reinterpret_cast<float2*>(base + 512 * (sc >> 4)) + h;
+}
+__device__ __forceinline__ float4 slot_quad(const float4* base, int sc, int h) {
+  const float2* q = slot_pair(base, sc, h);
+  const float2 a = q[0], c = q[512];  // the next group: 256 float4 on
+  return make_float4(a.x, a.y, c.x, c.y);
+}
+__device__ __forceinline__ void slot_fma(float4* base, int sc, int h, float4 x, float4 z) {
+  float2* q = slot_pair(base, sc, h);
+  const float2 a = q[0], c = q[512];
+  q[0] = make_float2(fmaf(x.x, z.x, a.x), fmaf(x.y, z.y, a.y));
+  q[512] = make_float2(fmaf(x.z, z.z, c.x), fmaf(x.w, z.w, c.y));
+}
+// Accumulators v[0 .. M) into the slots, a group at a time.
+template <int M>
+__device__ __forceinline__ void set_slots(float4* base, const float (&v)[M]) {
+#pragma unroll
+  for (int J = 0; J < M / 4; ++J) base[256 * J] = make_float4(v[4 * J], v[4 * J + 1], v[4 * J + 2], v[4 * J + 3]);
 }
 __device__ __forceinline__ float4 mul4(float4 a, float4 b) { return make_float4(a.x * b.x, a.y * b.y, a.z * b.z, a.w * b.w); }
 
@@ -91,8 +106,8 @@ __device__ __forceinline__ float4 mul4(float4 a, float4 b) { return make_float4(
 template <int kZ>
 struct M1Hook {
   static constexpr int kZoff = kZ;
-  const float *S;
-  float* sbar;
+  const float4* S;
+  float4* sbar;
   int ra0;
   __device__ __forceinline__ float4 operator()(int row, int k, float4 x, float4 z) const {
     const int h = row != ra0, sc = (red_l(3 + 1 + k / kCf, 3) - 1) * kCf + k % kCf;
@@ -105,7 +120,7 @@ struct M1Hook {
 template <int kZ>
 struct EtaHook {
   static constexpr int kZoff = kZ;
-  const float *S, *sbar;
+  const float4 *S, *sbar;
   int ra0;
   __device__ __forceinline__ float4 operator()(int row, int k, float4 x, float4 z) const {
     const int h = row != ra0;
@@ -119,7 +134,7 @@ struct EtaHook {
 template <int kZ>
 struct M0Hook {
   static constexpr int kZoff = kZ;
-  const float *S, *eg;
+  const float4 *S, *eg;
   int ra0;
   __device__ __forceinline__ float4 operator()(int row, int k, float4 x, float4 z) const {
     const int h = row != ra0;
@@ -150,8 +165,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_backward_k(const
   }
   ws_regs_inc<kWsConsumerRegs>();
   const int ct = threadIdx.x - 128, ra0 = ws_row(ct, 0);
-  float* const S = ws_dsmem + ct;               // S's accumulator j at S[256 j], j < 48
-  float* const sbar = ws_dsmem + 48 * 256 + ct;  // s_bar, then eta G^T's accumulators (j < 32)
+  float4* const S = reinterpret_cast<float4*>(ws_dsmem) + ct;  // S's 48 accumulators (slot_quad's groups)
+  float4* const sbar = S + 12 * 256;                            // s_bar, then eta G^T's 32 accumulators
   for (int i = blockIdx.x; i < p.nitems; i += gridDim.x) {
     const int f = i / p.ntiles, row0 = (i - f * p.ntiles) * kWsRows;
     const size_t fo = static_cast<size_t>(f) * p.Ec * p.ROW;
@@ -159,9 +174,11 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_backward_k(const
       float g[NG / 2];
       ws_multiply<NG, kCf, R::kStages, R::kStage, kOne>(ring, full, empty, pp, ct, g);
 #pragma unroll
-      for (int j = 0; j < kLC / 2; ++j) {
-        S[256 * j] = sigmoidf_(g[j]);
-        sbar[256 * j] = 0.0f;
+      for (int j = 0; j < kLC / 2; ++j) g[j] = sigmoidf_(g[j]);
+#pragma unroll
+      for (int J = 0; J < kLC / 8; ++J) {
+        S[256 * J] = make_float4(g[4 * J], g[4 * J + 1], g[4 * J + 2], g[4 * J + 3]);
+        sbar[256 * J] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       }
     }
     {  // 2. G1' = g1 + (g1 S) W1^T
@@ -174,8 +191,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_backward_k(const
       float eg[NGT / 2];
       ws_multiply<NGT, kLC, R::kStages, R::kStage, kOne>(ring, full, empty, pp, ct, eg,
                                                          EtaHook<R::kZoff>{S, sbar, ra0});
-#pragma unroll
-      for (int j = 0; j < NGT / 2; ++j) sbar[256 * j] = eg[j];
+      set_slots(sbar, eg);
     }
     {  // 4. G0' = g0 + z_bar0 A^T
       float acc[N0 / 2];
