@@ -160,7 +160,7 @@ __host__ __device__ inline int red_m(int j, int L) { return j <= L ? 0 : (j <= 2
 // The quotient by __fdividef (MUFU.RCP and a multiply, ~2 ulp; 0 once 1 + e^-x > 2^126, where
 // the sigmoid is below 1e-38): IEEE division's slow-path branch made the 48 sigmoids of a gated
 // layer's item a ninth of its forward kernel's issue time (ncu, docs/performance.md, 2026-12-03).
-// (Host compilers see the declaration only: __fdividef is device code's.)
+// (Host compilers, which have no __fdividef, compile the plain quotient; it runs on the device only.)
 __device__ inline float sigmoidf_(float x) {
 #ifdef __CUDA_ARCH__
   return __fdividef(1.0f, 1.0f + expf(-x));

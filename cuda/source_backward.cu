@@ -178,7 +178,7 @@ __global__ void __launch_bounds__(32 * kSrcWarps, kSrcCtas<NC>)
   int kb = -32, ereg = 0, dreg = 0;
   // Stages edge k (warp-uniform, called with k = 0, 1, 2, ...) into slot sl; returns its index.
   // Staging: the shapes that depend on L and Cw = 32 NC only are constants, and the per-focus
-  // tables' pieces are placed once here (focus_pieces), so an edge's copies are address arithmetic
+  // tables' pieces are placed once here (focus_bits, copy_focus_pieces), so an edge's copies are address arithmetic
   // and the copies themselves (copy_rows per region took ~480 warp instructions per edge for 17
   // copies; docs/performance.md, 2026-12-03).
   constexpr int kCw = 32 * NC, kGTot = S::Dm * kCw, kSShift = 4 * ((kGTot + 127) / 128);

@@ -27,10 +27,10 @@ struct SourceBackwardArgs {
 
 // Whether the engine takes the fused path for this model: the one-warp-per-edge shapes of
 // value_path_warp.cuh (Cw = 32, 64 or 128, focus width a power of two, L = 1..3) with Cf and C
-// multiples of 4 and F <= 16 (its staging copies) whose shared memory fits the current device, unless SEZM_CUDA_SRCBWD_LEGACY=1 or SEZM_CUDA_VALUE_CTA=1 (read
-// once): the two-kernel path (launch_condition_rotate_backward, X̄_loc per edge, then
-// launch_src_scatter) otherwise. The engine sizes X̄_loc (buffers.cu) only for the two-kernel
-// path, on the device of the call.
+// multiples of 4 and F <= 16 (its staging copies) whose shared memory fits the current device,
+// unless SEZM_CUDA_SRCBWD_LEGACY=1 or SEZM_CUDA_VALUE_CTA=1 (read once): the two-kernel path
+// (launch_condition_rotate_backward, X̄_loc per edge, then launch_src_scatter) otherwise. The
+// engine sizes X̄_loc (buffers.cu) only for the two-kernel path, on the device of the call.
 bool source_backward_fused(const Dims& d);
 void launch_source_backward(const Dims& d, const BlockWDev& w, const SourceBackwardArgs& a, cudaStream_t s);
 
