@@ -109,6 +109,48 @@ struct WsScratchRing {
   static_assert(kBytes + 1024 <= 227 * 1024, "the scratch and the ring fit an SM");
 };
 
+// A gated kernel's per-thread scratch slots (stack_ws_gated_fwd.cu, stack_ws_gated_bwd.cu; base:
+// the scratch as float4, + ct): consumer thread ct's float j at base[256 (j / 4)], element j % 4
+// (16-byte groups, thread-major: a warp's access covers 512 contiguous bytes, conflict-free). The
+// quad at S's column sc (sc % 16 = 4 t), row h, holds the accumulators wg_quad reads: floats b,
+// b + 1, b + 4, b + 5, b = 8 (sc / 16) + 2 h, i.e. the 8-byte pieces h of groups 2 (sc / 16) and
+// 2 (sc / 16) + 1 (two 8-byte accesses where 4-byte slots took four).
+__device__ __forceinline__ const float2* slot_pair(const float4* base, int sc, int h) {
+  return reinterpret_cast<const float2*>(base + 512 * (sc >> 4)) + h;
+}
+__device__ __forceinline__ float2* slot_pair(float4* base, int sc, int h) {
+  return reinterpret_cast<float2*>(base + 512 * (sc >> 4)) + h;
+}
+__device__ __forceinline__ float4 slot_quad(const float4* base, int sc, int h) {
+  const float2* q = slot_pair(base, sc, h);
+  const float2 a = q[0], c = q[512];  // the next group: 256 float4 on
+  return make_float4(a.x, a.y, c.x, c.y);
+}
+__device__ __forceinline__ void slot_fma(float4* base, int sc, int h, float4 x, float4 z) {
+  float2* q = slot_pair(base, sc, h);
+  const float2 a = q[0], c = q[512];
+  q[0] = make_float2(fmaf(x.x, z.x, a.x), fmaf(x.y, z.y, a.y));
+  q[512] = make_float2(fmaf(x.z, z.z, c.x), fmaf(x.w, z.w, c.y));
+}
+// v[0 .. kN) into the slots / from them, a group at a time.
+template <int kN, int M>
+__device__ __forceinline__ void set_slots(float4* base, const float (&v)[M]) {
+  static_assert(kN % 4 == 0 && kN <= M, "whole groups");
+#pragma unroll
+  for (int J = 0; J < kN / 4; ++J) base[256 * J] = make_float4(v[4 * J], v[4 * J + 1], v[4 * J + 2], v[4 * J + 3]);
+}
+template <int kN, int M>
+__device__ __forceinline__ void get_slots(const float4* base, float (&v)[M]) {
+  static_assert(kN % 4 == 0 && kN <= M, "whole groups");
+#pragma unroll
+  for (int J = 0; J < kN / 4; ++J) {
+    const float4 x = base[256 * J];
+    v[4 * J] = x.x;
+    v[4 * J + 1] = x.y;
+    v[4 * J + 2] = x.z;
+    v[4 * J + 3] = x.w;
+  }
+}
 // ---- the gated layers' shapes ----
 constexpr int kCf = 32, kLC = 3 * kCf;  // ws_shape: Cf = 32, L = 3
 

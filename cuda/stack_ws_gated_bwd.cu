@@ -72,34 +72,6 @@ __device__ __forceinline__ void bwd_producer(const WsGatedBwd& p, float* ring, u
   }
 }
 
-// A consumer thread's slots: its float j at base[256 (j / 4)], element j % 4 (16-byte groups,
-// thread-major: a warp's access covers 512 contiguous bytes, conflict-free). The quad at S's column
-// sc (sc % 16 = 4 t), row h, holds the accumulators wg_quad reads: floats b, b + 1, b + 4, b + 5,
-// b = 8 (sc / 16) + 2 h, i.e. the 8-byte pieces h of groups 2 (sc / 16) and 2 (sc / 16) + 1 (two
-// 8-byte accesses where 4-byte slots took four).
-__device__ __forceinline__ const float2* slot_pair(const float4* base, int sc, int h) {
-  return reinterpret_cast<const float2*>(base + 512 * (sc >> 4)) + h;
-}
-__device__ __forceinline__ float2* slot_pair(float4* base, int sc, int h) {
-  return reinterpret_cast<float2*>(base + 512 * (sc >> 4)) + h;
-}
-__device__ __forceinline__ float4 slot_quad(const float4* base, int sc, int h) {
-  const float2* q = slot_pair(base, sc, h);
-  const float2 a = q[0], c = q[512];  // the next group: 256 float4 on
-  return make_float4(a.x, a.y, c.x, c.y);
-}
-__device__ __forceinline__ void slot_fma(float4* base, int sc, int h, float4 x, float4 z) {
-  float2* q = slot_pair(base, sc, h);
-  const float2 a = q[0], c = q[512];
-  q[0] = make_float2(fmaf(x.x, z.x, a.x), fmaf(x.y, z.y, a.y));
-  q[512] = make_float2(fmaf(x.z, z.z, c.x), fmaf(x.w, z.w, c.y));
-}
-// Accumulators v[0 .. M) into the slots, a group at a time.
-template <int M>
-__device__ __forceinline__ void set_slots(float4* base, const float (&v)[M]) {
-#pragma unroll
-  for (int J = 0; J < M / 4; ++J) base[256 * J] = make_float4(v[4 * J], v[4 * J + 1], v[4 * J + 2], v[4 * J + 3]);
-}
 __device__ __forceinline__ float4 mul4(float4 a, float4 b) { return make_float4(a.x * b.x, a.y * b.y, a.z * b.z, a.w * b.w); }
 
 // 2.: A = g1 S (the component's degree), s_bar += g1 z1.
@@ -191,7 +163,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_backward_k(const
       float eg[NGT / 2];
       ws_multiply<NGT, kLC, R::kStages, R::kStage, kOne>(ring, full, empty, pp, ct, eg,
                                                          EtaHook<R::kZoff>{S, sbar, ra0});
-      set_slots(sbar, eg);
+      set_slots<NGT / 2>(sbar, eg);
     }
     {  // 4. G0' = g0 + z_bar0 A^T
       float acc[N0 / 2];

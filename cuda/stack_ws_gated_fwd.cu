@@ -87,8 +87,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_tc_k(const __gri
   }
   ws_regs_inc<kWsConsumerRegs>();
   const int ct = threadIdx.x - 128;
-  // This thread's floats 4 J .. 4 J + 3 at stash4[256 J]: 16-byte accesses, a warp's 512
-  // contiguous bytes (conflict-free), a quarter of the instructions of 4-byte ones.
+  // This thread's stash in 16-byte slot groups (set_slots, slot_quad: stack_ws_gated.cuh), a
+  // quarter of the shared-memory instructions of 4-byte ones.
   float4* const stash4 = reinterpret_cast<float4*>(ws_dsmem) + ct;
   const int ra0 = ws_row(ct, 0);
   for (int i = blockIdx.x; i < p.nitems; i += gridDim.x) {
@@ -101,8 +101,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_tc_k(const __gri
       ws_multiply<N0, N0, R::kStages, R::kStage, kOne>(ring, full, empty, pp, ct, acc);
 #pragma unroll
       for (int q = 0; q < 4; ++q) z00[q] = wg_quad(acc, q >> 1, q & 1);
-#pragma unroll
-      for (int J = 0; J < N0 / 8; ++J) stash4[256 * J] = make_float4(acc[4 * J], acc[4 * J + 1], acc[4 * J + 2], acc[4 * J + 3]);
+      set_slots<N0 / 2>(stash4, acc);
     }
     float g[kNG / 2];  // S_pre, then S (its quads 0 .. 5; 6, 7 are the padding's, left alone)
     ws_multiply<kNG, kCf, R::kStages, R::kStage, kOne>(ring, full, empty, pp, ct, g, [&](int row, int k, float4) {
@@ -115,14 +114,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_tc_k(const __gri
 #pragma unroll
       for (int j = 0; j < kLC / 2; ++j) g[j] = sigmoidf_(g[j]);  // quads 6, 7 are G's padding: unused
       float acc[N0 / 2];
-#pragma unroll
-      for (int J = 0; J < N0 / 8; ++J) {
-        const float4 v = stash4[256 * J];
-        acc[4 * J] = v.x;
-        acc[4 * J + 1] = v.y;
-        acc[4 * J + 2] = v.z;
-        acc[4 * J + 3] = v.w;
-      }
+      get_slots<N0 / 2>(stash4, acc);
 #pragma unroll
       for (int q4 = 0; q4 < N0 / 16; ++q4)
 #pragma unroll
@@ -142,9 +134,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_tc_k(const __gri
         }
       residual_store<N0>(res, p.out, fo, p.ROW, row0, p.Ec, ct, acc);
     }
-#pragma unroll
-    for (int J = 0; J < kLC / 8; ++J)  // S's quads 0 .. 5
-      stash4[256 * J] = make_float4(g[4 * J], g[4 * J + 1], g[4 * J + 2], g[4 * J + 3]);
+    set_slots<kLC / 2>(stash4, g);  // S's quads 0 .. 5
     {  // ---- |m| = 1 group: U1' = U1 + z1 * S (the sigmoid of the component's degree) ----
       float acc[N1 / 2];
       ws_multiply<N1, N1, R::kStages, R::kStage, kOne>(ring, full, empty, pp, ct, acc);
@@ -158,11 +148,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_tc_k(const __gri
         for (int h = 0; h < 2; ++h) {
           const float4 z = wg_quad(acc, q4, h);
           // column c = 16 q4 + 4 t: degree red_l(L + 1 + c / Cf) - 1, S's quad 2 d + (c % Cf) / 16
-          const int sq = 2 * (red_l(3 + 1 + q4 / 2, 3) - 1) + (q4 & 1), b = 8 * sq + 2 * h;
-          // S's floats b, b + 1 (group 2 sq, at 2 h) and b + 4, b + 5 (group 2 sq + 1, at 2 h)
-          const float2 s0 = reinterpret_cast<const float2*>(stash4 + 256 * (b / 4))[h];
-          const float2 s1 = reinterpret_cast<const float2*>(stash4 + 256 * (b / 4 + 1))[h];
-          const float4 sg = make_float4(s0.x, s0.y, s1.x, s1.y);
+          const int sq = 2 * (red_l(3 + 1 + q4 / 2, 3) - 1) + (q4 & 1);
+          const float4 sg = slot_quad(stash4, 16 * sq, h);
           if (p.zsave && live[h])
             *reinterpret_cast<float4*>(p.zsave + fo + static_cast<size_t>(row0 + ws_row(ct, h)) * p.ROW + N0 +
                                        wg_quad_col(q4)) = z;
