@@ -13,13 +13,11 @@
 #include <cstdint>
 
 #include "wgmma_tile.cuh"
+#include "wgmma_ws_ptx.cuh"  // ws_smem and the CTA-local mbarrier steps
 
 namespace sezm::cuda {
 namespace {
 
-__device__ __forceinline__ uint32_t mc_smem(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 __device__ __forceinline__ uint32_t mc_rank() {
   uint32_t r = 0;
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -32,28 +30,12 @@ __device__ __forceinline__ void mc_cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 #endif
 }
-__device__ __forceinline__ void mc_bar_init(uint64_t* b, int count) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(mc_smem(b)), "r"(count) : "memory");
-#endif
-}
-__device__ __forceinline__ void mc_bar_init_fence() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-#endif
-}
-// One arrival on this CTA's barrier that also expects `bytes` of transactions.
-__device__ __forceinline__ void mc_bar_expect(uint64_t* b, uint32_t bytes) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(mc_smem(b)), "r"(bytes) : "memory");
-#endif
-}
 // One arrival on the barrier at the same offset in cluster CTA `cta` (this one or the peer).
 __device__ __forceinline__ void mc_bar_arrive(uint64_t* b, uint32_t cta) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile(
       "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n" ::"r"(mc_smem(b)),
+      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n" ::"r"(ws_smem(b)),
       "r"(cta)
       : "memory");
 #endif
@@ -66,7 +48,7 @@ __device__ __forceinline__ void mc_bar_wait(uint64_t* b, uint32_t parity) {
         "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
         "selp.u32 %0, 1, 0, p;\n}\n"
         : "=r"(done)
-        : "r"(mc_smem(b)), "r"(parity)
+        : "r"(ws_smem(b)), "r"(parity)
         : "memory");
 #endif
 }
@@ -75,8 +57,8 @@ __device__ __forceinline__ void mc_copy(float* dst, const float* src, uint32_t b
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile(
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], %4;" ::
-          "r"(mc_smem(dst)),
-      "l"(src), "r"(bytes), "r"(mc_smem(b)), "h"(static_cast<uint16_t>(3))
+          "r"(ws_smem(dst)),
+      "l"(src), "r"(bytes), "r"(ws_smem(b)), "h"(static_cast<uint16_t>(3))
       : "memory");
 #endif
 }
@@ -102,16 +84,16 @@ __global__ void __launch_bounds__(128, 2)
   const uint32_t rank = mc_rank(), peer = rank ^ 1u;
   const int nsb = K / (8 * kS);
   if (tid == 0) {
-    mc_bar_init(&full[0], 1);
-    mc_bar_init(&full[1], 1);
-    mc_bar_init(&empty[0], 2);
-    mc_bar_init(&empty[1], 2);
-    mc_bar_init_fence();
+    ws_bar_init(&full[0], 1);
+    ws_bar_init(&full[1], 1);
+    ws_bar_init(&empty[0], 2);
+    ws_bar_init(&empty[1], 2);
+    ws_bar_init_fence();
   }
   mc_cluster_sync();  // both CTAs' barriers exist before any copy or remote arrival
   auto issue = [&](int sb) {  // thread 0: this CTA's half of block sb, into buffer sb & 1 of both
     const int half = kStage / 2;
-    mc_bar_expect(&full[sb & 1], kBytes);
+    ws_bar_expect(&full[sb & 1], kBytes);
     mc_copy(sB + (sb & 1) * kStage + rank * half, Bimg + (size_t)sb * kStage + rank * half, kBytes / 2,
             &full[sb & 1]);
   };
