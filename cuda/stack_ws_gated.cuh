@@ -1,7 +1,8 @@
 #pragma once
 // What the warp-specialised stack's kernels share (stack_ws.cu: identity layers;
 // stack_ws_gated_fwd.cu, stack_ws_gated_bwd.cu: the gated layers, one launch each): A's tensor map
-// over the focus-major activations, the residual epilogue, the items, the gated layers' shape.
+// over the focus-major activations, the residual epilogue, the items, the gated kernels' scratch
+// (the ring beside it, the per-thread slots) and the gated layers' shape.
 // CPU twin: the mixing stack in engine/so2_convolution.h.
 #include <cstdint>
 
