@@ -421,7 +421,7 @@ void launch_aggregate_backward(const Dims& d, const AggregateBackwardArgs& a, cu
   const int nc = warp_lanes(d, a.P_bar, a.U, a.Gbuf);
   if (nc != 0) {
     warp_dispatch(d.L, nc, [&](auto lt, auto ncv) {
-      aggregate_backward_w<decltype(lt)::value, decltype(ncv)::value><<<warp_grid(Ec), 32 * kWarps, 0, s>>>(d, a);
+      aggregate_backward_w<decltype(lt)::value, decltype(ncv)::value><<<aggregate_grid(Ec), 32 * kWarps, 0, s>>>(d, a);
     });
     SEZM_LAUNCH("aggregate_backward");
     return;

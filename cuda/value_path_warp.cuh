@@ -36,6 +36,7 @@ constexpr int kWarps = 4;                 // edges (warps) per CTA: 128 threads
 template <int NC>
 constexpr int kMinCtas = NC == 4 ? 3 : NC == 2 ? 5 : 1;
 constexpr int kStageD = 48, kStageK = 32;  // a warp's Wigner row (<= 46) and kernel row (<= 28)
+constexpr int kAggEdges = 4;               // consecutive edges per warp in aggregate_backward_w
 
 __device__ inline int kernel_index(int L, int li, int lo, int m) {
   return m == 0 ? li * (L + 1) + lo : (L + 1) * (L + 1) + (li - 1) * L + (lo - 1);
@@ -164,26 +165,23 @@ __global__ void __launch_bounds__(32 * kWarps) rotate_condition_w(Dims d, BlockW
   }
 }
 
-// Backward of the destination sum (aggregate_backward_k's arithmetic): G, alpha_bar, Dc_bar.
+// One edge of aggregate_backward_w (aggregate_backward_k's arithmetic): G, alpha_bar, Dc_bar, with
+// pb = P_bar[dst]'s rows of the lane's channels and, in the warp's stage, the edge's Wigner row (sD)
+// and its old Dc_bar row (sDb): the sums over channels are added to the staged old values and
+// stored, so no read of Dc_bar waits behind them (that round trip was ~12 % of the kernel's warp
+// samples, ncu at 2fc6d83).
 template <int LT, int NC>
-__global__ void __launch_bounds__(32 * kWarps, kMinCtas<NC>)
-    aggregate_backward_w(Dims d, AggregateBackwardArgs a) {
+__device__ __forceinline__ void aggregate_backward_edge(const Dims& d, const AggregateBackwardArgs& a, int i, int f,
+                                                        int cf, int lane, const float (&pb)[EdgeShape<LT>::D][NC],
+                                                        const float* sD, const float* sDb) {
   using S = EdgeShape<LT>;
-  __shared__ float stage[kWarps][kStageD];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, i = blockIdx.x * kWarps + warp;
-  if (i >= a.Ec) return;
-  const int e = a.e0 + i, c = NC * lane, f = c / d.Cf, cf = c % d.Cf;
-  float* sD = stage[warp];
-  float pb[S::D][NC], u[S::Dm][NC];
-  load_rows<LT, NC>(a.P_bar + (size_t)a.dst[e] * S::D * d.Cw + c, d.Cw, pb);
+  const int e = a.e0 + i;
+  float u[S::Dm][NC];
   const size_t urow = ((size_t)f * a.Ec + i) * d.ROW + cf;
 #pragma unroll
   for (int j = 0; j < S::Dm; ++j) ldv<NC>(a.U + urow + j * d.Cf, u[j]);
   const float afc = d.F > 1 ? a.alpha_fc[(size_t)i * d.F + f] : 1.0f;
   const float al = a.alpha[(size_t)e * d.F + f] * afc;
-  stage_edge<LT>(a.Dc + (size_t)e * S::Dcs, nullptr, 0, sD, nullptr, lane);
-  copy_async_wait();
-  __syncwarp();
   float v[S::Dcs], ab[NC];
 #pragma unroll
   for (int k = 0; k < S::Dcs; ++k) v[k] = 0.0f;
@@ -218,7 +216,7 @@ __global__ void __launch_bounds__(32 * kWarps, kMinCtas<NC>)
     stv<NC>(a.Gbuf + urow + j * d.Cf, g);
   }
   float* Db = a.Dc_bar + (size_t)e * S::Dcs;
-  warp_sum_scatter<S::Dcs>([&](int k) { return v[k]; }, lane, [&](int k, float s) { Db[k] += s; });
+  warp_sum_scatter<S::Dcs>([&](int k) { return v[k]; }, lane, [&](int k, float s) { Db[k] = sDb[k] + s; });
   // alpha_bar[f]: the lane's channels, then a butterfly over the Cf / NC lanes of focus f.
   float t_ab = 0.0f;
 #pragma unroll
@@ -226,6 +224,54 @@ __global__ void __launch_bounds__(32 * kWarps, kMinCtas<NC>)
   const int lanes = d.Cf / NC;
   for (int o = lanes / 2; o > 0; o >>= 1) t_ab += __shfl_xor_sync(0xffffffffu, t_ab, o);
   if (lane % lanes == 0) a.alpha_bar[(size_t)i * d.F + f] = t_ab;
+}
+
+// Backward of the destination sum: a warp takes kAggEdges consecutive edges (aggregate_grid). The
+// edges are grouped by destination, so P_bar[dst]'s rows are loaded only when dst changes and the
+// destinations come in one round trip (a lane each, then shuffles): the dst -> P_bar dependent
+// loads, the kernel's long-scoreboard stalls (47 % of its warp samples at 2fc6d83), leave the
+// per-edge chain, and the next edge's Wigner and old Dc_bar rows are copied (cp.async, two stages
+// per warp) while one edge is worked on. Each edge's terms and sums are aggregate_backward_edge's,
+// so the bits per edge do not depend on the grouping.
+template <int LT, int NC>
+__global__ void __launch_bounds__(32 * kWarps, kMinCtas<NC>)
+    aggregate_backward_w(Dims d, AggregateBackwardArgs a) {
+  using S = EdgeShape<LT>;
+  __shared__ float stage[kWarps][2][2 * kStageD];  // per warp, two edges: Wigner row, old Dc_bar row
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, i0 = (blockIdx.x * kWarps + warp) * kAggEdges;
+  if (i0 >= a.Ec) return;  // the whole warp: no CTA barrier below
+  const int n = min(kAggEdges, a.Ec - i0), c = NC * lane, f = c / d.Cf, cf = c % d.Cf;
+  const int my_dst = lane < n ? a.dst[a.e0 + i0 + lane] : -1;
+  auto stage_rows = [&](int k) {
+    const size_t e = (size_t)(a.e0 + i0 + k);
+    float* sD = stage[warp][k & 1];
+    for (int x = lane; x < S::Dcs; x += 32) {
+      copy_async4(sD + x, a.Dc + e * S::Dcs + x);
+      copy_async4(sD + kStageD + x, a.Dc_bar + e * S::Dcs + x);
+    }
+    copy_async_commit();
+  };
+  stage_rows(0);
+  float pb[S::D][NC];
+  int cur = -1;
+#pragma unroll 1
+  for (int k = 0; k < n; ++k) {
+    const int dk = __shfl_sync(0xffffffffu, my_dst, k);
+    if (dk != cur) {
+      load_rows<LT, NC>(a.P_bar + (size_t)dk * S::D * d.Cw + c, d.Cw, pb);
+      cur = dk;
+    }
+    __syncwarp();  // every lane is done with the stage edge k + 1 will fill (edge k - 1's)
+    if (k + 1 < n) {
+      stage_rows(k + 1);
+      copy_async_wait_group<1>();
+    } else {
+      copy_async_wait_group<0>();
+    }
+    __syncwarp();
+    const float* sD = stage[warp][k & 1];
+    aggregate_backward_edge<LT, NC>(d, a, i0 + k, f, cf, lane, pb, sD, sD + kStageD);
+  }
 }
 
 // Where an edge's radial adjoint goes without a degree mixer, each at the lane's first column:
@@ -422,6 +468,7 @@ void warp_dispatch(int L, int nc, Fn&& fn) {
   else on_l(std::integral_constant<int, 3>{});
 }
 inline dim3 warp_grid(int Ec) { return dim3((Ec + kWarps - 1) / kWarps); }
+inline dim3 aggregate_grid(int Ec) { return dim3((Ec + kWarps * kAggEdges - 1) / (kWarps * kAggEdges)); }
 
 }  // namespace
 }  // namespace sezm::cuda
