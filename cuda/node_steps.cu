@@ -7,6 +7,8 @@
 // destinations at a time).
 #include "node_steps.cuh"
 
+#include <type_traits>
+
 #include "grid_net.cuh"
 #include "node_norms.cuh"
 
@@ -107,54 +109,84 @@ __device__ __forceinline__ void stage_grid(const ModelWDev& mw, TS* sT, TS* sP) 
   __syncthreads();
 }
 
-template <int kD>
+// The forward takes NCH adjacent channels per lane (NCH = 2 when H is even): the grid matrices'
+// shared-memory loads serve both, and the products T h run with p outermost, so that h's column
+// is converted once per element and a lane holds 2 NCH kPerSlice accumulators instead of h's
+// 2 kD doubles per channel (99 registers, 25 % occupancy, 61 % short-scoreboard stalls at
+// 4e983c2). Each sum keeps its order (p ascending, then k, then the butterfly): the same bits.
+template <int kD, int NCH>
 __global__ void __launch_bounds__(kActThreads) ffn_act_forward_k(Dims d, ModelWDev mw, const float* __restrict__ sg,
                                                                  int N, const float* __restrict__ h, float* y) {
   __shared__ double sT[kMaxGrid * kD], sP[kD * kMaxGrid];
   stage_grid<double, kD>(mw, sT, sP);
   const int H = d.H, G = mw.G;
-  const ActLane ln(N, H);
-  const int c = ln.c, n = ln.n;
+  const ActLane ln(N, H / NCH);
+  const int c = NCH * ln.c, n = ln.n;
   const float* hn = h + (size_t)n * kD * 2 * H;
-  double ha[kD], hb[kD];
+  double a[NCH][kPerSlice], b[NCH][kPerSlice];
+#pragma unroll
+  for (int t = 0; t < NCH; ++t)
+#pragma unroll
+    for (int k = 0; k < kPerSlice; ++k) a[t][k] = b[t][k] = 0.0;
 #pragma unroll
   for (int p = 0; p < kD; ++p) {
-    ha[p] = hn[p * 2 * H + c];
-    hb[p] = hn[p * 2 * H + H + c];
-  }
-  double prod[kPerSlice];
+    double ha[NCH], hb[NCH];
 #pragma unroll
-  for (int k = 0; k < kPerSlice; ++k) {
-    const int g = ln.s + kSlices * k;
-    prod[k] = 0.0;
-    if (g >= G) continue;
-    double a = 0.0, b = 0.0;
-#pragma unroll
-    for (int p = 0; p < kD; ++p) {
-      a += sT[g * kD + p] * ha[p];
-      b += sT[g * kD + p] * hb[p];
+    for (int t = 0; t < NCH; ++t) {
+      ha[t] = hn[p * 2 * H + c + t];
+      hb[t] = hn[p * 2 * H + H + c + t];
     }
-    prod[k] = a * b;
-  }
-  double t = 0.0;
-#pragma unroll 4
-  for (int i = ln.s; i < H; i += kSlices) t += (double)hn[i] * sg[i * H + c] + (double)hn[H + i] * sg[(H + i) * H + c];
-  const double kap = 1.0 / (1.0 + exp(-slice_sum(t)));
-#pragma unroll
-  for (int p = 0; p < kD; ++p) {
-    double q = 0.0;
 #pragma unroll
     for (int k = 0; k < kPerSlice; ++k) {
       const int g = ln.s + kSlices * k;
-      if (g < G) q += sP[p * G + g] * prod[k];
+      if (g >= G) continue;
+      const double tv = sT[g * kD + p];
+#pragma unroll
+      for (int t = 0; t < NCH; ++t) {
+        a[t][k] += tv * ha[t];
+        b[t][k] += tv * hb[t];
+      }
     }
-    q = slice_sum(q);
-    if (ln.live && p % kSlices == ln.s)
-      y[((size_t)n * kD + p) * H + c] = (float)(kap * q + (p == 0 ? siluf_(hn[c]) * hn[H + c] : 0.0f));
+  }
+  double kap[NCH];
+#pragma unroll
+  for (int t = 0; t < NCH; ++t) {
+    double u = 0.0;
+#pragma unroll 4
+    for (int i = ln.s; i < H; i += kSlices)
+      u += (double)hn[i] * sg[i * H + c + t] + (double)hn[H + i] * sg[(H + i) * H + c + t];
+    kap[t] = 1.0 / (1.0 + exp(-slice_sum(u)));
+  }
+#pragma unroll
+  for (int t = 0; t < NCH; ++t)
+#pragma unroll
+    for (int k = 0; k < kPerSlice; ++k) a[t][k] *= b[t][k];  // the grid product, a * b
+#pragma unroll
+  for (int p = 0; p < kD; ++p) {
+    double q[NCH];
+#pragma unroll
+    for (int t = 0; t < NCH; ++t) q[t] = 0.0;
+#pragma unroll
+    for (int k = 0; k < kPerSlice; ++k) {
+      const int g = ln.s + kSlices * k;
+      if (g >= G) continue;
+      const double pv = sP[p * G + g];
+#pragma unroll
+      for (int t = 0; t < NCH; ++t) q[t] += pv * a[t][k];
+    }
+#pragma unroll
+    for (int t = 0; t < NCH; ++t) {
+      q[t] = slice_sum(q[t]);
+      if (ln.live && p % kSlices == ln.s)
+        y[((size_t)n * kD + p) * H + c + t] =
+            (float)(kap[t] * q[t] + (p == 0 ? siluf_(hn[c + t]) * hn[H + c + t] : 0.0f));
+    }
   }
 }
 
-template <int kD>
+// The backward as the forward (NCH channels per lane, its first products with p outermost; the
+// same sums in the same order, the same bits).
+template <int kD, int NCH>
 __global__ void __launch_bounds__(kActThreads) ffn_act_backward_k(Dims d, ModelWDev mw, const float* __restrict__ sg,
                                                                   int N, const float* __restrict__ h,
                                                                   const float* __restrict__ ybar, float* hbar,
@@ -162,65 +194,73 @@ __global__ void __launch_bounds__(kActThreads) ffn_act_backward_k(Dims d, ModelW
   __shared__ float sT[kMaxGrid * kD], sP[kD * kMaxGrid];
   stage_grid<float, kD>(mw, sT, sP);
   const int H = d.H, G = mw.G;
-  const ActLane ln(N, H);
-  const int c = ln.c, n = ln.n;
+  const ActLane ln(N, H / NCH);
+  const int c = NCH * ln.c, n = ln.n;
   const float* hn = h + (size_t)n * kD * 2 * H;
   const float* yb = ybar + (size_t)n * kD * H;
-  float ha[kD], hb[kD], yv[kD];
+  float ah[NCH][kPerSlice], bh[NCH][kPerSlice], wy[NCH][kPerSlice];  // wy[k] = sum_p P[p, g] ybar[p]
+#pragma unroll
+  for (int t = 0; t < NCH; ++t)
+#pragma unroll
+    for (int k = 0; k < kPerSlice; ++k) ah[t][k] = bh[t][k] = wy[t][k] = 0.0f;
 #pragma unroll
   for (int p = 0; p < kD; ++p) {
-    ha[p] = hn[p * 2 * H + c];
-    hb[p] = hn[p * 2 * H + H + c];
-    yv[p] = yb[p * H + c];
-  }
-  float ah[kPerSlice], bh[kPerSlice], wy[kPerSlice];  // wy[k] = sum_p P[p, g] ybar[p]
+    float ha[NCH], hb[NCH], yv[NCH];
 #pragma unroll
-  for (int k = 0; k < kPerSlice; ++k) {
-    const int g = ln.s + kSlices * k;
-    ah[k] = bh[k] = wy[k] = 0.0f;
-    if (g >= G) continue;
-    float a = 0.0f, b = 0.0f, w = 0.0f;
-#pragma unroll
-    for (int p = 0; p < kD; ++p) {
-      a += sT[g * kD + p] * ha[p];
-      b += sT[g * kD + p] * hb[p];
-      w += sP[p * G + g] * yv[p];
+    for (int t = 0; t < NCH; ++t) {
+      ha[t] = hn[p * 2 * H + c + t];
+      hb[t] = hn[p * 2 * H + H + c + t];
+      yv[t] = yb[p * H + c + t];
     }
-    ah[k] = a;
-    bh[k] = b;
-    wy[k] = w;
-  }
-  float t = 0.0f;
-#pragma unroll 4
-  for (int i = ln.s; i < H; i += kSlices) t += hn[i] * sg[i * H + c] + hn[H + i] * sg[(H + i) * H + c];
-  const float kap = sigmoidf_(slice_sum(t));
-  // kbar = sum_p ybar_p sum_g P[p, g] a_g b_g = sum_g a_g b_g wy_g; P_bar_g = kap wy_g.
-  float kb = 0.0f;
-#pragma unroll
-  for (int k = 0; k < kPerSlice; ++k) kb += ah[k] * bh[k] * wy[k];
-  kb = slice_sum(kb);
-  if (ln.live && ln.s == 0) tbar[(size_t)n * H + c] = kb * kap * (1.0f - kap);
-  float* hbn = hbar + (size_t)n * kD * 2 * H;
-#pragma unroll
-  for (int p = 0; p < kD; ++p) {
-    float a = 0.0f, b = 0.0f;
 #pragma unroll
     for (int k = 0; k < kPerSlice; ++k) {
       const int g = ln.s + kSlices * k;
       if (g >= G) continue;
-      const float tp = sT[g * kD + p] * kap * wy[k];
-      a += tp * bh[k];
-      b += tp * ah[k];
+      const float tv = sT[g * kD + p], pv = sP[p * G + g];
+#pragma unroll
+      for (int t = 0; t < NCH; ++t) {
+        ah[t][k] += tv * ha[t];
+        bh[t][k] += tv * hb[t];
+        wy[t][k] += pv * yv[t];
+      }
     }
-    a = slice_sum(a);
-    b = slice_sum(b);
-    if (p == 0) {
-      a += yv[0] * hb[0] * silu_gradf_(ha[0]);
-      b += yv[0] * siluf_(ha[0]);
-    }
-    if (ln.live && p % kSlices == ln.s) {
-      hbn[p * 2 * H + c] = a;
-      hbn[p * 2 * H + H + c] = b;
+  }
+  float* hbn = hbar + (size_t)n * kD * 2 * H;
+#pragma unroll
+  for (int t = 0; t < NCH; ++t) {
+    const int ct = c + t;
+    float u = 0.0f;
+#pragma unroll 4
+    for (int i = ln.s; i < H; i += kSlices) u += hn[i] * sg[i * H + ct] + hn[H + i] * sg[(H + i) * H + ct];
+    const float kap = sigmoidf_(slice_sum(u));
+    // kbar = sum_p ybar_p sum_g P[p, g] a_g b_g = sum_g a_g b_g wy_g; P_bar_g = kap wy_g.
+    float kb = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kPerSlice; ++k) kb += ah[t][k] * bh[t][k] * wy[t][k];
+    kb = slice_sum(kb);
+    if (ln.live && ln.s == 0) tbar[(size_t)n * H + ct] = kb * kap * (1.0f - kap);
+#pragma unroll
+    for (int p = 0; p < kD; ++p) {
+      float a = 0.0f, b = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kPerSlice; ++k) {
+        const int g = ln.s + kSlices * k;
+        if (g >= G) continue;
+        const float tp = sT[g * kD + p] * kap * wy[t][k];
+        a += tp * bh[t][k];
+        b += tp * ah[t][k];
+      }
+      a = slice_sum(a);
+      b = slice_sum(b);
+      if (p == 0) {
+        const float ha0 = hn[ct], hb0 = hn[H + ct], yv0 = yb[ct];
+        a += yv0 * hb0 * silu_gradf_(ha0);
+        b += yv0 * siluf_(ha0);
+      }
+      if (ln.live && p % kSlices == ln.s) {
+        hbn[p * 2 * H + ct] = a;
+        hbn[p * 2 * H + H + ct] = b;
+      }
     }
   }
 }
@@ -418,6 +458,25 @@ void launch_eq_norm_pair_backward(const EqNormPairBackwardArgs& a, cudaStream_t 
   eq_norm_pair_backward_k<<<div_up(a.N, kNormWarps), 32 * kNormWarps, 0, s>>>(a);
   SEZM_LAUNCH("eq_norm_pair_backward");
 }
+// The FFN activation kernels' instantiations: fn(kD, NCH) as integral constants, D in {1, 4, 9, 16}
+// (the S2 grid exists for L <= 3, lebedev.cpp), NCH = 2 adjacent channels per lane when H is even.
+template <class Fn>
+void act_dispatch(const Dims& d, Fn&& fn) {
+  static const bool one = env_on("SEZM_CUDA_FFN_NCH1");  // measurement switch (temporary)
+  auto on_d = [&](auto nch) {
+    switch (d.D) {
+      case 1: fn(std::integral_constant<int, 1>{}, nch); break;
+      case 4: fn(std::integral_constant<int, 4>{}, nch); break;
+      case 9: fn(std::integral_constant<int, 9>{}, nch); break;
+      case 16: fn(std::integral_constant<int, 16>{}, nch); break;
+      default: throw Error("device cuda: the FFN's S2 grid needs lmax <= 3");
+    }
+  };
+  if (d.H % 2 == 0 && !one) on_d(std::integral_constant<int, 2>{});
+  else on_d(std::integral_constant<int, 1>{});
+}
+inline int act_grid(int N, int pairs) { return div_up((long)N * pairs * kSlices, kActThreads); }
+
 void launch_ffn_forward(const Dims& d, const ModelWDev& mw, const BlockWDev& w, int N, const float* Xt, float* hbuf,
                         float* ybuf, float* out, float* grid_scratch, cudaStream_t s, const float* residual) {
   if (N == 0) return;
@@ -430,14 +489,10 @@ void launch_ffn_forward(const Dims& d, const ModelWDev& mw, const BlockWDev& w, 
   }
   launch_per_degree_linear(N, d.L, d.C, 2 * d.H, Xt, w.ffn_w1, hbuf, false, false, s);
   if (mw.G > kMaxGrid) throw Error("device cuda: the FFN's S2 grid has more than 40 points");
-  const int grid = div_up((long)N * d.H * kSlices, kActThreads);
-  switch (d.D) {  // the S2 grid exists for L <= 3 (lebedev.cpp)
-    case 1: ffn_act_forward_k<1><<<grid, kActThreads, 0, s>>>(d, mw, w.ffn_sg, N, hbuf, ybuf); break;
-    case 4: ffn_act_forward_k<4><<<grid, kActThreads, 0, s>>>(d, mw, w.ffn_sg, N, hbuf, ybuf); break;
-    case 9: ffn_act_forward_k<9><<<grid, kActThreads, 0, s>>>(d, mw, w.ffn_sg, N, hbuf, ybuf); break;
-    case 16: ffn_act_forward_k<16><<<grid, kActThreads, 0, s>>>(d, mw, w.ffn_sg, N, hbuf, ybuf); break;
-    default: throw Error("device cuda: the FFN's S2 grid needs lmax <= 3");
-  }
+  act_dispatch(d, [&](auto kd, auto nch) {
+    constexpr int kD = decltype(kd)::value, NCH = decltype(nch)::value;
+    ffn_act_forward_k<kD, NCH><<<act_grid(N, d.H / NCH), kActThreads, 0, s>>>(d, mw, w.ffn_sg, N, hbuf, ybuf);
+  });
   SEZM_LAUNCH("ffn_act_forward");
   launch_per_degree_linear(N, d.L, d.H, d.C, ybuf, w.ffn_w2, out, false, false, s, residual);
 }
@@ -456,16 +511,11 @@ void launch_ffn_backward(const Dims& d, const ModelWDev& mw, const BlockWDev& w,
   // t_bar (N, H) lives in Xt_bar until the final linear overwrites it (D*C >= H holds for every
   // supported model; the engine checks it at construction).
   float* tbar = Xt_bar;
-  const int grid = div_up((long)N * d.H * kSlices, kActThreads);
-  switch (d.D) {
-    case 1: ffn_act_backward_k<1><<<grid, kActThreads, 0, s>>>(d, mw, w.ffn_sg, N, hbuf, ybar_buf, hbar_buf, tbar); break;
-    case 4: ffn_act_backward_k<4><<<grid, kActThreads, 0, s>>>(d, mw, w.ffn_sg, N, hbuf, ybar_buf, hbar_buf, tbar); break;
-    case 9: ffn_act_backward_k<9><<<grid, kActThreads, 0, s>>>(d, mw, w.ffn_sg, N, hbuf, ybar_buf, hbar_buf, tbar); break;
-    case 16:
-      ffn_act_backward_k<16><<<grid, kActThreads, 0, s>>>(d, mw, w.ffn_sg, N, hbuf, ybar_buf, hbar_buf, tbar);
-      break;
-    default: throw Error("device cuda: the FFN's S2 grid needs lmax <= 3");
-  }
+  act_dispatch(d, [&](auto kd, auto nch) {
+    constexpr int kD = decltype(kd)::value, NCH = decltype(nch)::value;
+    ffn_act_backward_k<kD, NCH>
+        <<<act_grid(N, d.H / NCH), kActThreads, 0, s>>>(d, mw, w.ffn_sg, N, hbuf, ybar_buf, hbar_buf, tbar);
+  });
   SEZM_LAUNCH("ffn_act_backward");
   ffn_gate_input_backward_k<<<div_up((long)N * 2 * d.H * 32, 128), 128, 0, s>>>(d, w.ffn_sg, N, tbar, hbar_buf);
   SEZM_LAUNCH("ffn_gate_input_backward");
