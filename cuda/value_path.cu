@@ -367,12 +367,7 @@ void launch_rotate_condition(const Dims& d, const BlockWDev& w, const RotateCond
   const int nc = warp_lanes(d, a.H, a.Rh, a.U0, a.Ssrc);
   if (nc != 0) {
     warp_dispatch(d.L, nc, [&](auto lt, auto ncv) {
-      constexpr int LT = decltype(lt)::value, NC = decltype(ncv)::value;
-      constexpr size_t bytes = RcStage<LT, NC>::kBytes;  // 43.5 KiB for L = 3, Cw = 64; 84.5 KiB for Cw = 128
-      if constexpr (bytes > 48 * 1024)
-        SEZM_CUDA(cudaFuncSetAttribute(rotate_condition_w<LT, NC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       (int)bytes));
-      rotate_condition_w<LT, NC><<<edge_warp_grid(Ec), 32 * kWarps, bytes, s>>>(d, w, a);
+      rotate_condition_w<decltype(lt)::value, decltype(ncv)::value><<<warp_grid(Ec), 32 * kWarps, 0, s>>>(d, w, a);
     });
     SEZM_LAUNCH("rotate_condition");
     return;
@@ -426,7 +421,7 @@ void launch_aggregate_backward(const Dims& d, const AggregateBackwardArgs& a, cu
   const int nc = warp_lanes(d, a.P_bar, a.U, a.Gbuf);
   if (nc != 0) {
     warp_dispatch(d.L, nc, [&](auto lt, auto ncv) {
-      aggregate_backward_w<decltype(lt)::value, decltype(ncv)::value><<<edge_warp_grid(Ec), 32 * kWarps, 0, s>>>(d, a);
+      aggregate_backward_w<decltype(lt)::value, decltype(ncv)::value><<<aggregate_grid(Ec), 32 * kWarps, 0, s>>>(d, a);
     });
     SEZM_LAUNCH("aggregate_backward");
     return;

@@ -36,7 +36,7 @@ constexpr int kWarps = 4;                 // edges (warps) per CTA: 128 threads
 template <int NC>
 constexpr int kMinCtas = NC == 4 ? 3 : NC == 2 ? 5 : 1;
 constexpr int kStageD = 48, kStageK = 32;  // a warp's Wigner row (<= 46) and kernel row (<= 28)
-constexpr int kWarpEdges = 4;  // consecutive edges per warp in rotate_condition_w and aggregate_backward_w
+constexpr int kAggEdges = 4;               // consecutive edges per warp in aggregate_backward_w
 
 __device__ inline int kernel_index(int L, int li, int lo, int m) {
   return m == 0 ? li * (L + 1) + lo : (L + 1) * (L + 1) + (li - 1) * L + (lo - 1);
@@ -117,31 +117,25 @@ __device__ __forceinline__ void load_rows(const float* Hs, int Cw, float (&hs)[E
   for (int p = 0; p < EdgeShape<LT>::D; ++p) ldv<NC>(Hs + (size_t)p * Cw, hs[p]);
 }
 
-// rotate_condition_w's stage per warp and edge: the Wigner row and the degree kernel (read by every
-// lane), the lane's H[src] rows and radial rows (NC channels of each; each lane reads back only what
-// it copied itself).
+// Rotate + radial conditioning (rotate_condition_k's arithmetic) -> U0 focus-major, S_src.
 template <int LT, int NC>
-struct RcStage {
-  static constexpr int kK = kStageD, kH = kStageD + kStageK, kR = kH + EdgeShape<LT>::D * 32 * NC;
-  static constexpr int kSize = kR + (LT + 1) * 32 * NC;
-  static constexpr size_t kBytes = sizeof(float) * kWarps * 2 * kSize;  // the kernel's dynamic shared memory
-};
-
-// One edge of rotate_condition_w (rotate_condition_k's arithmetic) from its stage st (RcStage):
-// U0 focus-major, S_src.
-template <int LT, int NC>
-__device__ __forceinline__ void rotate_condition_edge(const Dims& d, const BlockWDev& w, const RotateConditionArgs& a,
-                                                      int i, int f, int cf, int c, const float* st) {
+__global__ void __launch_bounds__(32 * kWarps) rotate_condition_w(Dims d, BlockWDev w, RotateConditionArgs a) {
   using S = EdgeShape<LT>;
-  using G = RcStage<LT, NC>;
-  const float *sD = st, *sK = st + G::kK;
+  __shared__ float stage[kWarps][kStageD + kStageK];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, i = blockIdx.x * kWarps + warp;
+  if (i >= a.Ec) return;  // the whole warp: no CTA barrier below
+  const int e = a.e0 + i, c = NC * lane, f = c / d.Cf, cf = c % d.Cf;
+  float *sD = stage[warp], *sK = sD + kStageD;
   float hs[S::D][NC], rh[LT + 1][NC];
-#pragma unroll
-  for (int p = 0; p < S::D; ++p) ldv<NC>(st + G::kH + p * 32 * NC + c, hs[p]);
+  load_rows<LT, NC>(a.H + (size_t)a.src[e] * S::D * d.Cw + c, d.Cw, hs);
   if (!d.degree_mixer) {
 #pragma unroll
-    for (int l = 0; l <= LT; ++l) ldv<NC>(st + G::kR + l * 32 * NC + c, rh[l]);
+    for (int l = 0; l <= LT; ++l) ldv<NC>(a.Rh + ((size_t)i * (LT + 1) + l) * d.Cw + c, rh[l]);
   }
+  stage_edge<LT>(a.Dc + (size_t)e * S::Dcs, d.degree_mixer ? a.kern + (size_t)i * padded_kernel_size(d) : nullptr,
+                 padded_kernel_size(d), sD, sK, lane);
+  copy_async_wait();
+  __syncwarp();
   float xl[S::Dm][NC];
   rotate_in_w<LT, NC>(sD, hs, xl);
   float b[NC];
@@ -168,51 +162,6 @@ __device__ __forceinline__ void rotate_condition_edge(const Dims& d, const Block
     }
     stv<NC>(U + o * d.Cf, v);
     if (o == 0 && d.F > 1) stv<NC>(a.Ssrc + ((size_t)f * a.Ec + i) * d.Cf + cf, v);
-  }
-}
-
-// Rotate + radial conditioning -> U0 focus-major, S_src. A warp takes kWarpEdges consecutive
-// edges (edge_warp_grid), their sources read in one round trip (a lane each, then shuffles), and
-// copies the next edge's rows (RcStage; cp.async, two stages per warp) while one edge is worked on:
-// the src -> H[src] dependent loads were most of the kernel's long-scoreboard stalls (35 % of its
-// warp samples, ncu at 4e983c2). Each edge's arithmetic is rotate_condition_edge's (the same bits).
-template <int LT, int NC>
-__global__ void __launch_bounds__(32 * kWarps) rotate_condition_w(Dims d, BlockWDev w, RotateConditionArgs a) {
-  using S = EdgeShape<LT>;
-  using G = RcStage<LT, NC>;
-  extern __shared__ float4 rc_smem4[];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, i0 = (blockIdx.x * kWarps + warp) * kWarpEdges;
-  if (i0 >= a.Ec) return;  // the whole warp: no CTA barrier below
-  const int n = min(kWarpEdges, a.Ec - i0), c = NC * lane, f = c / d.Cf, cf = c % d.Cf, Kp = padded_kernel_size(d);
-  const int my_src = lane < n ? a.src[a.e0 + i0 + lane] : 0;
-  float* stage = reinterpret_cast<float*>(rc_smem4) + (size_t)warp * 2 * G::kSize;
-  auto stage_rows = [&](int k) {
-    const int i = i0 + k, e = a.e0 + i;
-    float* st = stage + (k & 1) * G::kSize;
-    const float* Hs = a.H + (size_t)__shfl_sync(0xffffffffu, my_src, k) * S::D * d.Cw + c;
-#pragma unroll
-    for (int p = 0; p < S::D; ++p) copy_async<4 * NC>(st + G::kH + p * 32 * NC + c, Hs + (size_t)p * d.Cw);
-    if (!d.degree_mixer) {
-#pragma unroll
-      for (int l = 0; l <= LT; ++l)
-        copy_async<4 * NC>(st + G::kR + l * 32 * NC + c, a.Rh + ((size_t)i * (LT + 1) + l) * d.Cw + c);
-    }
-    stage_edge<LT>(a.Dc + (size_t)e * S::Dcs, d.degree_mixer ? a.kern + (size_t)i * Kp : nullptr, Kp, st,
-                   st + G::kK, lane);
-    copy_async_commit();
-  };
-  stage_rows(0);
-#pragma unroll 1
-  for (int k = 0; k < n; ++k) {
-    __syncwarp();  // every lane is done with the stage edge k + 1 will fill (edge k - 1's)
-    if (k + 1 < n) {
-      stage_rows(k + 1);
-      copy_async_wait_group<1>();
-    } else {
-      copy_async_wait_group<0>();
-    }
-    __syncwarp();
-    rotate_condition_edge<LT, NC>(d, w, a, i0 + k, f, cf, c, stage + (k & 1) * G::kSize);
   }
 }
 
@@ -285,7 +234,7 @@ __device__ __forceinline__ void aggregate_backward_edge(const Dims& d, const Agg
   if (lane % lanes == 0) a.alpha_bar[(size_t)i * d.F + f] = t_ab;
 }
 
-// Backward of the destination sum: a warp takes kWarpEdges consecutive edges (edge_warp_grid). The
+// Backward of the destination sum: a warp takes kAggEdges consecutive edges (aggregate_grid). The
 // edges are grouped by destination, so P_bar[dst]'s rows are loaded only when dst changes and the
 // destinations come in one round trip (a lane each, then shuffles): the dst -> P_bar dependent
 // loads (long-scoreboard stalls were 47 % of the warp samples at 2fc6d83) leave the per-edge chain.
@@ -299,9 +248,9 @@ __global__ void __launch_bounds__(32 * kWarps, kMinCtas<NC>)
   using S = EdgeShape<LT>;
   using G = AggStage<LT, NC>;
   __shared__ __align__(16) float stage[kWarps][2][G::kSize];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, i0 = (blockIdx.x * kWarps + warp) * kWarpEdges;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, i0 = (blockIdx.x * kWarps + warp) * kAggEdges;
   if (i0 >= a.Ec) return;  // the whole warp: no CTA barrier below
-  const int n = min(kWarpEdges, a.Ec - i0), c = NC * lane, f = c / d.Cf, cf = c % d.Cf;
+  const int n = min(kAggEdges, a.Ec - i0), c = NC * lane, f = c / d.Cf, cf = c % d.Cf;
   const int my_dst = lane < n ? a.dst[a.e0 + i0 + lane] : -1;
   auto stage_rows = [&](int k) {
     const int i = i0 + k;
@@ -534,7 +483,7 @@ void warp_dispatch(int L, int nc, Fn&& fn) {
   else on_l(std::integral_constant<int, 3>{});
 }
 inline dim3 warp_grid(int Ec) { return dim3((Ec + kWarps - 1) / kWarps); }
-inline dim3 edge_warp_grid(int Ec) { return dim3((Ec + kWarps * kWarpEdges - 1) / (kWarps * kWarpEdges)); }
+inline dim3 aggregate_grid(int Ec) { return dim3((Ec + kWarps * kAggEdges - 1) / (kWarps * kAggEdges)); }
 
 }  // namespace
 }  // namespace sezm::cuda
