@@ -310,21 +310,14 @@ __global__ void __launch_bounds__(kTT) radial_forward_tile_k(Dims d, ModelWDev w
 // The tail (SiLU and norm backward, a_bar = env g, env_bar = sum_c a_c g_c) runs on those
 // registers; its sums over c are four channels in order per thread, then an xor butterfly over
 // the NQ lanes of the edge (consecutive lanes of one warp; every lane gets the same bits). The
-// hidden adjoint goes to shared memory (hb) for rbf_bar = h_bar W0^T, one thread per (edge, n),
-// sum over c in order. For KC <= 32 (bwd_prefetch) hb has its own place and, once the products
-// have read the tile's rho_bar rows, the next tile's are copied (cp.async) into theirs while the
-// tail and rbf_bar run; for KC = 64 hb takes the dead rho_bar rows (the extra 8 KiB would leave
-// one CTA per SM instead of two).
-__host__ __device__ constexpr bool bwd_prefetch(int KC) { return KC <= 32; }
+// hidden adjoint goes to shared memory (over the dead rho_bar rows) for rbf_bar = h_bar W0^T, one
+// thread per (edge, n), sum over c in order.
 struct BwdSmem {
-  int W, TE, RS, w1t, w0, nrm, rb, rbs, hs, hb, rs, es, total;
+  int W, TE, RS, w1t, w0, nrm, rb, rbs, hs, rs, es, total;
   __host__ __device__ BwdSmem(const Dims& d, int KC) {
     W = (d.L + 1) * KC; TE = 2048 / KC; RS = ((W / 4) | 1) * 4;
     w1t = 0; w0 = w1t + W * KC; nrm = w0 + r4(d.nr * (KC + 1)); rb = nrm + r4(KC);
-    rbs = rb + TE * RS; hs = rbs + r4(TE * (d.nr + 1)); rs = hs + r4(TE * (KC + 1));
-    hb = bwd_prefetch(KC) ? rs : rb;
-    if (bwd_prefetch(KC)) rs += r4(TE * (KC + 1));
-    es = rs + TE; total = es + TE;
+    rbs = rb + TE * RS; hs = rbs + r4(TE * (d.nr + 1)); rs = hs + r4(TE * (KC + 1)); es = rs + TE; total = es + TE;
   }
 };
 
@@ -340,7 +333,8 @@ __global__ void __launch_bounds__(kTT) radial_backward_tile_k(Dims d, ModelWDev 
   const BwdSmem L(d, KC);
   const int W = L.W, RS = L.RS, tid = threadIdx.x, nr = d.nr;
   float *w1t = sm + L.w1t, *w0s = sm + L.w0, *nrm = sm + L.nrm, *rb = sm + L.rb, *rbs = sm + L.rbs, *hs = sm + L.hs,
-        *hb = sm + L.hb, *rs = sm + L.rs, *es = sm + L.es;
+        *rs = sm + L.rs, *es = sm + L.es;
+  float* hb = rb;  // the hidden adjoint, TE x (KC+1), once the rho_bar rows are dead
   // Lanes take consecutive channels of one output quad: conflict-free transposed stores (the
   // strided 16-byte loads hit L1 after each line's first touch).
   for (int i = tid; i < KC * W / 4; i += kTT) {
@@ -350,20 +344,14 @@ __global__ void __launch_bounds__(kTT) radial_backward_tile_k(Dims d, ModelWDev 
   }
   stage_w0<KC>(d, w, w0s, nrm);
   const int tq = tid % NQ, te = tid / NQ, ntiles = (E + TE - 1) / TE;
-  auto stage_rho_bar = [&](int tile) {  // waited for at the top of the tile's iteration
+  for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
     const int e0 = tile * TE, ne = min(TE, E - e0);
+    stage_rows<TE>(nr, e0, ne, rbf, env, rbs, es);
     for (int i = tid; i < TE * W / 4; i += kTT) {
       const int e = 4 * i / W, o = 4 * i % W;
       if (e < ne) copy_async16(rb + e * RS + o, rho_bar + (size_t)(e0 + e) * W + o);
       else *reinterpret_cast<float4*>(rb + e * RS + o) = make_float4(0.f, 0.f, 0.f, 0.f);
     }
-  };
-  constexpr bool kPrefetch = bwd_prefetch(KC);
-  if (kPrefetch && blockIdx.x < ntiles) stage_rho_bar(blockIdx.x);
-  for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
-    const int e0 = tile * TE, ne = min(TE, E - e0);
-    stage_rows<TE>(nr, e0, ne, rbf, env, rbs, es);
-    if (!kPrefetch) stage_rho_bar(tile);
     copy_async_wait();
     __syncthreads();
     {
@@ -393,8 +381,7 @@ __global__ void __launch_bounds__(kTT) radial_backward_tile_k(Dims d, ModelWDev 
         }
       }
     }
-    __syncthreads();  // every thread's products have read rb: the next tile's rows (or hb) may land there
-    if (kPrefetch && tile + (int)gridDim.x < ntiles) stage_rho_bar(tile + gridDim.x);
+    __syncthreads();  // rb is dead: hb overwrites it
     float eb[2], dot[2], yb[2][4];
 #pragma unroll
     for (int p = 0; p < 2; ++p) {
@@ -443,7 +430,7 @@ __global__ void __launch_bounds__(kTT) radial_backward_tile_k(Dims d, ModelWDev 
       for (int c = 0; c < KC; ++c) s = fmaf(he[c], wn[c], s);
       rbf_bar[(size_t)e0 * nr + i] = old + s;
     }
-    __syncthreads();  // the next tile overwrites rbs, hs, hb, rs, es (KC = 64: also rb)
+    __syncthreads();  // the next tile overwrites rb (hb), rbs, hs, rs, es
   }
 }
 
