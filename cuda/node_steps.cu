@@ -113,7 +113,8 @@ __device__ __forceinline__ void stage_grid(const ModelWDev& mw, TS* sT, TS* sP) 
 // shared-memory loads serve both, and the products T h run with p outermost, so that h's column
 // is converted once per element and a lane holds 2 NCH kPerSlice accumulators instead of h's
 // 2 kD doubles per channel (99 registers, 25 % occupancy, 61 % short-scoreboard stalls at
-// 4e983c2). Each sum keeps its order (p ascending, then k, then the butterfly): the same bits.
+// 4e983c2; 58 -> 39 us per 512-atom launch, docs/performance.md 2026-12-03). Each sum keeps its
+// order (p ascending, then k, then the butterfly): the same bits.
 template <int kD, int NCH>
 __global__ void __launch_bounds__(kActThreads) ffn_act_forward_k(Dims d, ModelWDev mw, const float* __restrict__ sg,
                                                                  int N, const float* __restrict__ h, float* y) {
@@ -184,9 +185,10 @@ __global__ void __launch_bounds__(kActThreads) ffn_act_forward_k(Dims d, ModelWD
   }
 }
 
-// The backward as the forward (NCH channels per lane, its first products with p outermost; the
-// same sums in the same order, the same bits).
-template <int kD, int NCH>
+// The backward's first products also run with p outermost (the same sums in the same order, the
+// same bits), one channel per lane: two (156 registers) measured slower (docs/performance.md,
+// 2026-12-03, "ffn_act").
+template <int kD>
 __global__ void __launch_bounds__(kActThreads) ffn_act_backward_k(Dims d, ModelWDev mw, const float* __restrict__ sg,
                                                                   int N, const float* __restrict__ h,
                                                                   const float* __restrict__ ybar, float* hbar,
@@ -194,73 +196,57 @@ __global__ void __launch_bounds__(kActThreads) ffn_act_backward_k(Dims d, ModelW
   __shared__ float sT[kMaxGrid * kD], sP[kD * kMaxGrid];
   stage_grid<float, kD>(mw, sT, sP);
   const int H = d.H, G = mw.G;
-  const ActLane ln(N, H / NCH);
-  const int c = NCH * ln.c, n = ln.n;
+  const ActLane ln(N, H);
+  const int c = ln.c, n = ln.n;
   const float* hn = h + (size_t)n * kD * 2 * H;
   const float* yb = ybar + (size_t)n * kD * H;
-  float ah[NCH][kPerSlice], bh[NCH][kPerSlice], wy[NCH][kPerSlice];  // wy[k] = sum_p P[p, g] ybar[p]
+  float ah[kPerSlice], bh[kPerSlice], wy[kPerSlice];  // wy[k] = sum_p P[p, g] ybar[p]
 #pragma unroll
-  for (int t = 0; t < NCH; ++t)
-#pragma unroll
-    for (int k = 0; k < kPerSlice; ++k) ah[t][k] = bh[t][k] = wy[t][k] = 0.0f;
+  for (int k = 0; k < kPerSlice; ++k) ah[k] = bh[k] = wy[k] = 0.0f;
 #pragma unroll
   for (int p = 0; p < kD; ++p) {
-    float ha[NCH], hb[NCH], yv[NCH];
-#pragma unroll
-    for (int t = 0; t < NCH; ++t) {
-      ha[t] = hn[p * 2 * H + c + t];
-      hb[t] = hn[p * 2 * H + H + c + t];
-      yv[t] = yb[p * H + c + t];
-    }
+    const float ha = hn[p * 2 * H + c], hb = hn[p * 2 * H + H + c], yv = yb[p * H + c];
 #pragma unroll
     for (int k = 0; k < kPerSlice; ++k) {
       const int g = ln.s + kSlices * k;
       if (g >= G) continue;
-      const float tv = sT[g * kD + p], pv = sP[p * G + g];
-#pragma unroll
-      for (int t = 0; t < NCH; ++t) {
-        ah[t][k] += tv * ha[t];
-        bh[t][k] += tv * hb[t];
-        wy[t][k] += pv * yv[t];
-      }
+      ah[k] += sT[g * kD + p] * ha;
+      bh[k] += sT[g * kD + p] * hb;
+      wy[k] += sP[p * G + g] * yv;
     }
   }
+  float t = 0.0f;
+#pragma unroll 4
+  for (int i = ln.s; i < H; i += kSlices) t += hn[i] * sg[i * H + c] + hn[H + i] * sg[(H + i) * H + c];
+  const float kap = sigmoidf_(slice_sum(t));
+  // kbar = sum_p ybar_p sum_g P[p, g] a_g b_g = sum_g a_g b_g wy_g; P_bar_g = kap wy_g.
+  float kb = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kPerSlice; ++k) kb += ah[k] * bh[k] * wy[k];
+  kb = slice_sum(kb);
+  if (ln.live && ln.s == 0) tbar[(size_t)n * H + c] = kb * kap * (1.0f - kap);
   float* hbn = hbar + (size_t)n * kD * 2 * H;
 #pragma unroll
-  for (int t = 0; t < NCH; ++t) {
-    const int ct = c + t;
-    float u = 0.0f;
-#pragma unroll 4
-    for (int i = ln.s; i < H; i += kSlices) u += hn[i] * sg[i * H + ct] + hn[H + i] * sg[(H + i) * H + ct];
-    const float kap = sigmoidf_(slice_sum(u));
-    // kbar = sum_p ybar_p sum_g P[p, g] a_g b_g = sum_g a_g b_g wy_g; P_bar_g = kap wy_g.
-    float kb = 0.0f;
+  for (int p = 0; p < kD; ++p) {
+    float a = 0.0f, b = 0.0f;
 #pragma unroll
-    for (int k = 0; k < kPerSlice; ++k) kb += ah[t][k] * bh[t][k] * wy[t][k];
-    kb = slice_sum(kb);
-    if (ln.live && ln.s == 0) tbar[(size_t)n * H + ct] = kb * kap * (1.0f - kap);
-#pragma unroll
-    for (int p = 0; p < kD; ++p) {
-      float a = 0.0f, b = 0.0f;
-#pragma unroll
-      for (int k = 0; k < kPerSlice; ++k) {
-        const int g = ln.s + kSlices * k;
-        if (g >= G) continue;
-        const float tp = sT[g * kD + p] * kap * wy[t][k];
-        a += tp * bh[t][k];
-        b += tp * ah[t][k];
-      }
-      a = slice_sum(a);
-      b = slice_sum(b);
-      if (p == 0) {
-        const float ha0 = hn[ct], hb0 = hn[H + ct], yv0 = yb[ct];
-        a += yv0 * hb0 * silu_gradf_(ha0);
-        b += yv0 * siluf_(ha0);
-      }
-      if (ln.live && p % kSlices == ln.s) {
-        hbn[p * 2 * H + ct] = a;
-        hbn[p * 2 * H + H + ct] = b;
-      }
+    for (int k = 0; k < kPerSlice; ++k) {
+      const int g = ln.s + kSlices * k;
+      if (g >= G) continue;
+      const float tp = sT[g * kD + p] * kap * wy[k];
+      a += tp * bh[k];
+      b += tp * ah[k];
+    }
+    a = slice_sum(a);
+    b = slice_sum(b);
+    if (p == 0) {
+      const float ha0 = hn[c], hb0 = hn[H + c], yv0 = yb[c];
+      a += yv0 * hb0 * silu_gradf_(ha0);
+      b += yv0 * siluf_(ha0);
+    }
+    if (ln.live && p % kSlices == ln.s) {
+      hbn[p * 2 * H + c] = a;
+      hbn[p * 2 * H + H + c] = b;
     }
   }
 }
@@ -459,10 +445,10 @@ void launch_eq_norm_pair_backward(const EqNormPairBackwardArgs& a, cudaStream_t 
   SEZM_LAUNCH("eq_norm_pair_backward");
 }
 // The FFN activation kernels' instantiations: fn(kD, NCH) as integral constants, D in {1, 4, 9, 16}
-// (the S2 grid exists for L <= 3, lebedev.cpp), NCH = 2 adjacent channels per lane when H is even.
+// (the S2 grid exists for L <= 3, lebedev.cpp); NCH = 2 adjacent channels per lane where pairs is
+// asked for and H is even, else 1.
 template <class Fn>
-void act_dispatch(const Dims& d, Fn&& fn) {
-  static const bool one = env_on("SEZM_CUDA_FFN_NCH1");  // measurement switch (temporary)
+void act_dispatch(const Dims& d, bool pairs, Fn&& fn) {
   auto on_d = [&](auto nch) {
     switch (d.D) {
       case 1: fn(std::integral_constant<int, 1>{}, nch); break;
@@ -472,7 +458,7 @@ void act_dispatch(const Dims& d, Fn&& fn) {
       default: throw Error("device cuda: the FFN's S2 grid needs lmax <= 3");
     }
   };
-  if (d.H % 2 == 0 && !one) on_d(std::integral_constant<int, 2>{});
+  if (pairs && d.H % 2 == 0) on_d(std::integral_constant<int, 2>{});
   else on_d(std::integral_constant<int, 1>{});
 }
 inline int act_grid(int N, int pairs) { return div_up((long)N * pairs * kSlices, kActThreads); }
@@ -489,7 +475,7 @@ void launch_ffn_forward(const Dims& d, const ModelWDev& mw, const BlockWDev& w, 
   }
   launch_per_degree_linear(N, d.L, d.C, 2 * d.H, Xt, w.ffn_w1, hbuf, false, false, s);
   if (mw.G > kMaxGrid) throw Error("device cuda: the FFN's S2 grid has more than 40 points");
-  act_dispatch(d, [&](auto kd, auto nch) {
+  act_dispatch(d, true, [&](auto kd, auto nch) {
     constexpr int kD = decltype(kd)::value, NCH = decltype(nch)::value;
     ffn_act_forward_k<kD, NCH><<<act_grid(N, d.H / NCH), kActThreads, 0, s>>>(d, mw, w.ffn_sg, N, hbuf, ybuf);
   });
@@ -511,10 +497,9 @@ void launch_ffn_backward(const Dims& d, const ModelWDev& mw, const BlockWDev& w,
   // t_bar (N, H) lives in Xt_bar until the final linear overwrites it (D*C >= H holds for every
   // supported model; the engine checks it at construction).
   float* tbar = Xt_bar;
-  act_dispatch(d, [&](auto kd, auto nch) {
-    constexpr int kD = decltype(kd)::value, NCH = decltype(nch)::value;
-    ffn_act_backward_k<kD, NCH>
-        <<<act_grid(N, d.H / NCH), kActThreads, 0, s>>>(d, mw, w.ffn_sg, N, hbuf, ybar_buf, hbar_buf, tbar);
+  act_dispatch(d, false, [&](auto kd, auto) {
+    constexpr int kD = decltype(kd)::value;
+    ffn_act_backward_k<kD><<<act_grid(N, d.H), kActThreads, 0, s>>>(d, mw, w.ffn_sg, N, hbuf, ybar_buf, hbar_buf, tbar);
   });
   SEZM_LAUNCH("ffn_act_backward");
   ffn_gate_input_backward_k<<<div_up((long)N * 2 * d.H * 32, 128), 128, 0, s>>>(d, w.ffn_sg, N, tbar, hbar_buf);
