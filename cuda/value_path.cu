@@ -115,7 +115,8 @@ __global__ void rotate_condition_k(Dims d, BlockWDev w, int e0, int Ec, const in
 // barrier per batch) and each v once per row j, then adds the exact product (24 x 24 significant
 // bits fit a double) with a double FMA: ~10 conversions per edge and channel instead of 46, and
 // at least as accurate. It needs 70 registers (64 spill) and 12 bytes of staging per row value,
-// so it runs 6 thread rows: four 192-thread CTAs per SM, one wave for a chunk's ~410 CTAs.
+// so it runs 6 thread rows: four 192-thread CTAs per SM, one wave (528 slots on an H200) for a
+// lean chunk's ~520 CTAs (40960 edges: ~260 centres x F = 2).
 constexpr int kAggRows = 8, kAggRowsDR = 6;
 
 template <int LT, bool DR>

@@ -102,10 +102,11 @@ const char* edge_state_name(EdgeState e);  // "auto" | "keep" | "chunk"
 // "auto" / "keep" / "chunk"; false for anything else.
 bool parse_edge_state(const std::string& s, EdgeState* e);
 
-// Default edges per chunk of the CUDA engine: lean 32768 (its chunk scratch, ~0.5 GB, keeps
-// 4096 atoms under 2 GB), fast 131072 (~2.1 GB of scratch; at 4096 atoms on an H200 14 % less
-// time than 32768).
-inline int default_chunk_edges(CudaMode m) { return m == CudaMode::kFast ? 131072 : 32768; }
+// Default edges per chunk of the CUDA engine: lean 40960 (its chunk scratch, ~0.6 GB, keeps 4096
+// atoms of C.pt at 1.76 GiB, under 2 GB; on an H200 58.3 ms per call against 60.5 at 32768, fewer
+// and fuller launches: docs/performance.md, 2026-12-03), fast 131072 (~2.1 GB of scratch; at 4096
+// atoms on an H200 14 % less time than 32768).
+inline int default_chunk_edges(CudaMode m) { return m == CudaMode::kFast ? 131072 : 40960; }
 
 class Engine {
  public:
@@ -122,7 +123,7 @@ class Engine {
   virtual EngineResult compute_forces(const Graph& g, bool /*atom_virial*/, FeatureExchange<double>* ex = nullptr) {
     return compute(g, true, ex);
   }
-  // One line for logs: "cpu, float64, 8 threads", "CUDA device 0 (NVIDIA H200), mode lean, 32768 edges per chunk".
+  // One line for logs: "cpu, float64, 8 threads", "CUDA device 0 (NVIDIA H200), mode lean, 40960 edges per chunk".
   virtual std::string description() const = 0;
   // Peak device memory held by the engine since construction (0 on the CPU).
   virtual size_t peak_device_bytes() const { return 0; }
