@@ -1,8 +1,8 @@
 #pragma once
 // Node-level steps on the device (O(N) work; CPU twins: engine/norms.h, ffn.h, readout.h,
-// fitting.h): per-degree linears, equivariant RMS norms, the S2-grid FFN, read-out and fitting,
-// forward and backward, on any range of nodes (pointers at its first node; the fused last block
-// calls them per chunk of destinations).
+// fitting.h): per-degree linears (node_linear.cu), equivariant RMS norms, read-out and fitting
+// (node_steps.cu), the FFN (ffn.cu), forward and backward, on any range of nodes (pointers at its
+// first node; the fused last block calls them per chunk of destinations).
 #include "model_dev.cuh"
 
 namespace sezm::cuda {
