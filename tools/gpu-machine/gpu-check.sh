@@ -10,9 +10,10 @@
 # Dependencies come from the system, or from .devdeps/ (make-devdeps.sh) when present.
 # SEZM_GPU_SIMT_TESTS=0 skips the second test pass on Hopper (below). SEZM_GPU_AB="VAR=value ...": in
 # dev mode, the 4,096-atom benches again with each of these settings (an opt-in path against the
-# default on the same build). SEZM_GPU_PROBE_TIMEOUT (seconds, default 900) ends a probe whose
-# kernel hangs (a barrier that never completes) so that the benches still run; SEZM_GPU_PROBE=0
-# neither builds nor runs the probe.
+# default on the same build); SEZM_GPU_KT_CELLS="4 8" and SEZM_GPU_NCU_KERNELS="name ...": in dev
+# mode, every kernel of one call at those sizes and an Nsight Compute summary of the named kernels.
+# SEZM_GPU_PROBE_TIMEOUT (seconds, default 900) ends a probe whose kernel hangs (a barrier that
+# never completes) so that the benches still run; SEZM_GPU_PROBE=0 neither builds nor runs the probe.
 # SEZM_GPU_TEST_FILTER replaces the CUDA tests' gtest filter (default
 # '*Cuda*:FeatureExchange*:*ModelDeviation*:*SharedGeometry*'), e.g. to leave out a family whose
 # checkpoint did not travel. On Hopper the tests run twice: on the warpgroup tile (the default
@@ -76,6 +77,26 @@ if [ "$what" = dev ]; then  # a kernel-tuning round: 4096 atoms in both modes, t
     env "$ab" "$build/bench/sezm-bench" "$here/potentials/C.pt" --device cuda --mode fast --cells 8 --repeat 5 --warmup 1 2>&1 | tee -a "$out/bench.log"
     env "$ab" SEZM_CUDA_TIMING=1 "$build/bench/sezm-bench" "$here/potentials/C.pt" --device cuda --mode lean --cells 8 --repeat 1 --warmup 1 2>&1 | tee -a "$out/bench.log"
   done
+  # What to tune next (lean; the reports stay in /tmp: the device tool returns few files):
+  # every kernel of one call at each of SEZM_GPU_KT_CELLS (e.g. "4 8"), then Nsight Compute's
+  # full set on one launch (the fourth) of each kernel whose name matches a word of
+  # SEZM_GPU_NCU_KERNELS, summarised by sass-summary.py.
+  for cells in ${SEZM_GPU_KT_CELLS:-}; do
+    echo "== every kernel, lean, --cells $cells" | tee -a "$out/kernels.log"
+    mkdir -p "/tmp/sezm-kt-$cells"
+    OUT="/tmp/sezm-kt-$cells" bash "$here/tools/gpu-machine/kernel-times.sh" "$build/bench/sezm-bench" \
+      "$here/potentials/C.pt" --device cuda --mode lean --cells "$cells" 2>&1 | head -45 | tee -a "$out/kernels.log"
+  done
+  for k in ${SEZM_GPU_NCU_KERNELS:-}; do
+    echo "== ncu: $k (lean, --cells 4)" | tee -a "$out/kernels.log"
+    r="/tmp/sezm-ncu-$k"
+    timeout 180 ncu --set full --import-source yes -k "regex:$k" -s 3 -c 1 -f -o "$r" "$build/bench/sezm-bench" \
+      "$here/potentials/C.pt" --device cuda --mode lean --cells 4 --repeat 1 --warmup 1 > "$r.log" 2>&1 || tail -5 "$r.log"
+    ncu -i "$r.ncu-rep" --page source --csv --print-source sass > "$r.csv" 2> /dev/null || true
+    python3 "$here/tools/gpu-machine/sass-summary.py" "$r.csv" 2>&1 | head -40 | tee -a "$out/kernels.log"
+    ncu -i "$r.ncu-rep" --page details 2>&1 | grep -E "Duration|Registers Per|Occupancy|Issue Slots Busy|Memory Throughput" \
+      | tee -a "$out/kernels.log"
+  done
   exit $status
 fi
 for mode in lean fast; do
@@ -87,7 +108,7 @@ for mode in lean fast; do
 done
 # A small system (64 atoms): where the fixed per-call latency goes.
 SEZM_CUDA_TIMING=1 bench --mode lean --cells 2 --repeat 5 --warmup 1
-# Twice the default lean chunk (more memory, fewer launches).
+# A larger lean chunk than the default 40960 (more memory, fewer launches).
 bench --mode lean --cells 8 --repeat 3 --warmup 1 --chunk 65536
 if [ "$what" = full ]; then
   # docs/performance.md's size table: 32,768 and 262,144 atoms, both modes and precisions (fast
