@@ -234,7 +234,8 @@ void act_dispatch(const Dims& d, bool pairs, Fn&& fn) {
   if (pairs && d.H % 2 == 0) on_d(std::integral_constant<int, 2>{});
   else on_d(std::integral_constant<int, 1>{});
 }
-inline int act_grid(int N, int pairs) { return div_up((long)N * pairs * kSlices, kActThreads); }
+// CTAs for N nodes of `groups` channel groups each (H / NCH), kSlices lanes per group (ActLane).
+inline int act_grid(int N, int groups) { return div_up((long)N * groups * kSlices, kActThreads); }
 
 }  // namespace
 
