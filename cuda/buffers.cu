@@ -59,7 +59,7 @@ void EngineBuffers::size_for_call(const Graph& gv, const Dims& d, int n_blocks, 
   Xt.resize(nb); ffn_h.resize(nb); alpha.resize(nb);
   for (int b = 0; b <= nb; ++b) grow_zero(X[b], static_cast<size_t>(NT) * nodeW, s);
   const size_t chunkU = static_cast<size_t>(d.F) * max_ec * d.ROW;
-  grow(U0, chunkU); grow(Ua, chunkU); grow(Ub, chunkU);
+  grow(U0, chunkU); grow(Ua, chunkU);
   grow(Ssrc, static_cast<size_t>(d.F) * max_ec * d.Cf);
   grow(fc_p, static_cast<size_t>(max_ec) * d.F); grow(alpha_fc, static_cast<size_t>(max_ec) * d.F);
   scratch(nodeA, Ns * nodeWw);
@@ -187,7 +187,7 @@ size_t call_device_bytes(const Dims& d, const CallShape& c) {
   if (d.grid_scratch > 0) { add(static_cast<size_t>(kGridBatch) * d.grid_scratch, f); add(N * d.C, f); }
   // chunk scratch
   const size_t chunkU = static_cast<size_t>(d.F) * Ec * d.ROW;
-  add(chunkU, f * 3);
+  add(chunkU, f * 2);                             // U0, Ua
   add(static_cast<size_t>(d.F) * Ec * d.Cf, f);
   add(Ec * d.F, f); add(Ec * d.F, f);
   add(d.degree_mixer ? 1 : Ec * (d.L + 1) * d.Cw, f);

@@ -67,7 +67,7 @@ constexpr int kNodeBatch = 16384;
 // rho_bar_c: the chunk's radial-feature adjoint. The radial MLP's backward is linear in it, so
 // each (block, chunk) share goes through it at once instead of a (E, L+1, C) sum being kept.
 struct ChunkScratch {
-  DBuf<float> U0, Ua, Ub;               // stack input and ping-pong activations (F, Ec, ROW)
+  DBuf<float> U0, Ua;                   // the stack's two ping-pong activations (F, Ec, ROW), U0 its input
   DBuf<float> Ssrc, fc_p, alpha_fc;     // focus competition
   DBuf<float> Rh_c, kern_c;             // the chunk's radial tables
   DBuf<float> Ssrc_bar, Xloc_bar, alpha_bar, lbar, rho_bar_c;  // backward (Xloc_bar: two-kernel source path)

@@ -147,8 +147,10 @@ float* CudaEngine::Impl::chunk_forward(int b, const Chunk& c, bool recompute) {
   FocusCompeteArgs fc{};
   fc.e0 = c.e0; fc.Ec = Ec; fc.Ssrc = Ssrc.data(); fc.fc_p = fc_p.data(); fc.alpha_fc = alpha_fc.data();
   launch_focus_compete(d, w, fc, s);
+  // Two buffers suffice: a layer reads only its input (its residual too) and writes its output,
+  // and the backward reads only the stack output and the kept z (chunk_backward).
   float* in = U0.data();
-  float* bufs[2] = {Ua.data(), Ub.data()};
+  float* bufs[2] = {Ua.data(), U0.data()};
   for (int k = 0; k < d.nL; ++k) {
     float* out = bufs[k % 2];
     const bool gated = k < d.ngated;

@@ -70,10 +70,10 @@ void CudaEngine::Impl::readout_backward(int n0, int n) {
 void CudaEngine::Impl::chunk_backward(int b, const Chunk& c, float* Uf) {
   const BlockWDev& w = dw.bw[b];
   const int Ec = c.e1 - c.e0;
-  // The stack's input and its other ping-pong buffer are free now: the stack gradients live
-  // there (two chunk activations fewer than separate buffers).
-  float* Gbuf = Uf == Ua.data() ? Ub.data() : Ua.data();
-  float* Gbuf2 = U0.data();
+  // The stack gradients live in the forward's two buffers: Ū in the one not holding the output
+  // Uf, and once the aggregate's backward has read Uf (nothing after it does), Uf's too.
+  float* Gbuf = Uf == Ua.data() ? U0.data() : Ua.data();
+  float* Gbuf2 = Uf;
   // The chunk's edge state (the call's arrays, or the chunk's rows: chunk_geo), addressed by the
   // absolute edge index; per chunk, the share's geometry adjoints start from zero.
   float* Dcv = ev(Dc, d.dc_size, c);
