@@ -13,6 +13,7 @@
 // fixed order.
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <type_traits>
 
 #include "async_copy.cuh"
@@ -115,8 +116,8 @@ __global__ void rotate_condition_k(Dims d, BlockWDev w, int e0, int Ec, const in
 // barrier per batch) and each v once per row j, then adds the exact product (24 x 24 significant
 // bits fit a double) with a double FMA: ~10 conversions per edge and channel instead of 46, and
 // at least as accurate. It needs 70 registers (64 spill) and 12 bytes of staging per row value,
-// so it runs 6 thread rows: four 192-thread CTAs per SM, one wave (528 slots on an H200) for a
-// lean chunk's ~520 CTAs (40960 edges: ~260 centres x F = 2).
+// so it runs 6 thread rows by default: four 192-thread CTAs per SM (528 slots on an H200); larger
+// chunks take more rows where that saves a mostly idle wave (aggregate_rows).
 constexpr int kAggRows = 8, kAggRowsDR = 6;
 
 template <int LT, bool DR>
@@ -381,23 +382,65 @@ void launch_rotate_condition(const Dims& d, const BlockWDev& w, const RotateCond
     rotate_condition_k<3><<<Ec, d.Cw, 0, s>>>(d, w, a.e0, Ec, a.src, a.Dc, a.H, a.Rh, a.kern, a.U0, a.Ssrc);
   SEZM_LAUNCH("rotate_condition");
 }
-void launch_rotate_back_aggregate(const Dims& d, const AggregateArgs& a, cudaStream_t s) {
-  if (a.n1 <= a.n0) return;
-  static const bool f32rows = env_on("SEZM_CUDA_AGG_F32ROWS");
-  const bool dr = !f32rows;
-  const int rows = dr ? kAggRowsDR : kAggRows;
-  const dim3 block(d.Cf, rows), grid(a.n1 - a.n0, d.F);
-  // Staging batch: the largest multiple of the row count up to 32 edges whose U rows, Wigner rows
-  // (DR: also in double) and scales fit in 48 KiB, or in the partial sums' area where that is
-  // larger (L = 3, fp32 rows: 32 edges for C_f = 32, 46 KiB; 16 for C_f = 64, 44 KiB. DR: 24
-  // edges for C_f = 32, 43 KiB; 12 for C_f = 64, 37 KiB). Even B keeps U 16-byte aligned after
-  // the double rows.
+namespace {
+// The kernel's shared memory for `rows` thread rows and its staging batch B (below).
+size_t aggregate_bytes(const Dims& d, int rows, bool dr, int* B_out) {
   auto staging = [&](int B) { return (size_t)B * (d.ROW + (dr ? 3 : 1) * d.dc_size + 1) * sizeof(float); };
   const size_t part = (size_t)(rows - 1) * d.D * d.Cf * sizeof(double);
   const size_t budget = part > 48 * 1024 ? part : 48 * 1024;
   int B = 32 / rows * rows;
   while (B > rows && staging(B) > budget) B -= rows;
-  const size_t bytes = part > staging(B) ? part : staging(B);
+  *B_out = B;
+  return part > staging(B) ? part : staging(B);
+}
+
+// Thread rows per CTA: kAggRowsDR (kAggRows with fp32 rows) unless the chunk's centres x F CTAs
+// would leave the last wave mostly idle. A CTA's time goes as its segment over its rows, so the
+// launch takes the rows (6, 8 or 12 with double rows) with the fewest waves per row: on an H200
+// (C.pt, L = 3, Cf = 32) 6 rows run 528 CTAs at once, 8 rows 396, 12 rows 264; a 57344-edge chunk's
+// ~726 CTAs take two waves of 6 rows (one of them a third full) or two of 8. The rows set which
+// thread row adds which edge, so the last bits of P may differ between choices (the sums are in
+// double and rounded to fp32 once); fixed for a given GPU, model and chunk. SEZM_CUDA_AGG_ROWS=R
+// forces R rows (R Cf <= 512).
+int aggregate_rows(const Dims& d, int centres, bool dr) {
+  static const int forced = [] {
+    const char* v = std::getenv("SEZM_CUDA_AGG_ROWS");
+    return v != nullptr ? std::atoi(v) : 0;
+  }();
+  if (forced >= 1 && forced * d.Cf <= 512) return forced;  // the kernel's launch bound
+  if (!dr) return kAggRows;
+  const long ctas = static_cast<long>(centres) * d.F;
+  int best = kAggRowsDR;
+  double best_cost = 0.0;
+  for (int rows : {kAggRowsDR, 8, 12}) {
+    if (rows * d.Cf > 512) continue;
+    int B = 0;
+    const size_t bytes = aggregate_bytes(d, rows, dr, &B);
+    const void* fn = d.L == 1   ? reinterpret_cast<const void*>(rotate_back_aggregate_k<1, true>)
+                     : d.L == 2 ? reinterpret_cast<const void*>(rotate_back_aggregate_k<2, true>)
+                                : reinterpret_cast<const void*>(rotate_back_aggregate_k<3, true>);
+    const int slots = resident_grid(fn, d.Cf * rows, bytes, std::numeric_limits<int>::max());
+    if (slots == 0) continue;
+    const double cost = static_cast<double>((ctas + slots - 1) / slots) / rows;
+    if (rows == kAggRowsDR || cost < best_cost) best = rows, best_cost = cost;
+  }
+  return best;
+}
+}  // namespace
+
+void launch_rotate_back_aggregate(const Dims& d, const AggregateArgs& a, cudaStream_t s) {
+  if (a.n1 <= a.n0) return;
+  static const bool f32rows = env_on("SEZM_CUDA_AGG_F32ROWS");
+  const bool dr = !f32rows;
+  const int rows = aggregate_rows(d, a.n1 - a.n0, dr);
+  const dim3 block(d.Cf, rows), grid(a.n1 - a.n0, d.F);
+  // Staging batch: the largest multiple of the row count up to 32 edges whose U rows, Wigner rows
+  // (DR: also in double) and scales fit in 48 KiB, or in the partial sums' area where that is
+  // larger (L = 3, fp32 rows: 32 edges for C_f = 32, 46 KiB; 16 for C_f = 64, 44 KiB. DR, 6 or 8
+  // rows: 24 edges for C_f = 32, 43 KiB; 12 for C_f = 64, 37 KiB). Even B keeps U 16-byte
+  // aligned after the double rows.
+  int B = 0;
+  const size_t bytes = aggregate_bytes(d, rows, dr, &B);
   auto launch = [&](auto lt, auto drv) {
     constexpr int LT = decltype(lt)::value;
     constexpr bool DR = decltype(drv)::value;
