@@ -102,11 +102,11 @@ const char* edge_state_name(EdgeState e);  // "auto" | "keep" | "chunk"
 // "auto" / "keep" / "chunk"; false for anything else.
 bool parse_edge_state(const std::string& s, EdgeState* e);
 
-// Default edges per chunk of the CUDA engine: lean 40960 (its chunk scratch, ~0.6 GB, keeps 4096
-// atoms of C.pt at 1.76 GiB, under 2 GB; on an H200 58.3 ms per call against 60.5 at 32768, fewer
-// and fuller launches: docs/performance.md, 2026-12-03), fast 131072 (~2.1 GB of scratch; at 4096
+// Default edges per chunk of the CUDA engine: lean 57344 (its chunk scratch, ~0.67 GB, keeps 4096
+// atoms of C.pt at 1.84 GiB, under 2 GB; on an H200 56.5 ms per call against 58.0 at 40960, fewer
+// and fuller launches: docs/performance.md, 2026-12-03), fast 131072 (~1.5 GB of scratch; at 4096
 // atoms on an H200 14 % less time than 32768).
-inline int default_chunk_edges(CudaMode m) { return m == CudaMode::kFast ? 131072 : 40960; }
+inline int default_chunk_edges(CudaMode m) { return m == CudaMode::kFast ? 131072 : 57344; }
 
 class Engine {
  public:
