@@ -97,11 +97,13 @@ __global__ void rotate_condition_k(Dims d, BlockWDev w, int e0, int Ec, const in
 // Memory-level parallelism (issue 16: 77 % of the warp cycles waited on memory when each thread
 // row walked its ~20 edges with an edge's 10 U values, 46 Wigner-row values, alpha and alpha_fc
 // loaded one edge after the other): the segment is walked in batches of B edges (B a multiple
-// of R, chosen by the launcher so the staging fits in 48 KiB). All the CTA's threads first copy
-// the batch's data into shared memory: the U rows of focus f of B consecutive edges are one
-// contiguous range of B ROW floats (focus-major U), copied as 16-byte quads, and the Wigner rows,
-// another contiguous range, both by asynchronous copies (copy_async16/4: every copy of a thread
-// in flight at once, no registers held), and the scales a = alpha alpha_fc. After a barrier each
+// of R, chosen by the launcher). All the CTA's threads copy a batch's data into shared memory:
+// the U rows of focus f of B consecutive edges are one contiguous range of B ROW floats
+// (focus-major U), copied as 16-byte quads, the Wigner rows, another contiguous range, and the
+// scales alpha, alpha_fc, all by asynchronous copies (copy_async16/4: every copy of a thread in
+// flight at once, no registers held), into one of two slots: the next batch's copies are issued
+// before this one's are waited for, so they overlap its sums (ncu, 512 atoms: the barrier
+// after a batch's copies held 19 % of the samples with one slot). After a barrier each
 // thread row adds its edges from shared memory only. Row y still takes the segment's edges
 // y, y + R, ... in that order, so the sums, and the bits, are the old ones. The staging area
 // shares the dynamic shared memory with the partial sums (the batch loop's last barrier orders
@@ -120,6 +122,17 @@ __global__ void rotate_condition_k(Dims d, BlockWDev w, int e0, int Ec, const in
 // chunks take more rows where that saves a mostly idle wave (aggregate_rows).
 constexpr int kAggRows = 8, kAggRowsDR = 6;
 
+// The staging of one batch of B edges (a slot; two of them, the batch after the one being added
+// in flight): U rows (B ROW), Wigner rows (B kDcs), alpha and alpha_fc (B each), each region a
+// multiple of four floats so the next slot's U rows stay 16-byte aligned.
+struct AggSlot {
+  int U, D, A, Afc, size;
+  __host__ __device__ AggSlot(const Dims& d, int B) {
+    auto r4 = [](int n) { return (n + 3) / 4 * 4; };
+    U = 0; D = r4(B * d.ROW); A = D + r4(B * d.dc_size); Afc = A + B; size = r4(Afc + B);
+  }
+};
+
 template <int LT, bool DR>
 __global__ void __launch_bounds__(512) rotate_back_aggregate_k(Dims d, int n0, int e0, int Ec, int B,
                                                                const int* __restrict__ off,
@@ -131,10 +144,9 @@ __global__ void __launch_bounds__(512) rotate_back_aggregate_k(Dims d, int n0, i
   constexpr int kDm = 3 * LT + 1, kD = (LT + 1) * (LT + 1), kDcs = 1 + 3 * (kD - 1);
   (void)kDm; (void)kD; (void)kDcs;
   extern __shared__ __align__(16) double part[];  // (R - 1) x kD x Cf; before that the staging area:
-  double* sDd = part;                             // DR: B x kDcs Wigner rows in double (B even)
-  float* sU = reinterpret_cast<float*>(DR ? sDd + (size_t)B * kDcs : part);  // B x ROW: U rows of focus f
-  float* sD = sU + (size_t)B * d.ROW;             // B x kDcs Wigner rows as copied
-  float* sA = sD + B * kDcs;                      // B edge scales
+  double* sDd = part;                             // DR: the batch's B x kDcs Wigner rows in double
+  const AggSlot sl(d, B);
+  float* slots = reinterpret_cast<float*>(DR ? sDd + (B * kDcs + 1) / 2 * 2 : part);  // two AggSlots
   const int n = n0 + blockIdx.x, f = blockIdx.y, cf = threadIdx.x, c = f * d.Cf + cf, y = threadIdx.y;
   const int R = blockDim.y, tid = y * d.Cf + cf, nt = R * d.Cf;
   // U is a chunk buffer and ROW = Dm Cf a multiple of 4: quads unless a caller passes an odd base.
@@ -142,27 +154,41 @@ __global__ void __launch_bounds__(512) rotate_back_aggregate_k(Dims d, int n0, i
   double acc[kMaxD];  // the destination sum feeds every later step: keep it in double
   #pragma unroll
   for (int p = 0; p < kD; ++p) acc[p] = 0.0;
-  const int end = off[n + 1];
-  for (int b0 = off[n]; b0 < end; b0 += B) {
+  const int beg = off[n], end = off[n + 1];
+  // Batch b0's copies into slot `to` (issued, not waited for).
+  auto stage = [&](int b0, float* to) {
     const int nb = min(B, end - b0);
     const float* Ub = U + ((size_t)f * Ec + (b0 - e0)) * d.ROW;
     if (quads) {
-      for (int x = tid; x < nb * d.ROW / 4; x += nt) copy_async16(sU + 4 * x, Ub + 4 * x);
+      for (int x = tid; x < nb * d.ROW / 4; x += nt) copy_async16(to + sl.U + 4 * x, Ub + 4 * x);
     } else {
-      for (int x = tid; x < nb * d.ROW; x += nt) copy_async4(sU + x, Ub + x);
+      for (int x = tid; x < nb * d.ROW; x += nt) copy_async4(to + sl.U + x, Ub + x);
     }
-    for (int x = tid; x < nb * kDcs; x += nt) copy_async4(sD + x, Dc + (size_t)b0 * kDcs + x);
-    for (int k = tid; k < nb; k += nt)
-      sA[k] = alpha[(size_t)(b0 + k) * d.F + f] * (d.F > 1 ? alpha_fc[(size_t)(b0 + k - e0) * d.F + f] : 1.0f);
-    copy_async_wait();
+    for (int x = tid; x < nb * kDcs; x += nt) copy_async4(to + sl.D + x, Dc + (size_t)b0 * kDcs + x);
+    for (int k = tid; k < nb; k += nt) {
+      copy_async4(to + sl.A + k, alpha + (size_t)(b0 + k) * d.F + f);
+      if (d.F > 1) copy_async4(to + sl.Afc + k, alpha_fc + (size_t)(b0 + k - e0) * d.F + f);
+    }
+  };
+  if (beg < end) stage(beg, slots);
+  copy_async_commit();
+  for (int b0 = beg, t = 0; b0 < end; b0 += B, ++t) {
+    const int nb = min(B, end - b0);
+    // The next batch's copies go out first (its slot's last reader, batch t - 1, ended with the
+    // barrier below), then this batch's are waited for: the loads overlap this batch's sums.
+    if (b0 + B < end) stage(b0 + B, slots + ((t + 1) & 1) * sl.size);
+    copy_async_commit();
+    copy_async_wait_group<1>();
     __syncthreads();
+    const float* st = slots + (t & 1) * sl.size;
+    const float *sU = st + sl.U, *sD = st + sl.D, *sA = st + sl.A, *sAfc = st + sl.Afc;
     if constexpr (DR) {
       #pragma unroll 1
       for (int x = tid; x < nb * kDcs; x += nt) sDd[x] = (double)sD[x];
       __syncthreads();
     }
     for (int k = y; k < nb; k += R) {
-      const float a = sA[k];
+      const float a = sA[k] * (d.F > 1 ? sAfc[k] : 1.0f);
       const float* u = sU + (size_t)k * d.ROW + cf;
       #pragma unroll
       for (int j = 0; j < kDm; ++j) {
@@ -183,7 +209,7 @@ __global__ void __launch_bounds__(512) rotate_back_aggregate_k(Dims d, int n0, i
         }
       }
     }
-    __syncthreads();  // the next batch (or the partials) overwrite the staging area
+    __syncthreads();  // the next batch's copies (or the partials) overwrite what was read here
   }
   if (y > 0) {
     #pragma unroll
@@ -385,10 +411,13 @@ void launch_rotate_condition(const Dims& d, const BlockWDev& w, const RotateCond
 namespace {
 // The kernel's shared memory for `rows` thread rows and its staging batch B (below).
 size_t aggregate_bytes(const Dims& d, int rows, bool dr, int* B_out) {
-  auto staging = [&](int B) { return (size_t)B * (d.ROW + (dr ? 3 : 1) * d.dc_size + 1) * sizeof(float); };
+  auto staging = [&](int B) {
+    return (dr ? (size_t)(B * d.dc_size + 1) / 2 * 2 * sizeof(double) : 0) + 2 * (size_t)AggSlot(d, B).size * sizeof(float);
+  };
   const size_t part = (size_t)(rows - 1) * d.D * d.Cf * sizeof(double);
-  const size_t budget = part > 48 * 1024 ? part : 48 * 1024;
-  int B = 32 / rows * rows;
+  const size_t budget = part > 56 * 1024 ? part : 56 * 1024;
+  int B = 16 / rows * rows;
+  if (B < rows) B = rows;
   while (B > rows && staging(B) > budget) B -= rows;
   *B_out = B;
   return part > staging(B) ? part : staging(B);
@@ -434,11 +463,10 @@ void launch_rotate_back_aggregate(const Dims& d, const AggregateArgs& a, cudaStr
   const bool dr = !f32rows;
   const int rows = aggregate_rows(d, a.n1 - a.n0, dr);
   const dim3 block(d.Cf, rows), grid(a.n1 - a.n0, d.F);
-  // Staging batch: the largest multiple of the row count up to 32 edges whose U rows, Wigner rows
-  // (DR: also in double) and scales fit in 48 KiB, or in the partial sums' area where that is
-  // larger (L = 3, fp32 rows: 32 edges for C_f = 32, 46 KiB; 16 for C_f = 64, 44 KiB. DR, 6 or 8
-  // rows: 24 edges for C_f = 32, 43 KiB; 12 for C_f = 64, 37 KiB). Even B keeps U 16-byte
-  // aligned after the double rows.
+  // Staging batch B (aggregate_bytes): the largest multiple of the row count up to 16 edges whose
+  // two slots (AggSlot) and double Wigner rows fit in 56 KiB, or in the partial sums' area where
+  // that is larger (L = 3, C_f = 32, DR: 12 edges for 6 or 12 rows, 38.8 KiB; 16 for 8 rows,
+  // 51.8 KiB).
   int B = 0;
   const size_t bytes = aggregate_bytes(d, rows, dr, &B);
   auto launch = [&](auto lt, auto drv) {
