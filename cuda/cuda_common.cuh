@@ -156,6 +156,8 @@ __host__ __device__ inline int degree_of_packed(int p) {
 // Reduced m-major row j: l and m (mmax = 1).
 __host__ __device__ inline int red_l(int j, int L) { return j <= L ? j : (j <= 2 * L ? j - L : j - 2 * L); }
 __host__ __device__ inline int red_m(int j, int L) { return j <= L ? 0 : (j <= 2 * L ? -1 : 1); }
+// Row counts for lmax <= 3: reduced rows Dm = 3 L + 1, packed rows D = (L + 1)^2.
+constexpr int kMaxDm = 10, kMaxD = 16;
 
 // The quotient by __fdividef (MUFU.RCP and a multiply, ~2 ulp; 0 once 1 + e^-x > 2^126, where
 // the sigmoid is below 1e-38): IEEE division's slow-path branch made the 48 sigmoids of a gated
