@@ -45,6 +45,55 @@ TEST(GhostRowPlan, KeepsTheOwnedRowsAndNamesBadLists) {
   EXPECT_NE(message({3, 3}).find("not sorted and unique (row 3 after row 3)"), std::string::npos);
 }
 
+// The conversions at a rank's sizes (4,096 diamond atoms: 3,475 sent rows, 8,899 ghosts, rows of
+// 512), where they run on the OpenMP threads (ghost_rows.cpp): every element against its own
+// conversion, the skipped owned rows untouched, rounding to float as static_cast does.
+TEST(GhostRowPlan, ConversionsAtRankSizesMatchElementwise) {
+  const int N = 4096, G = 8899, S = 3475;
+  const size_t w = 512;
+  std::vector<int> sent;
+  for (int i = 0; i < S; ++i) sent.push_back(static_cast<int>(static_cast<long>(i) * N / S));
+  for (int g = N; g < N + G; ++g) sent.push_back(g);
+  GhostRowPlan p;
+  p.set(sent, N, N + G);
+  ASSERT_EQ(p.owned().size(), static_cast<size_t>(S));
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> u(-3.0, 3.0);
+  std::vector<float> compact(S * w);
+  for (float& x : compact) x = static_cast<float>(u(rng));
+  std::vector<double> rows(static_cast<size_t>(N + G) * w, -1.0);
+  p.unpack(compact.data(), w, rows.data());
+  std::vector<char> is_sent(N, 0);
+  for (int i = 0; i < S; ++i) is_sent[p.owned()[i]] = 1;
+  size_t bad = 0;
+  for (int i = 0; i < S; ++i)
+    for (size_t k = 0; k < w; ++k) bad += rows[p.owned()[i] * w + k] != static_cast<double>(compact[i * w + k]);
+  for (int r = 0; r < N; ++r)
+    if (!is_sent[r])
+      for (size_t k = 0; k < w; ++k) bad += rows[r * w + k] != -1.0;
+  EXPECT_EQ(bad, 0u) << "unpack";
+  for (double& x : rows) x = u(rng);
+  std::vector<float> back(S * w);
+  p.pack(rows.data(), w, back.data());
+  bad = 0;
+  for (int i = 0; i < S; ++i)
+    for (size_t k = 0; k < w; ++k) bad += back[i * w + k] != static_cast<float>(rows[p.owned()[i] * w + k]);
+  EXPECT_EQ(bad, 0u) << "pack";
+  const size_t n = static_cast<size_t>(G) * w;
+  std::vector<float> f(n), f2(n);
+  std::vector<double> d(n);
+  for (float& x : f) x = static_cast<float>(u(rng));
+  sezm::widen(f.data(), n, d.data());
+  bad = 0;
+  for (size_t i = 0; i < n; ++i) bad += d[i] != static_cast<double>(f[i]);
+  EXPECT_EQ(bad, 0u) << "widen";
+  for (double& x : d) x = u(rng);
+  sezm::narrow(d.data(), n, f2.data());
+  bad = 0;
+  for (size_t i = 0; i < n; ++i) bad += f2[i] != static_cast<float>(d[i]);
+  EXPECT_EQ(bad, 0u) << "narrow";
+}
+
 // GhostStaging's two routes on host arrays: `dev` (n_total x w floats) stands for the device rows.
 struct Staging {
   GhostRowPlan plan;

@@ -4,7 +4,8 @@
 // exchange's double rows. The CUDA engine's GhostStaging (cuda/host_support.cuh) gathers those
 // owned rows on the device into a compact block and copies only that block and the ghost rows;
 // this file holds the part of it that needs no device, so the CPU tests exercise it
-// (tests/test_ghost_rows.cpp). docs/multi-gpu.md describes the route and its bytes.
+// (tests/test_ghost_rows.cpp). docs/multi-gpu.md describes the route and its bytes. The
+// conversions (ghost_rows.cpp) are compiled with the core's OpenMP, not in the CUDA files.
 #include <algorithm>
 #include <cstddef>
 #include <limits>
@@ -48,21 +49,9 @@ class GhostRowPlan {
   size_t n_ghosts() const { return static_cast<size_t>(n_total_ - n_nodes_); }
 
   // Compact float block (owned() rows of w) -> the double rows at those indices.
-  void unpack(const float* compact, size_t w, double* rows) const {
-    for (size_t i = 0; i < owned_.size(); ++i) {
-      const float* c = compact + i * w;
-      double* r = rows + static_cast<size_t>(owned_[i]) * w;
-      for (size_t k = 0; k < w; ++k) r[k] = c[k];
-    }
-  }
+  void unpack(const float* compact, size_t w, double* rows) const;
   // The double rows at owned() -> compact float block.
-  void pack(const double* rows, size_t w, float* compact) const {
-    for (size_t i = 0; i < owned_.size(); ++i) {
-      const double* r = rows + static_cast<size_t>(owned_[i]) * w;
-      float* c = compact + i * w;
-      for (size_t k = 0; k < w; ++k) c[k] = static_cast<float>(r[k]);
-    }
-  }
+  void pack(const double* rows, size_t w, float* compact) const;
   // Bytes between device and host per exchange of rows of w floats: forward (compact block down,
   // ghost rows up) and reverse (compact block and ghost rows down, compact block up).
   size_t forward_bytes(size_t w) const { return (owned_.size() + n_ghosts()) * w * sizeof(float); }
@@ -83,11 +72,7 @@ inline void poison_owned_rows(std::vector<double>& rows, int n_nodes, int n_tota
 }
 
 // Float <-> double of n contiguous scalars (the ghost rows).
-inline void widen(const float* f, size_t n, double* d) {
-  for (size_t i = 0; i < n; ++i) d[i] = f[i];
-}
-inline void narrow(const double* d, size_t n, float* f) {
-  for (size_t i = 0; i < n; ++i) f[i] = static_cast<float>(d[i]);
-}
+void widen(const float* f, size_t n, double* d);
+void narrow(const double* d, size_t n, float* f);
 
 }  // namespace sezm
