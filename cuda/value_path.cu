@@ -9,14 +9,11 @@
 // (channels over threads, per-edge sums by cta_sum) stay for the other widths. Edges arrive in
 // chunks of whole destination segments, so every destination-side sum is a plain loop over its
 // CSR segment; source-side sums use a per-chunk source grouping (no atomics, deterministic).
-// The segment sums are latency-bound gathers: they first copy each batch of a segment's edges
-// into shared memory with asynchronous copies (copy_async16/4), then add from there in the old
-// fixed order.
+// The segment sums (rotate_back_aggregate.cu, source_backward.cu, source_sums.cu) are
+// latency-bound gathers: they copy each batch of a segment's edges into shared memory with
+// asynchronous copies (async_copy.cuh), then add from there in a fixed order.
 #include <cstdint>
-#include <cstdlib>
-#include <type_traits>
 
-#include "async_copy.cuh"
 #include "cta_reduce.cuh"
 #include "radial_tables.cuh"
 #include "value_path.cuh"
