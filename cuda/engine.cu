@@ -149,6 +149,12 @@ float* CudaEngine::Impl::chunk_forward(int b, const Chunk& c, bool recompute) {
   launch_focus_compete(d, w, fc, s);
   // Two buffers suffice: a layer reads only its input (its residual too) and writes its output,
   // and the backward reads only the stack output and the kept z (chunk_backward).
+  if (stack_ws_chain(d) && !(fast && recompute)) {  // every layer in one launch (not fast's replay)
+    mark(recompute ? "bwd: recompute stack, chained" : "fwd: stack, chained");
+    float* zs[kStackChainMax] = {};
+    for (int k = 0; k < d.ngated && k < kStackChainMax; ++k) zs[k] = save_z ? chunk_z(b, k, c) : nullptr;
+    return launch_stack_chain_forward(d, w, Ec, U0.data(), Ua.data(), zs, s);
+  }
   float* in = U0.data();
   float* bufs[2] = {Ua.data(), U0.data()};
   for (int k = 0; k < d.nL; ++k) {

@@ -15,10 +15,10 @@ std::string CudaEngine::description() const {
          cuda_mode_name(impl_->mode) + ", " + std::to_string(impl_->effective_chunk_edges()) + " edges per chunk, " +
          (impl_->d.tf32_one_pass ? "precision tf32 (one TF32 pass)" : "precision fp32") +
          (impl_->d.wgmma ? std::string(", stack on wgmma (") + (impl_->d.tf32_one_pass ? "one TF32 pass" : "3xTF32") +
-                               (impl_->d.stack_ws == 2   ? ", WS tile but the gated backward)"
-                                : impl_->d.stack_ws >= 3 ? ", WS tile, SEZM_CUDA_STACK_WS=" + std::to_string(impl_->d.stack_ws) + ")"
-                                : impl_->d.stack_ws    ? ", WS tile)"
-                                                       : ")")
+                               (impl_->d.stack_ws == 2 ? ", WS tile but the gated backward"
+                                : impl_->d.stack_ws    ? ", WS tile"
+                                                       : "") +
+                               (stack_ws_chain(impl_->d) ? ", forward chained)" : ")")
                          : std::string()) +
          ", edge state " + edge_state_name(impl_->edge_state) +
          (impl_->edge_state == EdgeState::kAuto && impl_->last_state != EdgeState::kAuto

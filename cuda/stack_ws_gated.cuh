@@ -152,6 +152,33 @@ __device__ __forceinline__ void get_slots(const float4* base, float (&v)[M]) {
     v[4 * J + 3] = x.w;
   }
 }
+// Where a layer's activations are, all (F, Ec, ROW): its input (A of the products and the
+// residual), its output, and a gated layer's pre-activations z = [z0, z1] kept (or null).
+struct WsIo {
+  const float* in;
+  float* out;
+  float* zsave;
+  int Ec, ROW;
+};
+
+// ---- an identity layer's item, both |m| groups (the chained forward, stack_ws_chain.cu, whose
+// consumers run its products; the one-layer launches, stack_ws.cu, run a group per launch) ----
+// Its images: A's (kS 2), focus f's at B0 + f 2 M0 M0, and W1's, at B1 + f 2 (2 M1)^2 (or, for
+// the backward, their transposes').
+struct WsLinearImages {
+  const float *B0, *B1;
+};
+// The producer warp's fills of item (focus f, rows y ..): the m = 0 product's blocks, then the
+// |m| = 1 product's.
+template <int kStages, int kStage, bool kOne>
+__device__ __forceinline__ void linear_fill(const WsLinearImages& g, float* ring, uint64_t* full, uint64_t* empty,
+                                            WsPipe& pp, const CUtensorMap* tmA, int f, int y) {
+  constexpr int N0 = 128, N1 = 192;
+  ws_fill<N0, N0, kStages, kStage, kOne>(ring, full, empty, pp, tmA,
+                                         WsItem{0, y, f, g.B0 + static_cast<size_t>(f) * 2 * N0 * N0});
+  ws_fill<N1, N1, kStages, kStage, kOne>(ring, full, empty, pp, tmA,
+                                         WsItem{N0, y, f, g.B1 + static_cast<size_t>(f) * 2 * N1 * N1});
+}
 // ---- the gated layers' shapes ----
 constexpr int kCf = 32, kLC = 3 * kCf;  // ws_shape: Cf = 32, L = 3
 

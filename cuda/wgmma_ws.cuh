@@ -200,9 +200,11 @@ __device__ __forceinline__ int ws_land_a(const float* ring, uint64_t* full, WsPi
 // lands: a thread's A quad of block kb (rows ra0, ra1, k = 16 kb + 4 t) is its output quad
 // (kb, h), so C = A + A B (as A's value is added among the partials, its rounding differs from
 // (A B) + A's in the last bits).
+// `res` false: kRes's code without the residual (a kernel whose one product serves layers with and
+// without it, stack_ws_chain.cu: one copy of the code, not two).
 template <int N, int K, int kStages, int kStage, class AX = WsAsIs, bool kRes = false>
 __device__ __forceinline__ void ws_product(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, int ct,
-                                           float (&acc)[N / 2], AX ax = AX{}) {
+                                           float (&acc)[N / 2], AX ax = AX{}, bool res = true) {
   static_assert(!kRes || K == N, "the residual is A itself");
   constexpr int kNQ = N / kWsChunk, kNkb = K / kWsK;
   constexpr int kSeg = kNkb <= 8 ? kNkb : kNkb / 2;  // k blocks per unrolled segment
@@ -231,7 +233,7 @@ __device__ __forceinline__ void ws_product(const float* ring, uint64_t* full, ui
     if constexpr (kRes) {
 #pragma unroll
       for (int sg = 0; sg < kNkb / kSeg; ++sg)
-        if (sg == seg) {
+        if (sg == seg && res) {
           ws_add_quad(acc, sg * kSeg + j, 0, r0);
           ws_add_quad(acc, sg * kSeg + j, 1, r1);
         }
@@ -376,10 +378,10 @@ __device__ __forceinline__ void ws_product_one(const float* ring, uint64_t* full
 // nothing may be added while its products run).
 template <int N, int K, int kStages, int kStage, bool kOne = false, class AX = WsAsIs, bool kRes = false>
 __device__ __forceinline__ void ws_multiply(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, int ct,
-                                            float (&acc)[N / 2], AX ax = AX{}) {
+                                            float (&acc)[N / 2], AX ax = AX{}, bool res = true) {
   static_assert(!(kRes && kOne), "no residual in the one-pass product");
   if constexpr (kOne) ws_product_one<N, K, kStages, kStage>(ring, full, empty, pp, ct, acc, ax);
-  else ws_product<N, K, kStages, kStage, AX, kRes>(ring, full, empty, pp, ct, acc, ax);
+  else ws_product<N, K, kStages, kStage, AX, kRes>(ring, full, empty, pp, ct, acc, ax, res);
 }
 
 // The whole persistent tile for one product shape (kOne: in one TF32 pass), called by all 384

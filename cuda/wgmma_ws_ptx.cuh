@@ -1,8 +1,8 @@
 #pragma once
 // The sm_90a instructions of the warp-specialised tile (wgmma_ws.cuh): mbarriers (init, expect-tx
-// arrive, arrive, parity wait), bulk and tensor-map copies completing on an mbarrier, wgmma's
-// wait_group 1 and setmaxnreg. Each compiles to nothing for other targets (the tile runs only on
-// sm_90a: Dims::stack_ws).
+// arrive, arrive, parity wait), bulk and tensor-map copies completing on an mbarrier, the
+// generic-to-async proxy fence for global memory, wgmma's wait_group 1 and setmaxnreg. Each
+// compiles to nothing for other targets (the tile runs only on sm_90a: Dims::stack_ws).
 #include <cuda.h>  // CUtensorMap
 #include <cuda_runtime.h>
 
@@ -67,6 +67,14 @@ __device__ __forceinline__ void ws_tma_3d(float* dst, const CUtensorMap* tm, int
       "[%5];" ::"r"(ws_smem(dst)),
       "l"(reinterpret_cast<uint64_t>(tm)), "r"(x), "r"(y), "r"(z), "r"(ws_smem(b))
       : "memory");
+#endif
+}
+// This thread's generic-proxy writes to global memory ordered before async-proxy accesses (tensor
+// copies) that a barrier orders after this point: the hand-over of an item's output to the next
+// layer's copies in the chained forward (stack_ws_chain.cu), on the writers' and the reader's side.
+__device__ __forceinline__ void ws_fence_proxy_global() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("fence.proxy.async.global;" ::: "memory");
 #endif
 }
 // gridDim.x, read again where it is used (the producer's 24 registers hold no copy of it).

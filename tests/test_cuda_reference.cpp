@@ -58,6 +58,8 @@ class CudaReference : public ::testing::TestWithParam<std::tuple<Case, int, int>
 // tile wg_tile (SEZM_CUDA_STACK_WS=2 at construction; elsewhere the default path again): the same
 // bounds. Variant 5 ("_wg"): SEZM_CUDA_STACK_WS=0, every layer on wg_tile. Variant 6 ("_tf32ws2"):
 // `precision tf32` with the gated backward on wg_tile (its one-pass form): the tf32 bounds.
+// Variant 11 ("_unchained"): SEZM_CUDA_STACK_WS=3, the forward a launch per layer where the default
+// chains every layer in one launch (stack_ws_chain.cu): the fp32 bounds.
 // (Variants 3, the SS forward tile, and 7, and 8, 9 and 10, the one-launch gated forward in tf32
 // and backward before they became the default, were removed; the others keep their numbers.)
 TEST_P(CudaReference, MatchesCpuFloat64AndDeepmd) {
@@ -69,7 +71,7 @@ TEST_P(CudaReference, MatchesCpuFloat64AndDeepmd) {
   const bool tf32 = variant == 1 || variant == 6;
   const bool chunk_edge = variant == 2;
   // SEZM_CUDA_STACK_WS for this variant ("" = the default).
-  const char* stack_ws = variant == 4 || variant == 6 ? "2" : variant == 5 ? "0" : "";
+  const char* stack_ws = variant == 4 || variant == 6 ? "2" : variant == 5 ? "0" : variant == 11 ? "3" : "";
   const double tol_e = tf32 ? kTf32EnergyTol : 1e-6, tol_fw = tf32 ? kTf32ForceTol : 1e-5;
   const std::string mp = k.shared ? sezm_test::shared_path(k.model) : sezm_test::data_path(k.model);
   const std::string rp = k.shared ? sezm_test::shared_path(k.ref) : sezm_test::data_path(k.ref);
@@ -181,7 +183,7 @@ INSTANTIATE_TEST_SUITE_P(
                           // up to ~1e4 eV/A, compared relative to the largest reference value
                           Case{"recipes/zbl_plain_f64.pt", "recipes/ref_zbl_plain_f64.json", false},
                           Case{"recipes/zbl_mini_f64.pt", "recipes/ref_zbl_mini_f64.json", false}),
-        ::testing::Values(0, 1), ::testing::Values(0, 1, 2, 4, 5, 6)),
+        ::testing::Values(0, 1), ::testing::Values(0, 1, 2, 4, 5, 6, 11)),
     [](const auto& info) {
       const std::string& m = std::get<0>(info.param).model;
       const std::string& head = std::get<0>(info.param).head;
@@ -193,6 +195,7 @@ INSTANTIATE_TEST_SUITE_P(
               : v == 4 ? std::string("_ws2")
               : v == 5 ? std::string("_wg")
               : v == 6 ? std::string("_tf32ws2")
+              : v == 11 ? std::string("_unchained")
                        : std::string(precision_suffix(v)));
     });
 

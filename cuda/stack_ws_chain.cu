@@ -1,0 +1,183 @@
+// The stack's forward, every layer in one persistent launch on the warp-specialised tile
+// (wgmma_ws.cuh): each CTA takes its items (a focus's 128-row tile, as the one-layer launches of
+// stack_ws.cu and stack_ws_gated_fwd.cu) through all the layers, gated (gated_fwd_item's steps)
+// and identity (both |m| groups), with the layers' products and epilogues unchanged (chain_unit).
+// An item's layer k + 1 reads only that item's rows of layer k's output, which the same CTA wrote:
+// no grid-wide wait between layers, only a hand-over inside the CTA. The consumers store an item's
+// output, order their stores before the async proxy (fence.proxy.async.global) and arrive on the
+// item's `stored` barrier; the producer waits on it (and fences too) before its tensor copies of
+// the item's next layer. To keep the tensor cores busy over that hand-over a CTA takes its items
+// in pairs, interleaved by layer (a0 b0 a1 b1 ...): while the consumers multiply b's layer k, the
+// producer waits for a's layer k to be stored and streams a's layer k + 1; and the consumers
+// fence and arrive for a only once b's first product is done (the fence waits for their stores).
+// Why: a one-layer launch pays a fixed cost (the ring's first fill, the last item's epilogue that
+// nothing overlaps, the idle SMs of a partial last round; ~16 us per gated forward launch, a
+// two-point fit, docs/performance.md 2026-12-03), paid here once per chunk pass instead of once
+// per launch (four per pass at C.pt's two gated and one identity layer). Measured (H200, 4,096
+// atoms, lean, kernel-times): the forward's stack kernels 17.85 ms per call in 144 one-layer
+// launches, 16.96 ms in 36 chained ones.
+// Layout: activations focus-major (F, Ec, ROW) in two buffers, layer k reading buf[k % 2] and
+// writing buf[(k + 1) % 2] (the one-layer path's ping-pong, the same buffers). Numerics: the
+// one-layer kernels' (the same device functions, products and epilogues).
+// CPU twin: the mixing stack in engine/so2_convolution.h.
+#include <cstdint>
+#include <string>
+
+#include "stack_ws_gated_fwd.cuh"
+
+namespace sezm::cuda {
+namespace {
+
+constexpr int kChainMax = kStackChainMax;
+
+struct WsChainLayer {
+  WsGatedImages g;  // a gated layer's images
+  float* zsave;     // its pre-activations kept there, or null
+};
+
+struct WsChainFwd {
+  WsChainLayer layer[kChainMax];  // the identity layers' images in g.B0, g.B1
+  float* buf[2];
+  int nL, ngated, Ec, ROW, ntiles, nitems;
+};
+
+// The consumers' part of one unit (an item's layer): a gated layer's (gated_fwd_item's steps) or
+// an identity layer's (io.out = io.in + io.in W per group), both through the same two products, so
+// that the kernel holds one copy of each (the 3xTF32 residual, ws_product's kRes, switched on at
+// run time for the identity layers; the gated epilogues add theirs). Why one copy: the two layer
+// kinds' code inlined apart made a 150 KB kernel, past the SM's instruction cache, and the chain
+// ran 11 % slower than the one-layer launches (docs/performance.md, 2026-12-03). `after_first()`
+// once the first product is done.
+template <int kStages, int kStage, bool kOne, class After>
+__device__ __forceinline__ void chain_unit(bool gated, const WsIo& io, int f, int row0, const float* ring,
+                                           uint64_t* full, uint64_t* empty, WsPipe& pp, int ct, float4* stash4,
+                                           After after_first) {
+  constexpr int N0 = 128, N1 = 192;
+  constexpr bool kRes = !kOne;
+  const size_t fo = static_cast<size_t>(f) * io.Ec * io.ROW;
+  const bool live[2] = {row0 + ws_row(ct, 0) < io.Ec, row0 + ws_row(ct, 1) < io.Ec};
+  float4 z00[4];
+  {
+    float acc[N0 / 2];
+    ws_multiply<N0, N0, kStages, kStage, kOne, WsAsIs, kRes>(ring, full, empty, pp, ct, acc, WsAsIs{}, !gated);
+    after_first();
+    if (gated) gated_fwd_park(acc, z00, stash4);
+    else ws_epilogue<N0, kRes>(io.in, io.out, fo, io.ROW, row0, io.Ec, ct, acc);
+  }
+  if (gated) gated_fwd_gate<kStages, kStage, kOne>(io, fo, row0, live, z00, ring, full, empty, pp, ct, stash4);
+  float acc[N1 / 2];
+  ws_multiply<N1, N1, kStages, kStage, kOne, WsAsIs, kRes>(ring, full, empty, pp, ct, acc, WsAsIs{}, !gated);
+  if (gated) gated_fwd_m1_epilogue<kOne>(io, fo, row0, live, acc, ct, stash4);
+  else ws_epilogue<N1, kRes>(io.in, io.out, fo + N0, io.ROW, row0, io.Ec, ct, acc);
+}
+
+template <bool kOne>
+__global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_fwd_k(const __grid_constant__ WsChainFwd p,
+                                                                      const __grid_constant__ CUtensorMap tm0,
+                                                                      const __grid_constant__ CUtensorMap tm1) {
+  using R = WsTcRing<kOne>;  // the gated layers' scratch and ring; the identity layers use the ring
+  extern __shared__ __align__(128) float ws_dsmem[];
+  __shared__ uint64_t full[R::kStages], empty[R::kStages], stored[2];
+  float* const ring = ws_dsmem + R::kScratch;
+  if (threadIdx.x == 0) {  // before ws_init's fence and barrier
+    ws_bar_init(&stored[0], 256);  // every consumer thread, after its stores
+    ws_bar_init(&stored[1], 256);
+  }
+  ws_init(full, empty);
+  WsPipe pp;
+  if (threadIdx.x < 128) {
+    ws_regs_dec<kWsProducerRegs>();
+    if (threadIdx.x >= 32) return;
+    uint32_t parity = 0;  // bit m: the parity of stored[m]'s next phase
+    for (int i0 = blockIdx.x; i0 < p.nitems; i0 += 2 * ws_grid()) {
+      const int n = i0 + ws_grid() < p.nitems ? 2 : 1;
+#pragma unroll 1
+      for (int l = 0; l < p.nL; ++l)
+#pragma unroll 1
+        for (int m = 0; m < n; ++m) {
+          if (l > 0) {  // the item's layer l - 1 stored
+            ws_bar_wait(&stored[m], (parity >> m) & 1u);
+            parity ^= 1u << m;
+            ws_fence_proxy_global();
+          }
+          const int i = i0 + m * ws_grid(), f = i / p.ntiles, y = (i - f * p.ntiles) * kWsRows;
+          const CUtensorMap* tm = (l & 1) ? &tm1 : &tm0;
+          if (l < p.ngated) gated_fwd_fill<R::kStages, R::kStage, kOne>(p.layer[l].g, ring, full, empty, pp, tm, f, y);
+          else
+            linear_fill<R::kStages, R::kStage, kOne>(WsLinearImages{p.layer[l].g.B0, p.layer[l].g.B1}, ring, full,
+                                                     empty, pp, tm, f, y);
+        }
+    }
+    return;
+  }
+  ws_regs_inc<kWsConsumerRegs>();
+  const int ct = threadIdx.x - 128;
+  float4* const stash4 = reinterpret_cast<float4*>(ws_dsmem) + ct;  // the gated items' scratch
+  // The hand-over of member `pending`'s output (its stores fenced, stored[pending] arrived on),
+  // deferred until the next unit's first product is done, so that the fence, which waits for the
+  // stores, finds them drained (measured with an earlier form of this kernel: no difference either
+  // way, docs/performance.md 2026-12-03). A unit of the same member (an unpaired item) needs it
+  // first.
+  int pending = -1;
+  const auto hand_over = [&] {
+    if (pending >= 0) {
+      ws_fence_proxy_global();
+      ws_bar_arrive(&stored[pending]);
+      pending = -1;
+    }
+  };
+  for (int i0 = blockIdx.x; i0 < p.nitems; i0 += 2 * gridDim.x) {
+    const int n = i0 + gridDim.x < p.nitems ? 2 : 1;
+#pragma unroll 1
+    for (int l = 0; l < p.nL; ++l)
+#pragma unroll 1
+      for (int m = 0; m < n; ++m) {
+        const int i = i0 + m * gridDim.x, f = i / p.ntiles, row0 = (i - f * p.ntiles) * kWsRows;
+        const WsIo io{p.buf[l & 1], p.buf[(l + 1) & 1], p.layer[l].zsave, p.Ec, p.ROW};
+        if (pending == m) hand_over();
+        chain_unit<R::kStages, R::kStage, kOne>(l < p.ngated, io, f, row0, ring, full, empty, pp, ct, stash4,
+                                                hand_over);
+        if (l + 1 < p.nL) pending = m;  // its output goes to its next layer
+      }
+  }
+}
+
+}  // namespace
+
+bool stack_ws_chain(const Dims& d) {
+  return (d.stack_ws == 1 || d.stack_ws == 2) && ws_shape(d) && d.nL <= kChainMax && d.ngated <= d.nL;
+}
+
+float* launch_stack_chain_forward(const Dims& d, const BlockWDev& w, int Ec, float* buf0, float* buf1,
+                                  float* const* zsave, cudaStream_t s) {
+  if (!stack_ws_chain(d) || w.A_ws == nullptr || w.W1_wg == nullptr || (d.ngated > 0 && w.G_ws == nullptr))
+    throw Error("launch_stack_chain_forward: the chained forward needs Cf = 32, L = 3, at most " +
+                std::to_string(kChainMax) + " layers and the warp-specialised images (Dims::stack_ws)");
+  if (buf0 == buf1 || reinterpret_cast<uintptr_t>(buf0) % 16 != 0 || reinterpret_cast<uintptr_t>(buf1) % 16 != 0)
+    throw Error("launch_stack_chain_forward: two distinct 16-byte aligned activation buffers expected");
+  float* const out = d.nL % 2 ? buf1 : buf0;
+  if (Ec == 0) return out;
+  const bool one = d.tf32_one_pass != 0;
+  const auto k = one ? stack_ws_chain_fwd_k<true> : stack_ws_chain_fwd_k<false>;
+  const int bytes = one ? WsTcRing<true>::kBytes : WsTcRing<false>::kBytes;
+  const int sms = ws_prepare(reinterpret_cast<const void*>(k), bytes, "stack_ws_chain_fwd_k");
+  WsChainFwd p{};
+  for (int l = 0; l < d.nL; ++l) {
+    const size_t lf = static_cast<size_t>(l) * d.F;
+    if (l < d.ngated) p.layer[l] = WsChainLayer{gated_images(d, w, l), zsave ? zsave[l] : nullptr};
+    else  // the identity layer's A and W1 images (launch_stack_ws_linear's)
+      p.layer[l] = WsChainLayer{{w.A_ws + lf * 2 * d.M0 * d.M0, nullptr,
+                                 w.W1_wg + lf * 2 * static_cast<size_t>(2 * d.M1) * (2 * d.M1)},
+                                nullptr};
+  }
+  p.buf[0] = buf0;
+  p.buf[1] = buf1;
+  p.nL = d.nL;
+  p.ngated = d.ngated;
+  set_ws_items(p, d, Ec);
+  k<<<std::min(p.nitems, sms), kWsThreads, bytes, s>>>(p, activations_map(d, Ec, buf0), activations_map(d, Ec, buf1));
+  SEZM_LAUNCH("stack_ws_chain_fwd_k");
+  return out;
+}
+
+}  // namespace sezm::cuda

@@ -1,0 +1,168 @@
+#pragma once
+// A gated layer's forward on the warp-specialised tile, one work item (a focus's 128-row tile)
+// at a time: the producer's fills and the consumers' products and epilogues, shared by the
+// one-layer launch (stack_ws_gated_fwd.cu, which says why the layer runs this way and its
+// numerics) and the chained forward (stack_ws_chain.cu).
+// Per item: z0 = U0 A from the ring's m = 0 blocks; z0 parked in shared memory (each consumer
+// thread's 64 floats thread-major: conflict-free) while its scalar row z00 (the thread's quads 0, 1)
+// is the A operand of S_pre = z00 G, whose B blocks (G's image, zero-padded to 128 columns: two
+// stages holding B alone) the producer streams between the groups; S = sigmoid(S_pre). Every S value
+// a thread's epilogues need is in its own accumulators (the product's output quad (q4, h) and A's
+// quad (kb = q4, h) are the same rows and columns 16 q4 + 4 t): S stays in registers through the
+// m = 0 epilogue, then takes z0's place in shared memory for the |m| = 1 epilogue. No gate pass, no T.
+// Numerics: S_pre in 3xTF32 (kOne: one TF32 pass) from the product's z00, which is also the z00 kept
+// and put through silu; the backward (stack_ws_gated_bwd.cu) recomputes S by the same product from
+// the kept z00, so to the bit.
+// CPU twin: the mixing stack in engine/so2_convolution.h.
+#include <cstdint>
+
+#include "stack_ws_gated.cuh"
+
+namespace sezm::cuda {
+namespace {
+
+constexpr int kM0 = 128;  // M0 = (L + 1) Cf
+constexpr int kNG = 128;  // G's padded width: two 64-column chunks
+
+// Quad (q4, h) of the accumulators (wg_quad's) set to v.
+template <int M>
+__device__ __forceinline__ void set_quad(float (&acc)[M], int q4, int h, float4 v) {
+  acc[8 * q4 + 2 * h] = v.x;
+  acc[8 * q4 + 2 * h + 1] = v.y;
+  acc[8 * q4 + 4 + 2 * h] = v.z;
+  acc[8 * q4 + 5 + 2 * h] = v.w;
+}
+
+// Shared memory: the consumers' stash (64 floats per thread in 16-byte groups, thread-major), then
+// the ring, five stages of 32 KiB (one pass: eight of 20 KiB).
+template <bool kOne>
+using WsTcRing = WsScratchRing<kM0 / 2, kOne ? 8 : 5, ws_stage_floats(192, kOne)>;
+
+// One gated layer's images: A (kS 2), focus f's at B0 + f 2 M0 M0; G padded to kNG columns, at
+// BG + f 2 Cf kNG; W1 (kS 2), at B1 + f 2 (2 M1)^2.
+struct WsGatedImages {
+  const float *B0, *BG, *B1;
+};
+
+// Host: layer `layer`'s images (BlockWDev's, built by Dims::stack_ws).
+inline WsGatedImages gated_images(const Dims& d, const BlockWDev& w, int layer) {
+  const size_t lf = static_cast<size_t>(layer) * d.F;
+  return WsGatedImages{w.A_ws + lf * 2 * d.M0 * d.M0, w.G_ws + lf * 2 * d.Cf * kNG,
+                       w.W1_wg + lf * 2 * static_cast<size_t>(2 * d.M1) * (2 * d.M1)};
+}
+
+// The producer warp's fills of item (focus f, rows y ..): A's m = 0 blocks with A's image, G's
+// B-only blocks, A's |m| = 1 blocks with W1's image. Called by the 32 lanes of the producer warp.
+template <int kStages, int kStage, bool kOne>
+__device__ __forceinline__ void gated_fwd_fill(const WsGatedImages& g, float* ring, uint64_t* full, uint64_t* empty,
+                                               WsPipe& pp, const CUtensorMap* tmA, int f, int y) {
+  constexpr int N0 = 128, N1 = 192;
+  ws_fill<N0, N0, kStages, kStage, kOne>(ring, full, empty, pp, tmA,
+                                         WsItem{0, y, f, g.B0 + static_cast<size_t>(f) * 2 * N0 * N0});
+  ws_fill<kNG, kCf, kStages, kStage, kOne, false>(ring, full, empty, pp, tmA,
+                                                  WsItem{0, y, f, g.BG + static_cast<size_t>(f) * 2 * kCf * kNG});
+  ws_fill<N1, N1, kStages, kStage, kOne>(ring, full, empty, pp, tmA,
+                                         WsItem{N0, y, f, g.B1 + static_cast<size_t>(f) * 2 * N1 * N1});
+}
+
+// The consumers' part of item (focus f, rows row0 ..): the products from the ring as
+// gated_fwd_fill streams them, the epilogues U0' = U0 + [silu(z00), z0[:, Cf:] * S] and
+// U1' = U1 + z1 * S into io.out. Called by the 256 consumer threads (ct = threadIdx.x - 128;
+// stash4: the scratch as float4, + ct). In three steps around the two groups' products (the
+// chained forward, stack_ws_chain.cu, shares those products with its identity layers):
+//  gated_fwd_park, after z0 = U0 A: z00's quads kept (index 2 kb + h), z0 parked in the stash;
+//  gated_fwd_gate, then: S = sigmoid(z00 G) and the m = 0 epilogue, S parked in the stash;
+//  gated_fwd_m1_epilogue, after z1 = U1 W1 (acc): the |m| = 1 epilogue.
+__device__ __forceinline__ void gated_fwd_park(const float (&acc)[kM0 / 2], float4 (&z00)[4], float4* stash4) {
+#pragma unroll
+  for (int q = 0; q < 4; ++q) z00[q] = wg_quad(acc, q >> 1, q & 1);
+  set_slots<kM0 / 2>(stash4, acc);
+}
+
+// (live: whether the thread's rows h = 0, 1 are edges of the chunk)
+template <int kStages, int kStage, bool kOne>
+__device__ __forceinline__ void gated_fwd_gate(const WsIo& io, size_t fo, int row0, const bool (&live)[2],
+                                               const float4 (&z00)[4], const float* ring, uint64_t* full,
+                                               uint64_t* empty, WsPipe& pp, int ct, float4* stash4) {
+  constexpr int N0 = 128;
+  const int ra0 = ws_row(ct, 0);
+  float g[kNG / 2];  // S_pre, then S (its quads 0 .. 5; 6, 7 are the padding's, left alone)
+  ws_multiply<kNG, kCf, kStages, kStage, kOne>(ring, full, empty, pp, ct, g, [&](int row, int k, float4) {
+    const bool h1 = row != ra0;
+    return k < kWsK ? (h1 ? z00[1] : z00[0]) : (h1 ? z00[3] : z00[2]);
+  });
+  {  // ---- m = 0 epilogue: U0' = U0 + [silu(z00), z0[:, Cf:] * S] ----
+    float4 res[N0 / 8];  // U0's quads, in flight while the sigmoids run
+    residual_load<N0>(io.in, fo, io.ROW, row0, io.Ec, ct, res);
+#pragma unroll
+    for (int j = 0; j < kLC / 2; ++j) g[j] = sigmoidf_(g[j]);  // quads 6, 7 are G's padding: unused
+    float acc[N0 / 2];
+    get_slots<N0 / 2>(stash4, acc);
+#pragma unroll
+    for (int q4 = 0; q4 < N0 / 16; ++q4)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float4 z = wg_quad(acc, q4, h);
+        float4 v;
+        if (q4 < kCf / 16) {  // the scalar row's columns
+          v = make_float4(siluf_(z.x), siluf_(z.y), siluf_(z.z), siluf_(z.w));
+        } else {
+          const float4 sg = wg_quad(g, q4 - kCf / 16, h);  // S at column 16 q4 + 4 t - Cf
+          v = make_float4(z.x * sg.x, z.y * sg.y, z.z * sg.z, z.w * sg.w);
+        }
+        if (io.zsave && live[h])
+          *reinterpret_cast<float4*>(io.zsave + fo + static_cast<size_t>(row0 + ws_row(ct, h)) * io.ROW +
+                                     wg_quad_col(q4)) = z;
+        set_quad(acc, q4, h, v);
+      }
+    residual_store<N0>(res, io.out, fo, io.ROW, row0, io.Ec, ct, acc);
+  }
+  set_slots<kLC / 2>(stash4, g);  // S's quads 0 .. 5
+}
+
+// U1' = U1 + z1 * S (the sigmoid of the component's degree), z1 in acc.
+template <bool kOne>
+__device__ __forceinline__ void gated_fwd_m1_epilogue(const WsIo& io, size_t fo, int row0, const bool (&live)[2],
+                                                      float (&acc)[96], int ct, const float4* stash4) {
+  constexpr int N0 = 128, N1 = 192;
+  // U1's quads, in flight during the gating and the z stores (one pass: with them and acc live
+  // together ptxas spills 72 bytes, so they are read after the stores, as before)
+  float4 res[N1 / 8];
+  if constexpr (!kOne) residual_load<N1>(io.in, fo + N0, io.ROW, row0, io.Ec, ct, res);
+#pragma unroll
+  for (int q4 = 0; q4 < N1 / 16; ++q4)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float4 z = wg_quad(acc, q4, h);
+      // column c = 16 q4 + 4 t: degree red_l(L + 1 + c / Cf) - 1, S's quad 2 d + (c % Cf) / 16
+      const int sq = 2 * (red_l(3 + 1 + q4 / 2, 3) - 1) + (q4 & 1);
+      const float4 sg = slot_quad(stash4, 16 * sq, h);
+      if (io.zsave && live[h])
+        *reinterpret_cast<float4*>(io.zsave + fo + static_cast<size_t>(row0 + ws_row(ct, h)) * io.ROW + N0 +
+                                   wg_quad_col(q4)) = z;
+      set_quad(acc, q4, h, make_float4(z.x * sg.x, z.y * sg.y, z.z * sg.z, z.w * sg.w));
+    }
+  if constexpr (kOne) residual_load<N1>(io.in, fo + N0, io.ROW, row0, io.Ec, ct, res);
+  residual_store<N1>(res, io.out, fo + N0, io.ROW, row0, io.Ec, ct, acc);
+}
+
+template <int kStages, int kStage, bool kOne>
+__device__ __forceinline__ void gated_fwd_item(const WsIo& io, int f, int row0, const float* ring, uint64_t* full,
+                                               uint64_t* empty, WsPipe& pp, int ct, float4* stash4) {
+  constexpr int N0 = 128, N1 = 192;  // M0, 2 M1
+  const size_t fo = static_cast<size_t>(f) * io.Ec * io.ROW;
+  const bool live[2] = {row0 + ws_row(ct, 0) < io.Ec, row0 + ws_row(ct, 1) < io.Ec};
+  float4 z00[4];
+  {
+    float acc[N0 / 2];
+    ws_multiply<N0, N0, kStages, kStage, kOne>(ring, full, empty, pp, ct, acc);
+    gated_fwd_park(acc, z00, stash4);
+  }
+  gated_fwd_gate<kStages, kStage, kOne>(io, fo, row0, live, z00, ring, full, empty, pp, ct, stash4);
+  float acc[N1 / 2];
+  ws_multiply<N1, N1, kStages, kStage, kOne>(ring, full, empty, pp, ct, acc);
+  gated_fwd_m1_epilogue<kOne>(io, fo, row0, live, acc, ct, stash4);
+}
+
+}  // namespace
+}  // namespace sezm::cuda
