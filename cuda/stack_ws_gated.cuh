@@ -168,16 +168,21 @@ struct WsIo {
 struct WsLinearImages {
   const float *B0, *B1;
 };
-// The producer warp's fills of item (focus f, rows y ..): the m = 0 product's blocks, then the
-// |m| = 1 product's.
+// The producer warp's fills of one group's product (N = K: 128, the m = 0 columns 0 ..; 192, the
+// |m| = 1 columns 128 ..) of item (focus f, rows y ..), B the layer's image of that group (focus
+// f's at B + f 2 N N).
+template <int N, int kStages, int kStage, bool kOne>
+__device__ __forceinline__ void group_fill(const float* B, float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp,
+                                           const CUtensorMap* tmA, int f, int y) {
+  ws_fill<N, N, kStages, kStage, kOne>(ring, full, empty, pp, tmA,
+                                       WsItem{N == 128 ? 0 : 128, y, f, B + static_cast<size_t>(f) * 2 * N * N});
+}
+// An identity layer's item: the m = 0 product's blocks, then the |m| = 1 product's.
 template <int kStages, int kStage, bool kOne>
 __device__ __forceinline__ void linear_fill(const WsLinearImages& g, float* ring, uint64_t* full, uint64_t* empty,
                                             WsPipe& pp, const CUtensorMap* tmA, int f, int y) {
-  constexpr int N0 = 128, N1 = 192;
-  ws_fill<N0, N0, kStages, kStage, kOne>(ring, full, empty, pp, tmA,
-                                         WsItem{0, y, f, g.B0 + static_cast<size_t>(f) * 2 * N0 * N0});
-  ws_fill<N1, N1, kStages, kStage, kOne>(ring, full, empty, pp, tmA,
-                                         WsItem{N0, y, f, g.B1 + static_cast<size_t>(f) * 2 * N1 * N1});
+  group_fill<128, kStages, kStage, kOne>(g.B0, ring, full, empty, pp, tmA, f, y);
+  group_fill<192, kStages, kStage, kOne>(g.B1, ring, full, empty, pp, tmA, f, y);
 }
 // ---- the gated layers' shapes ----
 constexpr int kCf = 32, kLC = 3 * kCf;  // ws_shape: Cf = 32, L = 3

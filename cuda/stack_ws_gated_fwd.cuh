@@ -56,13 +56,10 @@ inline WsGatedImages gated_images(const Dims& d, const BlockWDev& w, int layer) 
 template <int kStages, int kStage, bool kOne>
 __device__ __forceinline__ void gated_fwd_fill(const WsGatedImages& g, float* ring, uint64_t* full, uint64_t* empty,
                                                WsPipe& pp, const CUtensorMap* tmA, int f, int y) {
-  constexpr int N0 = 128, N1 = 192;
-  ws_fill<N0, N0, kStages, kStage, kOne>(ring, full, empty, pp, tmA,
-                                         WsItem{0, y, f, g.B0 + static_cast<size_t>(f) * 2 * N0 * N0});
+  group_fill<128, kStages, kStage, kOne>(g.B0, ring, full, empty, pp, tmA, f, y);
   ws_fill<kNG, kCf, kStages, kStage, kOne, false>(ring, full, empty, pp, tmA,
                                                   WsItem{0, y, f, g.BG + static_cast<size_t>(f) * 2 * kCf * kNG});
-  ws_fill<N1, N1, kStages, kStage, kOne>(ring, full, empty, pp, tmA,
-                                         WsItem{N0, y, f, g.B1 + static_cast<size_t>(f) * 2 * N1 * N1});
+  group_fill<192, kStages, kStage, kOne>(g.B1, ring, full, empty, pp, tmA, f, y);
 }
 
 // The consumers' part of item (focus f, rows row0 ..): the products from the ring as
