@@ -152,7 +152,7 @@ float* CudaEngine::Impl::chunk_forward(int b, const Chunk& c, bool recompute) {
   if (stack_ws_chain(d) && !(fast && recompute)) {  // every layer in one launch (not fast's replay)
     mark(recompute ? "bwd: recompute stack, chained" : "fwd: stack, chained");
     float* zs[kStackChainMax] = {};
-    for (int k = 0; k < d.ngated && k < kStackChainMax; ++k) zs[k] = save_z ? chunk_z(b, k, c) : nullptr;
+    for (int k = 0; k < d.ngated && save_z; ++k) zs[k] = chunk_z(b, k, c);  // ngated <= nL <= the max
     return launch_stack_chain_forward(d, w, Ec, U0.data(), Ua.data(), zs, s);
   }
   float* in = U0.data();
@@ -284,10 +284,7 @@ EngineResult CudaEngine::Impl::compute(const Graph& gv, bool gradients, FeatureE
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   SEZM_CUDA(cudaSetDevice(device));
-  // From here to the first kernel: the host's checks and chunk plan, then the graph's upload from
-  // pageable memory (src, dst, vec: ~33 bytes per edge); the stream is idle, so this phase is
-  // wall time.
-  mark("call: plan + graph upload");
+  mark("call: plan + graph upload");  // to the first kernel: host checks, chunk plan, pageable upload
   if (gv.n_total > gv.n_nodes && !ex) throw Error("CudaEngine: a graph with ghost nodes needs a feature exchange");
   for (int i = 0; i < gv.n_total; ++i)
     if (gv.types[i] < 0 || gv.types[i] >= d.ntypes)

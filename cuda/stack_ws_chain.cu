@@ -102,10 +102,12 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_fwd_k(const __gr
           }
           const int i = i0 + m * ws_grid(), f = i / p.ntiles, y = (i - f * p.ntiles) * kWsRows;
           const CUtensorMap* tm = (l & 1) ? &tm1 : &tm0;
-          if (l < p.ngated) gated_fwd_fill<R::kStages, R::kStage, kOne>(p.layer[l].g, ring, full, empty, pp, tm, f, y);
-          else
-            linear_fill<R::kStages, R::kStage, kOne>(WsLinearImages{p.layer[l].g.B0, p.layer[l].g.B1}, ring, full,
-                                                     empty, pp, tm, f, y);
+          if (l < p.ngated) {
+            gated_fwd_fill<R::kStages, R::kStage, kOne>(p.layer[l].g, ring, full, empty, pp, tm, f, y);
+          } else {  // an identity layer: the m = 0 product's blocks, then the |m| = 1 product's
+            group_fill<128, R::kStages, R::kStage, kOne>(p.layer[l].g.B0, ring, full, empty, pp, tm, f, y);
+            group_fill<192, R::kStages, R::kStage, kOne>(p.layer[l].g.B1, ring, full, empty, pp, tm, f, y);
+          }
         }
     }
     return;

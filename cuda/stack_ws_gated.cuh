@@ -161,13 +161,8 @@ struct WsIo {
   int Ec, ROW;
 };
 
-// ---- an identity layer's item, both |m| groups (the chained forward, stack_ws_chain.cu, whose
-// consumers run its products; the one-layer launches, stack_ws.cu, run a group per launch) ----
-// Its images: A's (kS 2), focus f's at B0 + f 2 M0 M0, and W1's, at B1 + f 2 (2 M1)^2 (or, for
-// the backward, their transposes').
-struct WsLinearImages {
-  const float *B0, *B1;
-};
+// ---- an identity layer's item: one group_fill per |m| group (the chained forward,
+// stack_ws_chain.cu; the one-layer launches, stack_ws.cu, run a group per launch) ----
 // The producer warp's fills of one group's product (N = K: 128, the m = 0 columns 0 ..; 192, the
 // |m| = 1 columns 128 ..) of item (focus f, rows y ..), B the layer's image of that group (focus
 // f's at B + f 2 N N).
@@ -176,13 +171,6 @@ __device__ __forceinline__ void group_fill(const float* B, float* ring, uint64_t
                                            const CUtensorMap* tmA, int f, int y) {
   ws_fill<N, N, kStages, kStage, kOne>(ring, full, empty, pp, tmA,
                                        WsItem{N == 128 ? 0 : 128, y, f, B + static_cast<size_t>(f) * 2 * N * N});
-}
-// An identity layer's item: the m = 0 product's blocks, then the |m| = 1 product's.
-template <int kStages, int kStage, bool kOne>
-__device__ __forceinline__ void linear_fill(const WsLinearImages& g, float* ring, uint64_t* full, uint64_t* empty,
-                                            WsPipe& pp, const CUtensorMap* tmA, int f, int y) {
-  group_fill<128, kStages, kStage, kOne>(g.B0, ring, full, empty, pp, tmA, f, y);
-  group_fill<192, kStages, kStage, kOne>(g.B1, ring, full, empty, pp, tmA, f, y);
 }
 // ---- the gated layers' shapes ----
 constexpr int kCf = 32, kLC = 3 * kCf;  // ws_shape: Cf = 32, L = 3
