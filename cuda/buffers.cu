@@ -24,11 +24,7 @@ void EngineBuffers::size_for_call(const Graph& gv, const Dims& d, int n_blocks, 
     types.copy_device(graph_from->types, NT, s);
     vec.copy_device(graph_from->vec, 3 * static_cast<size_t>(E), s);
   } else {
-    src.upload(gv.src.data(), E, s);
-    dst.upload(gv.dst.data(), E, s);
-    off.upload(gv.dst_offsets.data(), N + 1, s);
-    types.upload(gv.types.data(), NT, s);
-    vec.upload(gv.vec.data(), 3 * static_cast<size_t>(E), s);
+    upload_graph(gv, s);
   }
 
   const size_t Er = static_cast<size_t>(E), W = static_cast<size_t>(d.L + 1) * d.C;

@@ -10,10 +10,12 @@
 
 namespace sezm::cuda {
 
-// The call's graph, uploaded per call, and the results copied back.
+// The call's graph, uploaded per call (graph_upload.cu, through graph_pin), and the results
+// copied back.
 struct GraphBuffers {
   DBuf<int> src, dst, off, types;
   DBuf<double> vec;
+  PinnedBuf<char> graph_pin;
   DBuf<double> edge_grad;    // (E, 3) dE/dv_e
   DBuf<double> atom_energy;  // (N)
   // Assembled on the device (Engine::compute_forces; force_assembly.cuh): forces (NT, 3), the
@@ -102,6 +104,8 @@ struct EngineBuffers : GraphBuffers, EdgeBuffers, NodeBuffers, NodeScratch, Chun
   // max_nc: the most centres of a chunk (the fused block's node steps run per chunk).
   void size_for_call(const Graph& g, const Dims& d, int n_blocks, int max_ec, int max_nc, bool gradients,
                      bool keep_z, bool chunk_geo, cudaStream_t s, const EngineBuffers* graph_from = nullptr);
+  // The graph of the call (sizes N, NT, E set) onto the device on `s` (graph_upload.cu).
+  void upload_graph(const Graph& g, cudaStream_t s);
   // The per-edge geometry (vecf, r, env, denv, Dc, and rbf where `with_rbf`) of `from`'s latest
   // call, of the same graph, copied device to device instead of computed (after size_for_call).
   void copy_geometry(const EngineBuffers& from, const Dims& d, bool with_rbf, cudaStream_t s);

@@ -61,29 +61,6 @@ class PhaseTimer {
   size_t used_ = 0;
 };
 
-// Page-locked host staging (grow-only) for the ghost exchange's device<->host copies: measured in
-// LAMMPS at 4096 atoms the engine's share of a step fell from 0.41 s to 0.31 s (~15 ms of that from
-// kernel changes of the same revision), the ghost rows crossing twice per block. (The
-// per-edge gradient goes straight to the caller's vector: staging it cost a host copy as long as
-// the saved transfer time.)
-template <class T>
-struct PinnedBuf {
-  T* p = nullptr;
-  size_t cap = 0;
-  T* get(size_t n) {
-    if (n > cap) {
-      if (p) cudaFreeHost(p);
-      p = nullptr;
-      SEZM_CUDA(cudaMallocHost(&p, n * sizeof(T)));
-      cap = n;
-    }
-    return p;
-  }
-  ~PinnedBuf() {
-    if (p) cudaFreeHost(p);
-  }
-};
-
 // Node rows of `w` floats through the caller's FeatureExchange (double on the host side), with
 // the host wall time and the bytes moved summed per call (EngineResult::seconds_exchange,
 // exchange_bytes). Where the exchange names its sent rows (FeatureExchange::sent_rows) only those
