@@ -49,11 +49,14 @@ struct ActLane {
   }
 };
 
-// T (G, D) and P (D, G) into shared memory as TS.
+// T (G, D) and P (D, G) into shared memory as TS, T transposed: sT[p G + g] = T[g, p]. The
+// kSlices lanes of a (node, channel) read the grid points g = s + kSlices k of one p, which are
+// then adjacent words; in T's own layout they sat kD apart (kD = 16: 64 or 128 bytes), in one
+// bank, a 4- (float) or 8-way (double) conflict on every load of the grid products.
 template <class TS, int kD>
 __device__ __forceinline__ void stage_grid(const ModelWDev& mw, TS* sT, TS* sP) {
   for (int i = threadIdx.x; i < mw.G * kD; i += blockDim.x) {
-    sT[i] = mw.gridT[i];
+    sT[(i % kD) * mw.G + i / kD] = mw.gridT[i];
     sP[i] = mw.gridP[i];
   }
   __syncthreads();
@@ -91,7 +94,7 @@ __global__ void __launch_bounds__(kActThreads) ffn_act_forward_k(Dims d, ModelWD
     for (int k = 0; k < kPerSlice; ++k) {
       const int g = ln.s + kSlices * k;
       if (g >= G) continue;
-      const double tv = sT[g * kD + p];
+      const double tv = sT[p * G + g];
 #pragma unroll
       for (int t = 0; t < NCH; ++t) {
         a[t][k] += tv * ha[t];
@@ -160,8 +163,8 @@ __global__ void __launch_bounds__(kActThreads) ffn_act_backward_k(Dims d, ModelW
     for (int k = 0; k < kPerSlice; ++k) {
       const int g = ln.s + kSlices * k;
       if (g >= G) continue;
-      ah[k] += sT[g * kD + p] * ha;
-      bh[k] += sT[g * kD + p] * hb;
+      ah[k] += sT[p * G + g] * ha;
+      bh[k] += sT[p * G + g] * hb;
       wy[k] += sP[p * G + g] * yv;
     }
   }
@@ -183,7 +186,7 @@ __global__ void __launch_bounds__(kActThreads) ffn_act_backward_k(Dims d, ModelW
     for (int k = 0; k < kPerSlice; ++k) {
       const int g = ln.s + kSlices * k;
       if (g >= G) continue;
-      const float tp = sT[g * kD + p] * kap * wy[k];
+      const float tp = sT[p * G + g] * kap * wy[k];
       a += tp * bh[k];
       b += tp * ah[k];
     }
