@@ -29,6 +29,11 @@ constexpr int kKT = 16;        // inputs per k tile
 constexpr int kTCp = kTC + 2;  // padded W tile row (doubles): conflict-light transposed stores, 16-byte pairs
 constexpr int kX4 = 2;         // X tile quads per thread: at most TN D kKT / 4 / (D NG kCG) = 16 NG D / (8 NG D)
 constexpr int kW4 = 4;         // at most this many W tile quads per thread (checked by the launcher)
+// Column o of a W tile row sits at wpos(o): the pairs (o, o + 1) of the column quads' first halves
+// side by side, then their second halves (16 doubles on), so the eight column quads of a quarter
+// warp read 128 contiguous bytes per 16-byte load. (At 4 o the quads' loads fell 32 bytes apart,
+// quads c and c + 4 in one bank: every W load a two-way conflict, ncu 2026-12-03.)
+__device__ __forceinline__ constexpr int wpos(int o) { return (o & 2) * 8 + (o >> 2) * 2 + (o & 1); }
 
 struct LinArgs {
   int N, L, D, Cin, Cout, NG;  // NG node groups per CTA: TN = kNT NG nodes
@@ -70,12 +75,14 @@ __global__ void __launch_bounds__(512) per_degree_linear_tiled_k(LinArgs a) {
   const int cg = tid % kCG, ng = (tid / kCG) % a.NG, p = tid / (kCG * a.NG), l = degree_of_packed(p);
   const int n0 = blockIdx.x * TN, o0 = blockIdx.y * kTC;
   // X quads: t = tid + j nt < 4 TN D (2 nt with kNT = 4, nt / 2 with kNT = 1); quad q of row
-  // (node i, p') of the tile.
+  // (node i, p') of the tile, the nodes before the rows: a warp's four stores of a quad's values
+  // (rows 4 q + c, one node each) then land in 16 distinct banks, where with the rows first all
+  // fell TNp kKT doubles apart, in two (ncu 2026-12-03: 80 % of the kernel's store wavefronts).
   long xg[kX4];  // global float offset at k0 = 0, or -1 (a node past N, or no quad: zeros)
   int xsi[kX4];  // shared index of its first double (then + TNp per k), or -1: no quad of the tile
 #pragma unroll
   for (int j = 0; j < kX4; ++j) {
-    const int t = tid + j * nt, q = t % 4, r = t / 4, pp = r % D, i = r / D;
+    const int t = tid + j * nt, q = t % 4, r = t / 4, i = r % TN, pp = r / TN;
     const bool quad = kNT == 4 || t < 4 * TN * D;  // 4 TN D = 2 nt with kNT = 4
     xg[j] = quad && n0 + i < a.N ? ((long)(n0 + i) * D + pp) * Cin + 4 * q : -1;
     xsi[j] = quad ? (pp * kKT + 4 * q) * TNp + i : -1;
@@ -130,16 +137,16 @@ __global__ void __launch_bounds__(512) per_degree_linear_tiled_k(LinArgs a) {
       if (t >= nw) continue;
       if (kTrans) {
         const int q = t % 4, r = t / 4, oo = r % kTC, ll = r / kTC;
-        double* w = ws + (ll * kKT + 4 * q) * kTCp + oo;
+        double* w = ws + (ll * kKT + 4 * q) * kTCp + wpos(oo);
         w[0] = wr[j].x;
         w[kTCp] = wr[j].y;
         w[2 * kTCp] = wr[j].z;
         w[3 * kTCp] = wr[j].w;
       } else {
         const int q = t % kCG, r = t / kCG, kk = r % kKT, ll = r / kKT;
-        double2* w = reinterpret_cast<double2*>(ws + (ll * kKT + kk) * kTCp + 4 * q);
-        w[0] = make_double2(wr[j].x, wr[j].y);
-        w[1] = make_double2(wr[j].z, wr[j].w);
+        double* w = ws + (ll * kKT + kk) * kTCp;
+        *reinterpret_cast<double2*>(w + wpos(4 * q)) = make_double2(wr[j].x, wr[j].y);
+        *reinterpret_cast<double2*>(w + wpos(4 * q + 2)) = make_double2(wr[j].z, wr[j].w);
       }
     }
   };
@@ -149,7 +156,7 @@ __global__ void __launch_bounds__(512) per_degree_linear_tiled_k(LinArgs a) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) acc[i][j] = 0.0;
   const double* xp = xs + (size_t)p * kKT * TNp + kNT * ng;
-  const double* wp = ws + (size_t)l * kKT * kTCp + 4 * cg;
+  const double* wp = ws + (size_t)l * kKT * kTCp + wpos(4 * cg);
   load(0);
   for (int k0 = 0; k0 < Cin; k0 += kKT) {
     store();
@@ -166,7 +173,7 @@ __global__ void __launch_bounds__(512) per_degree_linear_tiled_k(LinArgs a) {
         xv[0] = xp[kk * TNp];
       }
       const double2 w01 = *reinterpret_cast<const double2*>(wp + kk * kTCp);
-      const double2 w23 = *reinterpret_cast<const double2*>(wp + kk * kTCp + 2);
+      const double2 w23 = *reinterpret_cast<const double2*>(wp + kk * kTCp + (wpos(2) - wpos(0)));
       const double wv[4] = {w01.x, w01.y, w23.x, w23.y};
 #pragma unroll
       for (int i = 0; i < kNT; ++i)
