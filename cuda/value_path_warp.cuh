@@ -166,8 +166,10 @@ __global__ void __launch_bounds__(32 * kWarps) rotate_condition_w(Dims d, BlockW
 }
 
 // aggregate_backward_w's stage per warp and edge: the Wigner row and the old Dc_bar row (read by
-// every lane), the lane's U rows (NC channels of each of the Dm rows) and its alpha and alpha_fc
-// (each lane reads back only what it copied itself).
+// every lane), the lane's U rows (NC channels of each of the Dm rows; each lane reads back only
+// what it copied itself) and the edge's F values of alpha and of alpha_fc (read by the lanes of
+// each focus: one 4-byte copy per lane of the same few words was 29 % of the kernel's
+// shared-memory wavefronts as excess, ncu 2026-12-03).
 template <int LT, int NC>
 struct AggStage {
   static constexpr int kDb = kStageD, kU = 2 * kStageD, kA = kU + EdgeShape<LT>::Dm * 32 * NC, kSize = kA + 64;
@@ -186,8 +188,8 @@ __device__ __forceinline__ void aggregate_backward_edge(const Dims& d, const Agg
   using G = AggStage<LT, NC>;
   const int e = a.e0 + i;
   const float *sD = st, *sDb = st + G::kDb, *sU = st + G::kU + NC * lane;
-  const float afc = d.F > 1 ? st[G::kA + 32 + lane] : 1.0f;
-  const float al = st[G::kA + lane] * afc;
+  const float afc = d.F > 1 ? st[G::kA + 32 + f] : 1.0f;
+  const float al = st[G::kA + f] * afc;
   const size_t urow = ((size_t)f * a.Ec + i) * d.ROW + cf;
   float v[S::Dcs], ab[NC];
 #pragma unroll
@@ -263,8 +265,10 @@ __global__ void __launch_bounds__(32 * kWarps, kMinCtas<NC>)
     const float* U = a.U + ((size_t)f * a.Ec + i) * d.ROW + cf;
 #pragma unroll
     for (int j = 0; j < S::Dm; ++j) copy_async<4 * NC>(st + G::kU + j * 32 * NC + c, U + j * d.Cf);
-    copy_async4(st + G::kA + lane, a.alpha + e * d.F + f);
-    if (d.F > 1) copy_async4(st + G::kA + 32 + lane, a.alpha_fc + (size_t)i * d.F + f);
+    for (int x = lane; x < d.F; x += 32) {
+      copy_async4(st + G::kA + x, a.alpha + e * d.F + x);
+      if (d.F > 1) copy_async4(st + G::kA + 32 + x, a.alpha_fc + (size_t)i * d.F + x);
+    }
     copy_async_commit();
   };
   stage_rows(0);
