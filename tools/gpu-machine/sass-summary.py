@@ -39,6 +39,8 @@ def main():
     ap.add_argument("csv")
     ap.add_argument("--window", type=int, default=128, help="SASS lines per window")
     ap.add_argument("--top", type=int, default=15, help="lines with the most samples")
+    ap.add_argument("--excess", type=int, default=0,
+                    help="also the N lines with the most excessive shared wavefronts / global sectors")
     a = ap.parse_args()
     for name, h, rows in kernels(a.csv):
         ix = {n: i for i, n in enumerate(h)}
@@ -65,6 +67,19 @@ def main():
         for r in sorted(rows, key=lambda r: -num(r, "# Samples"))[:a.top]:
             st = max(stalls, key=lambda s: num(r, s))
             print(f"  {r[0][-6:]} {num(r, '# Samples'):5d} {st[6:]:16s} {r[1].strip()[:80]}")
+        # Bank conflicts and uncoalesced accesses per line (SourceCounters), with the two lines
+        # before each for context (the address arithmetic that names the access).
+        for col in [n for n in h if "Excessive" in n]:
+            hot = sorted(range(len(rows)), key=lambda i: -num(rows[i], col))[:a.excess]
+            tot_x = sum(num(r, col) for r in rows)
+            if not hot or tot_x == 0:
+                continue
+            print(f"top {a.excess} lines by '{col}' (kernel total {tot_x}): address, count, SASS")
+            for i in hot:
+                if num(rows[i], col) == 0:
+                    break
+                ctx = " | ".join(rows[j][1].strip()[:40] for j in range(max(0, i - 2), i))
+                print(f"  {rows[i][0][-6:]} {num(rows[i], col):8d} {rows[i][1].strip()[:60]}   [{ctx}]")
 
 
 if __name__ == "__main__":
