@@ -12,7 +12,8 @@
 # dev mode, the 4,096-atom benches again with each of these settings (an opt-in path against the
 # default on the same build); SEZM_GPU_KT_CELLS="4 8" and SEZM_GPU_NCU_KERNELS="name ...": in dev
 # mode, every kernel of one call at those sizes and an Nsight Compute summary of the named kernels.
-# SEZM_GPU_PROBE_TIMEOUT (seconds, default 900) ends a probe whose kernel hangs (a barrier that
+# .devdeps/prebuilt.tar.xz (make-prebuilt.sh): on Hopper its programs run instead of a build here
+# (SEZM_GPU_PREBUILT=0 builds anyway). SEZM_GPU_PROBE_TIMEOUT (seconds, default 900) ends a probe whose kernel hangs (a barrier that
 # never completes) so that the benches still run; SEZM_GPU_PROBE=0 neither builds nor runs the probe.
 # SEZM_GPU_TEST_FILTER replaces the CUDA tests' gtest filter (default
 # '*Cuda*:FeatureExchange*:*ModelDeviation*:*SharedGeometry*'), e.g. to leave out a family whose
@@ -43,13 +44,30 @@ export SEZM_TEST_DATA_DIR="$here/tests/data"
 # On the GPU machine a skipped GPU test is a failure (tests/test_cuda.cpp, SEZM_REQUIRE_GPU).
 export SEZM_GPU_TESTS_REQUIRED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
-cmake -S "$here" -B "$build" "${args[@]}" > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
-grep -E "CUDA engine|LAMMPS" "$out/configure.log" || true
 probe="${SEZM_GPU_PROBE:-1}"
-targets=(sezm_tests sezm-bench sezm-eval)
-[ "$probe" != 0 ] && targets+=(sezm-stack-probe)
-cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" > "$out/build.log" 2>&1 \
-  || { grep -E "error" "$out/build.log" | head -40; exit 1; }
+# Programs built on the build machine (make-prebuilt.sh, sm_90a): used on a Hopper when they start
+# here, unless SEZM_GPU_PREBUILT=0; else (or when they do not start) built here.
+prebuilt=0
+if [ "${SEZM_GPU_PREBUILT:-1}" != 0 ] && [ "$arch" = 90a ] && [ -f "$here/.devdeps/prebuilt.tar.xz" ]; then
+  rm -rf "$build-prebuilt" && mkdir -p "$build-prebuilt"
+  tar xJf "$here/.devdeps/prebuilt.tar.xz" -C "$build-prebuilt" --strip-components=1
+  export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64:/usr/local/cuda/lib"
+  if "$build-prebuilt/tests/sezm_tests" --gtest_list_tests > "$out/prebuilt.log" 2>&1; then
+    build="$build-prebuilt"
+    prebuilt=1
+    echo "== prebuilt programs: $(cat "$build/SOURCE")"
+  else
+    echo "== the prebuilt programs do not start here (prebuilt.log): building"
+  fi
+fi
+if [ "$prebuilt" = 0 ]; then
+  cmake -S "$here" -B "$build" "${args[@]}" > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
+  grep -E "CUDA engine|LAMMPS" "$out/configure.log" || true
+  targets=(sezm_tests sezm-bench)
+  [ "$probe" != 0 ] && targets+=(sezm-stack-probe)
+  cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" > "$out/build.log" 2>&1 \
+    || { grep -E "error" "$out/build.log" | head -40; exit 1; }
+fi
 echo "== CUDA tests"
 status=0
 filter="${SEZM_GPU_TEST_FILTER:-*Cuda*:FeatureExchange*:*ModelDeviation*:*SharedGeometry*}"
