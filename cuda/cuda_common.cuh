@@ -121,14 +121,14 @@ class DBuf {
   MemCounter* mem_ = nullptr;
 };
 
-// Page-locked host staging (grow-only, by an eighth more than asked: in MD the graph's size
-// drifts from step to step, and each cudaMallocHost of the ~21 MB of a 4,096-atom graph took
-// ~12 ms, the warm-up call's "call: plan + graph upload", docs/performance.md). The ghost exchange's device<->host copies: measured in
-// LAMMPS at 4096 atoms the engine's share of a step fell from 0.41 s to 0.31 s (~15 ms of that from
-// kernel changes of the same revision), the ghost rows crossing twice per block. (The
-// per-edge gradient goes straight to the caller's vector: staging it cost a host copy as long as
-// the saved transfer time.) The graph's upload (graph_upload.cu).
-// Not copyable (it owns its allocation).
+// Page-locked host staging, grow-only, by an eighth more than asked (in MD the graph's size drifts
+// from step to step, and a cudaMallocHost of the ~21 MB of a 4,096-atom graph takes ~12 ms: the
+// warm-up call's "call: plan + graph upload", docs/performance.md). Users: the graph's upload
+// (graph_upload.cu) and the ghost exchange's device<->host copies (measured in LAMMPS at 4096
+// atoms, the engine's share of a step fell from 0.41 s to 0.31 s, ~15 ms of that from kernel
+// changes of the same revision, the ghost rows crossing twice per block; the per-edge gradient
+// goes straight to the caller's vector: staging it cost a host copy as long as the saved transfer
+// time). Not copyable (it owns its allocation).
 template <class T>
 struct PinnedBuf {
   T* p = nullptr;
@@ -150,7 +150,6 @@ struct PinnedBuf {
     if (p) cudaFreeHost(p);
   }
 };
-
 
 // Model dimensions, passed by value to kernels.
 struct Dims {
