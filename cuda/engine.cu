@@ -284,7 +284,7 @@ EngineResult CudaEngine::Impl::compute(const Graph& gv, bool gradients, FeatureE
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   SEZM_CUDA(cudaSetDevice(device));
-  mark("call: plan + graph upload");  // to the first kernel: host checks, chunk plan, pageable upload
+  mark("call: plan + graph upload");  // to the first kernel: host checks, chunk plan, the upload
   if (gv.n_total > gv.n_nodes && !ex) throw Error("CudaEngine: a graph with ghost nodes needs a feature exchange");
   for (int i = 0; i < gv.n_total; ++i)
     if (gv.types[i] < 0 || gv.types[i] >= d.ntypes)

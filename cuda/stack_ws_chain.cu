@@ -164,13 +164,9 @@ float* launch_stack_chain_forward(const Dims& d, const BlockWDev& w, int Ec, flo
   const int bytes = one ? WsTcRing<true>::kBytes : WsTcRing<false>::kBytes;
   const int sms = ws_prepare(reinterpret_cast<const void*>(k), bytes, "stack_ws_chain_fwd_k");
   WsChainFwd p{};
-  for (int l = 0; l < d.nL; ++l) {
-    const size_t lf = static_cast<size_t>(l) * d.F;
-    if (l < d.ngated) p.layer[l] = WsChainLayer{gated_images(d, w, l), zsave ? zsave[l] : nullptr};
-    else  // the identity layer's A and W1 images (launch_stack_ws_linear's)
-      p.layer[l] = WsChainLayer{{w.A_ws + lf * 2 * d.M0 * d.M0, nullptr,
-                                 w.W1_wg + lf * 2 * static_cast<size_t>(2 * d.M1) * (2 * d.M1)},
-                                nullptr};
+  for (int l = 0; l < d.nL; ++l) {  // an identity layer: A and W1 images only, nothing kept
+    const bool gated = l < d.ngated;
+    p.layer[l] = WsChainLayer{gated_images(d, w, l, gated), gated && zsave ? zsave[l] : nullptr};
   }
   p.buf[0] = buf0;
   p.buf[1] = buf1;

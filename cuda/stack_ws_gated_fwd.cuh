@@ -44,10 +44,11 @@ struct WsGatedImages {
   const float *B0, *BG, *B1;
 };
 
-// Host: layer `layer`'s images (BlockWDev's, built by Dims::stack_ws).
-inline WsGatedImages gated_images(const Dims& d, const BlockWDev& w, int layer) {
+// Host: layer `layer`'s images (BlockWDev's, built by Dims::stack_ws); an identity layer
+// (gated false) has no G image (BG null).
+inline WsGatedImages gated_images(const Dims& d, const BlockWDev& w, int layer, bool gated = true) {
   const size_t lf = static_cast<size_t>(layer) * d.F;
-  return WsGatedImages{w.A_ws + lf * 2 * d.M0 * d.M0, w.G_ws + lf * 2 * d.Cf * kNG,
+  return WsGatedImages{w.A_ws + lf * 2 * d.M0 * d.M0, gated ? w.G_ws + lf * 2 * d.Cf * kNG : nullptr,
                        w.W1_wg + lf * 2 * static_cast<size_t>(2 * d.M1) * (2 * d.M1)};
 }
 
