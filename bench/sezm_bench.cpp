@@ -4,9 +4,11 @@
 //   sezm-bench MODEL [--cells N] [--lattice diamond|fcc] [--a A] [--repeat R] [--warmup W]
 //              [--threads T] [--element E] [--device cpu|cuda] [--mode lean|fast] [--gpu N]
 //              [--chunk EDGES] [--edge-state auto|keep|chunk] [--precision default|tf32] [--committee MODEL2,MODEL3,...]
-//              [--no-share-geometry]
+//              [--no-share-geometry] [--digest]
 //
 // Reports the median of R warm calls (neighbour search excluded and timed separately).
+// --digest: also the energy to 17 digits and a hash of the last call's per-atom energies, forces
+// and virial, to tell whether two builds give the same bits.
 // --committee: also the time of a committee's output step (pair_style sezm M1 M2 ... out_freq N,
 // docs/lammps.md): every model on the one graph (models of another cutoff on their own),
 // forces, virials and the deviations (api/model_deviation.h), against the ordinary step
@@ -17,10 +19,12 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstdlib>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <vector>
@@ -123,18 +127,30 @@ void time_committee(const sezm::Potential& first, const std::string& list, const
   first.engine().keep_geometry(false);
 }
 
+// --digest: an FNV-1a hash of the bytes of the arrays, for telling whether two builds give the same
+// bits (a change meant to keep every sum's order), which the timings cannot.
+uint64_t bits_digest(std::initializer_list<const std::vector<double>*> arrays) {
+  uint64_t h = 1469598103934665603ull;
+  for (const std::vector<double>* v : arrays) {
+    const auto* b = reinterpret_cast<const unsigned char*>(v->data());
+    for (size_t i = 0; i < v->size() * sizeof(double); ++i) h = (h ^ b[i]) * 1099511628211ull;
+  }
+  return h;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: sezm-bench MODEL [--cells N] [--lattice diamond|fcc] [--a A] [--repeat R] "
                          "[--warmup W] [--threads T] [--element E] [--device cpu|cuda] [--mode lean|fast] [--gpu N] [--chunk EDGES] "
-                         "[--edge-state auto|keep|chunk] [--precision default|tf32] [--committee MODEL2,MODEL3,...] [--no-share-geometry]\n");
+                         "[--edge-state auto|keep|chunk] [--precision default|tf32] [--committee MODEL2,MODEL3,...] [--no-share-geometry] "
+                         "[--digest]\n");
     return 2;
   }
   std::string model = argv[1], lattice = "diamond", element, device = "cpu", mode = "lean", committee;
   int cells = 4, repeat = 3, warmup = 1, threads = 0, gpu = 0, chunk = 0;
-  bool share_geometry = true;
+  bool share_geometry = true, digest = false;
   sezm::Precision precision = sezm::Precision::kDeviceDefault;
   sezm::EdgeState edge_state = sezm::EdgeState::kAuto;
   double a = 0;
@@ -163,6 +179,7 @@ int main(int argc, char** argv) {
     }
     else if (k == "--committee") committee = next();
     else if (k == "--no-share-geometry") share_geometry = false;
+    else if (k == "--digest") digest = true;
     else { std::fprintf(stderr, "sezm-bench: unknown option %s\n", k.c_str()); return 2; }
   }
 #ifdef _OPENMP
@@ -217,6 +234,7 @@ int main(int argc, char** argv) {
 
     std::vector<double> times, tf, tb;
     double energy = 0;
+    uint64_t fnv = 0;  // --digest: of the last call's bits
     for (int r = 0; r < warmup + repeat; ++r) {
       t0 = std::chrono::steady_clock::now();
       const sezm::EngineResult res = engine.compute_forces(g, false);
@@ -224,6 +242,7 @@ int main(int argc, char** argv) {
       sezm::add_forces_virial(g, res, f.data(), w.data(), nullptr);
       const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       energy = res.energy;
+      if (digest) fnv = bits_digest({&res.atom_energy, &f, &w});
       if (r >= warmup) {
         times.push_back(dt);
         tf.push_back(res.seconds_forward);
@@ -245,6 +264,9 @@ int main(int argc, char** argv) {
                 " | %.3g edges/s | %.2f TFLOP/s (stack model flops %.2f MFLOP/edge) | E/atom %.6f eV\n",
                 t_nl, tm, repeat, median(tf), median(tb), E / tm, flops / tm * 1e-12, flops / E * 1e-6,
                 energy / n);
+    if (digest)
+      std::printf("digest: energy %.17g eV | FNV-1a 64 of per-atom energies, forces, virial %016llx\n", energy,
+                  static_cast<unsigned long long>(fnv));
     if (!committee.empty()) time_committee(pot, committee, opt, pos, types, cell, g, warmup, repeat, tm, t_nl,
                                               share_geometry);
     std::printf("peak host RSS %.2f GiB", peak_rss_gib());
