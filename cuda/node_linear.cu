@@ -162,8 +162,8 @@ __global__ void __launch_bounds__(512) per_degree_linear_tiled_k(LinArgs a) {
     store();
     __syncthreads();
     if (k0 + kKT < Cin) load(k0 + kKT);  // in flight during the products below
-#pragma unroll 1
-    for (int kk = 0; kk < kKT; ++kk) {
+    // One k step: kNT x values and four W columns from shared memory, 4 kNT DFMA.
+    auto step = [&](int kk) __attribute__((always_inline)) {
       double xv[kNT];
       if constexpr (kNT == 4) {
         const double2 x01 = *reinterpret_cast<const double2*>(xp + kk * TNp);
@@ -179,6 +179,17 @@ __global__ void __launch_bounds__(512) per_degree_linear_tiled_k(LinArgs a) {
       for (int i = 0; i < kNT; ++i)
 #pragma unroll
         for (int j = 0; j < 4; ++j) acc[i][j] = fma(xv[i], wv[j], acc[i][j]);
+    };
+    if constexpr (kNT == 1) {
+      // Four steps' shared loads in flight at once: a node per thread leaves a CTA of the
+      // per-chunk launches four warps per SM slot, too few to hide one load's latency behind
+      // another warp's products (ncu 2026-12-03: 34 % short-scoreboard stalls on the DFMA).
+      // The same products in the same order.
+#pragma unroll 4
+      for (int kk = 0; kk < kKT; ++kk) step(kk);
+    } else {
+#pragma unroll 1
+      for (int kk = 0; kk < kKT; ++kk) step(kk);
     }
     __syncthreads();  // the next store overwrites the tiles
   }
@@ -220,6 +231,22 @@ __global__ void __launch_bounds__(512) per_degree_linear_tiled_k(LinArgs a) {
         const int n = n0 + pr / per, f = blockIdx.y * per + pr % per;
         if (n < a.N && f < a.gd.F) gate_backward_warp(a.gd, n, f, a.ga.gamma, a.ga.P, a.Y, a.ga.P_bar, a.ga.gamma_bar);
       }
+      return;
+    }
+    if (kNT == 1 && nwarps == kVirt * TN) {
+      // A node per thread and D = 16: four warps per node, a team each (node_norms.cuh), its
+      // totals in the tiles' shared memory (free after the barrier above). A team past the end
+      // takes part in the barriers on the last node's values.
+      const int i = tid / (32 * kVirt);
+      NormTeam<kVirt> tm;
+      tm.w = (tid / 32) % kVirt;
+      tm.slots = lsm + 2 * kVirt * i;
+      const bool live = n0 + i < a.N;
+      const int n = live ? n0 + i : a.N - 1;
+      if (kNorms == 1)
+        eq_norm_pair_forward_node_reg<kVirt>(a.nf, n, tm, live);
+      else
+        eq_norm_pair_backward_node_reg<kVirt>(a.nb, n, tm, live);
       return;
     }
     for (int i = tid / 32; i < TN && n0 + i < a.N; i += nwarps) {

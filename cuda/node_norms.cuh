@@ -90,128 +90,189 @@ __device__ void eq_norm_backward_warp(int L, int C, const float* x, const float*
 }
 
 // Register-resident form of the two norms for nodes of at most 32 kRegPer values (D C <= 512:
-// L = 3 with C <= 32): lane element j is i = lane + 32 j, the old thread lane + 32 (j % 4)'s
-// (j / 4)-th, so every partial sum takes the same terms in the same order and every output has
-// the bits of the loops above. The lane's values are loaded once, all at a time, and the pair's
-// second norm takes the first's outputs from registers: the loops above walk global memory one
-// dependent element after another, a critical path that set the time of the per-chunk launches.
+// L = 3 with C <= 32): element j of the node's lane is i = lane + 32 j, the old thread
+// lane + 32 (j % 4)'s (j / 4)-th, so every partial sum takes the same terms in the same order and
+// every output has the bits of the loops above. The lane's values are loaded once, all at a time,
+// and the pair's second norm takes the first's outputs from registers: the loops above walk global
+// memory one dependent element after another, a critical path that set the time of the per-chunk
+// launches.
 constexpr int kRegPer = 16;
 
+// Who runs one node's norms: one warp (kTeam = 1; it holds all 16 elements j of its lane), or a
+// team of four warps (kTeam = kVirt), warp w holding the elements j = 4 m + w, i.e. the old CTA's
+// warp w, each warp a quarter of the dependent arithmetic. A team's total adds the four warps'
+// butterflies in the order w = 0..3 through shared memory, which is warp_total's order: the same
+// bits either way. (The per-chunk linears of the fused block have one node per CTA of four warps,
+// of which one ran the norms: most of the launch, ncu 2026-12-03.)
+template <int kTeam>
+struct NormTeam {
+  static_assert(kTeam == 1 || kTeam == kVirt, "a node's norms: one warp or a team of kVirt");
+  static constexpr int kPer = kRegPer / kTeam;  // elements per lane
+  int w = 0;                // the warp's place in the team
+  double* slots = nullptr;  // 2 kTeam doubles of shared memory, the team's own (kTeam > 1)
+  int round = 0;            // which half of the slots the next total uses
+  __device__ int j(int m) const { return kTeam == 1 ? m : kTeam * m + w; }
+  __device__ int acc(int m) const { return kTeam == 1 ? m % kVirt : 0; }  // the partial j % 4 adds into
+  __device__ bool first() const { return w == 0 && threadIdx.x % 32 == 0; }
+  // Every warp of the CTA calls total equally often (a CTA barrier); a slot half is written again
+  // only after the next total's barrier, by which every read of it is done.
+  __device__ double total(const double (&v)[kVirt]) {
+    if constexpr (kTeam == 1) {
+      return warp_total(v);
+    } else {
+      const double s = warp_sum(v[0]);
+      double* sl = slots + (round++ & 1) * kTeam;
+      if (threadIdx.x % 32 == 0) sl[w] = s;
+      __syncthreads();
+      double t = 0.0;
+#pragma unroll
+      for (int u = 0; u < kTeam; ++u) t += sl[u];
+      return t;
+    }
+  }
+};
+
 // The scalar row's mean from the lane's values (scalar_mean's terms and order).
-__device__ __forceinline__ double scalar_mean_reg(int C, const float (&x)[kRegPer], int lane) {
+template <int kTeam>
+__device__ __forceinline__ double scalar_mean_reg(NormTeam<kTeam>& tm, int C, const float (&x)[NormTeam<kTeam>::kPer],
+                                                  int lane) {
   double m[kVirt] = {0.0, 0.0, 0.0, 0.0};
 #pragma unroll
-  for (int j = 0; j < kRegPer; ++j)
-    if (lane + 32 * j < C) m[j % kVirt] += x[j];
-  return warp_total(m) / C;
+  for (int k = 0; k < NormTeam<kTeam>::kPer; ++k)
+    if (lane + 32 * tm.j(k) < C) m[tm.acc(k)] += x[k];
+  return tm.total(m) / C;
 }
 
 // eq_norm_forward_warp on the lane's values x; y (and, with res, the residual added) into yv.
-__device__ __forceinline__ void eq_norm_forward_reg(int L, int C, const float (&x)[kRegPer], const float* scale,
-                                                    const float* bias, float eps, const float (&res)[kRegPer],
-                                                    bool has_res, float (&yv)[kRegPer], float* rho_o) {
+template <int kTeam>
+__device__ __forceinline__ void eq_norm_forward_reg(NormTeam<kTeam>& tm, int L, int C,
+                                                    const float (&x)[NormTeam<kTeam>::kPer], const float* scale,
+                                                    const float* bias, float eps,
+                                                    const float (&res)[NormTeam<kTeam>::kPer], bool has_res,
+                                                    float (&yv)[NormTeam<kTeam>::kPer], float* rho_o, bool live) {
+  constexpr int kPer = NormTeam<kTeam>::kPer;
   const int lane = threadIdx.x % 32, DC = (L + 1) * (L + 1) * C;
-  const double mean0 = scalar_mean_reg(C, x, lane);
+  const double mean0 = scalar_mean_reg(tm, C, x, lane);
   double v[kVirt] = {0.0, 0.0, 0.0, 0.0};
 #pragma unroll
-  for (int j = 0; j < kRegPer; ++j) {
-    const int i = lane + 32 * j;
+  for (int k = 0; k < kPer; ++k) {
+    const int i = lane + 32 * tm.j(k);
     if (i >= DC) continue;
     const int p = i / C, l = degree_of_packed(p);
-    const double xt = p == 0 ? x[j] - mean0 : x[j];
-    v[j % kVirt] += xt * xt / (double)((2 * l + 1) * (L + 1) * C);
+    const double xt = p == 0 ? x[k] - mean0 : x[k];
+    v[tm.acc(k)] += xt * xt / (double)((2 * l + 1) * (L + 1) * C);
   }
-  const double rho = 1.0 / sqrt(warp_total(v) + eps);
-  if (lane == 0) *rho_o = (float)rho;
+  const double rho = 1.0 / sqrt(tm.total(v) + eps);
+  if (live && tm.first()) *rho_o = (float)rho;
 #pragma unroll
-  for (int j = 0; j < kRegPer; ++j) {
-    const int i = lane + 32 * j;
+  for (int k = 0; k < kPer; ++k) {
+    const int i = lane + 32 * tm.j(k);
     if (i >= DC) continue;
     const int p = i / C, c = i % C, l = degree_of_packed(p);
-    const double xt = p == 0 ? x[j] - mean0 : x[j];
-    yv[j] = (float)(xt * rho * scale[l * C + c] + (p == 0 ? bias[c] : 0.0f) + (has_res ? res[j] : 0.0f));
+    const double xt = p == 0 ? x[k] - mean0 : x[k];
+    yv[k] = (float)(xt * rho * scale[l * C + c] + (p == 0 ? bias[c] : 0.0f) + (has_res ? res[k] : 0.0f));
   }
 }
 
 // eq_norm_backward_warp on the lane's values: xb += its transpose of yb (xb's fp32 rounding steps
 // as the loop's: += g, then the scalar row's -= row0).
-__device__ __forceinline__ void eq_norm_backward_reg(int L, int C, const float (&x)[kRegPer], const float* scale,
-                                                     double rho, const float (&yb)[kRegPer], float (&xb)[kRegPer]) {
+template <int kTeam>
+__device__ __forceinline__ void eq_norm_backward_reg(NormTeam<kTeam>& tm, int L, int C,
+                                                     const float (&x)[NormTeam<kTeam>::kPer], const float* scale,
+                                                     double rho, const float (&yb)[NormTeam<kTeam>::kPer],
+                                                     float (&xb)[NormTeam<kTeam>::kPer]) {
+  constexpr int kPer = NormTeam<kTeam>::kPer;
   const int lane = threadIdx.x % 32, DC = (L + 1) * (L + 1) * C;
-  const double mean0 = scalar_mean_reg(C, x, lane);
+  const double mean0 = scalar_mean_reg(tm, C, x, lane);
   double sg[kVirt] = {0.0, 0.0, 0.0, 0.0}, r0[kVirt] = {0.0, 0.0, 0.0, 0.0};
-  float ys[kRegPer];  // yb s in fp32, formed once (the loops form the same product twice)
+  float ys[kPer];  // yb s in fp32, formed once (the loops form the same product twice)
 #pragma unroll
-  for (int j = 0; j < kRegPer; ++j) {
-    const int i = lane + 32 * j;
-    ys[j] = 0.0f;
+  for (int k = 0; k < kPer; ++k) {
+    const int i = lane + 32 * tm.j(k);
+    ys[k] = 0.0f;
     if (i >= DC) continue;
     const int p = i / C, l = degree_of_packed(p);
-    const double xt = p == 0 ? x[j] - mean0 : x[j];
-    ys[j] = yb[j] * scale[l * C + i % C];
-    sg[j % kVirt] += ys[j] * xt * rho;
+    const double xt = p == 0 ? x[k] - mean0 : x[k];
+    ys[k] = yb[k] * scale[l * C + i % C];
+    sg[tm.acc(k)] += ys[k] * xt * rho;
   }
-  const double sigma = warp_total(sg);
+  const double sigma = tm.total(sg);
 #pragma unroll
-  for (int j = 0; j < kRegPer; ++j) {
-    const int i = lane + 32 * j;
+  for (int k = 0; k < kPer; ++k) {
+    const int i = lane + 32 * tm.j(k);
     if (i >= DC) continue;
     const int p = i / C, l = degree_of_packed(p);
     const double beta = 1.0 / (double)((2 * l + 1) * (L + 1) * C);
-    const double xt = p == 0 ? x[j] - mean0 : x[j];
-    const double g = rho * (ys[j] - beta * xt * rho * sigma);
-    if (p == 0) r0[j % kVirt] += g;
-    xb[j] += (float)g;
+    const double xt = p == 0 ? x[k] - mean0 : x[k];
+    const double g = rho * (ys[k] - beta * xt * rho * sigma);
+    if (p == 0) r0[tm.acc(k)] += g;
+    xb[k] += (float)g;
   }
-  const double row0 = warp_total(r0) / C;
+  const double row0 = tm.total(r0) / C;
 #pragma unroll
-  for (int j = 0; j < kRegPer; ++j)
-    if (lane + 32 * j < C) xb[j] -= (float)row0;
+  for (int k = 0; k < kPer; ++k)
+    if (lane + 32 * tm.j(k) < C) xb[k] -= (float)row0;
 }
 
 // The lane's values of a node row (zeros past DC, never read).
-__device__ __forceinline__ void load_reg(int DC, const float* src, float (&v)[kRegPer]) {
+template <int kTeam>
+__device__ __forceinline__ void load_reg(const NormTeam<kTeam>& tm, int DC, const float* src,
+                                         float (&v)[NormTeam<kTeam>::kPer]) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
-  for (int j = 0; j < kRegPer; ++j) v[j] = lane + 32 * j < DC ? src[lane + 32 * j] : 0.0f;
+  for (int k = 0; k < NormTeam<kTeam>::kPer; ++k) {
+    const int i = lane + 32 * tm.j(k);
+    v[k] = i < DC ? src[i] : 0.0f;
+  }
 }
-__device__ __forceinline__ void store_reg(int DC, const float (&v)[kRegPer], float* dst) {
+template <int kTeam>
+__device__ __forceinline__ void store_reg(const NormTeam<kTeam>& tm, int DC, const float (&v)[NormTeam<kTeam>::kPer],
+                                          float* dst) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
-  for (int j = 0; j < kRegPer; ++j)
-    if (lane + 32 * j < DC) dst[lane + 32 * j] = v[j];
+  for (int k = 0; k < NormTeam<kTeam>::kPer; ++k) {
+    const int i = lane + 32 * tm.j(k);
+    if (i < DC) dst[i] = v[k];
+  }
 }
 
 // X1 = norm_post(O) + X, Xt = norm_pre(X1) on node n with D C <= 32 kRegPer (the second norm
-// takes the first's outputs from registers).
-__device__ __forceinline__ void eq_norm_pair_forward_node_reg(const EqNormPairArgs& a, int n) {
+// takes the first's outputs from registers). A team whose node is past the end (live false)
+// still takes part in the totals (barriers) with node n's values and stores nothing.
+template <int kTeam = 1>
+__device__ __forceinline__ void eq_norm_pair_forward_node_reg(const EqNormPairArgs& a, int n,
+                                                              NormTeam<kTeam> tm = {}, bool live = true) {
+  constexpr int kPer = NormTeam<kTeam>::kPer;
   const int DC = (a.L + 1) * (a.L + 1) * a.C;
   const size_t o = (size_t)n * DC;
-  float x[kRegPer], r[kRegPer], y[kRegPer];
-  load_reg(DC, a.O + o, x);
-  load_reg(DC, a.X + o, r);
-  eq_norm_forward_reg(a.L, a.C, x, a.post_scale, a.post_bias, a.post_eps, r, true, y, a.post_rho + n);
-  store_reg(DC, y, a.X1 + o);
-  eq_norm_forward_reg(a.L, a.C, y, a.pre_scale, a.pre_bias, a.pre_eps, r, false, x, a.pre_rho + n);
-  store_reg(DC, x, a.Xt + o);
+  float x[kPer], r[kPer], y[kPer];
+  load_reg(tm, DC, a.O + o, x);
+  load_reg(tm, DC, a.X + o, r);
+  eq_norm_forward_reg(tm, a.L, a.C, x, a.post_scale, a.post_bias, a.post_eps, r, true, y, a.post_rho + n, live);
+  if (live) store_reg(tm, DC, y, a.X1 + o);
+  eq_norm_forward_reg(tm, a.L, a.C, y, a.pre_scale, a.pre_bias, a.pre_eps, r, false, x, a.pre_rho + n, live);
+  if (live) store_reg(tm, DC, x, a.Xt + o);
 }
 
 // X1_bar += norm_pre^T(t), then t = norm_post^T(X1_bar) on node n with D C <= 32 kRegPer (t from
 // zero, as the separate launches' memset left it: the same bits).
-__device__ __forceinline__ void eq_norm_pair_backward_node_reg(const EqNormPairBackwardArgs& a, int n) {
+template <int kTeam = 1>
+__device__ __forceinline__ void eq_norm_pair_backward_node_reg(const EqNormPairBackwardArgs& a, int n,
+                                                               NormTeam<kTeam> tm = {}, bool live = true) {
+  constexpr int kPer = NormTeam<kTeam>::kPer;
   const int DC = (a.L + 1) * (a.L + 1) * a.C;
   const size_t o = (size_t)n * DC;
-  float x[kRegPer], t[kRegPer], xb[kRegPer];
-  load_reg(DC, a.X1 + o, x);
-  load_reg(DC, a.t + o, t);
-  load_reg(DC, a.X1_bar + o, xb);
-  eq_norm_backward_reg(a.L, a.C, x, a.pre_scale, a.pre_rho[n], t, xb);
-  store_reg(DC, xb, a.X1_bar + o);
-  load_reg(DC, a.O + o, x);
+  float x[kPer], t[kPer], xb[kPer];
+  load_reg(tm, DC, a.X1 + o, x);
+  load_reg(tm, DC, a.t + o, t);
+  load_reg(tm, DC, a.X1_bar + o, xb);
+  eq_norm_backward_reg(tm, a.L, a.C, x, a.pre_scale, a.pre_rho[n], t, xb);
+  if (live) store_reg(tm, DC, xb, a.X1_bar + o);
+  load_reg(tm, DC, a.O + o, x);
 #pragma unroll
-  for (int j = 0; j < kRegPer; ++j) t[j] = 0.0f;
-  eq_norm_backward_reg(a.L, a.C, x, a.post_scale, a.post_rho[n], xb, t);
-  store_reg(DC, t, a.t + o);
+  for (int k = 0; k < kPer; ++k) t[k] = 0.0f;
+  eq_norm_backward_reg(tm, a.L, a.C, x, a.post_scale, a.post_rho[n], xb, t);
+  if (live) store_reg(tm, DC, t, a.t + o);
 }
 
 // Any node size: the register form where it fits, else the loops above on global memory.
