@@ -222,7 +222,8 @@ __global__ void __launch_bounds__(512) per_degree_linear_tiled_k(LinArgs a) {
   }
   if (kNorms != 0) {
     // Every row and column of the CTA's nodes is written (one column tile): after the barrier
-    // (which orders the CTA's global writes) a warp per node runs the norms on them.
+    // (which orders the CTA's global writes) a warp, or a team of four (below), per node runs the
+    // norms on them.
     __syncthreads();
     const int nwarps = nt / 32;  // nt % 32 == 0 (launcher)
     if (kNorms == 3) {  // a warp per (node, focus) of the column tile
