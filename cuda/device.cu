@@ -75,7 +75,7 @@ int use_wgmma(const Dims& d, const cudaDeviceProp& prop) {
 }
 
 int use_stack_ws(const Dims& d) {
-  // Default 1: every layer but the replay on the WS tile (H200, 4,096 atoms: lean 69.5 / fast
+  // Default 1: every layer on the WS tile (H200, 4,096 atoms: lean 69.5 / fast
   // 59.3 ms, against 81.6 / 70.5 with the gated backward on wg_tile before its WS forms,
   // docs/performance.md).
   // SEZM_CUDA_STACK_WS=2 keeps the gated backward on wg_tile, =3 runs the forward a launch per

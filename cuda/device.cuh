@@ -16,7 +16,7 @@ void check_stack_fits(const Dims& d, const cudaDeviceProp& prop);
 // Dims::wgmma for this device: 1 where the stack runs on the warpgroup tile (stack_tile.cuh).
 int use_wgmma(const Dims& d, const cudaDeviceProp& prop);
 // The stack's layers on the warp-specialised tile (Dims::stack_ws): on the warpgroup tile, for
-// the shapes stack_ws.cu supports: 1 (every layer but the replay, the forward chained:
+// the shapes stack_ws.cu supports: 1 (every layer, the forward chained:
 // stack_ws_chain.cu) unless SEZM_CUDA_STACK_WS says 0 (none), 2 (all but the gated backward) or 3
 // (as 1 with a forward launch per layer).
 int use_stack_ws(const Dims& d);

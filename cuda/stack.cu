@@ -390,8 +390,9 @@ void launch_stack(const Dims& d, const BlockWDev& w, int layer, int Ec, const fl
   if (d.wgmma && wgmma_shape(d)) {
     // Dims::stack_ws: the identity layers (forward, their replay-pass forward, backward) on the
     // warp-specialised tile (stack_ws.cu), in the 3xTF32 split or one TF32 pass (the tile follows
-    // Dims::tf32_one_pass); its tensor map needs a 16-byte aligned base. The gated layers' forward
-    // and backward too (not their replay, which has no product).
+    // Dims::tf32_one_pass); its tensor map needs a 16-byte aligned base. The gated layers' forward,
+    // backward and replay too (the replay's gate product on the same tile as the forward's: the
+    // same bits as lean's recompute).
     if (d.stack_ws && reinterpret_cast<uintptr_t>(in) % 16 == 0) {
       if (layer >= d.ngated) {
         launch_stack_ws_linear(d, w, layer, Ec, in, out, pass == Pass::kBackward, s);
@@ -400,9 +401,15 @@ void launch_stack(const Dims& d, const BlockWDev& w, int layer, int Ec, const fl
       }
       // Stack_ws 2: the gated backward stays on wg_tile.
       const bool ws_bwd = d.stack_ws != 2;
-      if (pass == Pass::kForward || (pass == Pass::kBackward && ws_bwd)) {
-        launch_stack_ws_gated(d, w, layer, Ec, in, out, z, pass == Pass::kBackward, s);
-        SEZM_LAUNCH(pass == Pass::kBackward ? "stack_ws_backward_gated" : "stack_ws_forward_gated");
+      if (pass != Pass::kBackward || ws_bwd) {
+        launch_stack_ws_gated(d, w, layer, Ec, in, out, z,
+                              pass == Pass::kBackward ? WsGatedPass::kBackward
+                              : pass == Pass::kReplay ? WsGatedPass::kReplay
+                                                      : WsGatedPass::kForward,
+                              s);
+        SEZM_LAUNCH(pass == Pass::kBackward ? "stack_ws_backward_gated"
+                    : pass == Pass::kReplay ? "stack_ws_replay_gated"
+                                            : "stack_ws_forward_gated");
         return;
       }
     }

@@ -17,10 +17,12 @@ size_t stack_smem_bytes_wg(const Dims& d);
 bool ws_shape(const Dims& d);
 void launch_stack_ws_linear(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out, bool bwd,
                             cudaStream_t s);
-// A gated layer's forward (not its replay; z: Zsave as launch_stack_layer_forward's, or null) or
-// backward (z: the saved pre-activations, read) on it; one TF32 pass with tf32_one_pass.
+// A gated layer on it: forward (z: Zsave as launch_stack_layer_forward's, or null), fast mode's
+// replay (z: the kept pre-activations, read; no products but the gate's) or backward (z: the
+// saved pre-activations, read); one TF32 pass with tf32_one_pass.
+enum class WsGatedPass { kForward, kReplay, kBackward };
 void launch_stack_ws_gated(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out, float* z,
-                           bool bwd, cudaStream_t s);
+                           WsGatedPass pass, cudaStream_t s);
 // The chained forward (stack_ws_chain.cu): every layer of a chunk's stack in one launch on the
 // warp-specialised tile, where stack_ws_chain(d) (Dims::stack_ws 1 or 2, ws_shape, at most four
 // layers). Layer k reads buf[k % 2] and writes buf[(k + 1) % 2], as the one-layer launches

@@ -1,10 +1,11 @@
 // The SO(2) mixing stack's layers (docs/model.md §5.4, backward §7.10; stack.cu's maths) on the
-// warp-specialised persistent tile (wgmma_ws.cuh; Dims::stack_ws: by default every layer but the replay), per |m|
+// warp-specialised persistent tile (wgmma_ws.cuh; Dims::stack_ws: by default every layer), per |m|
 // group W = A (m = 0, K = N = M0 = 128) or the assembled |m| = 1 weight (K = N = 2 M1 = 192):
 //  identity layers: forward U' = U + U W, backward G' = G + G W^T;
 //  gated layers: forward and backward as stack_forward_k / stack_backward_k, one launch each with
 //  the gate products on the tensor cores too (stack_ws_gated_fwd.cu, stack_ws_gated_bwd.cu).
-// The replay of gated layers (no product) stays on stack.cu's kernels. With `precision tf32`
+// Fast mode's replay of a gated layer runs the forward's launch without its two products (its gate
+// product kept: S to the bit, stack_ws_gated_fwd.cu). With `precision tf32`
 // (Dims::tf32_one_pass) every product here is one TF32 pass.
 //
 // Layout: activations focus-major (F, Ec, ROW); a work item is one focus's 128-row tile (the
@@ -88,11 +89,14 @@ void launch_stack_ws_linear(const Dims& d, const BlockWDev& w, int layer, int Ec
 }
 
 void launch_stack_ws_gated(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out, float* z,
-                           bool bwd, cudaStream_t s) {
-  if (!ws_shape(d) || (bwd ? w.AT_ws : w.A_ws) == nullptr || w.G == nullptr || w.GT == nullptr || (bwd && z == nullptr))
+                           WsGatedPass pass, cudaStream_t s) {
+  const bool bwd = pass == WsGatedPass::kBackward;
+  if (!ws_shape(d) || (bwd ? w.AT_ws : w.A_ws) == nullptr || w.G == nullptr || w.GT == nullptr ||
+      (pass != WsGatedPass::kForward && z == nullptr))
     throw Error("launch_stack_ws_gated: the warp-specialised stack needs Cf = 32, L = 3, its images (Dims::stack_ws) "
-                "and, backward, the saved pre-activations");
+                "and, replay and backward, the saved pre-activations");
   if (bwd) launch_gated_backward(d, w, layer, Ec, in, out, z, s);
+  else if (pass == WsGatedPass::kReplay) launch_gated_replay(d, w, layer, Ec, in, out, z, s);
   else launch_gated_forward(d, w, layer, Ec, in, out, z, s);
 }
 
