@@ -71,9 +71,17 @@ __device__ inline float silu_gate(float a, float b) { return a * siluf_(b); }
 // run a warp per output row (rows_dot_warp) instead of one thread walking a strided row.
 // The read-out MLP: zr = y W1 (2H), ar = zr[:H] silu(zr[H:]), desc = y + ar W2 (C); desc may
 // alias zr. Ends with a barrier.
+// w2s: shared memory for W2 (H C floats; readout_w2_bytes), or null to read it from global memory.
+// Its C-wide outputs are H-long serial sums run by C threads: with W2 in global memory each step
+// waited on a load while the CTA's other warps stood at the barrier (ncu, a chunk's 362 centres:
+// 55 % barrier stalls). The CTA stages it while the first layer runs; the same sums, the same bits.
 template <class T>
-__device__ void readout_cta(const Dims& d, const ModelWDev& w, const float* y, T* zr, T* ar, T* desc) {
+__device__ void readout_cta(const Dims& d, const ModelWDev& w, const float* y, T* zr, T* ar, T* desc,
+                            float* w2s = nullptr) {
   const int tid = threadIdx.x, nt = blockDim.x, C = d.C, H = d.H;
+  const float* w2 = w2s ? w2s : w.ro_w2;
+  if (w2s)
+    for (int i = tid; i < H * C; i += nt) w2s[i] = w.ro_w2[i];
   for (int o = tid; o < 2 * H; o += nt) {
     T s = 0;
 #pragma unroll 8
@@ -86,10 +94,16 @@ __device__ void readout_cta(const Dims& d, const ModelWDev& w, const float* y, T
   for (int c = tid; c < C; c += nt) {
     T s = y[c];
 #pragma unroll 8
-    for (int i = 0; i < H; ++i) s += ar[i] * w.ro_w2[i * C + c];
+    for (int i = 0; i < H; ++i) s += ar[i] * w2[i * C + c];
     desc[c] = s;
   }
   __syncthreads();
+}
+// The read-out kernels' dynamic shared memory: W2 where it fits beside their static arrays (C.pt:
+// 12 KiB), else none (W2 read from global memory).
+inline size_t readout_w2_bytes(const Dims& d) {
+  const size_t b = (size_t)d.H * d.C * sizeof(float);
+  return b <= 24 * 1024 ? b : 0;
 }
 
 // out[r] = base(r) + sum_k v[k] M[r K + k] for r < R (M row-major in global memory, v in shared
@@ -126,14 +140,15 @@ __device__ void fit_layer_cta(T* z, int din, const float* W, const float* B, int
 __global__ void __launch_bounds__(kNodeThreads) readout_fitting_forward_k(
     Dims d, ModelWDev w, const float* __restrict__ X, const int* __restrict__ types, const float* __restrict__ fit_w,
     const float* __restrict__ fit_b, const int* __restrict__ fit_dims, int n_fit, const float* __restrict__ fit_out,
-    const double* __restrict__ atom_bias, double* atom_energy, const float* __restrict__ desc_in) {
+    const double* __restrict__ atom_bias, double* atom_energy, const float* __restrict__ desc_in, bool w2_staged) {
   __shared__ double z[kMaxW], a[kMaxW], red[kNodeThreads / 32];
   const int n = blockIdx.x, tid = threadIdx.x;
   if (desc_in) {  // so3_readout mlp: the descriptor comes from the grid read-out (grid_net.cu)
     for (int c = tid; c < d.C; c += blockDim.x) z[c] = desc_in[(size_t)n * d.C + c];
     __syncthreads();
   } else {
-    readout_cta<double>(d, w, X + (size_t)n * d.D * d.C, z, a, z);
+    extern __shared__ float ro_w2s[];  // readout_w2_bytes
+    readout_cta<double>(d, w, X + (size_t)n * d.D * d.C, z, a, z, w2_staged ? ro_w2s : nullptr);
   }
   int din = d.C;
   const float* W = fit_w;
@@ -156,14 +171,16 @@ __global__ void __launch_bounds__(kNodeThreads) readout_fitting_forward_k(
 __global__ void __launch_bounds__(kNodeThreads) readout_fitting_backward_k(
     Dims d, ModelWDev w, const float* __restrict__ X, const float* __restrict__ fit_w, const float* __restrict__ fit_b,
     const int* __restrict__ fit_dims, int n_fit, const float* __restrict__ fit_out, float* X_bar,
-    const float* __restrict__ desc_in, float* desc_bar) {
+    const float* __restrict__ desc_in, float* desc_bar, bool w2_staged) {
   __shared__ float zr[kMaxW], ar[kMaxW], z[kMaxW], pre[4][kMaxW], zb[kMaxW], yb2[kMaxW];
+  extern __shared__ float ro_w2s[];  // readout_w2_bytes
+  float* const w2s = w2_staged && !desc_in ? ro_w2s : nullptr;
   const int n = blockIdx.x, tid = threadIdx.x, nt = blockDim.x, C = d.C, H = d.H;
   if (desc_in) {
     for (int c = tid; c < C; c += nt) z[c] = desc_in[(size_t)n * C + c];
     __syncthreads();
   } else {
-    readout_cta<float>(d, w, X + (size_t)n * d.D * C, zr, ar, z);
+    readout_cta<float>(d, w, X + (size_t)n * d.D * C, zr, ar, z, w2s);
   }
   // Layer k's input width: C, then the previous layer's (no local-memory array of them).
   auto din_k = [&](int k) { return k == 0 ? C : fit_dims[k - 1]; };
@@ -201,7 +218,7 @@ __global__ void __launch_bounds__(kNodeThreads) readout_fitting_backward_k(
     return;
   }
   // Read-out backward (ar takes a_bar).
-  rows_dot_warp(H, C, w.ro_w2, zb, ar, [](int) { return 0.0f; });
+  rows_dot_warp(H, C, w2s ? w2s : w.ro_w2, zb, ar, [](int) { return 0.0f; });
   __syncthreads();
   for (int i = tid; i < H; i += nt) {
     yb2[i] = ar[i] * siluf_(zr[H + i]);
@@ -238,15 +255,17 @@ void launch_eq_norm_pair_backward(const EqNormPairBackwardArgs& a, cudaStream_t 
 void launch_readout_fitting_forward(const Dims& d, const ModelWDev& w, const FittingDev& fit, int N, const float* X,
                                     const int* types, double* atom_energy, const float* desc_in, cudaStream_t s) {
   if (N == 0) return;
-  readout_fitting_forward_k<<<N, kNodeThreads, 0, s>>>(d, w, X, types, fit.w, fit.b, fit.dims, fit.n, fit.out,
-                                                      fit.atom_bias, atom_energy, desc_in);
+  const size_t w2b = desc_in ? 0 : readout_w2_bytes(d);
+  readout_fitting_forward_k<<<N, kNodeThreads, w2b, s>>>(d, w, X, types, fit.w, fit.b, fit.dims, fit.n, fit.out,
+                                                        fit.atom_bias, atom_energy, desc_in, w2b > 0);
   SEZM_LAUNCH("readout_fitting_forward");
 }
 void launch_readout_fitting_backward(const Dims& d, const ModelWDev& w, const FittingDev& fit, int N, const float* X,
                                      float* X_bar, const float* desc_in, float* desc_bar, cudaStream_t s) {
   if (N == 0) return;
-  readout_fitting_backward_k<<<N, kNodeThreads, 0, s>>>(d, w, X, fit.w, fit.b, fit.dims, fit.n, fit.out, X_bar,
-                                                       desc_in, desc_bar);
+  const size_t w2b = desc_in ? 0 : readout_w2_bytes(d);
+  readout_fitting_backward_k<<<N, kNodeThreads, w2b, s>>>(d, w, X, fit.w, fit.b, fit.dims, fit.n, fit.out, X_bar,
+                                                         desc_in, desc_bar, w2b > 0);
   SEZM_LAUNCH("readout_fitting_backward");
 }
 
