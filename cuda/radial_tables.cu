@@ -119,7 +119,9 @@ constexpr int kMT = 256, kMTE = 64;
 
 // kern: R rows (TE x RS, RS / 4 odd, so a warp's 16-byte loads of distinct rows fall in distinct
 // bank quads), mixp (W x Kp), the tile's type indices. Thread (te, tq) = (tid / NQ, tid % NQ),
-// tid < 32 NQ, owns edges te, te + 32 and columns 4tq..4tq+3.
+// tid < 16 NQ, owns edges te, te + 16, te + 32, te + 48 and columns 4tq..4tq+3: per four k eight
+// 16-byte shared loads feed 64 FMAs (with two edges per thread, six fed 32: the kernel's stalls
+// were shared-load latency, docs/performance.md). Each sum is still over k in order from zero.
 struct PrepSmem {
   int W, Kp, RS, bs, rs, tt, total;
   __host__ __device__ explicit PrepSmem(const Dims& d) {
@@ -164,34 +166,34 @@ __global__ void __launch_bounds__(kMT) mixer_prep_k(Dims d, int Ec, EdgeRadialIn
       }
     }
     __syncthreads();
-    if (te < 32) {
-      float acc[2][4];
+    if (tid < 16 * NQ) {
+      float acc[4][4];
 #pragma unroll
-      for (int p = 0; p < 2; ++p)
+      for (int p = 0; p < 4; ++p)
 #pragma unroll
         for (int j = 0; j < 4; ++j) acc[p][j] = 0.0f;
-      const float* r0 = rs + te * RS;
-      const float* r1 = rs + (te + 32) * RS;
 #pragma unroll 2
       for (int k = 0; k < W; k += 4) {
-        const float4 a0 = ld4(r0 + k), a1 = ld4(r1 + k);
-        const float av[2][4] = {{a0.x, a0.y, a0.z, a0.w}, {a1.x, a1.y, a1.z, a1.w}};
+        float4 a[4];
+#pragma unroll
+        for (int p = 0; p < 4; ++p) a[p] = ld4(rs + (te + 16 * p) * RS + k);
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
           const float4 b = ld4(bs + (k + kk) * Kp + 4 * tq);
 #pragma unroll
-          for (int p = 0; p < 2; ++p) {
-            acc[p][0] = fmaf(av[p][kk], b.x, acc[p][0]);
-            acc[p][1] = fmaf(av[p][kk], b.y, acc[p][1]);
-            acc[p][2] = fmaf(av[p][kk], b.z, acc[p][2]);
-            acc[p][3] = fmaf(av[p][kk], b.w, acc[p][3]);
+          for (int p = 0; p < 4; ++p) {
+            const float av = kk == 0 ? a[p].x : kk == 1 ? a[p].y : kk == 2 ? a[p].z : a[p].w;
+            acc[p][0] = fmaf(av, b.x, acc[p][0]);
+            acc[p][1] = fmaf(av, b.y, acc[p][1]);
+            acc[p][2] = fmaf(av, b.z, acc[p][2]);
+            acc[p][3] = fmaf(av, b.w, acc[p][3]);
           }
         }
       }
 #pragma unroll
-      for (int p = 0; p < 2; ++p)
-        if (te + 32 * p < ne)
-          st4(kern + (size_t)(t0 + te + 32 * p) * Kp + 4 * tq, make_float4(acc[p][0], acc[p][1], acc[p][2], acc[p][3]));
+      for (int p = 0; p < 4; ++p)
+        if (te + 16 * p < ne)
+          st4(kern + (size_t)(t0 + te + 16 * p) * Kp + 4 * tq, make_float4(acc[p][0], acc[p][1], acc[p][2], acc[p][3]));
     }
     __syncthreads();  // the next tile overwrites rs, tt
   }
@@ -262,7 +264,7 @@ void launch_radial_prep(const Dims& d, const BlockWDev& w, const RadialTablesArg
   float* kern = a.kern;
   if (Ec == 0) return;
   if (d.degree_mixer) {
-    // 32 edge pairs x Kp / 4 <= 8 column quads fill at most the 256 threads (L <= 3: Kp <= 28).
+    // 16 edge quads x Kp / 4 <= 8 column quads: at most 128 of the 256 threads multiply (L <= 3: Kp <= 28).
     const bool fits = reinterpret_cast<uintptr_t>(kern) % 16 == 0 && padded_kernel_size(d) <= 32;
     if (fits && launch_tiles(mixer_prep_k, kMT, PrepSmem(d).total * sizeof(float), div_up(Ec, kMTE), s, d, Ec, R,
                                 e0, w.mixp, kern)) {
