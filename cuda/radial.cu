@@ -303,10 +303,12 @@ __global__ void __launch_bounds__(kTT) radial_forward_tile_k(Dims d, ModelWDev w
 }
 
 // Backward: tiles of TE = 2048 / C edges (128, 64, 32 for C = 16, 32, 64), so that the NQ = C/4
-// channel quads x TE/2 edge pairs make exactly the 256 threads. g = W1 rho_bar per edge (K = W,
-// N = C): rho_bar rows staged row-major (stride RS, RS/4 odd: a warp's 16-byte loads of distinct
-// rows fall in distinct bank quads), W1 transposed to (W, C); thread (te, tq) = (tid / NQ,
-// tid % NQ) owns edges te, te + TE/2 and channels 4tq..4tq+3, summing over the outputs o in order.
+// channel quads x TE/4 edge quads make 128 threads (warps 0-3; all 256 stage and take rbf_bar).
+// g = W1 rho_bar per edge (K = W, N = C): rho_bar rows staged row-major (stride RS, RS/4 odd: a
+// warp's 16-byte loads of distinct rows fall in distinct bank quads), W1 transposed to (W, C);
+// thread (te, tq) = (tid / NQ, tid % NQ) owns edges te + p TE/4 (p < 4) and channels
+// 4tq..4tq+3, summing over the outputs o in order: per four o eight 16-byte shared loads feed 64
+// FMAs (with two edges per thread six fed 32, and shared-load latency was the kernel's stall).
 // The tail (SiLU and norm backward, a_bar = env g, env_bar = sum_c a_c g_c) runs on those
 // registers; its sums over c are four channels in order per thread, then an xor butterfly over
 // the NQ lanes of the edge (consecutive lanes of one warp; every lane gets the same bits). The
@@ -326,8 +328,8 @@ __global__ void __launch_bounds__(kTT) radial_backward_tile_k(Dims d, ModelWDev 
                                                               const float* __restrict__ env,
                                                               const float* __restrict__ rho_bar, float* env_bar,
                                                               float* rbf_bar) {
-  constexpr int TE = 2048 / KC, NQ = KC / 4, HALF = TE / 2, HPT = TE * KC / kTT;
-  static_assert(NQ * HALF == kTT, "one thread per (edge pair, channel quad)");
+  constexpr int TE = 2048 / KC, NQ = KC / 4, QT = TE / 4, HPT = TE * KC / kTT;
+  static_assert(NQ * QT == kTT / 2 && 32 % NQ == 0, "128 threads, one per (edge quad, channel quad); whole warps");
   extern __shared__ float4 smem4[];
   float* sm = reinterpret_cast<float*>(smem4);
   const BwdSmem L(d, KC);
@@ -344,6 +346,7 @@ __global__ void __launch_bounds__(kTT) radial_backward_tile_k(Dims d, ModelWDev 
   }
   stage_w0<KC>(d, w, w0s, nrm);
   const int tq = tid % NQ, te = tid / NQ, ntiles = (E + TE - 1) / TE;
+  const bool mul = tid < NQ * QT;  // warps 0-3 take g and the tail
   for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
     const int e0 = tile * TE, ne = min(TE, E - e0);
     stage_rows<TE>(nr, e0, ne, rbf, env, rbs, es);
@@ -358,64 +361,68 @@ __global__ void __launch_bounds__(kTT) radial_backward_tile_k(Dims d, ModelWDev 
       float h[HPT];
       tile_hidden<KC, TE>(d, w0s, rbs, hs, rs, h);
     }
-    float g[2][4];
+    float g[4][4];
 #pragma unroll
-    for (int p = 0; p < 2; ++p)
+    for (int p = 0; p < 4; ++p)
 #pragma unroll
       for (int j = 0; j < 4; ++j) g[p][j] = 0.0f;
-    const float* r0 = rb + te * RS;
-    const float* r1 = rb + (te + HALF) * RS;
+    if (mul) {
 #pragma unroll 2
-    for (int o = 0; o < W; o += 4) {
-      const float4 a0 = *reinterpret_cast<const float4*>(r0 + o), a1 = *reinterpret_cast<const float4*>(r1 + o);
-      const float av[2][4] = {{a0.x, a0.y, a0.z, a0.w}, {a1.x, a1.y, a1.z, a1.w}};
+      for (int o = 0; o < W; o += 4) {
+        float4 a[4];
 #pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const float4 b = *reinterpret_cast<const float4*>(w1t + (o + k) * KC + 4 * tq);
+        for (int p = 0; p < 4; ++p) a[p] = *reinterpret_cast<const float4*>(rb + (te + QT * p) * RS + o);
 #pragma unroll
-        for (int p = 0; p < 2; ++p) {
-          g[p][0] = fmaf(av[p][k], b.x, g[p][0]);
-          g[p][1] = fmaf(av[p][k], b.y, g[p][1]);
-          g[p][2] = fmaf(av[p][k], b.z, g[p][2]);
-          g[p][3] = fmaf(av[p][k], b.w, g[p][3]);
+        for (int k = 0; k < 4; ++k) {
+          const float4 b = *reinterpret_cast<const float4*>(w1t + (o + k) * KC + 4 * tq);
+#pragma unroll
+          for (int p = 0; p < 4; ++p) {
+            const float av = k == 0 ? a[p].x : k == 1 ? a[p].y : k == 2 ? a[p].z : a[p].w;
+            g[p][0] = fmaf(av, b.x, g[p][0]);
+            g[p][1] = fmaf(av, b.y, g[p][1]);
+            g[p][2] = fmaf(av, b.z, g[p][2]);
+            g[p][3] = fmaf(av, b.w, g[p][3]);
+          }
         }
       }
     }
     __syncthreads();  // rb is dead: hb overwrites it
-    float eb[2], dot[2], yb[2][4];
+    if (mul) {
+      float eb[4], dot[4], yb[4][4];
 #pragma unroll
-    for (int p = 0; p < 2; ++p) {
-      const int e = te + p * HALF;
-      const float en = es[e], rho = rs[e];
-      eb[p] = 0.0f; dot[p] = 0.0f;
+      for (int p = 0; p < 4; ++p) {
+        const int e = te + QT * p;
+        const float en = es[e], rho = rs[e];
+        eb[p] = 0.0f; dot[p] = 0.0f;
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int c = 4 * tq + j;
-        const float hv = hs[e * (KC + 1) + c];
-        // y as tile_hidden's callers form it (the same expression as the forward: the same bits)
-        const float y = d.edge_norm ? hv * rho * nrm[c] : hv;
-        eb[p] += siluf_(y) * g[p][j];
-        yb[p][j] = en * g[p][j] * silu_gradf_(y);
-        if (d.edge_norm) dot[p] += yb[p][j] * nrm[c] * hv * rho;
-      }
-    }
-#pragma unroll
-    for (int m = 1; m < NQ; m <<= 1)
-#pragma unroll
-      for (int p = 0; p < 2; ++p) {
-        eb[p] += __shfl_xor_sync(0xffffffffu, eb[p], m);
-        dot[p] += __shfl_xor_sync(0xffffffffu, dot[p], m);
+        for (int j = 0; j < 4; ++j) {
+          const int c = 4 * tq + j;
+          const float hv = hs[e * (KC + 1) + c];
+          // y as tile_hidden's callers form it (the same expression as the forward: the same bits)
+          const float y = d.edge_norm ? hv * rho * nrm[c] : hv;
+          eb[p] += siluf_(y) * g[p][j];
+          yb[p][j] = en * g[p][j] * silu_gradf_(y);
+          if (d.edge_norm) dot[p] += yb[p][j] * nrm[c] * hv * rho;
+        }
       }
 #pragma unroll
-    for (int p = 0; p < 2; ++p) {
-      const int e = te + p * HALF;
-      if (tq == 0 && e < ne) env_bar[e0 + e] += eb[p];
-      const float rho = rs[e];
+      for (int m = 1; m < NQ; m <<= 1)
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int c = 4 * tq + j;
-        const float hv = hs[e * (KC + 1) + c];
-        hb[e * (KC + 1) + c] = d.edge_norm ? rho * (yb[p][j] * nrm[c] - hv * rho * dot[p] / KC) : yb[p][j];
+        for (int p = 0; p < 4; ++p) {
+          eb[p] += __shfl_xor_sync(0xffffffffu, eb[p], m);
+          dot[p] += __shfl_xor_sync(0xffffffffu, dot[p], m);
+        }
+#pragma unroll
+      for (int p = 0; p < 4; ++p) {
+        const int e = te + QT * p;
+        if (tq == 0 && e < ne) env_bar[e0 + e] += eb[p];
+        const float rho = rs[e];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int c = 4 * tq + j;
+          const float hv = hs[e * (KC + 1) + c];
+          hb[e * (KC + 1) + c] = d.edge_norm ? rho * (yb[p][j] * nrm[c] - hv * rho * dot[p] / KC) : yb[p][j];
+        }
       }
     }
     __syncthreads();
