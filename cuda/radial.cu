@@ -366,26 +366,7 @@ __global__ void __launch_bounds__(kTT) radial_backward_tile_k(Dims d, ModelWDev 
     for (int p = 0; p < 4; ++p)
 #pragma unroll
       for (int j = 0; j < 4; ++j) g[p][j] = 0.0f;
-    if (mul) {
-#pragma unroll 2
-      for (int o = 0; o < W; o += 4) {
-        float4 a[4];
-#pragma unroll
-        for (int p = 0; p < 4; ++p) a[p] = *reinterpret_cast<const float4*>(rb + (te + QT * p) * RS + o);
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          const float4 b = *reinterpret_cast<const float4*>(w1t + (o + k) * KC + 4 * tq);
-#pragma unroll
-          for (int p = 0; p < 4; ++p) {
-            const float av = k == 0 ? a[p].x : k == 1 ? a[p].y : k == 2 ? a[p].z : a[p].w;
-            g[p][0] = fmaf(av, b.x, g[p][0]);
-            g[p][1] = fmaf(av, b.y, g[p][1]);
-            g[p][2] = fmaf(av, b.z, g[p][2]);
-            g[p][3] = fmaf(av, b.w, g[p][3]);
-          }
-        }
-      }
-    }
+    if (mul) rows_4x4(rb, RS, te, QT, w1t, KC, tq, W, g);
     __syncthreads();  // rb is dead: hb overwrites it
     if (mul) {
       float eb[4], dot[4], yb[4][4];

@@ -47,6 +47,32 @@ __device__ __forceinline__ void tile_4x8(const float* a, int as, const float* b,
   }
 }
 
+// The four-row register tile (mixer_prep_k, radial_backward_tile_k): acc[p][i] += sum over k < K,
+// in k order, of a[(r0 + rs p) as + k] b[k bs + 4 q + i] (p, i < 4; K % 4 == 0; rows of a and b
+// `as` and `bs` floats apart, every quad 16-byte aligned, in shared memory). Per four k, eight
+// 16-byte loads feed 64 FMAs.
+__device__ __forceinline__ void rows_4x4(const float* a, int as, int r0, int rs, const float* b, int bs, int q, int K,
+                                         float (&acc)[4][4]) {
+#pragma unroll 2
+  for (int k = 0; k < K; k += 4) {
+    float4 x[4];
+#pragma unroll
+    for (int p = 0; p < 4; ++p) x[p] = *reinterpret_cast<const float4*>(a + (r0 + rs * p) * as + k);
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const float4 y = *reinterpret_cast<const float4*>(b + (k + kk) * bs + 4 * q);
+#pragma unroll
+      for (int p = 0; p < 4; ++p) {
+        const float v = kk == 0 ? x[p].x : kk == 1 ? x[p].y : kk == 2 ? x[p].z : x[p].w;
+        acc[p][0] = fmaf(v, y.x, acc[p][0]);
+        acc[p][1] = fmaf(v, y.y, acc[p][1]);
+        acc[p][2] = fmaf(v, y.z, acc[p][2]);
+        acc[p][3] = fmaf(v, y.w, acc[p][3]);
+      }
+    }
+  }
+}
+
 template <class... P, class... A>
 bool launch_tiles(void (*fn)(P...), int threads, size_t bytes, int tiles, cudaStream_t s, A... args) {
   const int grid = resident_grid(reinterpret_cast<const void*>(fn), threads, bytes, tiles);

@@ -172,24 +172,7 @@ __global__ void __launch_bounds__(kMT) mixer_prep_k(Dims d, int Ec, EdgeRadialIn
       for (int p = 0; p < 4; ++p)
 #pragma unroll
         for (int j = 0; j < 4; ++j) acc[p][j] = 0.0f;
-#pragma unroll 2
-      for (int k = 0; k < W; k += 4) {
-        float4 a[4];
-#pragma unroll
-        for (int p = 0; p < 4; ++p) a[p] = ld4(rs + (te + 16 * p) * RS + k);
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-          const float4 b = ld4(bs + (k + kk) * Kp + 4 * tq);
-#pragma unroll
-          for (int p = 0; p < 4; ++p) {
-            const float av = kk == 0 ? a[p].x : kk == 1 ? a[p].y : kk == 2 ? a[p].z : a[p].w;
-            acc[p][0] = fmaf(av, b.x, acc[p][0]);
-            acc[p][1] = fmaf(av, b.y, acc[p][1]);
-            acc[p][2] = fmaf(av, b.z, acc[p][2]);
-            acc[p][3] = fmaf(av, b.w, acc[p][3]);
-          }
-        }
-      }
+      rows_4x4(rs, RS, te, 16, bs, Kp, tq, W, acc);
 #pragma unroll
       for (int p = 0; p < 4; ++p)
         if (te + 16 * p < ne)
