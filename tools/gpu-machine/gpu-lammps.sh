@@ -24,6 +24,14 @@
 #              then examples/committee with four copies of C.pt at SEZM_COMMITTEE_CELLS ("4 8":
 #              512 and 4096 atoms), SEZM_COMMITTEE_STEPS (20) steps with out_freq 1 (every step an
 #              output step: all models) and out_freq 0 (model 1 only): seconds per step of each.
+#   scaling    examples/gpu/in.scaling on 1, 2, 4, 8 ranks, one GPU per rank (ranks beyond the
+#              machine's GPUs are skipped): weak scaling at SEZM_SCALING_WEAK atoms per rank
+#              ("4096 32768"), strong scaling of SEZM_SCALING_STRONG atoms ("32768 262144"), in each
+#              mode of SEZM_SCALING_MODES ("lean fast"); 5 NVT + SEZM_SCALING_STEPS (20) NVE steps.
+#              One line per run (seconds per NVE step, parallel efficiency against the fewest ranks
+#              that ran, the pair style's engine / comm / ghost-staging seconds per call) and a
+#              table; runs that do not fit in GPU memory are SKIP. Not part of `all` (it needs
+#              several GPUs and longer than one device call: choose a subset through the variables).
 #   all        check, bench4096, committee, drift (in that order). Prints PASS/FAIL lines and a summary;
 #              exit status 1 if anything failed.
 #
@@ -44,12 +52,16 @@
 #   SEZM_BENCH_CELLS (8; 1 with SEZM_GPU_LAMMPS_DEVICE=cpu), SEZM_BENCH_NP (1), SEZM_BENCH_STEPS (20)
 #   SEZM_OMP_THREADS             OpenMP threads per rank (default: cores / ranks)
 #   SEZM_MPI_FALLBACK=0          do not retry a failing 2-rank launch with other Open MPI settings
+#   SEZM_SCALING_RANKS ("1 2 4 8" up to the GPUs; "1 2" with device cpu), SEZM_SCALING_WEAK,
+#   SEZM_SCALING_STRONG (set empty, either leaves its series out), SEZM_SCALING_MODES,
+#   SEZM_SCALING_STEPS, SEZM_SCALING_TIMEOUT (s per run, 420)
+#   (device cpu defaults: 8 atoms per rank, 8 atoms, mode "cpu" (none), 2 steps: the plumbing only)
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 parts=("$@"); [ "${#parts[@]}" -eq 0 ] && parts=(all)
-want() { local p; for p in "${parts[@]}"; do [ "$p" = "$1" ] || [ "$p" = all ] && return 0; done; return 1; }
+want() { local p; for p in "${parts[@]}"; do { [ "$p" = "$1" ] || { [ "$p" = all ] && [ "$1" != scaling ]; }; } && return 0; done; return 1; }
 for p in "${parts[@]}"; do
-  case "$p" in check|drift|bench4096|committee|all) ;; *) echo "gpu-lammps: unknown part '$p' (check, drift, bench4096, committee, all)" >&2; exit 2 ;; esac
+  case "$p" in check|drift|bench4096|committee|scaling|all) ;; *) echo "gpu-lammps: unknown part '$p' (check, drift, bench4096, committee, scaling, all)" >&2; exit 2 ;; esac
 done
 
 dev="${SEZM_GPU_LAMMPS_DEVICE:-cuda}"
@@ -86,9 +98,10 @@ finish() {
     mkdir -p "$out"
     cp "$summary" "$out/gpu-lammps-summary.txt"
     cp "$envlog" "$out/gpu-lammps-env.txt"
-    for part in check drift bench4096 committee; do
+    for part in check drift bench4096 committee scaling; do
       [ -s "$work/$part.log" ] && cp "$work/$part.log" "$out/gpu-lammps-$part.log"
     done
+    [ -s "$work/scaling.tsv" ] && cp "$work/scaling.tsv" "$out/gpu-lammps-scaling.tsv"
   fi
   [ "$nf" -eq 0 ]
   exit $?
@@ -353,6 +366,76 @@ if want committee; then
     fi
     unset per
   done
+fi
+
+# ------------------------------------------------------------------ scaling
+if want scaling; then
+  section "scaling: examples/gpu/in.scaling, one GPU per rank, device $dev"
+  part_log="$work/scaling.log"; : > "$part_log"
+  ngpu=1; [ "$dev" = cuda ] && ngpu="$(grep -c . "$work/gpu.txt")"
+  if [ "$dev" = cuda ]; then
+    ranks_def=""; for p in 1 2 4 8; do [ "$p" -le "$ngpu" ] && ranks_def="$ranks_def $p"; done
+    weak_def="4096 32768" strong_def="32768 262144" modes_def="lean fast" steps_def=20 nvt=5
+  else
+    ranks_def="1 2" weak_def=8 strong_def=8 modes_def=cpu steps_def=2 nvt=1
+  fi
+  sranks="${SEZM_SCALING_RANKS:-$ranks_def}" ssteps="${SEZM_SCALING_STEPS:-$steps_def}"
+  stmo="${SEZM_SCALING_TIMEOUT:-420}"
+  tsv="$work/scaling.tsv"
+  printf 'kind\tatoms_ref\tmode\tranks\tatoms\ts_per_step\tefficiency\tengine_fwd\tengine_bwd\tcomm_fwd\tcomm_rev\tstaging\tMB_per_call\n' > "$tsv"
+  # cells NATOMS: the side of a cube of diamond cells holding NATOMS atoms (8 per cell), or nothing
+  cells() { awk -v n="$1" 'BEGIN{c=int((n/8)^(1/3)+0.5); if (8*c*c*c==n) print c}'; }
+  declare -A base_t=() base_p=()
+  run_scaling() {  # KIND NREF MODE P CX CY CZ
+    local kind="$1" nref="$2" mode="$3" np="$4" cx="$5" cy="$6" cz="$7"
+    local atoms=$(( 8 * cx * cy * cz )) name="scaling-$1-$2-$3-p$4" key="$1-$2-$3"
+    local o="$work/runs/$name.out"
+    # One GPU per rank: the style's default device is the node-local rank modulo the visible GPUs
+    # (only rank 0 logs its device), so at most as many ranks as GPUs.
+    if [ "$dev" = cuda ] && [ "$np" -gt "$ngpu" ]; then
+      result SKIP "$name" "$np ranks, $ngpu GPU(s): one GPU per rank needs more GPUs"; return
+    fi
+    if [ "$np" -gt 1 ] && [ "$mpi2" != 1 ]; then result SKIP "$name" "mpirun unavailable"; return; fi
+    if ! lmp "$name" "$np" "$here/examples/gpu" "$stmo" -in in.scaling -var cx "$cx" -var cy "$cy" -var cz "$cz" \
+         -var device "$dev" -var mode "$mode" -var nvt "$nvt" -var nve "$ssteps" -var every "$ssteps" | tee -a "$summary"; then
+      if grep -q "out of GPU memory" "$o" 2>/dev/null; then
+        result SKIP "$name" "$atoms atoms on $np GPU(s), mode $mode: out of GPU memory"
+      else
+        result FAIL "$name" "the run failed (see scaling log)"
+      fi
+      return
+    fi
+    local t; t="$(awk '/^Loop time/{n++; if (n==2) printf "%.6g", $4/$9}' "$o")"
+    # the NVE run's end-of-run breakdown (the last one in the output), seconds per call
+    local brk; brk="$(awk '/pair sezm timing \(end of run\)/{f=b=cf=cr=g=mb="-"}
+      /^ *engine forward/{f=$3} /^ *engine backward/{b=$3} /^ *comm forward/{cf=$3} /^ *comm reverse/{cr=$3}
+      /^ *ghost staging/{g=$3; for (i=1;i<=NF;i++) if ($(i+1)=="MB") mb=$i}
+      END{printf "%s\t%s\t%s\t%s\t%s\t%s", f, b, cf, cr, g, mb}' "$o")"
+    [ -n "$t" ] || { result FAIL "$name" "no NVE loop time in the output"; return; }
+    # efficiency against the fewest ranks of this series that ran (weak: t0 / t; strong: p0 t0 / (p t))
+    [ -n "${base_t[$key]:-}" ] || { base_t[$key]="$t"; base_p[$key]="$np"; }
+    local eff; eff="$(awk -v k="$kind" -v t0="${base_t[$key]}" -v p0="${base_p[$key]}" -v t="$t" -v p="$np" \
+      'BEGIN{e = (k == "weak") ? t0 / t : p0 * t0 / (p * t); printf "%.3f", e}')"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$kind" "$nref" "$mode" "$np" "$atoms" "$t" "$eff" "$brk" >> "$tsv"
+    result PASS "$name" "$atoms atoms on $np rank(s), mode $mode: $t s per step, efficiency $eff (against ${base_p[$key]} rank(s));" \
+      "engine fwd/bwd, comm fwd/rev, staging s per call: $(tr '\t' ' ' <<< "$brk")"
+  }
+  for mode in ${SEZM_SCALING_MODES:-$modes_def}; do
+    for n in ${SEZM_SCALING_WEAK-$weak_def}; do
+      c0="$(cells "$n")"; [ -n "$c0" ] || { result FAIL "scaling weak $n" "$n is not 8 c^3 atoms"; continue; }
+      for np in $sranks; do
+        k=0; q="$np"; while [ "$q" -gt 1 ]; do q=$(( q / 2 )); k=$(( k + 1 )); done
+        [ $(( 1 << k )) = "$np" ] || { result FAIL "scaling weak $n p$np" "ranks must be a power of two"; continue; }
+        run_scaling weak "$n" "$mode" "$np" $(( c0 << ((k + 2) / 3) )) $(( c0 << ((k + 1) / 3) )) $(( c0 << (k / 3) ))
+      done
+    done
+    for n in ${SEZM_SCALING_STRONG-$strong_def}; do
+      c="$(cells "$n")"; [ -n "$c" ] || { result FAIL "scaling strong $n" "$n is not 8 c^3 atoms"; continue; }
+      for np in $sranks; do run_scaling strong "$n" "$mode" "$np" "$c" "$c" "$c"; done
+    done
+  done
+  say ""; say "scaling table (seconds per NVE step; engine, comm and staging: seconds per force call, max over ranks):"
+  column -t -s $'\t' "$tsv" 2>/dev/null | tee -a "$summary" || tee -a "$summary" < "$tsv"
 fi
 
 # ------------------------------------------------------------------ drift
