@@ -131,6 +131,18 @@ void PairSezm::settings(int narg, char **arg) {
                           "models; ignored for one model");
   }
   if (use_cuda_) utils::logmesg(lmp, "pair sezm: rank {} uses {}\n", comm->me, engine_->description());
+  if (use_cuda_ && comm->nprocs > 1) {
+    // Only rank 0 writes the log: it lists every rank's GPU, so that a run shows whether its ranks
+    // got one GPU each (docs/multi-gpu.md).
+    std::vector<int> devs(comm->me == 0 ? comm->nprocs : 1);
+    MPI_Gather(&opt.gpu, 1, MPI_INT, devs.data(), 1, MPI_INT, 0, world);
+    if (comm->me == 0) {
+      std::string list;
+      for (int r = 0; r < comm->nprocs && r < 64; ++r) list += " " + std::to_string(devs[r]);
+      if (comm->nprocs > 64) list += " ...";
+      utils::logmesg(lmp, "pair sezm: CUDA device of each rank:{}\n", list);
+    }
+  }
   const auto &cfg = engine_->config();
   // Every exchange moves one row of D*C doubles per atom; LAMMPS sizes its comm buffers from
   // these maxima in comm->init(), which runs after this.

@@ -396,8 +396,8 @@ if want scaling; then
     local kind="$1" nref="$2" mode="$3" np="$4" cx="$5" cy="$6" cz="$7"
     local atoms=$(( 8 * cx * cy * cz )) name="scaling-$1-$2-$3-p$4" key="$1-$2-$3"
     local o="$work/runs/$name.out"
-    # One GPU per rank: the style's default device is the node-local rank modulo the visible GPUs
-    # (only rank 0 logs its device), so at most as many ranks as GPUs.
+    # One GPU per rank: the style's default device is the node-local rank modulo the visible GPUs,
+    # so at most as many ranks as GPUs (the style's log lists each rank's device: checked below).
     if [ "$dev" = cuda ] && [ "$np" -gt "$ngpu" ]; then
       result SKIP "$name" "$np ranks, $ngpu GPU(s): one GPU per rank needs more GPUs"; return
     fi
@@ -410,6 +410,12 @@ if want scaling; then
         result FAIL "$name" "the run failed (see scaling log)"
       fi
       return
+    fi
+    if [ "$dev" = cuda ] && [ "$np" -gt 1 ]; then  # the style's "CUDA device of each rank" line
+      local devs ndev; devs="$(grep -m1 'CUDA device of each rank:' "$o" | sed 's/.*rank://')"
+      ndev="$(tr ' ' '\n' <<< "$devs" | grep -c . )"
+      [ "$(tr ' ' '\n' <<< "$devs" | grep . | sort -u | wc -l)" = "$np" ] || [ "$ndev" = 0 ] ||
+        { result FAIL "$name" "$np ranks did not get a GPU each (devices:$devs)"; return; }
     fi
     local t; t="$(awk '/^Loop time/{n++; if (n==2) printf "%.6g", $4/$9}' "$o")"
     # the NVE run's end-of-run breakdown (the last one in the output), seconds per call
