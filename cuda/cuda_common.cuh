@@ -123,7 +123,7 @@ class DBuf {
 
 // Page-locked host staging, grow-only, by an eighth more than asked (in MD the graph's size drifts
 // from step to step, and a cudaMallocHost of the ~21 MB of a 4,096-atom graph takes ~12 ms: the
-// warm-up call's "call: plan + graph upload", docs/performance.md). Users: the graph's upload
+// warm-up call's "call: buffers + graph upload", docs/performance.md). Users: the graph's upload
 // (graph_upload.cu) and the ghost exchange's device<->host copies (measured in LAMMPS at 4096
 // atoms, the engine's share of a step fell from 0.41 s to 0.31 s, ~15 ms of that from kernel
 // changes of the same revision, the ghost rows crossing twice per block; the per-edge gradient

@@ -275,6 +275,7 @@ void CudaEngine::Impl::prepare_call(const Graph& gv, bool gradients) {
   last_state = chunk_geo ? EdgeState::kChunk : EdgeState::kKeep;
   held_e0 = held_e1 = -1;
   held = 0;
+  mark("call: buffers + graph upload");  // then the buffers' sizing and the graph's upload
   size_for_call(gv, d, cfg.n_blocks, plan.max_edges(), plan.max_nodes(), gradients, keep_z, chunk_geo, s,
                 geometry_from);
   node_base = 0;
@@ -284,7 +285,7 @@ EngineResult CudaEngine::Impl::compute(const Graph& gv, bool gradients, FeatureE
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   SEZM_CUDA(cudaSetDevice(device));
-  mark("call: plan + graph upload");  // to the first kernel: host checks, chunk plan, the upload
+  mark("call: checks + chunk plan");  // host time to the first kernel: the checks, the chunk plan,
   if (gv.n_total > gv.n_nodes && !ex) throw Error("CudaEngine: a graph with ghost nodes needs a feature exchange");
   for (int i = 0; i < gv.n_total; ++i)
     if (gv.types[i] < 0 || gv.types[i] >= d.ntypes)

@@ -1,6 +1,6 @@
 // The call's graph onto the device (EngineBuffers::size_for_call): src, the destination offsets,
 // the types and the edge vectors through page-locked staging, in pieces, each piece's transfer in
-// flight while the next is copied into the staging by the host's OpenMP team
+// flight while the next is copied into the staging by four threads of the host's OpenMP team
 // (common/parallel_copy.h); dst is not uploaded but written on the device from the offsets (the
 // graph contract, graph/graph.h: edges grouped by destination, CSR).
 // Why: from pageable memory the driver stages the ~33 bytes per edge through its own buffers at

@@ -1,6 +1,11 @@
 #include "common/parallel_copy.h"
 
+#include <algorithm>
 #include <cstring>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 namespace sezm {
 
@@ -14,7 +19,10 @@ void parallel_copy(void* dst, const void* src, size_t bytes) {
   const long pieces = static_cast<long>((bytes + kPiece - 1) / kPiece);
   char* d = static_cast<char*>(dst);
   const char* s = static_cast<const char*>(src);
-#pragma omp parallel for schedule(static)
+#ifdef _OPENMP
+  const int threads = std::min(kParallelCopyThreads, omp_get_max_threads());
+#endif
+#pragma omp parallel for schedule(static) num_threads(threads)
   for (long i = 0; i < pieces; ++i) {
     const size_t at = static_cast<size_t>(i) * kPiece, n = bytes - at < kPiece ? bytes - at : kPiece;
     std::memcpy(d + at, s + at, n);
