@@ -16,7 +16,8 @@
 // both parts also run the warpgroup tile (wgmma_tile.cuh), and part 1 the engine's shape of it and
 // its variants (100-103) and the warp-specialised persistent tile (variant 106, cuda/wgmma_ws.cuh
 // via stack_probe_ws.cuh: a TMA producer warp, two consumer warpgroups; printed with its shared
-// memory and CTAs per SM).
+// memory and CTAs per SM), then that tile under two schedules (106 cooperative, 107 / 108
+// ping-pong) with two epilogues (a store; a gated layer's kind: a residual read, z kept).
 // A probe for kernel work, not a test.
 #include <cuda_runtime.h>
 #ifdef SEZM_PROBE_CUBLAS
@@ -27,6 +28,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <stdexcept>
@@ -332,7 +334,7 @@ int main(int argc, char** argv) {
           if (ws) SEZM_CUDA(cudaMemset(C.p, 0x7F, (size_t)rows * K * sizeof(float)));
           const double ms = median_ms(R, s, [&] {
             if (v < 8) launch_tile_probe(v, hbm, rows, K, K, A.p, d.ROW, B.p, Bimg.p, C.p, s);
-            else if (ws) info = launch_wgws_probe_variant(rows, K, K, A.p, d.ROW, Bimg2.p, C.p, s);
+            else if (ws) info = launch_wgws_probe_variant(106, false, WsProbeArgs{rows, Bimg2.p, C.p, nullptr, nullptr}, K, K, A.p, d.ROW, s);
             else
               launch_tile_probe(100 + v - 8, hbm, rows, K, K, A.p, d.ROW, B.p, v - 8 == 3 ? Bimg.p : Bimg_e.p, C.p, s);
           });
@@ -363,6 +365,28 @@ int main(int argc, char** argv) {
                       v < 8 ? names[v] : wg1_names[v - 8], hbm ? "from HBM" : "on chip", ms,
                       2.0 * rows * K * K / (ms * 1e9), err.c_str(), info.c_str());
         }
+      if (wg_ok) {  // the warp-specialised tile's schedules and epilogues (stack_probe_ws.cuh)
+        DevBuf Res((size_t)rows * K, &rng, 1.0f), Z((size_t)rows * K), C2((size_t)rows * K);
+        std::vector<float> c106((size_t)rows * K), cv((size_t)rows * K);
+        static const char* sched[] = {"cooperative (106)", "ping-pong (107)", "ping-pong ordered (108)"};
+        for (bool gated : {false, true})
+          for (int v : {106, 107, 108}) {
+            SEZM_CUDA(cudaMemset(C2.p, 0x7F, (size_t)rows * K * sizeof(float)));
+            const WsProbeArgs a{rows, Bimg2.p, C2.p, Res.p, Z.p};
+            std::string info;
+            const double ms =
+                median_ms(R, s, [&] { info = launch_wgws_probe_variant(v, gated, a, K, K, A.p, d.ROW, s); });
+            SEZM_CUDA(cudaMemcpy((v == 106 ? c106 : cv).data(), C2.p, cv.size() * sizeof(float), cudaMemcpyDeviceToHost));
+            std::string cmp;
+            if (v != 106) {
+              size_t diff = 0;  // elements whose bits differ from the cooperative schedule's
+              for (size_t i = 0; i < cv.size(); ++i) diff += std::memcmp(&cv[i], &c106[i], sizeof(float)) != 0;
+              cmp = "  " + std::to_string(diff) + " elements differ from 106's";
+            }
+            std::printf("  K = N = %3d, WS %-24s %-6s epilogue %8.3f ms  %6.2f TFLOP/s%s%s\n", K, sched[v - 106],
+                        gated ? "gated" : "store", ms, 2.0 * rows * K * K / (ms * 1e9), cmp.c_str(), info.c_str());
+          }
+      }
 #ifdef SEZM_PROBE_CUBLAS
       // The vendor's fp32 GEMM at the same shape, IEEE fp32 (pedantic math: no TF32), as a
       // reference ceiling. Row-major C = A B is column-major C^T = B^T A^T.

@@ -104,15 +104,17 @@ __device__ __forceinline__ void ws_init(uint64_t (&full)[kStages], uint64_t (&em
 // The producer warp's part of one product (K x N) of item `it`: its k blocks kb0 .. kb1 - 1 (by
 // default all K / 16) into the ring (stages of kStage floats: A's box, then the B image's block,
 // kOne: its hi plane only; !kA: the B block alone, for a product whose A the consumers hold; !kB:
-// A's box alone, for a pass without a product; kZoff > 0: also the box of tmZ at the same
+// A's box alone, for a pass without a product; kARows: the rows of A's box, tmA's (64: a ring
+// of one consumer warpgroup, bench/stack_probe_ws.cuh's ping-pong); kZoff > 0: also the box of tmZ at the same
 // coordinates at kZoff floats into the stage, for an AX hook that reads both, ws_land_a), each
 // once the consumers released its stage. Called by the 32 lanes of the producer warp; lane 0
 // issues the copies.
-template <int N, int K, int kStages, int kStage, bool kOne = false, bool kA = true, int kZoff = 0, bool kB = true>
+template <int N, int K, int kStages, int kStage, bool kOne = false, bool kA = true, int kZoff = 0, bool kB = true,
+          int kARows = kWsRows>
 __device__ __forceinline__ void ws_fill(float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, const CUtensorMap* tmA,
                                         const WsItem& it, int kb0 = 0, int kb1 = K / kWsK,
                                         const CUtensorMap* tmZ = nullptr) {
-  constexpr int kAFloats = kWsRows * kWsK, kBFloats = ws_b_floats(N, kOne), kBlock = wg_stage_floats(N, kWsKs);
+  constexpr int kAFloats = kARows * kWsK, kBFloats = ws_b_floats(N, kOne), kBlock = wg_stage_floats(N, kWsKs);
   constexpr uint32_t kABytes = kAFloats * sizeof(float), kBBytes = kBFloats * sizeof(float);
   static_assert(kAFloats + kBFloats <= kStage && kStage % 32 == 0, "a stage holds A's box and B's block, 128-byte aligned");
   static_assert(kZoff == 0 || (kZoff >= kAFloats + kBFloats && kZoff + kAFloats <= kStage && kZoff % 32 == 0),
@@ -202,13 +204,16 @@ __device__ __forceinline__ int ws_land_a(const float* ring, uint64_t* full, WsPi
 // (A B) + A's in the last bits).
 // `res` false: kRes's code without the residual (a kernel whose one product serves layers with and
 // without it, stack_ws_chain.cu: one copy of the code, not two).
-template <int N, int K, int kStages, int kStage, class AX = WsAsIs, bool kRes = false>
+// kARows = 64 (ws_fill's): a stage of one warpgroup's 64 rows, ct then the warpgroup's own thread
+// index (0..127) and the stage's empty barrier expecting that warpgroup's 4 warps (the probe's
+// ping-pong schedule, bench/stack_probe_ws.cuh).
+template <int N, int K, int kStages, int kStage, class AX = WsAsIs, bool kRes = false, int kARows = kWsRows>
 __device__ __forceinline__ void ws_product(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, int ct,
                                            float (&acc)[N / 2], AX ax = AX{}, bool res = true) {
   static_assert(!kRes || K == N, "the residual is A itself");
   constexpr int kNQ = N / kWsChunk, kNkb = K / kWsK;
   constexpr int kSeg = kNkb <= 8 ? kNkb : kNkb / 2;  // k blocks per unrolled segment
-  constexpr int kAFloats = kWsRows * kWsK;
+  constexpr int kAFloats = kARows * kWsK;
   constexpr int kBPlane = kWsKs * 8 * N;  // the lo plane's offset in a B block
   static_assert(N % kWsChunk == 0 && K % kWsK == 0 && kNkb % kSeg == 0 && kSeg <= 8, "whole chunks, blocks, segments");
   const int t = ct & 3;
