@@ -17,7 +17,8 @@
 // its variants (100-103) and the warp-specialised persistent tile (variant 106, cuda/wgmma_ws.cuh
 // via stack_probe_ws.cuh: a TMA producer warp, two consumer warpgroups; printed with its shared
 // memory and CTAs per SM), then that tile under two schedules (106 cooperative, 107 / 108
-// ping-pong) with two epilogues (a store; a gated layer's kind: a residual read, z kept).
+// ping-pong) with two epilogues (a store; a gated layer's kind: a residual read, z kept), and three
+// chained identity layers through HBM (106) or with the rows on chip between layers (109).
 // A probe for kernel work, not a test.
 #include <cuda_runtime.h>
 #ifdef SEZM_PROBE_CUBLAS
@@ -334,7 +335,7 @@ int main(int argc, char** argv) {
           if (ws) SEZM_CUDA(cudaMemset(C.p, 0x7F, (size_t)rows * K * sizeof(float)));
           const double ms = median_ms(R, s, [&] {
             if (v < 8) launch_tile_probe(v, hbm, rows, K, K, A.p, d.ROW, B.p, Bimg.p, C.p, s);
-            else if (ws) info = launch_wgws_probe_variant(106, false, WsProbeArgs{rows, Bimg2.p, C.p, nullptr, nullptr}, K, K, A.p, d.ROW, s);
+            else if (ws) info = launch_wgws_probe_variant(106, kEpiStore, WsProbeArgs{rows, Bimg2.p, C.p, nullptr, nullptr}, K, K, A.p, d.ROW, s);
             else
               launch_tile_probe(100 + v - 8, hbm, rows, K, K, A.p, d.ROW, B.p, v - 8 == 3 ? Bimg.p : Bimg_e.p, C.p, s);
           });
@@ -375,7 +376,7 @@ int main(int argc, char** argv) {
             const WsProbeArgs a{rows, Bimg2.p, C2.p, Res.p, Z.p};
             std::string info;
             const double ms =
-                median_ms(R, s, [&] { info = launch_wgws_probe_variant(v, gated, a, K, K, A.p, d.ROW, s); });
+                median_ms(R, s, [&] { info = launch_wgws_probe_variant(v, gated ? kEpiGated : kEpiStore, a, K, K, A.p, d.ROW, s); });
             SEZM_CUDA(cudaMemcpy((v == 106 ? c106 : cv).data(), C2.p, cv.size() * sizeof(float), cudaMemcpyDeviceToHost));
             std::string cmp;
             if (v != 106) {
@@ -386,6 +387,35 @@ int main(int argc, char** argv) {
             std::printf("  K = N = %3d, WS %-24s %-6s epilogue %8.3f ms  %6.2f TFLOP/s%s%s\n", K, sched[v - 106],
                         gated ? "gated" : "store", ms, 2.0 * rows * K * K / (ms * 1e9), cmp.c_str(), info.c_str());
           }
+        // Three identity layers (X' = X + X B) through HBM, one 106 launch each (ping-pong buffers),
+        // against 109: the three in one launch, the rows kept on chip between layers.
+        constexpr int kLayers = 3;
+        DevBuf P1((size_t)rows * K), P2((size_t)rows * K);
+        std::vector<float> c_hbm((size_t)rows * K);
+        std::string info;
+        const double ms_hbm = median_ms(R, s, [&] {
+          const float* in = A.p;
+          int ld = d.ROW;
+          for (int l = 0; l < kLayers; ++l) {
+            float* out = l % 2 ? P2.p : P1.p;
+            WsProbeArgs a{rows, Bimg2.p, out, in, nullptr, ld};
+            info = launch_wgws_probe_variant(106, kEpiResidual, a, K, K, in, ld, s);
+            in = out;
+            ld = K;
+          }
+        });
+        SEZM_CUDA(cudaMemcpy(c_hbm.data(), kLayers % 2 ? P1.p : P2.p, c_hbm.size() * sizeof(float), cudaMemcpyDeviceToHost));
+        std::printf("  K = N = %3d, %d identity layers, 106 through HBM      %8.3f ms  %6.2f TFLOP/s%s\n", K, kLayers, ms_hbm,
+                    2.0 * kLayers * rows * K * K / (ms_hbm * 1e9), info.c_str());
+        SEZM_CUDA(cudaMemset(C2.p, 0x7F, (size_t)rows * K * sizeof(float)));
+        const double ms_chip = median_ms(R, s, [&] {
+          info = launch_wgchain_probe_variant(K, WsChainProbeArgs{rows, kLayers, A.p, d.ROW, Bimg2.p, C2.p}, s);
+        });
+        SEZM_CUDA(cudaMemcpy(cv.data(), C2.p, cv.size() * sizeof(float), cudaMemcpyDeviceToHost));
+        size_t diff = 0;
+        for (size_t i = 0; i < cv.size(); ++i) diff += std::memcmp(&cv[i], &c_hbm[i], sizeof(float)) != 0;
+        std::printf("  K = N = %3d, %d identity layers, 109 rows on chip     %8.3f ms  %6.2f TFLOP/s  %zu elements differ%s\n", K,
+                    kLayers, ms_chip, 2.0 * kLayers * rows * K * K / (ms_chip * 1e9), diff, info.c_str());
       }
 #ifdef SEZM_PROBE_CUBLAS
       // The vendor's fp32 GEMM at the same shape, IEEE fp32 (pedantic math: no TF32), as a

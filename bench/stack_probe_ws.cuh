@@ -1,5 +1,5 @@
 #pragma once
-// sezm-stack-probe part 1, variants 106-108: the warp-specialised persistent tile (cuda/wgmma_ws.cuh,
+// sezm-stack-probe part 1, variants 106-109: the warp-specialised persistent tile (cuda/wgmma_ws.cuh,
 // the code the engine's stack layers run) on the probe's product, C (rows x N) = A (rows x K) B
 // (K x N), K = N = 128 or 192, A from HBM, under two schedules and two epilogues:
 //  106, cooperative (the engine's): both consumer warpgroups on one 128-row item, one ring;
@@ -16,11 +16,16 @@
 // schedule hide them at the price of the doubled B traffic? (Variants 104, per-row bulk copies of
 // A, and an older ping-pong 105 without TMA measured 44-64 useful TFLOP/s, 2026-12-02.)
 // The schedules do the same arithmetic per element, so their C agree to the bit.
+//  109, three identity layers chained in one launch with an item's rows kept on chip between
+//       layers, against three 106 launches through HBM (below, at wgchain_probe_k).
 // Probe-only launcher; included by bench/stack_probe.cu only (after stack.cuh and stack_tile.cuh).
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "stack_ws_gated.cuh"  // the per-thread stash slots (set_slots, slot_quad)
 #include "wgmma_ws_host.cuh"
 
 namespace sezm::cuda {
@@ -30,23 +35,30 @@ struct WsProbeArgs {
   int rows;
   const float* Bimg;  // wgmma_b_image(B, K, N, N, kWsKs)
   float* C;           // rows x N, row-major
-  const float* R;     // gated epilogue: the residual, rows x N
+  const float* R;     // gated and residual epilogues: the residual, rows x N (row stride ldr)
   float* Z;           // gated epilogue: z kept, rows x N
+  int ldr = 0;        // R's row stride (0: N)
 };
 
-// The epilogue of a thread's rows r0, r1 (rows >= p.rows are padding): kGated 0 stores C = acc;
-// 1: residuals loaded first (in flight during the rest, as the engine's residual_load), z stored,
-// C = z sigmoid(z) + residual.
-template <int N, bool kGated>
+// Epilogue kinds: a store, a gated layer's kind, an identity layer's (C = A B + R, R the layer's
+// input: the chained layers' baseline through HBM, 109's twin).
+constexpr int kEpiStore = 0, kEpiGated = 1, kEpiResidual = 2;
+
+// The epilogue of a thread's rows r0, r1 (rows >= p.rows are padding): kEpiStore stores C = acc;
+// kEpiGated: residuals loaded first (in flight during the rest, as the engine's residual_load), z
+// stored, C = z sigmoid(z) + residual; kEpiResidual: C = acc + residual (IEEE, after the product).
+template <int N, int kEpi>
 __device__ __forceinline__ void probe_epilogue(const WsProbeArgs& p, int r0, int r1, const float (&acc)[N / 2]) {
+  constexpr bool kGated = kEpi == kEpiGated;
+  const size_t ldr = p.ldr > 0 ? p.ldr : N;
   float4 res[N / 8];
-  if constexpr (kGated) {
+  if constexpr (kEpi != kEpiStore) {
 #pragma unroll
     for (int q4 = 0; q4 < N / 16; ++q4)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = h ? r1 : r0;
-        res[2 * q4 + h] = r < p.rows ? *reinterpret_cast<const float4*>(p.R + static_cast<size_t>(r) * N + wg_quad_col(q4))
+        res[2 * q4 + h] = r < p.rows ? *reinterpret_cast<const float4*>(p.R + static_cast<size_t>(r) * ldr + wg_quad_col(q4))
                                      : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       }
   }
@@ -63,19 +75,22 @@ __device__ __forceinline__ void probe_epilogue(const WsProbeArgs& p, int r0, int
         const float4 u = res[2 * q4 + h];
         v = make_float4(fmaf(v.x, sigmoidf_(v.x), u.x), fmaf(v.y, sigmoidf_(v.y), u.y), fmaf(v.z, sigmoidf_(v.z), u.z),
                         fmaf(v.w, sigmoidf_(v.w), u.w));
+      } else if constexpr (kEpi == kEpiResidual) {
+        const float4 u = res[2 * q4 + h];
+        v = make_float4(v.x + u.x, v.y + u.y, v.z + u.z, v.w + u.w);
       }
       *reinterpret_cast<float4*>(p.C + o) = v;
     }
 }
 
 // 106: the cooperative schedule (ws_gemm, the engine's).
-template <int N, bool kGated>
+template <int N, int kEpi>
 __global__ void __launch_bounds__(kWsThreads, 1) wgws_probe_k(const __grid_constant__ WsProbeArgs p,
                                                               const __grid_constant__ CUtensorMap tmA) {
   ws_gemm<N, N>(
       (p.rows + kWsRows - 1) / kWsRows, &tmA, [&](int i) { return WsItem{0, i * kWsRows, 0, p.Bimg}; },
       [&](int i, float (&acc)[N / 2], int ct) {
-        probe_epilogue<N, kGated>(p, i * kWsRows + ws_row(ct, 0), i * kWsRows + ws_row(ct, 1), acc);
+        probe_epilogue<N, kEpi>(p, i * kWsRows + ws_row(ct, 0), i * kWsRows + ws_row(ct, 1), acc);
       });
 }
 
@@ -92,7 +107,7 @@ __device__ __forceinline__ void pp_bar_arrive(int id) { asm volatile("bar.arrive
 // A CTA's items are blockIdx.x + j gridDim.x (64 rows each); warpgroup (and producer warp) w takes
 // those of j % 2 == w. kOrder: the products of item j start after those of item j - 1 completed
 // (barrier 1 + w: warpgroup w waits, the other arrives once its products are done).
-template <int N, bool kGated, bool kOrder>
+template <int N, int kEpi, bool kOrder>
 __global__ void __launch_bounds__(kWsThreads, 1) wgpp_probe_k(const __grid_constant__ WsProbeArgs p,
                                                               const __grid_constant__ CUtensorMap tmA) {
   constexpr int kStages = pp_stages(N), kStage = pp_stage_floats(N);
@@ -127,63 +142,198 @@ __global__ void __launch_bounds__(kWsThreads, 1) wgpp_probe_k(const __grid_const
     if (kOrder && j > 0) pp_bar_sync(1 + w);
     ws_product<N, N, kStages, kStage, WsAsIs, false, kPpRows>(ring, full[w], empty[w], pp, lt, acc);
     if (kOrder && i + static_cast<int>(gridDim.x) < n_items) pp_bar_arrive(2 - w);  // item j + 1 may start
-    probe_epilogue<N, kGated>(p, i * kPpRows + ws_row(lt, 0), i * kPpRows + ws_row(lt, 1), acc);
+    probe_epilogue<N, kEpi>(p, i * kPpRows + ws_row(lt, 0), i * kPpRows + ws_row(lt, 1), acc);
   }
 }
 
-// Variant 106 (+ gated: 106 g), 107, 108 at K = N = 128 or 192; returns "[smem KiB, CTAs/SM]" for
-// the probe's line. Bimg2: wgmma_b_image(B, K, N, N, 2). A: rows x K of row stride lda (16-byte
-// aligned rows).
-template <int N, bool kGated>
-std::string launch_wgws_probe(int variant, const WsProbeArgs& args, int K, const float* A, int lda, cudaStream_t s) {
-  if (K != N) throw Error("the warp-specialised tile probe needs K = N");
-  const bool pp = variant != 106;
-  const int bytes = pp ? pp_smem_bytes(N) : ws_smem_bytes(N);
-  const auto k = variant == 106 ? wgws_probe_k<N, kGated>
-                 : variant == 107 ? wgpp_probe_k<N, kGated, false>
-                                  : wgpp_probe_k<N, kGated, true>;
+// 109: L identity layers (X' = X + X B, the same B each layer) chained in one persistent launch
+// with the activations on chip: an item's 128 rows enter once from HBM (each consumer thread its
+// own quads, in the accumulators' places), stay in shared memory between layers as the gated
+// kernels' per-thread stash (thread-major 16-byte slots, conflict-free; stack_ws_gated.cuh), and
+// leave once. A thread's A quad of k block kb (rows ws_row(ct, h), k = 16 kb + 4 t) is its own
+// output quad (kb, h) of the layer before (ws_product's kRes note), so the stash needs no barrier:
+// each thread reads back only what it wrote. The ring holds B's blocks alone (kARows = 0: A never
+// streams; ws_land_a's stage read is ignored by ChainAX). The residual is added after the product
+// in IEEE fp32, as kEpiResidual does, so L launches of 106 with that epilogue through HBM give the
+// same bits. Question: what the stack's forward would gain if a chunk pass kept an item's rows on
+// chip across its layers (docs/performance.md, 2026-12-04: the chain's intermediate rows make
+// ~half of its DRAM traffic).
+template <int N>
+SEZM_WG_HD constexpr int chain_stages() { return N > 128 ? 5 : 10; }
+template <int N>
+SEZM_WG_HD constexpr int chain_smem_bytes() { return (256 * (N / 2) + chain_stages<N>() * ws_b_floats(N, false)) * 4; }
+
+struct WsChainProbeArgs {
+  int rows, L;
+  const float* A;  // rows x N of row stride lda: the first layer's input
+  int lda;
+  const float* Bimg;
+  float* C;  // rows x N: the last layer's output
+};
+
+struct ChainAX {  // A's quad from this thread's stash (its previous output), not from the stage
+  const float4* stash4;
+  int ra0;
+  __device__ __forceinline__ float4 operator()(int row, int k, float4) const { return slot_quad(stash4, k & ~15, row != ra0); }
+};
+
+template <int N>
+__global__ void __launch_bounds__(kWsThreads, 1) wgchain_probe_k(const __grid_constant__ WsChainProbeArgs p,
+                                                                 const __grid_constant__ CUtensorMap tmA) {
+  constexpr int kStages = chain_stages<N>(), kStage = ws_b_floats(N, false);
+  extern __shared__ __align__(128) float ch_dsmem[];
+  __shared__ uint64_t full[kStages], empty[kStages];
+  float* const ring = ch_dsmem + 256 * (N / 2);
+  ws_init(full, empty);
+  const int n_items = (p.rows + kWsRows - 1) / kWsRows;
+  WsPipe pp;
+  if (threadIdx.x < 128) {
+    ws_regs_dec<kWsProducerRegs>();
+    if (threadIdx.x >= 32) return;
+    for (int i = blockIdx.x; i < n_items; i += ws_grid())
+#pragma unroll 1
+      for (int l = 0; l < p.L; ++l)
+        ws_fill<N, N, kStages, kStage, false, false, 0, true, 0>(ring, full, empty, pp, &tmA, WsItem{0, 0, 0, p.Bimg});
+    return;
+  }
+  ws_regs_inc<kWsConsumerRegs>();
+  const int ct = threadIdx.x - 128;
+  float4* const stash4 = reinterpret_cast<float4*>(ch_dsmem) + ct;
+  const ChainAX ax{stash4, ws_row(ct, 0)};
+  float acc[N / 2];
+  for (int i = blockIdx.x; i < n_items; i += gridDim.x) {
+    const int r0 = i * kWsRows + ws_row(ct, 0), r1 = i * kWsRows + ws_row(ct, 1);
+#pragma unroll
+    for (int q4 = 0; q4 < N / 16; ++q4)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = h ? r1 : r0;
+        const float4 x = r < p.rows ? *reinterpret_cast<const float4*>(p.A + static_cast<size_t>(r) * p.lda + wg_quad_col(q4))
+                                    : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        acc[8 * q4 + 2 * h] = x.x;
+        acc[8 * q4 + 2 * h + 1] = x.y;
+        acc[8 * q4 + 4 + 2 * h] = x.z;
+        acc[8 * q4 + 5 + 2 * h] = x.w;
+      }
+    set_slots<N / 2>(stash4, acc);
+#pragma unroll 1
+    for (int l = 0; l < p.L; ++l) {
+      ws_product<N, N, kStages, kStage, ChainAX, false, 0>(ring, full, empty, pp, ct, acc, ax);
+      const bool last = l + 1 == p.L;
+#pragma unroll
+      for (int J = 0; J < N / 8; ++J) {  // X' = (X B) + X, kept or (last) stored below
+        const float4 x = stash4[256 * J];
+        acc[4 * J] += x.x;
+        acc[4 * J + 1] += x.y;
+        acc[4 * J + 2] += x.z;
+        acc[4 * J + 3] += x.w;
+        if (!last) stash4[256 * J] = make_float4(acc[4 * J], acc[4 * J + 1], acc[4 * J + 2], acc[4 * J + 3]);
+      }
+    }
+#pragma unroll
+    for (int q4 = 0; q4 < N / 16; ++q4)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = h ? r1 : r0;
+        if (r < p.rows) *reinterpret_cast<float4*>(p.C + static_cast<size_t>(r) * N + wg_quad_col(q4)) = wg_quad(acc, q4, h);
+      }
+  }
+}
+
+// A's tensor map for (A, rows, lda) and box rows, encoded once per distinct operand (kept out of
+// the timing).
+inline const CUtensorMap& probe_map(const float* A, int rows, int K, int lda, uint32_t box_rows) {
+  struct Entry {
+    const float* a;
+    int rows, K, lda;
+    uint32_t box;
+    CUtensorMap tm;
+  };
+  // (K too: a freed operand's address comes back for the next shape's.)
+  static std::vector<Entry> cache;
+  for (const Entry& e : cache)
+    if (e.a == A && e.rows == rows && e.K == K && e.lda == lda && e.box == box_rows) return e.tm;
+  const uint64_t dims[3] = {static_cast<uint64_t>(K), static_cast<uint64_t>(rows), 1};
+  const uint64_t strides[2] = {static_cast<uint64_t>(lda) * sizeof(float),
+                               static_cast<uint64_t>(lda) * sizeof(float) * static_cast<uint64_t>(rows)};
+  cache.push_back(Entry{A, rows, K, lda, box_rows, ws_tensor_map(A, dims, strides, box_rows)});
+  return cache.back().tm;
+}
+
+// The kernel's persistent grid and occupancy, once per kernel.
+inline std::pair<int, int> probe_prepare(const void* fn, int bytes) {
   struct Prep {
     const void* fn;
     int sms, per_sm;
   };
-  static std::vector<Prep> prepared;  // once per kernel: keeps the attribute calls out of the timed launches
-  auto it = std::find_if(prepared.begin(), prepared.end(), [&](const Prep& q) { return q.fn == (const void*)k; });
-  if (it == prepared.end()) {
-    Prep q{reinterpret_cast<const void*>(k), ws_prepare(reinterpret_cast<const void*>(k), bytes, "wgws_probe_k"), 0};
-    SEZM_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&q.per_sm, k, kWsThreads, bytes));
-    prepared.push_back(q);
-    it = prepared.end() - 1;
-  }
-  // The tensor maps (128- and 64-row boxes), encoded again only when the operand changes (their
-  // encoding stays out of the timing).
-  static CUtensorMap tm[2]{};
-  static const float* tm_a = nullptr;
-  static int tm_rows = 0, tm_lda = 0;
-  const int rows = args.rows;
-  if (tm_a != A || tm_rows != rows || tm_lda != lda) {
-    const uint64_t dims[3] = {static_cast<uint64_t>(K), static_cast<uint64_t>(rows), 1};
-    const uint64_t strides[2] = {static_cast<uint64_t>(lda) * sizeof(float),
-                                 static_cast<uint64_t>(lda) * sizeof(float) * static_cast<uint64_t>(rows)};
-    tm[0] = ws_tensor_map(A, dims, strides);
-    tm[1] = ws_tensor_map(A, dims, strides, kPpRows);
-    tm_a = A;
-    tm_rows = rows;
-    tm_lda = lda;
-  }
-  const int grid = std::min(div_up(rows, kWsRows), it->sms);
-  k<<<grid, kWsThreads, bytes, s>>>(args, tm[pp ? 1 : 0]);
-  SEZM_LAUNCH("wgws_probe");
-  return "  [" + std::to_string(bytes / 1024) + " KiB smem, " + std::to_string(it->per_sm) + " CTA/SM, persistent]";
+  static std::vector<Prep> prepared;
+  for (const Prep& q : prepared)
+    if (q.fn == fn) return {q.sms, q.per_sm};
+  Prep q{fn, ws_prepare(fn, bytes, "wgws_probe_k"), 0};
+  SEZM_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&q.per_sm, fn, kWsThreads, bytes));
+  prepared.push_back(q);
+  return {q.sms, q.per_sm};
 }
 
-std::string launch_wgws_probe_variant(int variant, bool gated, const WsProbeArgs& args, int K, int N, const float* A,
+inline std::string probe_info(int bytes, int per_sm) {
+  return "  [" + std::to_string(bytes / 1024) + " KiB smem, " + std::to_string(per_sm) + " CTA/SM, persistent]";
+}
+
+// Variant 109 at K = N = 128 or 192 (A: rows x N of row stride lda).
+template <int N>
+std::string launch_wgchain_probe(const WsChainProbeArgs& args, cudaStream_t s) {
+  const int bytes = chain_smem_bytes<N>();
+  const auto k = wgchain_probe_k<N>;
+  const auto [sms, per_sm] = probe_prepare(reinterpret_cast<const void*>(k), bytes);
+  const int grid = std::min(div_up(args.rows, kWsRows), sms);
+  k<<<grid, kWsThreads, bytes, s>>>(args, probe_map(args.A, args.rows, N, args.lda, kWsRows));
+  SEZM_LAUNCH("wgchain_probe");
+  return probe_info(bytes, per_sm);
+}
+std::string launch_wgchain_probe_variant(int N, const WsChainProbeArgs& args, cudaStream_t s) {
+  if (N == 192) return launch_wgchain_probe<192>(args, s);
+  if (N == 128) return launch_wgchain_probe<128>(args, s);
+  throw Error("the chained-layers probe takes N = 128 or 192");
+}
+
+// Variants 106 (epilogue kEpi*), 107, 108 (store or gated) at K = N = 128 or 192; returns "[smem
+// KiB, CTAs/SM]" for the probe's line. args.Bimg: wgmma_b_image(B, K, N, N, 2). A: rows x K of row
+// stride lda (16-byte aligned rows).
+template <int N, int kEpi>
+std::string launch_wgws_probe(int variant, const WsProbeArgs& args, int K, const float* A, int lda, cudaStream_t s) {
+  if (K != N) throw Error("the warp-specialised tile probe needs K = N");
+  const bool pp = variant != 106;
+  const int bytes = pp ? pp_smem_bytes(N) : ws_smem_bytes(N);
+  void (*k)(const WsProbeArgs, const CUtensorMap) = wgws_probe_k<N, kEpi>;
+  if constexpr (kEpi != kEpiResidual) {
+    if (variant == 107) k = wgpp_probe_k<N, kEpi, false>;
+    if (variant == 108) k = wgpp_probe_k<N, kEpi, true>;
+  } else if (pp) {
+    throw Error("the ping-pong probes take the store and gated epilogues");
+  }
+  const auto [sms, per_sm] = probe_prepare(reinterpret_cast<const void*>(k), bytes);
+  const int grid = std::min(div_up(args.rows, kWsRows), sms);
+  k<<<grid, kWsThreads, bytes, s>>>(args, probe_map(A, args.rows, K, lda, pp ? kPpRows : kWsRows));
+  SEZM_LAUNCH("wgws_probe");
+  return probe_info(bytes, per_sm);
+}
+
+std::string launch_wgws_probe_variant(int variant, int epi, const WsProbeArgs& args, int K, int N, const float* A,
                                       int lda, cudaStream_t s) {
   if (variant < 106 || variant > 108) throw Error("the warp-specialised tile probe's variants are 106 .. 108");
-  if (N == 192) return gated ? launch_wgws_probe<192, true>(variant, args, K, A, lda, s)
-                             : launch_wgws_probe<192, false>(variant, args, K, A, lda, s);
-  if (N == 128) return gated ? launch_wgws_probe<128, true>(variant, args, K, A, lda, s)
-                             : launch_wgws_probe<128, false>(variant, args, K, A, lda, s);
-  throw Error("the warp-specialised tile probe takes N = 128 or 192");
+  if (N != 192 && N != 128) throw Error("the warp-specialised tile probe takes N = 128 or 192");
+  const bool wide = N == 192;
+  switch (epi) {
+    case kEpiStore:
+      return wide ? launch_wgws_probe<192, kEpiStore>(variant, args, K, A, lda, s)
+                  : launch_wgws_probe<128, kEpiStore>(variant, args, K, A, lda, s);
+    case kEpiGated:
+      return wide ? launch_wgws_probe<192, kEpiGated>(variant, args, K, A, lda, s)
+                  : launch_wgws_probe<128, kEpiGated>(variant, args, K, A, lda, s);
+    default:
+      return wide ? launch_wgws_probe<192, kEpiResidual>(variant, args, K, A, lda, s)
+                  : launch_wgws_probe<128, kEpiResidual>(variant, args, K, A, lda, s);
+  }
 }
 
 }  // namespace
