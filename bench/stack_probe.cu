@@ -416,6 +416,33 @@ int main(int argc, char** argv) {
         for (size_t i = 0; i < cv.size(); ++i) diff += std::memcmp(&cv[i], &c_hbm[i], sizeof(float)) != 0;
         std::printf("  K = N = %3d, %d identity layers, 109 rows on chip     %8.3f ms  %6.2f TFLOP/s  %zu elements differ%s\n", K,
                     kLayers, ms_chip, 2.0 * kLayers * rows * K * K / (ms_chip * 1e9), diff, info.c_str());
+        // The gated kind with the residual from A (106), and 110 with z by the consumers or by TMA.
+        {
+          const WsProbeArgs a{rows, Bimg2.p, C2.p, A.p, Z.p, d.ROW};
+          std::vector<float> z106((size_t)rows * K), zv((size_t)rows * K);
+          static const char* names[] = {"106, residual from A", "110, shallow ring, z stored", "110, z by TMA stores"};
+          for (int v = 0; v < 3; ++v) {
+            SEZM_CUDA(cudaMemset(C2.p, 0x7F, (size_t)rows * K * sizeof(float)));
+            SEZM_CUDA(cudaMemset(Z.p, 0x7F, (size_t)rows * K * sizeof(float)));
+            const double ms = median_ms(R, s, [&] {
+              info = v == 0 ? launch_wgws_probe_variant(106, kEpiGated, a, K, K, A.p, d.ROW, s)
+                            : launch_wgtma_probe_variant(K, v == 2, a, A.p, d.ROW, s);
+            });
+            SEZM_CUDA(cudaMemcpy((v == 0 ? c106 : cv).data(), C2.p, cv.size() * sizeof(float), cudaMemcpyDeviceToHost));
+            SEZM_CUDA(cudaMemcpy((v == 0 ? z106 : zv).data(), Z.p, zv.size() * sizeof(float), cudaMemcpyDeviceToHost));
+            std::string cmp;
+            if (v > 0) {
+              size_t dc = 0, dz = 0;
+              for (size_t i = 0; i < cv.size(); ++i) {
+                dc += std::memcmp(&cv[i], &c106[i], sizeof(float)) != 0;
+                dz += std::memcmp(&zv[i], &z106[i], sizeof(float)) != 0;
+              }
+              cmp = "  C: " + std::to_string(dc) + ", z: " + std::to_string(dz) + " elements differ";
+            }
+            std::printf("  K = N = %3d, gated kind, %-28s %8.3f ms  %6.2f TFLOP/s%s%s\n", K, names[v], ms,
+                        2.0 * rows * K * K / (ms * 1e9), cmp.c_str(), info.c_str());
+          }
+        }
       }
 #ifdef SEZM_PROBE_CUBLAS
       // The vendor's fp32 GEMM at the same shape, IEEE fp32 (pedantic math: no TF32), as a

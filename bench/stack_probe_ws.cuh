@@ -1,5 +1,5 @@
 #pragma once
-// sezm-stack-probe part 1, variants 106-109: the warp-specialised persistent tile (cuda/wgmma_ws.cuh,
+// sezm-stack-probe part 1, variants 106-110: the warp-specialised persistent tile (cuda/wgmma_ws.cuh,
 // the code the engine's stack layers run) on the probe's product, C (rows x N) = A (rows x K) B
 // (K x N), K = N = 128 or 192, A from HBM, under two schedules and two epilogues:
 //  106, cooperative (the engine's): both consumer warpgroups on one 128-row item, one ring;
@@ -17,7 +17,9 @@
 // A, and an older ping-pong 105 without TMA measured 44-64 useful TFLOP/s, 2026-12-02.)
 // The schedules do the same arithmetic per element, so their C agree to the bit.
 //  109, three identity layers chained in one launch with an item's rows kept on chip between
-//       layers, against three 106 launches through HBM (below, at wgchain_probe_k).
+//       layers, against three 106 launches through HBM (below, at wgchain_probe_k);
+//  110, the gated kind with the residual read from A (an L2 hit, as in the engine) and z kept by
+//       the consumers' stores or by tensor-map bulk stores from shared memory (wgtma_probe_k).
 // Probe-only launcher; included by bench/stack_probe.cu only (after stack.cuh and stack_tile.cuh).
 #include <algorithm>
 #include <cstdint>
@@ -294,6 +296,132 @@ std::string launch_wgchain_probe_variant(int N, const WsChainProbeArgs& args, cu
   if (N == 192) return launch_wgchain_probe<192>(args, s);
   if (N == 128) return launch_wgchain_probe<128>(args, s);
   throw Error("the chained-layers probe takes N = 128 or 192");
+}
+
+// 110: the cooperative tile with the gated-kind epilogue, its z kept either by the consumers' own
+// stores (kTma false) or through shared memory by tensor-map bulk stores (kTma: each consumer
+// warpgroup writes its 64 rows of z into a staging area, boxes of 16 columns x 64 rows, fences them
+// to the async proxy and one thread issues the N / 16 stores; the staging is reused once those
+// stores have read it), so that the TMA unit, not the consumers, moves z while the next item's
+// products run. Both on a shallower ring (4 stages at N = 192, 6 at 128) to make room for the
+// staging (2 x 64 x N floats). Question (docs/performance.md, 2026-12-04 second session): does
+// moving an epilogue's stores off the consumers hide their traffic?
+template <int N>
+SEZM_WG_HD constexpr int tma_stages() { return N > 128 ? 4 : 6; }
+template <int N>
+SEZM_WG_HD constexpr int tma_smem_bytes() { return (tma_stages<N>() * ws_stage_floats(N) + 2 * 64 * N) * 4; }
+
+__device__ __forceinline__ void bulk_store_3d(const CUtensorMap* tm, int x, int y, int z, const float* src) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];" ::"l"(
+                   reinterpret_cast<uint64_t>(tm)),
+               "r"(ws_smem(src)), "r"(x), "r"(y), "r"(z)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_commit() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+#endif
+}
+template <bool kRead>
+__device__ __forceinline__ void bulk_wait0() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if (kRead) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+  else asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void fence_async_shared() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wg_bar(int id) { asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory"); }
+
+template <int N, bool kTma>
+__global__ void __launch_bounds__(kWsThreads, 1) wgtma_probe_k(const __grid_constant__ WsProbeArgs p,
+                                                               const __grid_constant__ CUtensorMap tmA,
+                                                               const __grid_constant__ CUtensorMap tmZ) {
+  constexpr int kStages = tma_stages<N>(), kStage = ws_stage_floats(N);
+  extern __shared__ __align__(128) float tm_dsmem[];
+  __shared__ uint64_t full[kStages], empty[kStages];
+  float* const ring = tm_dsmem;
+  ws_init(full, empty);
+  const int n_items = (p.rows + kWsRows - 1) / kWsRows;
+  WsPipe pp;
+  if (threadIdx.x < 128) {
+    ws_regs_dec<kWsProducerRegs>();
+    if (threadIdx.x >= 32) return;
+    for (int i = blockIdx.x; i < n_items; i += ws_grid())
+      ws_fill<N, N, kStages, kStage>(ring, full, empty, pp, &tmA, WsItem{0, i * kWsRows, 0, p.Bimg});
+    return;
+  }
+  ws_regs_inc<kWsConsumerRegs>();
+  const int ct = threadIdx.x - 128, w = ct >> 7, lt = ct & 127;
+  float* const sz = tm_dsmem + kStages * kStage + w * 64 * N;  // this warpgroup's z staging
+  const size_t ldr = p.ldr > 0 ? p.ldr : N;
+  float acc[N / 2];
+  for (int i = blockIdx.x; i < n_items; i += gridDim.x) {
+    ws_product<N, N, kStages, kStage>(ring, full, empty, pp, ct, acc);
+    const int r0 = i * kWsRows + ws_row(ct, 0), r1 = i * kWsRows + ws_row(ct, 1);
+    float4 res[N / 8];
+#pragma unroll
+    for (int q4 = 0; q4 < N / 16; ++q4)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = h ? r1 : r0;
+        res[2 * q4 + h] = r < p.rows ? *reinterpret_cast<const float4*>(p.R + static_cast<size_t>(r) * ldr + wg_quad_col(q4))
+                                     : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+    if constexpr (kTma) {
+      if (lt == 0) bulk_wait0<true>();  // the previous item's stores have read the staging
+      wg_bar(1 + w);
+#pragma unroll
+      for (int q4 = 0; q4 < N / 16; ++q4)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)  // box q4 (columns 16 q4 ..), row ws_row(lt, h), columns 4 t ..
+          *reinterpret_cast<float4*>(sz + q4 * 64 * 16 + ws_row(lt, h) * 16 + 4 * (lt & 3)) = wg_quad(acc, q4, h);
+      fence_async_shared();
+      wg_bar(1 + w);
+      if (lt == 0) {
+#pragma unroll 1
+        for (int q4 = 0; q4 < N / 16; ++q4) bulk_store_3d(&tmZ, 16 * q4, i * kWsRows + 64 * w, 0, sz + q4 * 64 * 16);
+        bulk_commit();
+      }
+    }
+#pragma unroll
+    for (int q4 = 0; q4 < N / 16; ++q4)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = h ? r1 : r0;
+        if (r >= p.rows) continue;
+        const size_t o = static_cast<size_t>(r) * N + wg_quad_col(q4);
+        float4 v = wg_quad(acc, q4, h);
+        if constexpr (!kTma) *reinterpret_cast<float4*>(p.Z + o) = v;
+        const float4 u = res[2 * q4 + h];
+        v = make_float4(fmaf(v.x, sigmoidf_(v.x), u.x), fmaf(v.y, sigmoidf_(v.y), u.y), fmaf(v.z, sigmoidf_(v.z), u.z),
+                        fmaf(v.w, sigmoidf_(v.w), u.w));
+        *reinterpret_cast<float4*>(p.C + o) = v;
+      }
+  }
+  if (kTma && lt == 0) bulk_wait0<false>();  // the staging stays valid until the stores are done
+}
+
+template <int N, bool kTma>
+std::string launch_wgtma_probe(const WsProbeArgs& args, const float* A, int lda, cudaStream_t s) {
+  const int bytes = tma_smem_bytes<N>();
+  const auto k = wgtma_probe_k<N, kTma>;
+  const auto [sms, per_sm] = probe_prepare(reinterpret_cast<const void*>(k), bytes);
+  const int grid = std::min(div_up(args.rows, kWsRows), sms);
+  k<<<grid, kWsThreads, bytes, s>>>(args, probe_map(A, args.rows, N, lda, kWsRows), probe_map(args.Z, args.rows, N, N, 64));
+  SEZM_LAUNCH("wgtma_probe");
+  return probe_info(bytes, per_sm);
+}
+std::string launch_wgtma_probe_variant(int N, bool tma, const WsProbeArgs& args, const float* A, int lda,
+                                       cudaStream_t s) {
+  if (N == 192) return tma ? launch_wgtma_probe<192, true>(args, A, lda, s) : launch_wgtma_probe<192, false>(args, A, lda, s);
+  if (N == 128) return tma ? launch_wgtma_probe<128, true>(args, A, lda, s) : launch_wgtma_probe<128, false>(args, A, lda, s);
+  throw Error("the TMA-store probe takes N = 128 or 192");
 }
 
 // Variants 106 (epilogue kEpi*), 107, 108 (store or gated) at K = N = 128 or 192; returns "[smem
