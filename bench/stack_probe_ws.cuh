@@ -46,24 +46,26 @@ struct WsProbeArgs {
 // input: the chained layers' baseline through HBM, 109's twin).
 constexpr int kEpiStore = 0, kEpiGated = 1, kEpiResidual = 2;
 
-// The epilogue of a thread's rows r0, r1 (rows >= p.rows are padding): kEpiStore stores C = acc;
-// kEpiGated: residuals loaded first (in flight during the rest, as the engine's residual_load), z
-// stored, C = z sigmoid(z) + residual; kEpiResidual: C = acc + residual (IEEE, after the product).
-template <int N, int kEpi>
-__device__ __forceinline__ void probe_epilogue(const WsProbeArgs& p, int r0, int r1, const float (&acc)[N / 2]) {
-  constexpr bool kGated = kEpi == kEpiGated;
+// The epilogue of a thread's rows r0, r1 (rows >= p.rows are padding), in two steps:
+// probe_residual_load, the residual quads (zero past p.rows), loaded ahead of the rest so that they
+// are in flight meanwhile (as the engine's residual_load); probe_epilogue_store, then C and z as kEpi
+// says: kEpiStore C = acc; kEpiGated z = acc stored (kStoreZ) and C = z sigmoid(z) + residual;
+// kEpiResidual C = acc + residual (IEEE, after the product).
+template <int N>
+__device__ __forceinline__ void probe_residual_load(const WsProbeArgs& p, int r0, int r1, float4 (&res)[N / 8]) {
   const size_t ldr = p.ldr > 0 ? p.ldr : N;
-  float4 res[N / 8];
-  if constexpr (kEpi != kEpiStore) {
 #pragma unroll
-    for (int q4 = 0; q4 < N / 16; ++q4)
+  for (int q4 = 0; q4 < N / 16; ++q4)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = h ? r1 : r0;
-        res[2 * q4 + h] = r < p.rows ? *reinterpret_cast<const float4*>(p.R + static_cast<size_t>(r) * ldr + wg_quad_col(q4))
-                                     : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      }
-  }
+    for (int h = 0; h < 2; ++h) {
+      const int r = h ? r1 : r0;
+      res[2 * q4 + h] = r < p.rows ? *reinterpret_cast<const float4*>(p.R + static_cast<size_t>(r) * ldr + wg_quad_col(q4))
+                                   : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+}
+template <int N, int kEpi, bool kStoreZ = true>
+__device__ __forceinline__ void probe_epilogue_store(const WsProbeArgs& p, int r0, int r1, const float (&acc)[N / 2],
+                                                     const float4 (&res)[N / 8]) {
 #pragma unroll
   for (int q4 = 0; q4 < N / 16; ++q4)
 #pragma unroll
@@ -72,8 +74,8 @@ __device__ __forceinline__ void probe_epilogue(const WsProbeArgs& p, int r0, int
       if (r >= p.rows) continue;
       const size_t o = static_cast<size_t>(r) * N + wg_quad_col(q4);
       float4 v = wg_quad(acc, q4, h);
-      if constexpr (kGated) {
-        *reinterpret_cast<float4*>(p.Z + o) = v;
+      if constexpr (kEpi == kEpiGated) {
+        if constexpr (kStoreZ) *reinterpret_cast<float4*>(p.Z + o) = v;
         const float4 u = res[2 * q4 + h];
         v = make_float4(fmaf(v.x, sigmoidf_(v.x), u.x), fmaf(v.y, sigmoidf_(v.y), u.y), fmaf(v.z, sigmoidf_(v.z), u.z),
                         fmaf(v.w, sigmoidf_(v.w), u.w));
@@ -83,6 +85,22 @@ __device__ __forceinline__ void probe_epilogue(const WsProbeArgs& p, int r0, int
       }
       *reinterpret_cast<float4*>(p.C + o) = v;
     }
+}
+template <int N, int kEpi>
+__device__ __forceinline__ void probe_epilogue(const WsProbeArgs& p, int r0, int r1, const float (&acc)[N / 2]) {
+  float4 res[N / 8];
+  if constexpr (kEpi != kEpiStore) probe_residual_load<N>(p, r0, r1, res);
+  probe_epilogue_store<N, kEpi>(p, r0, r1, acc, res);
+}
+
+// The producer warpgroup's part of the probe's persistent kernels (as ws_gemm's): warp 0 runs
+// fill(), the others leave. True for the producer warpgroup's threads, which then return.
+template <class Fill>
+__device__ __forceinline__ bool probe_producer(Fill fill) {
+  if (threadIdx.x >= 128) return false;
+  ws_regs_dec<kWsProducerRegs>();
+  if (threadIdx.x < 32) fill();
+  return true;
 }
 
 // 106: the cooperative schedule (ws_gemm, the engine's).
@@ -189,15 +207,13 @@ __global__ void __launch_bounds__(kWsThreads, 1) wgchain_probe_k(const __grid_co
   ws_init(full, empty);
   const int n_items = (p.rows + kWsRows - 1) / kWsRows;
   WsPipe pp;
-  if (threadIdx.x < 128) {
-    ws_regs_dec<kWsProducerRegs>();
-    if (threadIdx.x >= 32) return;
-    for (int i = blockIdx.x; i < n_items; i += ws_grid())
+  if (probe_producer([&] {
+        for (int i = blockIdx.x; i < n_items; i += ws_grid())
 #pragma unroll 1
-      for (int l = 0; l < p.L; ++l)
-        ws_fill<N, N, kStages, kStage, false, false, 0, true, 0>(ring, full, empty, pp, &tmA, WsItem{0, 0, 0, p.Bimg});
+          for (int l = 0; l < p.L; ++l)
+            ws_fill<N, N, kStages, kStage, false, false, 0, true, 0>(ring, full, empty, pp, &tmA, WsItem{0, 0, 0, p.Bimg});
+      }))
     return;
-  }
   ws_regs_inc<kWsConsumerRegs>();
   const int ct = threadIdx.x - 128;
   float4* const stash4 = reinterpret_cast<float4*>(ch_dsmem) + ct;
@@ -349,30 +365,20 @@ __global__ void __launch_bounds__(kWsThreads, 1) wgtma_probe_k(const __grid_cons
   ws_init(full, empty);
   const int n_items = (p.rows + kWsRows - 1) / kWsRows;
   WsPipe pp;
-  if (threadIdx.x < 128) {
-    ws_regs_dec<kWsProducerRegs>();
-    if (threadIdx.x >= 32) return;
-    for (int i = blockIdx.x; i < n_items; i += ws_grid())
-      ws_fill<N, N, kStages, kStage>(ring, full, empty, pp, &tmA, WsItem{0, i * kWsRows, 0, p.Bimg});
+  if (probe_producer([&] {
+        for (int i = blockIdx.x; i < n_items; i += ws_grid())
+          ws_fill<N, N, kStages, kStage>(ring, full, empty, pp, &tmA, WsItem{0, i * kWsRows, 0, p.Bimg});
+      }))
     return;
-  }
   ws_regs_inc<kWsConsumerRegs>();
   const int ct = threadIdx.x - 128, w = ct >> 7, lt = ct & 127;
   float* const sz = tm_dsmem + kStages * kStage + w * 64 * N;  // this warpgroup's z staging
-  const size_t ldr = p.ldr > 0 ? p.ldr : N;
   float acc[N / 2];
   for (int i = blockIdx.x; i < n_items; i += gridDim.x) {
     ws_product<N, N, kStages, kStage>(ring, full, empty, pp, ct, acc);
     const int r0 = i * kWsRows + ws_row(ct, 0), r1 = i * kWsRows + ws_row(ct, 1);
     float4 res[N / 8];
-#pragma unroll
-    for (int q4 = 0; q4 < N / 16; ++q4)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = h ? r1 : r0;
-        res[2 * q4 + h] = r < p.rows ? *reinterpret_cast<const float4*>(p.R + static_cast<size_t>(r) * ldr + wg_quad_col(q4))
-                                     : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      }
+    probe_residual_load<N>(p, r0, r1, res);
     if constexpr (kTma) {
       if (lt == 0) bulk_wait0<true>();  // the previous item's stores have read the staging
       wg_bar(1 + w);
@@ -389,20 +395,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) wgtma_probe_k(const __grid_cons
         bulk_commit();
       }
     }
-#pragma unroll
-    for (int q4 = 0; q4 < N / 16; ++q4)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = h ? r1 : r0;
-        if (r >= p.rows) continue;
-        const size_t o = static_cast<size_t>(r) * N + wg_quad_col(q4);
-        float4 v = wg_quad(acc, q4, h);
-        if constexpr (!kTma) *reinterpret_cast<float4*>(p.Z + o) = v;
-        const float4 u = res[2 * q4 + h];
-        v = make_float4(fmaf(v.x, sigmoidf_(v.x), u.x), fmaf(v.y, sigmoidf_(v.y), u.y), fmaf(v.z, sigmoidf_(v.z), u.z),
-                        fmaf(v.w, sigmoidf_(v.w), u.w));
-        *reinterpret_cast<float4*>(p.C + o) = v;
-      }
+    probe_epilogue_store<N, kEpiGated, !kTma>(p, r0, r1, acc, res);
   }
   if (kTma && lt == 0) bulk_wait0<false>();  // the staging stays valid until the stores are done
 }
