@@ -426,7 +426,7 @@ int main(int argc, char** argv) {
             SEZM_CUDA(cudaMemset(Z.p, 0x7F, (size_t)rows * K * sizeof(float)));
             const double ms = median_ms(R, s, [&] {
               info = v == 0 ? launch_wgws_probe_variant(106, kEpiGated, a, K, K, A.p, d.ROW, s)
-                            : launch_wgtma_probe_variant(K, v == 2, a, A.p, d.ROW, s);
+                            : launch_wgtma_probe_variant(K, v == 2, 0, a, A.p, d.ROW, s);
             });
             SEZM_CUDA(cudaMemcpy((v == 0 ? c106 : cv).data(), C2.p, cv.size() * sizeof(float), cudaMemcpyDeviceToHost));
             SEZM_CUDA(cudaMemcpy((v == 0 ? z106 : zv).data(), Z.p, zv.size() * sizeof(float), cudaMemcpyDeviceToHost));
@@ -441,6 +441,12 @@ int main(int argc, char** argv) {
             }
             std::printf("  K = N = %3d, gated kind, %-28s %8.3f ms  %6.2f TFLOP/s%s%s\n", K, names[v], ms,
                         2.0 * rows * K * K / (ms * 1e9), cmp.c_str(), info.c_str());
+          }
+          // The ring's depth (the same kernel, z by the consumers, residual from A).
+          for (int st = 4; st <= (K > 128 ? 7 : 9); ++st) {
+            const double ms = median_ms(R, s, [&] { info = launch_wgtma_probe_variant(K, false, st, a, A.p, d.ROW, s); });
+            std::printf("  K = N = %3d, gated kind, ring of %d stages            %8.3f ms  %6.2f TFLOP/s%s\n", K, st, ms,
+                        2.0 * rows * K * K / (ms * 1e9), info.c_str());
           }
         }
       }

@@ -322,10 +322,12 @@ std::string launch_wgchain_probe_variant(int N, const WsChainProbeArgs& args, cu
 // products run. Both on a shallower ring (4 stages at N = 192, 6 at 128) to make room for the
 // staging (2 x 64 x N floats). Question (docs/performance.md, 2026-12-04 second session): does
 // moving an epilogue's stores off the consumers hide their traffic?
+// kStages: the ring's depth (0: the depth that leaves room for the staging; without it, the depth
+// curve of the gated kind: the engine's gated kernels run 5 stages beside their stash).
 template <int N>
 SEZM_WG_HD constexpr int tma_stages() { return N > 128 ? 4 : 6; }
-template <int N>
-SEZM_WG_HD constexpr int tma_smem_bytes() { return (tma_stages<N>() * ws_stage_floats(N) + 2 * 64 * N) * 4; }
+template <int N, bool kTma, int kStages>
+SEZM_WG_HD constexpr int tma_smem_bytes() { return (kStages * ws_stage_floats(N) + (kTma ? 2 * 64 * N : 0)) * 4; }
 
 __device__ __forceinline__ void bulk_store_3d(const CUtensorMap* tm, int x, int y, int z, const float* src) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -354,11 +356,11 @@ __device__ __forceinline__ void fence_async_shared() {
 }
 __device__ __forceinline__ void wg_bar(int id) { asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory"); }
 
-template <int N, bool kTma>
+template <int N, bool kTma, int kStages>
 __global__ void __launch_bounds__(kWsThreads, 1) wgtma_probe_k(const __grid_constant__ WsProbeArgs p,
                                                                const __grid_constant__ CUtensorMap tmA,
                                                                const __grid_constant__ CUtensorMap tmZ) {
-  constexpr int kStages = tma_stages<N>(), kStage = ws_stage_floats(N);
+  constexpr int kStage = ws_stage_floats(N);
   extern __shared__ __align__(128) float tm_dsmem[];
   __shared__ uint64_t full[kStages], empty[kStages];
   float* const ring = tm_dsmem;
@@ -400,21 +402,43 @@ __global__ void __launch_bounds__(kWsThreads, 1) wgtma_probe_k(const __grid_cons
   if (kTma && lt == 0) bulk_wait0<false>();  // the staging stays valid until the stores are done
 }
 
-template <int N, bool kTma>
+template <int N, bool kTma, int kStages>
 std::string launch_wgtma_probe(const WsProbeArgs& args, const float* A, int lda, cudaStream_t s) {
-  const int bytes = tma_smem_bytes<N>();
-  const auto k = wgtma_probe_k<N, kTma>;
+  const int bytes = tma_smem_bytes<N, kTma, kStages>();
+  const auto k = wgtma_probe_k<N, kTma, kStages>;
   const auto [sms, per_sm] = probe_prepare(reinterpret_cast<const void*>(k), bytes);
   const int grid = std::min(div_up(args.rows, kWsRows), sms);
   k<<<grid, kWsThreads, bytes, s>>>(args, probe_map(A, args.rows, N, lda, kWsRows), probe_map(args.Z, args.rows, N, N, 64));
   SEZM_LAUNCH("wgtma_probe");
   return probe_info(bytes, per_sm);
 }
-std::string launch_wgtma_probe_variant(int N, bool tma, const WsProbeArgs& args, const float* A, int lda,
+// 110 with z by TMA (tma) or by the consumers on a ring of `stages` (0: tma_stages, the depth
+// beside the staging; without TMA 4 .. 7 at N = 192, 4 .. 9 at 128).
+std::string launch_wgtma_probe_variant(int N, bool tma, int stages, const WsProbeArgs& args, const float* A, int lda,
                                        cudaStream_t s) {
-  if (N == 192) return tma ? launch_wgtma_probe<192, true>(args, A, lda, s) : launch_wgtma_probe<192, false>(args, A, lda, s);
-  if (N == 128) return tma ? launch_wgtma_probe<128, true>(args, A, lda, s) : launch_wgtma_probe<128, false>(args, A, lda, s);
-  throw Error("the TMA-store probe takes N = 128 or 192");
+  if (tma) {
+    if (N == 192) return launch_wgtma_probe<192, true, tma_stages<192>()>(args, A, lda, s);
+    if (N == 128) return launch_wgtma_probe<128, true, tma_stages<128>()>(args, A, lda, s);
+  } else if (N == 192) {
+    switch (stages == 0 ? tma_stages<192>() : stages) {
+      case 4: return launch_wgtma_probe<192, false, 4>(args, A, lda, s);
+      case 5: return launch_wgtma_probe<192, false, 5>(args, A, lda, s);
+      case 6: return launch_wgtma_probe<192, false, 6>(args, A, lda, s);
+      case 7: return launch_wgtma_probe<192, false, 7>(args, A, lda, s);
+      default: break;
+    }
+  } else if (N == 128) {
+    switch (stages == 0 ? tma_stages<128>() : stages) {
+      case 4: return launch_wgtma_probe<128, false, 4>(args, A, lda, s);
+      case 5: return launch_wgtma_probe<128, false, 5>(args, A, lda, s);
+      case 6: return launch_wgtma_probe<128, false, 6>(args, A, lda, s);
+      case 7: return launch_wgtma_probe<128, false, 7>(args, A, lda, s);
+      case 8: return launch_wgtma_probe<128, false, 8>(args, A, lda, s);
+      case 9: return launch_wgtma_probe<128, false, 9>(args, A, lda, s);
+      default: break;
+    }
+  }
+  throw Error("the TMA-store probe takes N = 128 (4 .. 9 stages) or 192 (4 .. 7)");
 }
 
 // Variants 106 (epilogue kEpi*), 107, 108 (store or gated) at K = N = 128 or 192; returns "[smem
