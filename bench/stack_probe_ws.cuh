@@ -412,33 +412,26 @@ std::string launch_wgtma_probe(const WsProbeArgs& args, const float* A, int lda,
   SEZM_LAUNCH("wgtma_probe");
   return probe_info(bytes, per_sm);
 }
+// 110 without TMA on a ring of `stages` (kS .. kMax), the instantiation picked at run time.
+template <int N, int kS, int kMax>
+std::string launch_wgtma_depth(int stages, const WsProbeArgs& args, const float* A, int lda, cudaStream_t s) {
+  if constexpr (kS > kMax) {
+    throw Error("the TMA-store probe's ring takes 4 .. 9 stages at N = 128, 4 .. 7 at 192");
+  } else {
+    if (stages == kS) return launch_wgtma_probe<N, false, kS>(args, A, lda, s);
+    return launch_wgtma_depth<N, kS + 1, kMax>(stages, args, A, lda, s);
+  }
+}
 // 110 with z by TMA (tma) or by the consumers on a ring of `stages` (0: tma_stages, the depth
 // beside the staging; without TMA 4 .. 7 at N = 192, 4 .. 9 at 128).
 std::string launch_wgtma_probe_variant(int N, bool tma, int stages, const WsProbeArgs& args, const float* A, int lda,
                                        cudaStream_t s) {
-  if (tma) {
-    if (N == 192) return launch_wgtma_probe<192, true, tma_stages<192>()>(args, A, lda, s);
-    if (N == 128) return launch_wgtma_probe<128, true, tma_stages<128>()>(args, A, lda, s);
-  } else if (N == 192) {
-    switch (stages == 0 ? tma_stages<192>() : stages) {
-      case 4: return launch_wgtma_probe<192, false, 4>(args, A, lda, s);
-      case 5: return launch_wgtma_probe<192, false, 5>(args, A, lda, s);
-      case 6: return launch_wgtma_probe<192, false, 6>(args, A, lda, s);
-      case 7: return launch_wgtma_probe<192, false, 7>(args, A, lda, s);
-      default: break;
-    }
-  } else if (N == 128) {
-    switch (stages == 0 ? tma_stages<128>() : stages) {
-      case 4: return launch_wgtma_probe<128, false, 4>(args, A, lda, s);
-      case 5: return launch_wgtma_probe<128, false, 5>(args, A, lda, s);
-      case 6: return launch_wgtma_probe<128, false, 6>(args, A, lda, s);
-      case 7: return launch_wgtma_probe<128, false, 7>(args, A, lda, s);
-      case 8: return launch_wgtma_probe<128, false, 8>(args, A, lda, s);
-      case 9: return launch_wgtma_probe<128, false, 9>(args, A, lda, s);
-      default: break;
-    }
-  }
-  throw Error("the TMA-store probe takes N = 128 (4 .. 9 stages) or 192 (4 .. 7)");
+  if (N != 192 && N != 128) throw Error("the TMA-store probe takes N = 128 or 192");
+  if (tma)
+    return N == 192 ? launch_wgtma_probe<192, true, tma_stages<192>()>(args, A, lda, s)
+                    : launch_wgtma_probe<128, true, tma_stages<128>()>(args, A, lda, s);
+  return N == 192 ? launch_wgtma_depth<192, 4, 7>(stages == 0 ? tma_stages<192>() : stages, args, A, lda, s)
+                  : launch_wgtma_depth<128, 4, 9>(stages == 0 ? tma_stages<128>() : stages, args, A, lda, s);
 }
 
 // Variants 106 (epilogue kEpi*), 107, 108 (store or gated) at K = N = 128 or 192; returns "[smem
