@@ -29,7 +29,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <random>
 #include <stdexcept>
@@ -248,6 +247,8 @@ double median_ms(int repeat, cudaStream_t s, F launch) {
   return t[t.size() / 2];
 }
 
+#include "stack_probe_ws_runs.cuh"  // (uses DevBuf and median_ms above)
+
 int arg_int(int argc, char** argv, const std::string& name, int def) {
   for (int i = 1; i + 1 < argc; ++i)
     if (argv[i] == name) return std::atoi(argv[i + 1]);
@@ -366,90 +367,7 @@ int main(int argc, char** argv) {
                       v < 8 ? names[v] : wg1_names[v - 8], hbm ? "from HBM" : "on chip", ms,
                       2.0 * rows * K * K / (ms * 1e9), err.c_str(), info.c_str());
         }
-      if (wg_ok) {  // the warp-specialised tile's schedules and epilogues (stack_probe_ws.cuh)
-        DevBuf Res((size_t)rows * K, &rng, 1.0f), Z((size_t)rows * K), C2((size_t)rows * K);
-        std::vector<float> c106((size_t)rows * K), cv((size_t)rows * K);
-        static const char* sched[] = {"cooperative (106)", "ping-pong (107)", "ping-pong ordered (108)"};
-        for (bool gated : {false, true})
-          for (int v : {106, 107, 108}) {
-            SEZM_CUDA(cudaMemset(C2.p, 0x7F, (size_t)rows * K * sizeof(float)));
-            const WsProbeArgs a{rows, Bimg2.p, C2.p, Res.p, Z.p};
-            std::string info;
-            const double ms =
-                median_ms(R, s, [&] { info = launch_wgws_probe_variant(v, gated ? kEpiGated : kEpiStore, a, K, K, A.p, d.ROW, s); });
-            SEZM_CUDA(cudaMemcpy((v == 106 ? c106 : cv).data(), C2.p, cv.size() * sizeof(float), cudaMemcpyDeviceToHost));
-            std::string cmp;
-            if (v != 106) {
-              size_t diff = 0;  // elements whose bits differ from the cooperative schedule's
-              for (size_t i = 0; i < cv.size(); ++i) diff += std::memcmp(&cv[i], &c106[i], sizeof(float)) != 0;
-              cmp = "  " + std::to_string(diff) + " elements differ from 106's";
-            }
-            std::printf("  K = N = %3d, WS %-24s %-6s epilogue %8.3f ms  %6.2f TFLOP/s%s%s\n", K, sched[v - 106],
-                        gated ? "gated" : "store", ms, 2.0 * rows * K * K / (ms * 1e9), cmp.c_str(), info.c_str());
-          }
-        // Three identity layers (X' = X + X B) through HBM, one 106 launch each (ping-pong buffers),
-        // against 109: the three in one launch, the rows kept on chip between layers.
-        constexpr int kLayers = 3;
-        DevBuf P1((size_t)rows * K), P2((size_t)rows * K);
-        std::vector<float> c_hbm((size_t)rows * K);
-        std::string info;
-        const double ms_hbm = median_ms(R, s, [&] {
-          const float* in = A.p;
-          int ld = d.ROW;
-          for (int l = 0; l < kLayers; ++l) {
-            float* out = l % 2 ? P2.p : P1.p;
-            WsProbeArgs a{rows, Bimg2.p, out, in, nullptr, ld};
-            info = launch_wgws_probe_variant(106, kEpiResidual, a, K, K, in, ld, s);
-            in = out;
-            ld = K;
-          }
-        });
-        SEZM_CUDA(cudaMemcpy(c_hbm.data(), kLayers % 2 ? P1.p : P2.p, c_hbm.size() * sizeof(float), cudaMemcpyDeviceToHost));
-        std::printf("  K = N = %3d, %d identity layers, 106 through HBM      %8.3f ms  %6.2f TFLOP/s%s\n", K, kLayers, ms_hbm,
-                    2.0 * kLayers * rows * K * K / (ms_hbm * 1e9), info.c_str());
-        SEZM_CUDA(cudaMemset(C2.p, 0x7F, (size_t)rows * K * sizeof(float)));
-        const double ms_chip = median_ms(R, s, [&] {
-          info = launch_wgchain_probe_variant(K, WsChainProbeArgs{rows, kLayers, A.p, d.ROW, Bimg2.p, C2.p}, s);
-        });
-        SEZM_CUDA(cudaMemcpy(cv.data(), C2.p, cv.size() * sizeof(float), cudaMemcpyDeviceToHost));
-        size_t diff = 0;
-        for (size_t i = 0; i < cv.size(); ++i) diff += std::memcmp(&cv[i], &c_hbm[i], sizeof(float)) != 0;
-        std::printf("  K = N = %3d, %d identity layers, 109 rows on chip     %8.3f ms  %6.2f TFLOP/s  %zu elements differ%s\n", K,
-                    kLayers, ms_chip, 2.0 * kLayers * rows * K * K / (ms_chip * 1e9), diff, info.c_str());
-        // The gated kind with the residual from A (106), and 110 with z by the consumers or by TMA.
-        {
-          const WsProbeArgs a{rows, Bimg2.p, C2.p, A.p, Z.p, d.ROW};
-          std::vector<float> z106((size_t)rows * K), zv((size_t)rows * K);
-          static const char* names[] = {"106, residual from A", "110, shallow ring, z stored", "110, z by TMA stores"};
-          for (int v = 0; v < 3; ++v) {
-            SEZM_CUDA(cudaMemset(C2.p, 0x7F, (size_t)rows * K * sizeof(float)));
-            SEZM_CUDA(cudaMemset(Z.p, 0x7F, (size_t)rows * K * sizeof(float)));
-            const double ms = median_ms(R, s, [&] {
-              info = v == 0 ? launch_wgws_probe_variant(106, kEpiGated, a, K, K, A.p, d.ROW, s)
-                            : launch_wgtma_probe_variant(K, v == 2, 0, a, A.p, d.ROW, s);
-            });
-            SEZM_CUDA(cudaMemcpy((v == 0 ? c106 : cv).data(), C2.p, cv.size() * sizeof(float), cudaMemcpyDeviceToHost));
-            SEZM_CUDA(cudaMemcpy((v == 0 ? z106 : zv).data(), Z.p, zv.size() * sizeof(float), cudaMemcpyDeviceToHost));
-            std::string cmp;
-            if (v > 0) {
-              size_t dc = 0, dz = 0;
-              for (size_t i = 0; i < cv.size(); ++i) {
-                dc += std::memcmp(&cv[i], &c106[i], sizeof(float)) != 0;
-                dz += std::memcmp(&zv[i], &z106[i], sizeof(float)) != 0;
-              }
-              cmp = "  C: " + std::to_string(dc) + ", z: " + std::to_string(dz) + " elements differ";
-            }
-            std::printf("  K = N = %3d, gated kind, %-28s %8.3f ms  %6.2f TFLOP/s%s%s\n", K, names[v], ms,
-                        2.0 * rows * K * K / (ms * 1e9), cmp.c_str(), info.c_str());
-          }
-          // The ring's depth (the same kernel, z by the consumers, residual from A).
-          for (int st = 4; st <= (K > 128 ? 7 : 9); ++st) {
-            const double ms = median_ms(R, s, [&] { info = launch_wgtma_probe_variant(K, false, st, a, A.p, d.ROW, s); });
-            std::printf("  K = N = %3d, gated kind, ring of %d stages            %8.3f ms  %6.2f TFLOP/s%s\n", K, st, ms,
-                        2.0 * rows * K * K / (ms * 1e9), info.c_str());
-          }
-        }
-      }
+      if (wg_ok) probe_ws_schedules(rows, K, d.ROW, A.p, Bimg2.p, R, rng, s);
 #ifdef SEZM_PROBE_CUBLAS
       // The vendor's fp32 GEMM at the same shape, IEEE fp32 (pedantic math: no TF32), as a
       // reference ceiling. Row-major C = A B is column-major C^T = B^T A^T.

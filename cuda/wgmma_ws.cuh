@@ -104,10 +104,10 @@ __device__ __forceinline__ void ws_init(uint64_t (&full)[kStages], uint64_t (&em
 // The producer warp's part of one product (K x N) of item `it`: its k blocks kb0 .. kb1 - 1 (by
 // default all K / 16) into the ring (stages of kStage floats: A's box, then the B image's block,
 // kOne: its hi plane only; !kA: the B block alone, for a product whose A the consumers hold; !kB:
-// A's box alone, for a pass without a product; kARows: the rows of A's box, tmA's (64: a ring
-// of one consumer warpgroup, bench/stack_probe_ws.cuh's ping-pong); kZoff > 0: also the box of tmZ at the same
-// coordinates at kZoff floats into the stage, for an AX hook that reads both, ws_land_a), each
-// once the consumers released its stage. Called by the 32 lanes of the producer warp; lane 0
+// A's box alone, for a pass without a product; kARows: the rows of A's box, tmA's (64: a ring of
+// one consumer warpgroup, bench/stack_probe_ws.cuh's ping-pong); kZoff > 0: also the box of tmZ
+// at the same coordinates at kZoff floats into the stage, for an AX hook that reads both,
+// ws_land_a), each once the consumers released its stage. Called by the 32 lanes of the producer warp; lane 0
 // issues the copies.
 template <int N, int K, int kStages, int kStage, bool kOne = false, bool kA = true, int kZoff = 0, bool kB = true,
           int kARows = kWsRows>
