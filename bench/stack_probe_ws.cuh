@@ -51,7 +51,23 @@ constexpr int kEpiStore = 0, kEpiGated = 1, kEpiResidual = 2;
 // are in flight meanwhile (as the engine's residual_load); probe_epilogue_store, then C and z as kEpi
 // says: kEpiStore C = acc; kEpiGated z = acc stored (kStoreZ) and C = z sigmoid(z) + residual;
 // kEpiResidual C = acc + residual (IEEE, after the product).
-template <int N>
+// kLoad: how the residual is loaded: kLoadPlain (ld.global, as the engine), kLoadNoL1
+// (ld.global.nc.L1::no_allocate) or kLoadCg (ld.global.cg, cached in L2 only).
+constexpr int kLoadPlain = 0, kLoadNoL1 = 1, kLoadCg = 2;
+template <int kLoad>
+__device__ __forceinline__ float4 probe_load4(const float* a) {
+  float4 v;
+  if constexpr (kLoad == kLoadNoL1)
+    asm volatile("ld.global.nc.L1::no_allocate.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "l"(a));
+  else if constexpr (kLoad == kLoadCg)
+    asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(a));
+  else
+    v = *reinterpret_cast<const float4*>(a);
+  return v;
+}
+template <int N, int kLoad = kLoadPlain>
 __device__ __forceinline__ void probe_residual_load(const WsProbeArgs& p, int r0, int r1, float4 (&res)[N / 8]) {
   const size_t ldr = p.ldr > 0 ? p.ldr : N;
 #pragma unroll
@@ -59,7 +75,7 @@ __device__ __forceinline__ void probe_residual_load(const WsProbeArgs& p, int r0
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = h ? r1 : r0;
-      res[2 * q4 + h] = r < p.rows ? *reinterpret_cast<const float4*>(p.R + static_cast<size_t>(r) * ldr + wg_quad_col(q4))
+      res[2 * q4 + h] = r < p.rows ? probe_load4<kLoad>(p.R + static_cast<size_t>(r) * ldr + wg_quad_col(q4))
                                    : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
 }
@@ -278,16 +294,16 @@ inline const CUtensorMap& probe_map(const float* A, int rows, int K, int lda, ui
   return cache.back().tm;
 }
 
-// The kernel's persistent grid and occupancy, once per kernel.
+// The kernel's persistent grid and occupancy, once per kernel and shared-memory size.
 inline std::pair<int, int> probe_prepare(const void* fn, int bytes) {
   struct Prep {
     const void* fn;
-    int sms, per_sm;
+    int bytes, sms, per_sm;
   };
   static std::vector<Prep> prepared;
   for (const Prep& q : prepared)
-    if (q.fn == fn) return {q.sms, q.per_sm};
-  Prep q{fn, ws_prepare(fn, bytes, "wgws_probe_k"), 0};
+    if (q.fn == fn && q.bytes == bytes) return {q.sms, q.per_sm};
+  Prep q{fn, bytes, ws_prepare(fn, bytes, "wgws_probe_k"), 0};
   SEZM_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&q.per_sm, fn, kWsThreads, bytes));
   prepared.push_back(q);
   return {q.sms, q.per_sm};
@@ -356,7 +372,7 @@ __device__ __forceinline__ void fence_async_shared() {
 }
 __device__ __forceinline__ void wg_bar(int id) { asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory"); }
 
-template <int N, bool kTma, int kStages>
+template <int N, bool kTma, int kStages, int kLoad>
 __global__ void __launch_bounds__(kWsThreads, 1) wgtma_probe_k(const __grid_constant__ WsProbeArgs p,
                                                                const __grid_constant__ CUtensorMap tmA,
                                                                const __grid_constant__ CUtensorMap tmZ) {
@@ -380,7 +396,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) wgtma_probe_k(const __grid_cons
     ws_product<N, N, kStages, kStage>(ring, full, empty, pp, ct, acc);
     const int r0 = i * kWsRows + ws_row(ct, 0), r1 = i * kWsRows + ws_row(ct, 1);
     float4 res[N / 8];
-    probe_residual_load<N>(p, r0, r1, res);
+    probe_residual_load<N, kLoad>(p, r0, r1, res);
     if constexpr (kTma) {
       if (lt == 0) bulk_wait0<true>();  // the previous item's stores have read the staging
       wg_bar(1 + w);
@@ -402,10 +418,11 @@ __global__ void __launch_bounds__(kWsThreads, 1) wgtma_probe_k(const __grid_cons
   if (kTma && lt == 0) bulk_wait0<false>();  // the staging stays valid until the stores are done
 }
 
-template <int N, bool kTma, int kStages>
+// kPadKiB: shared memory reserved beside the kernel's and not used (the footprint test).
+template <int N, bool kTma, int kStages, int kLoad = kLoadPlain, int kPadKiB = 0>
 std::string launch_wgtma_probe(const WsProbeArgs& args, const float* A, int lda, cudaStream_t s) {
-  const int bytes = tma_smem_bytes<N, kTma, kStages>();
-  const auto k = wgtma_probe_k<N, kTma, kStages>;
+  const int bytes = tma_smem_bytes<N, kTma, kStages>() + kPadKiB * 1024;
+  const auto k = wgtma_probe_k<N, kTma, kStages, kLoad>;
   const auto [sms, per_sm] = probe_prepare(reinterpret_cast<const void*>(k), bytes);
   const int grid = std::min(div_up(args.rows, kWsRows), sms);
   k<<<grid, kWsThreads, bytes, s>>>(args, probe_map(A, args.rows, N, lda, kWsRows), probe_map(args.Z, args.rows, N, N, 64));
@@ -422,6 +439,28 @@ std::string launch_wgtma_depth(int stages, const WsProbeArgs& args, const float*
     return launch_wgtma_depth<N, kS + 1, kMax>(stages, args, A, lda, s);
   }
 }
+// The footprint test (110 without TMA on ws_stages(N)'s ring, 192 KiB): with `pad` (0 or 32) KiB of
+// shared memory reserved and unused, and the residual loaded as `load` says (kLoad*). Question
+// (docs/performance.md, 2026-12-04 second session): is a 224 KiB footprint's 7-8 % the L1 that the
+// epilogue's loads in flight lose, and does a load that does not allocate in L1 avoid it?
+template <int N, int kLoad>
+std::string launch_wgtma_footprint_load(bool pad, const WsProbeArgs& args, const float* A, int lda, cudaStream_t s) {
+  return pad ? launch_wgtma_probe<N, false, ws_stages(N), kLoad, 32>(args, A, lda, s)
+             : launch_wgtma_probe<N, false, ws_stages(N), kLoad, 0>(args, A, lda, s);
+}
+std::string launch_wgtma_footprint(int N, bool pad, int load, const WsProbeArgs& args, const float* A, int lda,
+                                   cudaStream_t s) {
+  if (N != 192 && N != 128) throw Error("the footprint probe takes N = 128 or 192");
+  if (load == kLoadNoL1)
+    return N == 192 ? launch_wgtma_footprint_load<192, kLoadNoL1>(pad, args, A, lda, s)
+                    : launch_wgtma_footprint_load<128, kLoadNoL1>(pad, args, A, lda, s);
+  if (load == kLoadCg)
+    return N == 192 ? launch_wgtma_footprint_load<192, kLoadCg>(pad, args, A, lda, s)
+                    : launch_wgtma_footprint_load<128, kLoadCg>(pad, args, A, lda, s);
+  return N == 192 ? launch_wgtma_footprint_load<192, kLoadPlain>(pad, args, A, lda, s)
+                  : launch_wgtma_footprint_load<128, kLoadPlain>(pad, args, A, lda, s);
+}
+
 // 110 with z by TMA (tma) or by the consumers on a ring of `stages` (0: tma_stages, the depth
 // beside the staging; without TMA 4 .. 7 at N = 192, 4 .. 9 at 128).
 std::string launch_wgtma_probe_variant(int N, bool tma, int stages, const WsProbeArgs& args, const float* A, int lda,

@@ -3,7 +3,7 @@
 // launchers: stack_probe_ws.cuh): 106 / 107 / 108 with a store and a gated-kind epilogue, three
 // identity layers through HBM (106) against 109 with the rows on chip, and the gated kind with
 // the residual from A: 106, 110 with z by the consumers or by tensor-map bulk stores, 110's
-// ring-depth curve. Each variant's output is compared to the bit with its reference's.
+// ring-depth curve and the footprint test. Each variant's output is compared to the bit with its reference's.
 // Included by bench/stack_probe.cu only, after DevBuf and median_ms.
 #include <cstdio>
 #include <cstring>
@@ -93,6 +93,19 @@ void probe_ws_schedules(int rows, int K, int lda, const float* A, const float* B
     std::printf("  K = N = %3d, gated kind, ring of %d stages            %8.3f ms  %6.2f TFLOP/s%s\n", K, st, ms,
                 tflops(ms, 1), info.c_str());
   }
+  // The footprint test: the engine-sized ring (192 KiB) with 32 KiB more reserved, and the
+  // residual's loads plain, not allocated in L1, or L2-only; C and z against 110's ring above.
+  static const char* loads[] = {"plain", "L1::no_allocate", "cg"};
+  for (bool pad : {false, true})
+    for (int load : {kLoadPlain, kLoadNoL1, kLoadCg}) {
+      poison(C2.p);
+      poison(Z.p);
+      const double ms = median_ms(R, s, [&] { info = launch_wgtma_footprint(K, pad, load, a, A, lda, s); });
+      fetch(cv, C2.p);
+      fetch(zv, Z.p);
+      std::printf("  K = N = %3d, gated kind, +%2d KiB unused, %-15s %8.3f ms  %6.2f TFLOP/s  C: %zu, z: %zu differ%s\n", K,
+                  pad ? 32 : 0, loads[load], ms, tflops(ms, 1), bit_diffs(cv, c_ref), bit_diffs(zv, z_ref), info.c_str());
+    }
 }
 
 }  // namespace
