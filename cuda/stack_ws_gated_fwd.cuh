@@ -34,13 +34,14 @@ __device__ __forceinline__ void set_quad(float (&acc)[M], int q4, int h, float4 
 }
 
 // Shared memory: the consumers' stash (64 floats per thread in 16-byte groups, thread-major), then
-// the ring, four stages of 32 KiB (one pass: eight of 20 KiB). Four, not five: 192 KiB keeps the
-// shared-memory carve-out at 196 KiB of the SM's unified 256 (224 KiB take the 228 KiB step), so
-// L1 keeps 60 KiB, not 28; with 32 KiB of unused shared memory added the probe's gated kind runs
-// 7-8 % slower, and loads that skip L1 are slower still (docs/performance.md, 2026-12-04 third
-// session). Here: fast 4,096 atoms -1.1 ms, lean -0.3, the same bits.
+// the ring, four stages of 32 KiB (one pass: six of 20 KiB). Not five (eight): 192 (184) KiB keep
+// the shared-memory carve-out at 196 KiB of the SM's unified 256 (224 KiB take the 228 KiB step),
+// so L1 keeps 60 KiB, not 28; with 32 KiB of unused shared memory added the probe's gated kind
+// runs 7-8 % slower, and loads that skip L1 are slower still (docs/performance.md, 2026-12-04
+// third session). Here, 4,096 atoms: fast -1.1 ms, lean -0.3; `precision tf32` fast -1.7, lean
+// -1.0; the same bits.
 template <bool kOne>
-using WsTcRing = WsScratchRing<kM0 / 2, kOne ? 8 : 4, ws_stage_floats(192, kOne)>;
+using WsTcRing = WsScratchRing<kM0 / 2, kOne ? 6 : 4, ws_stage_floats(192, kOne)>;
 
 // One gated layer's images: A (kS 2), focus f's at B0 + f 2 M0 M0; G padded to kNG columns, at
 // BG + f 2 Cf kNG; W1 (kS 2), at B1 + f 2 (2 M1)^2.
