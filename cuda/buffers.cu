@@ -71,6 +71,8 @@ void EngineBuffers::size_for_call(const Graph& gv, const Dims& d, int n_blocks, 
       zb.resize(std::max(d.ngated, 0));
       for (auto& z : zb) grow(z, static_cast<size_t>(d.F) * Er * d.ROW);
     }
+    Uall.resize(std::max(nb - 1, 0));
+    for (auto& u : Uall) grow(u, static_cast<size_t>(d.F) * Er * d.ROW);
   }
   atom_energy.set_counter(&mem);
   atom_energy.resize(N);
@@ -163,7 +165,7 @@ size_t call_device_bytes(const Dims& d, const CallShape& c) {
     if (c.chunk_geo) add(3 * Ec, f8);
   }
   add(E * d.F, f * nb);  // alpha per block
-  if (c.keep_z && nb > 1 && d.ngated > 0) add(static_cast<size_t>(d.F) * E * d.ROW, f * (nb - 1) * d.ngated);
+  if (c.keep_z && nb > 1) add(static_cast<size_t>(d.F) * E * d.ROW, f * (nb - 1) * (d.ngated + 1));  // Zall, Uall
   // per node: embedding, X per block boundary, per-block state (grow_block, H), node scratch
   add(N, f); add(N * 4 * d.es_emb, f); add(N * 2 * d.C, f);
   add(NT * nodeW, f * (nb + 1));

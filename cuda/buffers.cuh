@@ -75,6 +75,7 @@ struct ChunkScratch {
   DBuf<float> Ssrc_bar, Xloc_bar, alpha_bar, lbar, rho_bar_c;  // backward (Xloc_bar: two-kernel source path)
   std::vector<DBuf<float>> Zc;                 // the chunk's gated pre-activations (lean recompute, fused block)
   std::vector<std::vector<DBuf<float>>> Zall;  // fast: [block before the fused one][gated layer], every edge
+  std::vector<DBuf<float>> Uall;               // fast: [block before the fused one], its stack output, every edge
 };
 
 // Every buffer of the engine, the byte counter they share, and the current call's graph sizes.
@@ -96,8 +97,8 @@ struct EngineBuffers : GraphBuffers, EdgeBuffers, NodeBuffers, NodeScratch, Chun
 
   // Uploads the graph on `s` and sizes every buffer the call needs before the first launch (the
   // per-block node state grows inside the block loop, grow_block). max_ec: the largest chunk's
-  // edge count; keep_z: the forward keeps the gated pre-activations of every edge of the blocks
-  // before the last (fast mode with gradients). graph_from: the buffers of an engine on the
+  // edge count; keep_z: the forward keeps the gated pre-activations and the stack output of
+  // every edge of the blocks before the last (fast mode with gradients). graph_from: the buffers of an engine on the
   // same device that holds the same graph already (a committee's leader): its graph is copied
   // device to device instead of uploaded.
   // chunk_geo: the per-edge geometry and its kin hold one chunk (EdgeState::kChunk).

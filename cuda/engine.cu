@@ -127,15 +127,13 @@ void CudaEngine::Impl::softmax_forward(int b, const Chunk& c) {
                                    s);
 }
 
-// Forward of one chunk's value path up to the stack output; returns the buffer holding it. In
-// the backward (`recompute`), lean mode recomputes every layer and keeps the chunk's gated
-// pre-activations; fast mode replays the gated layers from the kept pre-activations. The fused
-// block's forward keeps them in chunk scratch for its backward right behind.
+// Forward of one chunk's value path up to the stack output; returns the buffer holding it
+// (engine_impl.cuh says what each mode keeps).
 float* CudaEngine::Impl::chunk_forward(int b, const Chunk& c, bool recompute) {
   const int Ec = c.e1 - c.e0;
   const BlockWDev& w = dw.bw[b];
-  const bool fast = mode == CudaMode::kFast;
   const bool save_z = recompute || b == fused_block || keep_z;
+  float* const kept = kept_u(b, c);  // fast: the stack's output goes there, and its backward reads it
   mark(recompute ? "bwd: recompute radial prep" : "fwd: radial prep");
   launch_radial_prep(d, w, RadialTablesArgs{c.e0, Ec, radial_in(c), Rh_c.data(), kern_c.data(), nullptr}, s);
   mark(recompute ? "bwd: recompute rotate" : "fwd: rotate+condition");
@@ -147,26 +145,24 @@ float* CudaEngine::Impl::chunk_forward(int b, const Chunk& c, bool recompute) {
   FocusCompeteArgs fc{};
   fc.e0 = c.e0; fc.Ec = Ec; fc.Ssrc = Ssrc.data(); fc.fc_p = fc_p.data(); fc.alpha_fc = alpha_fc.data();
   launch_focus_compete(d, w, fc, s);
+  if (recompute && kept) return kept;  // fast: the stack's output was kept (its pre-activations too)
   // Two buffers suffice: a layer reads only its input (its residual too) and writes its output,
   // and the backward reads only the stack output and the kept z (chunk_backward).
-  if (stack_ws_chain(d) && !(fast && recompute)) {  // every layer in one launch (not fast's replay)
+  if (stack_ws_chain(d)) {  // every layer in one launch
     mark(recompute ? "bwd: recompute stack, chained" : "fwd: stack, chained");
     float* zs[kStackChainMax] = {};
     for (int k = 0; k < d.ngated && save_z; ++k) zs[k] = chunk_z(b, k, c);  // ngated <= nL <= the max
-    return launch_stack_chain_forward(d, w, Ec, U0.data(), Ua.data(), zs, s);
+    return launch_stack_chain_forward(d, w, Ec, U0.data(), Ua.data(), zs, kept, s);
   }
   float* in = U0.data();
   float* bufs[2] = {Ua.data(), U0.data()};
   for (int k = 0; k < d.nL; ++k) {
-    float* out = bufs[k % 2];
+    float* out = k + 1 == d.nL && kept ? kept : bufs[k % 2];
     const bool gated = k < d.ngated;
     // Gated and linear layers timed apart (the gate products and epilogue are the difference).
-    if (gated) mark(recompute ? (fast ? "bwd: replay stack, gated" : "bwd: recompute stack, gated") : "fwd: stack, gated");
+    if (gated) mark(recompute ? "bwd: recompute stack, gated" : "fwd: stack, gated");
     else mark(recompute ? "bwd: recompute stack, linear" : "fwd: stack, linear");
-    if (gated && fast && recompute)
-      launch_stack_layer_replay(d, w, k, Ec, in, out, chunk_z(b, k, c), s);
-    else
-      launch_stack_layer_forward(d, w, k, Ec, in, out, gated && save_z ? chunk_z(b, k, c) : nullptr, s);
+    launch_stack_layer_forward(d, w, k, Ec, in, out, gated && save_z ? chunk_z(b, k, c) : nullptr, s);
     in = out;
   }
   return in;

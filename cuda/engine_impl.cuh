@@ -175,11 +175,17 @@ struct CudaEngine::Impl : EngineBuffers {
     return mode == CudaMode::kFast && b != fused_block ? Zall[b][k].data() + (size_t)d.F * c.e0 * d.ROW
                                                        : Zc[k].data();
   }
+  // Fast mode's kept stack output of chunk c of block b (the blocks before the fused one, with
+  // keep_z), or null: its backward reads it instead of replaying the stack.
+  float* kept_u(int b, const Chunk& c) {
+    return keep_z && b != fused_block ? Uall[b].data() + (size_t)d.F * c.e0 * d.ROW : nullptr;
+  }
 
   // Forward of one chunk's value path up to the stack output; returns the buffer holding it. In
   // the backward (`recompute`), lean mode recomputes every layer and keeps the chunk's gated
-  // pre-activations; fast mode replays the gated layers from the kept pre-activations. The fused
-  // block's forward keeps them in chunk scratch for its backward right behind.
+  // pre-activations; fast mode recomputes only the stack's input side (the radial tables, the
+  // focus competition's state) and returns the kept stack output. The fused block's forward keeps
+  // the pre-activations in chunk scratch for its backward right behind.
   float* chunk_forward(int b, const Chunk& c, bool recompute);
 
   // Block b's node steps after its aggregation on the nodes [n0, n0 + n): output gate, post

@@ -26,12 +26,13 @@ void launch_stack_ws_gated(const Dims& d, const BlockWDev& w, int layer, int Ec,
 // The chained forward (stack_ws_chain.cu): every layer of a chunk's stack in one launch on the
 // warp-specialised tile, where stack_ws_chain(d) (Dims::stack_ws 1 or 2, ws_shape, at most four
 // layers). Layer k reads buf[k % 2] and writes buf[(k + 1) % 2], as the one-layer launches
-// ping-pong; zsave (null, or one pointer per layer) keeps gated layer k's pre-activations at
+// ping-pong, but the last layer writes `out` where that is not null (fast mode's kept stack
+// output); zsave (null, or one pointer per layer) keeps gated layer k's pre-activations at
 // zsave[k] where that is not null. Returns the buffer holding the stack's output.
 constexpr int kStackChainMax = 4;  // layers of one chained launch (C.pt: 3)
 bool stack_ws_chain(const Dims& d);
 float* launch_stack_chain_forward(const Dims& d, const BlockWDev& w, int Ec, float* buf0, float* buf1,
-                                  float* const* zsave, cudaStream_t s);
+                                  float* const* zsave, float* out, cudaStream_t s);
 // Zsave: the gated layer's pre-activations are written there (fast mode, lean recompute, the
 // fused block); null: not kept.
 void launch_stack_layer_forward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* Uin, float* Uout,

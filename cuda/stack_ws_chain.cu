@@ -38,6 +38,7 @@ struct WsChainLayer {
 struct WsChainFwd {
   WsChainLayer layer[kChainMax];  // the identity layers' images in g.B0, g.B1
   float* buf[2];
+  float* last;  // the last layer's output (buf[nL % 2] or fast mode's kept stack output)
   int nL, ngated, Ec, ROW, ntiles, nitems;
 };
 
@@ -135,7 +136,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_fwd_k(const __gr
 #pragma unroll 1
       for (int m = 0; m < n; ++m) {
         const int i = i0 + m * gridDim.x, f = i / p.ntiles, row0 = (i - f * p.ntiles) * kWsRows;
-        const WsIo io{p.buf[l & 1], p.buf[(l + 1) & 1], p.layer[l].zsave, p.Ec, p.ROW};
+        const WsIo io{p.buf[l & 1], l + 1 == p.nL ? p.last : p.buf[(l + 1) & 1], p.layer[l].zsave, p.Ec, p.ROW};
         if (pending == m) hand_over();
         chain_unit<R::kStages, R::kStage, kOne>(l < p.ngated, io, f, row0, ring, full, empty, pp, ct, stash4,
                                                 hand_over);
@@ -151,13 +152,14 @@ bool stack_ws_chain(const Dims& d) {
 }
 
 float* launch_stack_chain_forward(const Dims& d, const BlockWDev& w, int Ec, float* buf0, float* buf1,
-                                  float* const* zsave, cudaStream_t s) {
+                                  float* const* zsave, float* out, cudaStream_t s) {
   if (!stack_ws_chain(d) || w.A_ws == nullptr || w.W1_wg == nullptr || (d.ngated > 0 && w.G_ws == nullptr))
     throw Error("launch_stack_chain_forward: the chained forward needs Cf = 32, L = 3, at most " +
                 std::to_string(kChainMax) + " layers and the warp-specialised images (Dims::stack_ws)");
-  if (buf0 == buf1 || reinterpret_cast<uintptr_t>(buf0) % 16 != 0 || reinterpret_cast<uintptr_t>(buf1) % 16 != 0)
+  if (buf0 == buf1 || reinterpret_cast<uintptr_t>(buf0) % 16 != 0 || reinterpret_cast<uintptr_t>(buf1) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(out) % 16 != 0)
     throw Error("launch_stack_chain_forward: two distinct 16-byte aligned activation buffers expected");
-  float* const out = d.nL % 2 ? buf1 : buf0;
+  if (out == nullptr) out = d.nL % 2 ? buf1 : buf0;
   if (Ec == 0) return out;
   const bool one = d.tf32_one_pass != 0;
   const auto k = one ? stack_ws_chain_fwd_k<true> : stack_ws_chain_fwd_k<false>;
@@ -170,6 +172,7 @@ float* launch_stack_chain_forward(const Dims& d, const BlockWDev& w, int Ec, flo
   }
   p.buf[0] = buf0;
   p.buf[1] = buf1;
+  p.last = out;
   p.nL = d.nL;
   p.ngated = d.ngated;
   set_ws_items(p, d, Ec);
