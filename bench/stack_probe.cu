@@ -7,7 +7,7 @@
 // with A streamed from HBM or made in registers, on the layers' 64-row tile (4 rows per thread)
 // and on variants of it (128 rows, the k loop unrolled): the inner product's ceiling without the
 // layers' epilogues, beside cuBLAS's IEEE-fp32 SGEMM at the same shape when cuBLAS is found.
-// Part 2 times the real layer kernels (forward gated / linear, replay, backward) on E edges x F
+// Part 2 times the real layer kernels (forward gated / linear, backward) on E edges x F
 // foci with random weights of the given shape (default: potentials/C.pt's stack, L = 3, Cf = 32,
 // F = 2), in the engine's arithmetic (IEEE fp32 FFMA) and with `precision tf32`. Medians of
 // R launches; TFLOP/s count the useful products only; the H200's fp32 FFMA peak is 67 TFLOP/s,
@@ -448,8 +448,6 @@ int main(int argc, char** argv) {
              median_ms(R, s, [&] { launch_stack_layer_forward(d, w, 0, E, U.p, V.p, nullptr, s); }), flop + gate, 2);
       report((p + "forward, linear").c_str(),
              median_ms(R, s, [&] { launch_stack_layer_forward(d, w, 2, E, U.p, V.p, nullptr, s); }), flop, 2);
-      report((p + "replay, gated (no main product)").c_str(),
-             median_ms(R, s, [&] { launch_stack_layer_replay(d, w, 0, E, U.p, V.p, Z.p, s); }), gate, 3);
       // Last: the warp-specialised gated backward overwrites part of Z (its repeats redo the same work).
       report((p + "backward, gated").c_str(),
              median_ms(R, s, [&] { launch_stack_layer_backward(d, w, 0, E, U.p, V.p, Z.p, s); }), flop + 2 * gate, 3);

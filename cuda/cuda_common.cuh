@@ -169,7 +169,7 @@ struct Dims {
   // the weights' images uploaded (BlockWDev::*_wg). 0: the SIMT / mma.sync tile.
   int wgmma;
   // The stack's layers on the warp-specialised persistent tile (wgmma_ws.cuh, stack_ws.cu): every
-  // forward, replay and backward: 1, the default on wgmma with
+  // forward and backward: 1, the default on wgmma with
   // Cf = 32, L = 3 (device.cu, use_stack_ws), the forward's layers chained in one launch per
   // chunk (stack_ws_chain.cu); 2 (SEZM_CUDA_STACK_WS=2): the same but the gated backward, which
   // stays on wg_tile; 3: as 1 with a forward launch per layer; 0: wg_tile for every layer. With

@@ -8,8 +8,8 @@
 // every per-edge activation of the SO(2) value path lives only in chunk-sized scratch, so device
 // memory is O(E * geometry + chunk * activations). In lean mode the backward recomputes each
 // chunk's rotation and whole stack; in fast mode the forward keeps the gated layers'
-// pre-activations of every edge, and the backward replays those layers elementwise (no GEMM),
-// recomputing only the rotation and the final linear layer.
+// pre-activations and the stack output of every edge (the blocks before the last), and the
+// backward recomputes only the radial tables, the rotation's source sums and the focus competition.
 //
 // ZBL bridging (docs/model.md §9) runs on the host around this orchestration (bridging.cuh): the
 // clamped edge vectors replace the raw ones before the geometry, the per-edge gate goes to the

@@ -6,7 +6,6 @@
 // sigmoids of its rows, computed from the m = 0 scalar pre-activation, stay in shared memory:
 //  forward (gated layer):  z0 = U0 A; S = sigmoid(z0[:, :Cf] G); U0' = U0 + [silu(z00), z0 * S];
 //                          z1 = U1 W1; U1' = U1 + z1 * S;  z = [z0, z1] saved (fast mode, lean recompute);
-//  replay (fast backward): the same epilogue from the kept z, no GEMM;
 //  forward (identity):     U' = U + U W;
 //  backward (gated):       S recomputed from the saved z00; z_bar built on the fly while loading
 //                          the GEMM's A operand (g * S on value rows, g silu'(z00) + eta G^T on
@@ -14,8 +13,8 @@
 //  backward (identity):    G' = g + g W^T.
 // Numerics: the tile products in IEEE fp32 FFMA, or in one TF32 pass on tensor cores with
 // `precision tf32` (Dims::tf32_one_pass); the tile product and its geometry are stack_tile.cuh.
-// With Dims::stack_ws (by default on Hopper at Cf = 32, L = 3) the layers' products but the
-// replay (and, at stack_ws 2, the gated backward) run on the warp-specialised tile instead
+// With Dims::stack_ws (by default on Hopper at Cf = 32, L = 3) the layers (but, at stack_ws 2,
+// the gated backward) run on the warp-specialised tile instead
 // (stack_ws.cu, stack_ws_gated_bwd.cu), with `precision tf32` in one TF32 pass there too.
 // CPU twin: the mixing stack in engine/so2_convolution.h.
 #include "stack.cuh"
@@ -100,12 +99,10 @@ __device__ __forceinline__ void gate_sigmoids(const Dims& d, const StackSmem& sm
   });
 }
 
-// Forward of one layer; with Zin (fast mode's backward) the gated layer's pre-activations are
-// read instead of multiplied.
+// Forward of one layer.
 template <int TR, int NC0, int NC1, int kM>
 __global__ void __launch_bounds__(tile_threads<kM>(), (is_wg(kM) || (TR == 4 && NC1 <= 3)) ? 2 : 1) stack_forward_k(Dims d, BlockWDev w, int layer, int Ec,
-                                                            const float* __restrict__ Uin, float* Uout, float* Zsave,
-                                                            const float* __restrict__ Zin) {
+                                                            const float* __restrict__ Uin, float* Uout, float* Zsave) {
   constexpr int BM = tile_bm<TR, kM>();
   extern __shared__ float4 smem4[];
   const StackSmem sm = carve<TR, kM>(d, reinterpret_cast<float*>(smem4));
@@ -117,22 +114,14 @@ __global__ void __launch_bounds__(tile_threads<kM>(), (is_wg(kM) || (TR == 4 && 
   const float* A = weights<kM>(w.A, w.A_wg, lf, (size_t)d.M0 * d.M0);
   const float* W1 = weights<kM>(w.W1, w.W1_wg, lf, 4 * (size_t)d.M1 * d.M1);
   const int LC = d.L * d.Cf, Cf = d.Cf;
-  const bool replay = gated && Zin != nullptr;
 
   // ---- m = 0 group ----
   {
     float acc[TR][4 * NC0];
     zero<TR, NC0>(acc);
-    if (replay) {
-      for_each_quad<TR, NC0, kM>(row0, Ec, d.M0, [&](int r, int j, int row, int c) {
-        const float4 z = ld4(Zin + fo + (size_t)row * d.ROW + c);
-        acc[r][4 * j] = z.x; acc[r][4 * j + 1] = z.y; acc[r][4 * j + 2] = z.z; acc[r][4 * j + 3] = z.w;
-      });
-    } else {
-      tile_mma<TR, NC0, kM>(sm, d.M0, d.M0, A,
-                        [&](int r, int k) { return row0 + r < Ec ? ld4(U + (size_t)(row0 + r) * d.ROW + k) : zero4(); },
-                        acc);
-    }
+    tile_mma<TR, NC0, kM>(sm, d.M0, d.M0, A,
+                          [&](int r, int k) { return row0 + r < Ec ? ld4(U + (size_t)(row0 + r) * d.ROW + k) : zero4(); },
+                          acc);
     if (gated) {
 #pragma unroll
       for (int r = 0; r < TR; ++r)
@@ -169,18 +158,11 @@ __global__ void __launch_bounds__(tile_threads<kM>(), (is_wg(kM) || (TR == 4 && 
     float acc[TR][4 * NC1];
     zero<TR, NC1>(acc);
     const int N1 = 2 * d.M1;
-    if (replay) {
-      for_each_quad<TR, NC1, kM>(row0, Ec, N1, [&](int r, int j, int row, int c) {
-        const float4 z = ld4(Zin + fo + (size_t)row * d.ROW + d.M0 + c);
-        acc[r][4 * j] = z.x; acc[r][4 * j + 1] = z.y; acc[r][4 * j + 2] = z.z; acc[r][4 * j + 3] = z.w;
-      });
-    } else {
-      tile_mma<TR, NC1, kM>(sm, N1, N1, W1,
-                        [&](int r, int k) {
-                          return row0 + r < Ec ? ld4(U + (size_t)(row0 + r) * d.ROW + d.M0 + k) : zero4();
-                        },
-                        acc);
-    }
+    tile_mma<TR, NC1, kM>(sm, N1, N1, W1,
+                          [&](int r, int k) {
+                            return row0 + r < Ec ? ld4(U + (size_t)(row0 + r) * d.ROW + d.M0 + k) : zero4();
+                          },
+                          acc);
     float4 res[TR][NC1];
     load_quads<TR, NC1, kM>(row0, Ec, N1, Uin + fo + d.M0, d.ROW, res);
     for_each_quad<TR, NC1, kM>(row0, Ec, N1, [&](int r, int j, int row, int c) {
@@ -340,7 +322,7 @@ __global__ void __launch_bounds__(tile_threads<kM>(), (is_wg(kM) || (TR == 4 && 
   }
 }
 
-enum class Pass { kForward, kReplay, kBackward };
+enum class Pass { kForward, kBackward };
 
 template <int TR, int NC0, int NC1, int kM>
 void launch_tile(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out, float* z,
@@ -353,10 +335,8 @@ void launch_tile(const Dims& d, const BlockWDev& w, int layer, int Ec, const flo
   if (bytes > 48 * 1024) SEZM_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
   if (bwd)
     stack_backward_k<TR, NC0, NC1, kM><<<grid, tile_threads<kM>(), bytes, s>>>(d, w, layer, Ec, in, out, z);
-  else if (pass == Pass::kReplay)
-    stack_forward_k<TR, NC0, NC1, kM><<<grid, tile_threads<kM>(), bytes, s>>>(d, w, layer, Ec, in, out, nullptr, z);
   else
-    stack_forward_k<TR, NC0, NC1, kM><<<grid, tile_threads<kM>(), bytes, s>>>(d, w, layer, Ec, in, out, z, nullptr);
+    stack_forward_k<TR, NC0, NC1, kM><<<grid, tile_threads<kM>(), bytes, s>>>(d, w, layer, Ec, in, out, z);
 }
 
 // Column quads per thread (N / 64 rounded up) compiled for the supported widths.
@@ -388,11 +368,9 @@ void launch_stack(const Dims& d, const BlockWDev& w, int layer, int Ec, const fl
   // fp32 FFMA by default: the mma.sync 3xTF32 tile is no faster there (docs/performance.md,
   // "Tensor cores"). `precision tf32`: one TF32 pass on either.
   if (d.wgmma && wgmma_shape(d)) {
-    // Dims::stack_ws: the identity layers (forward, their replay-pass forward, backward) on the
-    // warp-specialised tile (stack_ws.cu), in the 3xTF32 split or one TF32 pass (the tile follows
-    // Dims::tf32_one_pass); its tensor map needs a 16-byte aligned base. The gated layers' forward,
-    // backward and replay too (the replay's gate product on the same tile as the forward's: the
-    // same bits as lean's recompute).
+    // Dims::stack_ws: the identity layers (forward, backward) on the warp-specialised tile
+    // (stack_ws.cu), in the 3xTF32 split or one TF32 pass (the tile follows Dims::tf32_one_pass);
+    // its tensor map needs a 16-byte aligned base. The gated layers' forward and backward too.
     if (d.stack_ws && reinterpret_cast<uintptr_t>(in) % 16 == 0) {
       if (layer >= d.ngated) {
         launch_stack_ws_linear(d, w, layer, Ec, in, out, pass == Pass::kBackward, s);
@@ -402,14 +380,8 @@ void launch_stack(const Dims& d, const BlockWDev& w, int layer, int Ec, const fl
       // Stack_ws 2: the gated backward stays on wg_tile.
       const bool ws_bwd = d.stack_ws != 2;
       if (pass != Pass::kBackward || ws_bwd) {
-        launch_stack_ws_gated(d, w, layer, Ec, in, out, z,
-                              pass == Pass::kBackward ? WsGatedPass::kBackward
-                              : pass == Pass::kReplay ? WsGatedPass::kReplay
-                                                      : WsGatedPass::kForward,
-                              s);
-        SEZM_LAUNCH(pass == Pass::kBackward ? "stack_ws_backward_gated"
-                    : pass == Pass::kReplay ? "stack_ws_replay_gated"
-                                            : "stack_ws_forward_gated");
+        launch_stack_ws_gated(d, w, layer, Ec, in, out, z, pass == Pass::kBackward, s);
+        SEZM_LAUNCH(pass == Pass::kBackward ? "stack_ws_backward_gated" : "stack_ws_forward_gated");
         return;
       }
     }
@@ -420,7 +392,7 @@ void launch_stack(const Dims& d, const BlockWDev& w, int layer, int Ec, const fl
   } else {
     launch_widths<kIeee>(d, w, layer, Ec, in, out, z, pass, s);
   }
-  SEZM_LAUNCH(pass == Pass::kBackward ? "stack_backward" : pass == Pass::kReplay ? "stack_replay" : "stack_forward");
+  SEZM_LAUNCH(pass == Pass::kBackward ? "stack_backward" : "stack_forward");
 }
 
 }  // namespace
@@ -438,11 +410,6 @@ size_t stack_smem_bytes_wg(const Dims& d) {
 void launch_stack_layer_forward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* Uin, float* Uout,
                                 float* Zsave, cudaStream_t s) {
   launch_stack(d, w, layer, Ec, Uin, Uout, Zsave, Pass::kForward, s);
-}
-
-void launch_stack_layer_replay(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* Uin, float* Uout,
-                               const float* Z, cudaStream_t s) {
-  launch_stack(d, w, layer, Ec, Uin, Uout, const_cast<float*>(Z), Pass::kReplay, s);
 }
 
 void launch_stack_layer_backward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* Gin, float* Gout,

@@ -1,7 +1,7 @@
 #pragma once
 // The gated SO(2) mixing stack on the device (CPU twin: the mixing stack in
-// engine/so2_convolution.h): one fused kernel per layer, forward, replay (fast mode) and
-// backward, on a chunk of Ec edges, activations focus-major (F, Ec, ROW).
+// engine/so2_convolution.h): one fused kernel per layer, forward and backward, on a chunk of Ec
+// edges, activations focus-major (F, Ec, ROW).
 #include "model_dev.cuh"
 
 namespace sezm::cuda {
@@ -17,12 +17,10 @@ size_t stack_smem_bytes_wg(const Dims& d);
 bool ws_shape(const Dims& d);
 void launch_stack_ws_linear(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out, bool bwd,
                             cudaStream_t s);
-// A gated layer on it: forward (z: Zsave as launch_stack_layer_forward's, or null), fast mode's
-// replay (z: the kept pre-activations, read; no products but the gate's) or backward (z: the
-// saved pre-activations, read); one TF32 pass with tf32_one_pass.
-enum class WsGatedPass { kForward, kReplay, kBackward };
+// A gated layer on it: forward (z: Zsave as launch_stack_layer_forward's, or null) or backward
+// (bwd; z: the saved pre-activations, read); one TF32 pass with tf32_one_pass.
 void launch_stack_ws_gated(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out, float* z,
-                           WsGatedPass pass, cudaStream_t s);
+                           bool bwd, cudaStream_t s);
 // The chained forward (stack_ws_chain.cu): every layer of a chunk's stack in one launch on the
 // warp-specialised tile, where stack_ws_chain(d) (Dims::stack_ws 1 or 2, ws_shape, at most four
 // layers). Layer k reads buf[k % 2] and writes buf[(k + 1) % 2], as the one-layer launches
@@ -37,9 +35,6 @@ float* launch_stack_chain_forward(const Dims& d, const BlockWDev& w, int Ec, flo
 // fused block); null: not kept.
 void launch_stack_layer_forward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* Uin, float* Uout,
                                 float* Zsave, cudaStream_t s);
-// Fast mode's backward: a gated layer re-applied from its kept pre-activations Z (no GEMM).
-void launch_stack_layer_replay(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* Uin, float* Uout,
-                               const float* Z, cudaStream_t s);
 // The layer's backward: Gout = the adjoint of its input from Gin, that of its output; a gated
 // layer's Z (its kept pre-activations) is read.
 void launch_stack_layer_backward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* Gin, float* Gout,

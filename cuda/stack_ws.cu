@@ -4,9 +4,7 @@
 //  identity layers: forward U' = U + U W, backward G' = G + G W^T;
 //  gated layers: forward and backward as stack_forward_k / stack_backward_k, one launch each with
 //  the gate products on the tensor cores too (stack_ws_gated_fwd.cu, stack_ws_gated_bwd.cu).
-// Fast mode's replay of a gated layer runs the forward's launch without its two products (its gate
-// product kept: S to the bit, stack_ws_gated_fwd.cu). With `precision tf32`
-// (Dims::tf32_one_pass) every product here is one TF32 pass.
+// With `precision tf32` (Dims::tf32_one_pass) every product here is one TF32 pass.
 //
 // Layout: activations focus-major (F, Ec, ROW); a work item is one focus's 128-row tile (the
 // weights differ per focus, so a tile never straddles one): A's tensor map is 3-D {ROW, Ec, F}
@@ -89,14 +87,12 @@ void launch_stack_ws_linear(const Dims& d, const BlockWDev& w, int layer, int Ec
 }
 
 void launch_stack_ws_gated(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out, float* z,
-                           WsGatedPass pass, cudaStream_t s) {
-  const bool bwd = pass == WsGatedPass::kBackward;
+                           bool bwd, cudaStream_t s) {
   if (!ws_shape(d) || (bwd ? w.AT_ws : w.A_ws) == nullptr || w.G == nullptr || w.GT == nullptr ||
-      (pass != WsGatedPass::kForward && z == nullptr))
+      (bwd && z == nullptr))
     throw Error("launch_stack_ws_gated: the warp-specialised stack needs Cf = 32, L = 3, its images (Dims::stack_ws) "
-                "and, replay and backward, the saved pre-activations");
+                "and, backward, the saved pre-activations");
   if (bwd) launch_gated_backward(d, w, layer, Ec, in, out, z, s);
-  else if (pass == WsGatedPass::kReplay) launch_gated_replay(d, w, layer, Ec, in, out, z, s);
   else launch_gated_forward(d, w, layer, Ec, in, out, z, s);
 }
 

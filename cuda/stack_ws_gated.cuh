@@ -20,10 +20,6 @@ void launch_gated_backward(const Dims& d, const BlockWDev& w, int layer, int Ec,
 // out = the layer applied to `in`, zsave its pre-activations (or null).
 void launch_gated_forward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out,
                           float* zsave, cudaStream_t s);
-// Fast mode's replay of a gated layer on the WS tile (stack_ws_gated_fwd.cu): out = the layer
-// applied to `in` from its kept pre-activations z (read only), the same bits as the forward.
-void launch_gated_replay(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out,
-                         const float* z, cudaStream_t s);
 
 namespace {
 

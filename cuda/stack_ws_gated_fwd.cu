@@ -20,15 +20,10 @@ namespace {
 struct WsGatedTc {
   WsGatedImages img;  // this layer's
   WsIo io;
-  const float* zin;  // kReplay: the kept pre-activations (F, Ec, ROW)
   int ntiles, nitems;
 };
 
-// kReplay: fast mode's replay of the layer from its kept pre-activations, no products but the
-// gate's (gated_replay_item). On the wg tile's replay (stack.cu), whose gate product sums in
-// another order, fast mode's output differed from lean's in the last bits (Cuda.FastModeIs-
-// BitIdenticalToLean, failing since the WS tile became the default; found 2026-12-03).
-template <bool kOne, bool kReplay>
+template <bool kOne>
 __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_tc_k(const __grid_constant__ WsGatedTc p,
                                                                      const __grid_constant__ CUtensorMap tmA) {
   using R = WsTcRing<kOne>;
@@ -42,8 +37,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_tc_k(const __gri
     if (threadIdx.x >= 32) return;
     for (int i = blockIdx.x; i < p.nitems; i += ws_grid()) {
       const int f = i / p.ntiles, y = (i - f * p.ntiles) * kWsRows;
-      if constexpr (kReplay) gated_replay_fill<R::kStages, R::kStage, kOne>(p.img, ring, full, empty, pp, &tmA, f, y);
-      else gated_fwd_fill<R::kStages, R::kStage, kOne>(p.img, ring, full, empty, pp, &tmA, f, y);
+      gated_fwd_fill<R::kStages, R::kStage, kOne>(p.img, ring, full, empty, pp, &tmA, f, y);
     }
     return;
   }
@@ -54,28 +48,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_tc_k(const __gri
   float4* const stash4 = reinterpret_cast<float4*>(ws_dsmem) + ct;
   for (int i = blockIdx.x; i < p.nitems; i += gridDim.x) {
     const int f = i / p.ntiles, row0 = (i - f * p.ntiles) * kWsRows;
-    if constexpr (kReplay)
-      gated_replay_item<R::kStages, R::kStage, kOne>(p.io, p.zin, f, row0, ring, full, empty, pp, ct, stash4);
-    else
-      gated_fwd_item<R::kStages, R::kStage, kOne>(p.io, f, row0, ring, full, empty, pp, ct, stash4);
+    gated_fwd_item<R::kStages, R::kStage, kOne>(p.io, f, row0, ring, full, empty, pp, ct, stash4);
   }
-}
-
-void launch_gated_tc(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out, float* zsave,
-                     const float* zin, cudaStream_t s) {
-  const bool one = d.tf32_one_pass != 0;
-  const auto k = zin ? (one ? stack_ws_gated_tc_k<true, true> : stack_ws_gated_tc_k<false, true>)
-                     : (one ? stack_ws_gated_tc_k<true, false> : stack_ws_gated_tc_k<false, false>);
-  const int bytes = one ? WsTcRing<true>::kBytes : WsTcRing<false>::kBytes;
-  const int sms = ws_prepare(reinterpret_cast<const void*>(k), bytes, "stack_ws_gated_tc_k");
-  WsGatedTc p;
-  p.img = gated_images(d, w, layer);
-  p.io = WsIo{in, out, zsave, Ec, d.ROW};
-  p.zin = zin;
-  p.ntiles = div_up(Ec, kWsRows);
-  p.nitems = p.ntiles * d.F;
-  k<<<std::min(p.nitems, sms), kWsThreads, bytes, s>>>(p, activations_map(d, Ec, in));
-  SEZM_LAUNCH("stack_ws_gated_tc_k");
 }
 
 }  // namespace
@@ -86,16 +60,17 @@ void launch_gated_forward(const Dims& d, const BlockWDev& w, int layer, int Ec, 
     throw Error("launch_gated_forward: rows of ten 32-wide blocks expected (Cf = 32, L = 3)");
   if (out == in || zsave == in) throw Error("launch_gated_forward: the output and the kept z must not be the input");
   if (w.G_ws == nullptr) throw Error("launch_gated_forward: the gate's padded image (BlockWDev::G_ws) was not built");
-  launch_gated_tc(d, w, layer, Ec, in, out, zsave, nullptr, s);
-}
-
-void launch_gated_replay(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out,
-                         const float* z, cudaStream_t s) {
-  if (d.ROW != 10 * kCf || d.M0 != kM0)
-    throw Error("launch_gated_replay: rows of ten 32-wide blocks expected (Cf = 32, L = 3)");
-  if (out == in || z == nullptr) throw Error("launch_gated_replay: the output must not be the input; z is needed");
-  if (w.G_ws == nullptr) throw Error("launch_gated_replay: the gate's padded image (BlockWDev::G_ws) was not built");
-  launch_gated_tc(d, w, layer, Ec, in, out, nullptr, z, s);
+  const bool one = d.tf32_one_pass != 0;
+  const auto k = one ? stack_ws_gated_tc_k<true> : stack_ws_gated_tc_k<false>;
+  const int bytes = one ? WsTcRing<true>::kBytes : WsTcRing<false>::kBytes;
+  const int sms = ws_prepare(reinterpret_cast<const void*>(k), bytes, "stack_ws_gated_tc_k");
+  WsGatedTc p;
+  p.img = gated_images(d, w, layer);
+  p.io = WsIo{in, out, zsave, Ec, d.ROW};
+  p.ntiles = div_up(Ec, kWsRows);
+  p.nitems = p.ntiles * d.F;
+  k<<<std::min(p.nitems, sms), kWsThreads, bytes, s>>>(p, activations_map(d, Ec, in));
+  SEZM_LAUNCH("stack_ws_gated_tc_k");
 }
 
 }  // namespace sezm::cuda

@@ -68,15 +68,6 @@ __device__ __forceinline__ void gated_fwd_fill(const WsGatedImages& g, float* ri
   group_fill<192, kStages, kStage, kOne>(g.B1, ring, full, empty, pp, tmA, f, y);
 }
 
-// Fast mode's replay of a gated layer (no products, stack_ws_gated_fwd.cu): the producer streams
-// G's blocks alone (gated_fwd_fill's middle step).
-template <int kStages, int kStage, bool kOne>
-__device__ __forceinline__ void gated_replay_fill(const WsGatedImages& g, float* ring, uint64_t* full,
-                                                  uint64_t* empty, WsPipe& pp, const CUtensorMap* tmA, int f, int y) {
-  ws_fill<kNG, kCf, kStages, kStage, kOne, false>(ring, full, empty, pp, tmA,
-                                                  WsItem{0, y, f, g.BG + static_cast<size_t>(f) * 2 * kCf * kNG});
-}
-
 // The consumers' part of item (focus f, rows row0 ..): the products from the ring as
 // gated_fwd_fill streams them, the epilogues U0' = U0 + [silu(z00), z0[:, Cf:] * S] and
 // U1' = U1 + z1 * S into io.out. Called by the 256 consumer threads (ct = threadIdx.x - 128;
@@ -173,40 +164,6 @@ __device__ __forceinline__ void gated_fwd_item(const WsIo& io, int f, int row0, 
   gated_fwd_gate<kStages, kStage, kOne>(io, fo, row0, live, z00, ring, full, empty, pp, ct, stash4);
   float acc[N1 / 2];
   ws_multiply<N1, N1, kStages, kStage, kOne>(ring, full, empty, pp, ct, acc);
-  gated_fwd_m1_epilogue<kOne>(io, fo, row0, live, acc, ct, stash4);
-}
-
-// The replay's consumers: z0 and z1 from the kept pre-activations zin (zero past Ec, as the
-// product of the forward's zero-filled rows) in place of the products, then the forward's steps on
-// them: S from the same z00 by the same gate product (ws_multiply on G's blocks), so the replayed
-// output has the bits of the forward's and of the lean recompute's (io.zsave null).
-template <int kStages, int kStage, bool kOne>
-__device__ __forceinline__ void gated_replay_item(const WsIo& io, const float* zin, int f, int row0,
-                                                  const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp,
-                                                  int ct, float4* stash4) {
-  constexpr int N0 = 128, N1 = 192;
-  const size_t fo = static_cast<size_t>(f) * io.Ec * io.ROW;
-  const bool live[2] = {row0 + ws_row(ct, 0) < io.Ec, row0 + ws_row(ct, 1) < io.Ec};
-  // The thread's quads of the kept group at column `base` (residual_load's, zero past Ec), in the
-  // accumulators' places.
-  auto kept = [&](auto& acc, size_t base) __attribute__((always_inline)) {
-    constexpr int N = 2 * static_cast<int>(sizeof(acc) / sizeof(float));
-    float4 zq[N / 8];
-    residual_load<N>(zin, base, io.ROW, row0, io.Ec, ct, zq);
-#pragma unroll
-    for (int q4 = 0; q4 < N / 16; ++q4)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) set_quad(acc, q4, h, zq[2 * q4 + h]);
-  };
-  float4 z00[4];
-  {
-    float acc[N0 / 2];
-    kept(acc, fo);
-    gated_fwd_park(acc, z00, stash4);
-  }
-  gated_fwd_gate<kStages, kStage, kOne>(io, fo, row0, live, z00, ring, full, empty, pp, ct, stash4);
-  float acc[N1 / 2];
-  kept(acc, fo + N0);
   gated_fwd_m1_epilogue<kOne>(io, fo, row0, live, acc, ct, stash4);
 }
 

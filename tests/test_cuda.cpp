@@ -67,8 +67,8 @@ TEST(Cuda, RepeatedRunsAreBitIdentical) {
 #endif
 }
 
-// Fast mode replays the gated layers from the kept pre-activations with the very operations the
-// lean recompute performs after its GEMM, so the two modes must agree to the last bit.
+// Fast mode keeps the stack output and the gated pre-activations of its forward, which lean mode's
+// backward recomputes with the same kernels, so the two modes must agree to the last bit.
 TEST(Cuda, FastModeIsBitIdenticalToLean) {
   SEZM_REQUIRE_GPU();
 #ifdef SEZM_HAVE_CUDA
