@@ -139,7 +139,7 @@ float* CudaEngine::Impl::chunk_forward(int b, const Chunk& c, bool recompute) {
   mark(recompute ? "bwd: recompute rotate" : "fwd: rotate+condition");
   launch_rotate_condition(d, w,
                           RotateConditionArgs{c.e0, Ec, src.data(), ev(Dc, d.dc_size, c), H[b].data(), Rh_c.data(),
-                                              kern_c.data(), U0.data(), Ssrc.data()},
+                                              kern_c.data(), recompute && kept ? nullptr : U0.data(), Ssrc.data()},
                           s);
   mark(recompute ? "bwd: recompute focus compete" : "fwd: focus compete");
   FocusCompeteArgs fc{};

@@ -77,7 +77,7 @@ __global__ void rotate_condition_k(Dims d, BlockWDev w, int e0, int Ec, const in
       }
       v *= w.cb[c];
     }
-    U[o * d.Cf + cf] = v;
+    if (U0) U[o * d.Cf + cf] = v;
     if (o == 0 && d.F > 1) Ssrc[((size_t)f * Ec + i) * d.Cf + cf] = v;
   }
 }
@@ -248,7 +248,7 @@ __global__ void condition_rotate_backward_k(Dims d, BlockWDev w, int e0, int Ec,
 
 void launch_rotate_condition(const Dims& d, const BlockWDev& w, const RotateConditionArgs& a, cudaStream_t s) {
   const int Ec = a.Ec;
-  if (Ec == 0) return;
+  if (Ec == 0 || (a.U0 == nullptr && d.F == 1)) return;  // nothing asked (fast mode's backward, one focus)
   const int nc = warp_lanes(d, a.H, a.Rh, a.U0, a.Ssrc);
   if (nc != 0) {
     warp_dispatch(d.L, nc, [&](auto lt, auto ncv) {

@@ -9,6 +9,8 @@
 namespace sezm::cuda {
 
 // U0 (F, Ec, ROW) and the scalar rows Ssrc (F, Ec, Cf) from H[src] and the chunk's radial tables.
+// U0 null: only the focus competition's source sums S_src (U0's scalar rows; F > 1), as fast mode's
+// backward needs them, its stack output being kept.
 struct RotateConditionArgs {
   int e0, Ec;
   const int* src;

@@ -160,7 +160,7 @@ __global__ void __launch_bounds__(32 * kWarps) rotate_condition_w(Dims d, BlockW
         v[t] *= b[t];
       }
     }
-    stv<NC>(U + o * d.Cf, v);
+    if (a.U0) stv<NC>(U + o * d.Cf, v);
     if (o == 0 && d.F > 1) stv<NC>(a.Ssrc + ((size_t)f * a.Ec + i) * d.Cf + cf, v);
   }
 }
