@@ -253,6 +253,9 @@ void CudaEngine::Impl::prepare_call(const Graph& gv, bool gradients) {
     const size_t need = chunk_geo ? chunk_bytes : keep_bytes;
     if (need > budget) {
       const bool fast = mode == CudaMode::kFast;
+      char advice[96];
+      std::snprintf(advice, sizeof advice, "use mode lean (it keeps about %.1f kB less per edge), or",
+                    fast_extra_kb_per_edge());
       char msg[900];
       std::snprintf(msg, sizeof msg,
                     "device cuda (GPU %d, mode %s, %d edges per chunk, edge state %s): out of GPU memory: %d atoms and "
@@ -262,8 +265,7 @@ void CudaEngine::Impl::prepare_call(const Graph& gv, bool gradients) {
                     device, cuda_mode_name(mode), effective_chunk_edges(), chunk_geo ? "chunk" : "keep", gv.n_total,
                     gv.n_edges(), need / 1073741824.0, gv.n_total > 0 ? double(need) / gv.n_total : 0.0,
                     budget / 1073741824.0, (mem.current - fixed_bytes) / 1073741824.0,
-                    fast ? "use mode lean (it keeps about 5 kB less per edge), or"
-                         : chunk_geo ? "use" : "use edge state chunk (about 1.1 kB less per edge), or");
+                    fast ? advice : chunk_geo ? "use" : "use edge state chunk (about 1.1 kB less per edge), or");
       throw Error(msg);
     }
     if (!chunk_geo) checked_keep_bytes = keep_bytes;

@@ -175,6 +175,11 @@ struct CudaEngine::Impl : EngineBuffers {
     return mode == CudaMode::kFast && b != fused_block ? Zall[b][k].data() + (size_t)d.F * c.e0 * d.ROW
                                                        : Zc[k].data();
   }
+  // What fast mode keeps per edge beyond lean (kB: z and the stack output of the blocks before the
+  // last), for the out-of-memory messages' advice.
+  double fast_extra_kb_per_edge() const {
+    return cfg.n_blocks > 1 ? 4e-3 * (cfg.n_blocks - 1) * (d.ngated + 1) * d.F * d.ROW : 0.0;
+  }
   // Fast mode's kept stack output of chunk c of block b (the blocks before the fused one, with
   // keep_z), or null: its backward reads it instead of replaying the stack.
   float* kept_u(int b, const Chunk& c) {
