@@ -61,7 +61,10 @@ const sezm::Graph& EdgeBuffers::build(const ListInput& in) {
   // The Debian Kokkos has only the Serial backend: the two passes over the neighbour list (the
   // bulk of the work, ~2.4 M pairs at 4096 diamond atoms) are OpenMP loops over the Views' host
   // data instead. Each centre writes only its own count and edge range, so the result does not
-  // depend on the thread count. Same selection as the standalone builder: 1e-10 < r^2 <= rcut^2.
+  // depend on the thread count or the schedule. Dynamic, in runs of 64 centres: with a static
+  // share per thread the loop waits for a thread that the CUDA driver's threads or another rank
+  // has descheduled (the graph upload's hazard, common/parallel_copy.h); here the others take its
+  // runs. Same selection as the standalone builder: 1e-10 < r^2 <= rcut^2.
   // Closer than 1e-5 Å (r^2 <= 1e-10) is not an edge but two coincident atoms: an error naming
   // both (docs/errors.md; the standalone search does the same). LAMMPS lists never hold an atom
   // itself, and a periodic image of it is a box length away.
@@ -76,7 +79,7 @@ const sezm::Graph& EdgeBuffers::build(const ListInput& in) {
   int* cnt = count.data();
   int bad_ii = inum, bad_j = -1;  // the first centre (in list order) with a coincident neighbour
   double bad_r2 = 0;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic, 64)
   for (int ii = 0; ii < inum; ++ii) {
     const int i = ilist[ii];
     const int* jl = firstneigh[i];
@@ -121,7 +124,7 @@ const sezm::Graph& EdgeBuffers::build(const ListInput& in) {
   int* src = g_.src.data();
   int* dst = g_.dst.data();
   double* vec = g_.vec.data();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic, 64)
   for (int ii = 0; ii < inum; ++ii) {
     const int i = ilist[ii];
     const int* jl = firstneigh[i];
