@@ -11,7 +11,7 @@
 namespace sezm::cuda {
 
 void EngineBuffers::size_for_call(const Graph& gv, const Dims& d, int n_blocks, int max_ec, int max_nc,
-                                  bool gradients, bool keep_z, bool chunk_geo, cudaStream_t s,
+                                  bool gradients, bool keep_stack, bool chunk_geo, cudaStream_t s,
                                   const EngineBuffers* graph_from) {
   N = gv.n_nodes; NT = gv.n_total; E = gv.n_edges();
   // graph upload (the source grouping follows in ChunkPlan::group_sources)
@@ -65,7 +65,7 @@ void EngineBuffers::size_for_call(const Graph& gv, const Dims& d, int n_blocks, 
   }
   grow(Rh_c, d.degree_mixer ? 1 : static_cast<size_t>(max_ec) * (d.L + 1) * d.Cw);  // the mixer needs only kern
   grow(kern_c, static_cast<size_t>(max_ec) * padded_kernel_size(d));
-  if (keep_z) {  // energy-only calls keep nothing
+  if (keep_stack) {  // energy-only calls keep nothing
     Zall.resize(std::max(nb - 1, 0));
     for (auto& zb : Zall) {
       zb.resize(std::max(d.ngated, 0));
@@ -165,7 +165,7 @@ size_t call_device_bytes(const Dims& d, const CallShape& c) {
     if (c.chunk_geo) add(3 * Ec, f8);
   }
   add(E * d.F, f * nb);  // alpha per block
-  if (c.keep_z && nb > 1) add(static_cast<size_t>(d.F) * E * d.ROW, f * (nb - 1) * (d.ngated + 1));  // Zall, Uall
+  if (c.keep_stack && nb > 1) add(static_cast<size_t>(d.F) * E * d.ROW, f * (nb - 1) * (d.ngated + 1));  // Zall, Uall
   // per node: embedding, X per block boundary, per-block state (grow_block, H), node scratch
   add(N, f); add(N * 4 * d.es_emb, f); add(N * 2 * d.C, f);
   add(NT * nodeW, f * (nb + 1));

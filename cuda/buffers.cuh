@@ -97,14 +97,14 @@ struct EngineBuffers : GraphBuffers, EdgeBuffers, NodeBuffers, NodeScratch, Chun
 
   // Uploads the graph on `s` and sizes every buffer the call needs before the first launch (the
   // per-block node state grows inside the block loop, grow_block). max_ec: the largest chunk's
-  // edge count; keep_z: the forward keeps the gated pre-activations and the stack output of
+  // edge count; keep_stack: the forward keeps the gated pre-activations and the stack output of
   // every edge of the blocks before the last (fast mode with gradients). graph_from: the buffers of an engine on the
   // same device that holds the same graph already (a committee's leader): its graph is copied
   // device to device instead of uploaded.
   // chunk_geo: the per-edge geometry and its kin hold one chunk (EdgeState::kChunk).
   // max_nc: the most centres of a chunk (the fused block's node steps run per chunk).
   void size_for_call(const Graph& g, const Dims& d, int n_blocks, int max_ec, int max_nc, bool gradients,
-                     bool keep_z, bool chunk_geo, cudaStream_t s, const EngineBuffers* graph_from = nullptr);
+                     bool keep_stack, bool chunk_geo, cudaStream_t s, const EngineBuffers* graph_from = nullptr);
   // The graph of the call (sizes N, NT, E set) onto the device on `s` (graph_upload.cu).
   void upload_graph(const Graph& g, cudaStream_t s);
   // The per-edge geometry (vecf, r, env, denv, Dc, and rbf where `with_rbf`) of `from`'s latest
@@ -119,7 +119,7 @@ struct CallShape {
   int N, NT;
   long E;
   int max_ec, max_nc, n_blocks;
-  bool gradients, keep_z, chunk_geo;
+  bool gradients, keep_stack, chunk_geo;
   int node_batch;
 };
 // The rows of the node steps' scratch (NodeScratch::node_rows) for a call of N centres: all of

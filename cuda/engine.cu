@@ -132,7 +132,7 @@ void CudaEngine::Impl::softmax_forward(int b, const Chunk& c) {
 float* CudaEngine::Impl::chunk_forward(int b, const Chunk& c, bool recompute) {
   const int Ec = c.e1 - c.e0;
   const BlockWDev& w = dw.bw[b];
-  const bool save_z = recompute || b == fused_block || keep_z;
+  const bool save_z = recompute || b == fused_block || keep_stack;
   float* const kept = kept_u(b, c);  // fast: the stack's output goes there, and its backward reads it
   mark(recompute ? "bwd: recompute radial prep" : "fwd: radial prep");
   launch_radial_prep(d, w, RadialTablesArgs{c.e0, Ec, radial_in(c), Rh_c.data(), kern_c.data(), nullptr}, s);
@@ -235,9 +235,9 @@ void CudaEngine::Impl::readout_forward(int n0, int n) {
 void CudaEngine::Impl::prepare_call(const Graph& gv, bool gradients) {
   plan.plan(gv, effective_chunk_edges());
   fused_block = gradients ? cfg.n_blocks - 1 : -1;
-  keep_z = mode == CudaMode::kFast && gradients;
+  keep_stack = mode == CudaMode::kFast && gradients;
   CallShape shape{gv.n_nodes,  gv.n_total, gv.n_edges(), plan.max_edges(), plan.max_nodes(),
-                  cfg.n_blocks, gradients,  keep_z,       false,            node_batch};
+                  cfg.n_blocks, gradients,  keep_stack,   false,            node_batch};
   const size_t keep_bytes = call_device_bytes(d, shape);
   shape.chunk_geo = true;
   const size_t chunk_bytes = call_device_bytes(d, shape);
@@ -274,7 +274,7 @@ void CudaEngine::Impl::prepare_call(const Graph& gv, bool gradients) {
   held_e0 = held_e1 = -1;
   held = 0;
   mark("call: buffers + graph upload");  // then the buffers' sizing and the graph's upload
-  size_for_call(gv, d, cfg.n_blocks, plan.max_edges(), plan.max_nodes(), gradients, keep_z, chunk_geo, s,
+  size_for_call(gv, d, cfg.n_blocks, plan.max_edges(), plan.max_nodes(), gradients, keep_stack, chunk_geo, s,
                 geometry_from);
   node_base = 0;
 }

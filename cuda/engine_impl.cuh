@@ -170,7 +170,7 @@ struct CudaEngine::Impl : EngineBuffers {
   // The gated pre-activations of layer k for chunk c, as the backward reads them: fast mode keeps
   // them for every edge of the blocks before the fused one; otherwise they live in chunk scratch.
   int fused_block = -1;  // with gradients, the last block runs its backward chunk by chunk
-  bool keep_z = false;   // fast mode on a call with gradients: the forward keeps z of every edge
+  bool keep_stack = false;  // fast mode on a call with gradients: the forward keeps z and the stack output
   float* chunk_z(int b, int k, const Chunk& c) {
     return mode == CudaMode::kFast && b != fused_block ? Zall[b][k].data() + (size_t)d.F * c.e0 * d.ROW
                                                        : Zc[k].data();
@@ -181,9 +181,9 @@ struct CudaEngine::Impl : EngineBuffers {
     return cfg.n_blocks > 1 ? 4e-3 * (cfg.n_blocks - 1) * (d.ngated + 1) * d.F * d.ROW : 0.0;
   }
   // Fast mode's kept stack output of chunk c of block b (the blocks before the fused one, with
-  // keep_z), or null: its backward reads it instead of replaying the stack.
+  // keep_stack), or null: its backward reads it instead of recomputing the stack.
   float* kept_u(int b, const Chunk& c) {
-    return keep_z && b != fused_block ? Uall[b].data() + (size_t)d.F * c.e0 * d.ROW : nullptr;
+    return keep_stack && b != fused_block ? Uall[b].data() + (size_t)d.F * c.e0 * d.ROW : nullptr;
   }
 
   // Forward of one chunk's value path up to the stack output; returns the buffer holding it. In
