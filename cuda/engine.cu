@@ -134,18 +134,19 @@ float* CudaEngine::Impl::chunk_forward(int b, const Chunk& c, bool recompute) {
   const BlockWDev& w = dw.bw[b];
   const bool save_z = recompute || b == fused_block || keep_stack;
   float* const kept = kept_u(b, c);  // fast: the stack's output goes there, and its backward reads it
+  const bool inputs_only = recompute && kept;  // fast's backward: what the stack's backward reads besides
   mark(recompute ? "bwd: recompute radial prep" : "fwd: radial prep");
   launch_radial_prep(d, w, RadialTablesArgs{c.e0, Ec, radial_in(c), Rh_c.data(), kern_c.data(), nullptr}, s);
   mark(recompute ? "bwd: recompute rotate" : "fwd: rotate+condition");
   launch_rotate_condition(d, w,
                           RotateConditionArgs{c.e0, Ec, src.data(), ev(Dc, d.dc_size, c), H[b].data(), Rh_c.data(),
-                                              kern_c.data(), recompute && kept ? nullptr : U0.data(), Ssrc.data()},
+                                              kern_c.data(), inputs_only ? nullptr : U0.data(), Ssrc.data()},
                           s);
   mark(recompute ? "bwd: recompute focus compete" : "fwd: focus compete");
   FocusCompeteArgs fc{};
   fc.e0 = c.e0; fc.Ec = Ec; fc.Ssrc = Ssrc.data(); fc.fc_p = fc_p.data(); fc.alpha_fc = alpha_fc.data();
   launch_focus_compete(d, w, fc, s);
-  if (recompute && kept) return kept;  // fast: the stack's output was kept (its pre-activations too)
+  if (inputs_only) return kept;  // the stack's output was kept (its pre-activations too)
   // Two buffers suffice: a layer reads only its input (its residual too) and writes its output,
   // and the backward reads only the stack output and the kept z (chunk_backward).
   if (stack_ws_chain(d)) {  // every layer in one launch
@@ -253,9 +254,6 @@ void CudaEngine::Impl::prepare_call(const Graph& gv, bool gradients) {
     const size_t need = chunk_geo ? chunk_bytes : keep_bytes;
     if (need > budget) {
       const bool fast = mode == CudaMode::kFast;
-      char advice[96];
-      std::snprintf(advice, sizeof advice, "use mode lean (it keeps about %.1f kB less per edge), or",
-                    fast_extra_kb_per_edge());
       char msg[900];
       std::snprintf(msg, sizeof msg,
                     "device cuda (GPU %d, mode %s, %d edges per chunk, edge state %s): out of GPU memory: %d atoms and "
@@ -265,7 +263,8 @@ void CudaEngine::Impl::prepare_call(const Graph& gv, bool gradients) {
                     device, cuda_mode_name(mode), effective_chunk_edges(), chunk_geo ? "chunk" : "keep", gv.n_total,
                     gv.n_edges(), need / 1073741824.0, gv.n_total > 0 ? double(need) / gv.n_total : 0.0,
                     budget / 1073741824.0, (mem.current - fixed_bytes) / 1073741824.0,
-                    fast ? advice : chunk_geo ? "use" : "use edge state chunk (about 1.1 kB less per edge), or");
+                    fast ? lean_advice().c_str()
+                         : chunk_geo ? "use" : "use edge state chunk (about 1.1 kB less per edge), or");
       throw Error(msg);
     }
     if (!chunk_geo) checked_keep_bytes = keep_bytes;

@@ -79,9 +79,6 @@ EngineResult CudaEngine::call(const Graph& g, bool gradients, FeatureExchange<do
     // Name what the chunking and the mode cost and what to change (docs/errors.md; the bytes per
     // edge of each mode are in docs/ARCHITECTURE.md, "Device memory per edge").
     const bool fast = impl_->mode == CudaMode::kFast;
-    char advice[96];
-    std::snprintf(advice, sizeof advice, "use mode lean (it keeps about %.1f kB less per edge), or",
-                  impl_->fast_extra_kb_per_edge());
     char msg[768];
     std::snprintf(msg, sizeof msg,
                   "device cuda (GPU %d, mode %s, %d edges per chunk): out of GPU memory allocating %.2f GiB (the "
@@ -90,7 +87,7 @@ EngineResult CudaEngine::call(const Graph& g, bool gradients, FeatureExchange<do
                   "(more MPI ranks / GPUs)",
                   impl_->device, cuda_mode_name(impl_->mode), impl_->effective_chunk_edges(), e.bytes / 1073741824.0,
                   e.held / 1073741824.0, g.n_total, g.n_edges(),
-                  fast ? advice : "use");
+                  fast ? impl_->lean_advice().c_str() : "use");
     throw Error(msg);
   }
 }

@@ -2,6 +2,7 @@
 // CudaEngine::Impl, the CUDA engine's state and the steps of its orchestration (the order and
 // names of the CPU engine, src/engine/sezm_model.cpp). Its forward, the call and the public
 // wrappers are defined in engine.cu, the backward steps in engine_backward.cu; engine-private.
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -175,10 +176,13 @@ struct CudaEngine::Impl : EngineBuffers {
     return mode == CudaMode::kFast && b != fused_block ? Zall[b][k].data() + (size_t)d.F * c.e0 * d.ROW
                                                        : Zc[k].data();
   }
-  // What fast mode keeps per edge beyond lean (kB: z and the stack output of the blocks before the
-  // last), for the out-of-memory messages' advice.
-  double fast_extra_kb_per_edge() const {
-    return cfg.n_blocks > 1 ? 4e-3 * (cfg.n_blocks - 1) * (d.ngated + 1) * d.F * d.ROW : 0.0;
+  // The out-of-memory messages' advice for fast mode: what lean keeps less per edge (z and the
+  // stack output of the blocks before the last, 4 bytes each).
+  std::string lean_advice() const {
+    const double kb = cfg.n_blocks > 1 ? 4e-3 * (cfg.n_blocks - 1) * (d.ngated + 1) * d.F * d.ROW : 0.0;
+    char a[96];
+    std::snprintf(a, sizeof a, "use mode lean (it keeps about %.1f kB less per edge), or", kb);
+    return a;
   }
   // Fast mode's kept stack output of chunk c of block b (the blocks before the fused one, with
   // keep_stack), or null: its backward reads it instead of recomputing the stack.
