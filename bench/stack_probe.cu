@@ -39,6 +39,7 @@
 #include "stack_tile.cuh"
 #include "stack_probe_mc.cuh"
 #include "stack_probe_ws.cuh"
+#include "stack_probe_ws110.cuh"
 
 // The stack's tile product alone, C (rows x N) = A (rows x K, row stride lda) B (K x N), N <= 192.
 // variants 0-3 in IEEE fp32 FFMA: 0 the 64-row tile; 1: 128 rows (8 per thread, one CTA per SM);

@@ -100,7 +100,7 @@ void probe_ws_schedules(int rows, int K, int lda, const float* A, const float* B
     for (int load : {kLoadPlain, kLoadNoL1, kLoadCg}) {
       poison(C2.p);
       poison(Z.p);
-      const double ms = median_ms(R, s, [&] { info = launch_wgtma_footprint(K, pad, load, a, A, lda, s); });
+      const double ms = median_ms(R, s, [&] { info = launch_wgtma_footprint(K, pad ? 32 : 0, load, a, A, lda, s); });
       fetch(cv, C2.p);
       fetch(zv, Z.p);
       std::printf("  K = N = %3d, gated kind, +%2d KiB unused, %-15s %8.3f ms  %6.2f TFLOP/s  C: %zu, z: %zu differ%s\n", K,
