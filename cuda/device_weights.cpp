@@ -310,6 +310,7 @@ void DeviceWeights::upload(const ModelW<double>& w, const Dims& d, MemCounter* m
       a.put(x.rh, b.radial_hidden_proj);
       a.put_t(x.rhT, b.radial_hidden_proj);
     }
+    Mat<double> mixp;  // the folded mixer, kept for rad_fold below
     if (b.degree_mixer) {
       a.put(x.mix, b.mixer_weight);
       // The kernel values only ever see R through W_rh: fold it into the mixer per degree, in
@@ -324,6 +325,7 @@ void DeviceWeights::upload(const ModelW<double>& w, const Dims& d, MemCounter* m
       }
       a.put(x.mixp, m);
       a.put_t(x.mixT, m);
+      mixp = m;
       a.put(x.cb, b.channel_basis);
     }
     std::vector<Mat<double>> As, ATs, W1s, W1Ts, Gs, GTs;
@@ -382,6 +384,17 @@ void DeviceWeights::upload(const ModelW<double>& w, const Dims& d, MemCounter* m
         for (int c = 0; c < d.Cf; ++c) U(f, f * d.Cf + c) = b.logit_w(c, f);
     }
     a.put(x.logit_u, U);
+    if (b.degree_mixer) {
+      // With the mixer, a (block, chunk)'s radial adjoint is kb mixp^T plus, on each edge's
+      // degree-0 row, the logit bias's sum_f lbar_f u_f, and the radial MLP's backward reads it
+      // only through g = W1 rho_bar: g = [kb | lbar] rad_fold with rad_fold = [mixp^T; U] W1_0^T
+      // (W1_0: W1's degree-0 columns for the U rows), folded here in double (radial.cu).
+      const int kp = padded_kernel_size(d);
+      Mat<double> fold = Mat<double>::Zero((kp + d.F + 3) / 4 * 4, d.C);
+      fold.topRows(kp) = mixp.transpose() * w.radial_w1.transpose();
+      fold.middleRows(kp, d.F) = U * w.radial_w1.leftCols(d.C).transpose();
+      a.put(x.rad_fold, fold);
+    }
     a.put(x.log_zeta, b.log_zeta);
     a.put(x.gate_w, b.gate_w);
     a.put(x.post_scale, b.post_so2_norm.scale);

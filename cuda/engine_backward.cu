@@ -105,16 +105,20 @@ void CudaEngine::Impl::chunk_backward(int b, const Chunk& c, float* Uf) {
   }
   const size_t W = static_cast<size_t>(d.L + 1) * d.C;
   if (source_backward_fused(d)) {  // conditioning, rotation and source sums in one pass (source_backward.cuh)
+    // With the degree mixer the radial adjoint stays as the kernel and logit adjoints, which the
+    // radial backward takes through the block's fold (radial.cu): no R̄ rows formed.
+    static const bool radial_legacy = env_on("SEZM_CUDA_RADIAL_LEGACY");
+    const bool fold = !radial_legacy && w.rad_fold != nullptr && radial_backward_folds(d);
     mark("bwd: source backward");
-    SEZM_CUDA(cudaMemsetAsync(rho_bar_c.data(), 0, Ec * W * sizeof(float), s));
+    if (!fold) SEZM_CUDA(cudaMemsetAsync(rho_bar_c.data(), 0, Ec * W * sizeof(float), s));
     launch_source_backward(d, w,
                            SourceBackwardArgs{c.e0, Ec, c.s1 - c.s0, plan.seg_node() + c.s0, plan.seg_off() + c.s0,
                                               plan.perm(), dst.data(), Dcv, H[b].data(), Rh_c.data(), kern_c.data(),
-                                              gin, Ssrc_bar.data(), lbar.data(), q[b].data(), rho_bar_c.data(),
-                                              Dc_barv, H_bar.data(), k_bar.data()},
+                                              gin, Ssrc_bar.data(), lbar.data(), q[b].data(),
+                                              fold ? nullptr : rho_bar_c.data(), Dc_barv, H_bar.data(), k_bar.data()},
                            s);
     mark("bwd: radial");
-    radial_backward_chunk(c);
+    radial_backward_chunk(c, fold ? &w : nullptr);
   } else {  // SEZM_CUDA_SRCBWD_LEGACY=1 (or shapes outside the warp kernels): X̄_loc per edge, then the scatter
     mark("bwd: condition+rotate");
     SEZM_CUDA(cudaMemsetAsync(rho_bar_c.data(), 0, Ec * W * sizeof(float), s));
@@ -135,8 +139,9 @@ void CudaEngine::Impl::chunk_backward(int b, const Chunk& c, float* Uf) {
   geometry_share(c);  // chunk_geo: this (block, chunk) share into dE/dv
 }
 
-// rho_bar_c (the chunk's rows) through the radial MLP's backward into env_bar and rbf_bar.
-void CudaEngine::Impl::radial_backward_chunk(const Chunk& c) {
+// rho_bar_c (the chunk's rows), or with `fold` that block's kernel and logit adjoints (kern_c,
+// lbar), through the radial MLP's backward into env_bar and rbf_bar.
+void CudaEngine::Impl::radial_backward_chunk(const Chunk& c, const BlockWDev* fold) {
   RadialMlpArgs a{};
   a.E = c.e1 - c.e0;
   const EdgeGeomDev geo = geom_at(c);
@@ -144,6 +149,11 @@ void CudaEngine::Impl::radial_backward_chunk(const Chunk& c) {
   a.rbf = geo.rbf;
   a.env = geo.env;
   a.rho_bar = rho_bar_c.data();
+  if (fold) {
+    a.fold = fold->rad_fold;
+    a.kb = kern_c.data();
+    a.lbar = lbar.data();
+  }
   a.env_bar = bar.env_bar;
   a.rbf_bar = bar.rbf_bar;
   launch_radial_backward(d, dw.mw, a, s);

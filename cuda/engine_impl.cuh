@@ -225,7 +225,7 @@ struct CudaEngine::Impl : EngineBuffers {
   void chunk_backward(int b, const Chunk& c, float* Uf);
 
   // rho_bar_c (the chunk's rows) through the radial MLP's backward into env_bar and rbf_bar.
-  void radial_backward_chunk(const Chunk& c);
+  void radial_backward_chunk(const Chunk& c, const BlockWDev* fold = nullptr);
 
   void begin_block_backward();
 

@@ -98,6 +98,10 @@ struct BlockWDev {
   const float *qk_norm, *gate_norm;   // (F, Cf)
   const float *Wq, *Wk;               // (F, Cf, Cf)
   const float *logit_u;               // (F, C): R0 . u_f is the radial logit bias
+  // With the degree mixer: (round4(Kp + F), C), [mixp^T; logit_u] with W1^T folded in (W1's
+  // degree-0 columns for the logit rows), zero rows to the multiple of 4: the radial MLP's
+  // backward from the kernel and logit adjoints (radial.cu); else null.
+  const float *rad_fold;
   const float *log_zeta, *gate_w;     // (F), (Cf, F)
   const float *post_scale, *post_bias, *pre_scale, *pre_bias;  // (L+1, C), (C)
   float post_eps, pre_eps;

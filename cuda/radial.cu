@@ -323,11 +323,21 @@ struct BwdSmem {
   }
 };
 
-template <int KC>
+//
+// Folded (kFold, RadialFold): a block's adjoint arrives as its kernel and logit adjoints, kb (E, Kp)
+// and lbar (E, F), and g = [kb | lbar] fold with fold = BlockWDev::rad_fold ((KF, C), KF =
+// round4(Kp + F)): the same tile with those rows (stride RSF, RSF / 4 odd) in rb and fold in place
+// of W1^T, K = KF instead of W (C.pt: 32 against 128), and no rho_bar formed or read.
+struct RadialFold {
+  const float *fold, *kb, *lbar;
+  int Kp, F, KF, RSF;
+};
+
+template <int KC, bool kFold>
 __global__ void __launch_bounds__(kTT) radial_backward_tile_k(Dims d, ModelWDev w, int E, const float* __restrict__ rbf,
                                                               const float* __restrict__ env,
                                                               const float* __restrict__ rho_bar, float* env_bar,
-                                                              float* rbf_bar) {
+                                                              float* rbf_bar, RadialFold fo) {
   constexpr int TE = 2048 / KC, NQ = KC / 4, QT = TE / 4, HPT = TE * KC / kTT;
   static_assert(NQ * QT == kTT / 2 && 32 % NQ == 0, "128 threads, one per (edge quad, channel quad); whole warps");
   extern __shared__ float4 smem4[];
@@ -337,12 +347,17 @@ __global__ void __launch_bounds__(kTT) radial_backward_tile_k(Dims d, ModelWDev 
   float *w1t = sm + L.w1t, *w0s = sm + L.w0, *nrm = sm + L.nrm, *rb = sm + L.rb, *rbs = sm + L.rbs, *hs = sm + L.hs,
         *rs = sm + L.rs, *es = sm + L.es;
   float* hb = rb;  // the hidden adjoint, TE x (KC+1), once the rho_bar rows are dead
-  // Lanes take consecutive channels of one output quad: conflict-free transposed stores (the
-  // strided 16-byte loads hit L1 after each line's first touch).
-  for (int i = tid; i < KC * W / 4; i += kTT) {
-    const int c = i % KC, o = 4 * (i / KC);
-    const float4 v = __ldg(reinterpret_cast<const float4*>(w.rad_w1 + (size_t)c * W + o));
-    w1t[o * KC + c] = v.x; w1t[(o + 1) * KC + c] = v.y; w1t[(o + 2) * KC + c] = v.z; w1t[(o + 3) * KC + c] = v.w;
+  if (kFold) {  // fold (KF x KC) as it is, in W1^T's place (KF <= W: radial_backward_folds)
+    for (int i = tid; i < fo.KF * KC / 4; i += kTT)
+      reinterpret_cast<float4*>(w1t)[i] = __ldg(reinterpret_cast<const float4*>(fo.fold) + i);
+  } else {
+    // Lanes take consecutive channels of one output quad: conflict-free transposed stores (the
+    // strided 16-byte loads hit L1 after each line's first touch).
+    for (int i = tid; i < KC * W / 4; i += kTT) {
+      const int c = i % KC, o = 4 * (i / KC);
+      const float4 v = __ldg(reinterpret_cast<const float4*>(w.rad_w1 + (size_t)c * W + o));
+      w1t[o * KC + c] = v.x; w1t[(o + 1) * KC + c] = v.y; w1t[(o + 2) * KC + c] = v.z; w1t[(o + 3) * KC + c] = v.w;
+    }
   }
   stage_w0<KC>(d, w, w0s, nrm);
   const int tq = tid % NQ, te = tid / NQ, ntiles = (E + TE - 1) / TE;
@@ -350,10 +365,30 @@ __global__ void __launch_bounds__(kTT) radial_backward_tile_k(Dims d, ModelWDev 
   for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
     const int e0 = tile * TE, ne = min(TE, E - e0);
     stage_rows<TE>(nr, e0, ne, rbf, env, rbs, es);
-    for (int i = tid; i < TE * W / 4; i += kTT) {
-      const int e = 4 * i / W, o = 4 * i % W;
-      if (e < ne) copy_async16(rb + e * RS + o, rho_bar + (size_t)(e0 + e) * W + o);
-      else *reinterpret_cast<float4*>(rb + e * RS + o) = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (kFold) {
+      // Row e: kb's Kp values (quads), lbar's F, zeros to KF (rewritten per tile: hb overlays rb).
+      const int Q = fo.KF / 4;
+      for (int i = tid; i < TE * Q; i += kTT) {
+        const int e = i / Q, x = 4 * (i % Q);
+        float* p = rb + e * fo.RSF + x;
+        if (e < ne && x + 4 <= fo.Kp) {
+          copy_async16(p, fo.kb + (size_t)(e0 + e) * fo.Kp + x);
+        } else {
+          float v[4];
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int f = x + j - fo.Kp;
+            v[j] = e < ne && f >= 0 && f < fo.F ? __ldg(fo.lbar + (size_t)(e0 + e) * fo.F + f) : 0.0f;
+          }
+          *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+        }
+      }
+    } else {
+      for (int i = tid; i < TE * W / 4; i += kTT) {
+        const int e = 4 * i / W, o = 4 * i % W;
+        if (e < ne) copy_async16(rb + e * RS + o, rho_bar + (size_t)(e0 + e) * W + o);
+        else *reinterpret_cast<float4*>(rb + e * RS + o) = make_float4(0.f, 0.f, 0.f, 0.f);
+      }
     }
     copy_async_wait();
     __syncthreads();
@@ -366,7 +401,10 @@ __global__ void __launch_bounds__(kTT) radial_backward_tile_k(Dims d, ModelWDev 
     for (int p = 0; p < 4; ++p)
 #pragma unroll
       for (int j = 0; j < 4; ++j) g[p][j] = 0.0f;
-    if (mul) rows_4x4(rb, RS, te, QT, w1t, KC, tq, W, g);
+    if (mul) {
+      if (kFold) rows_4x4(rb, fo.RSF, te, QT, w1t, KC, tq, fo.KF, g);
+      else rows_4x4(rb, RS, te, QT, w1t, KC, tq, W, g);
+    }
     __syncthreads();  // rb is dead: hb overwrites it
     if (mul) {
       float eb[4], dot[4], yb[4][4];
@@ -453,22 +491,48 @@ void launch_radial_forward(const Dims& d, const ModelWDev& w, const RadialMlpArg
   }
   SEZM_LAUNCH("radial_forward");
 }
+namespace {
+RadialFold radial_fold(const Dims& d, const RadialMlpArgs& a) {
+  const int Kp = padded_kernel_size(d), KF = (Kp + d.F + 3) / 4 * 4;
+  return RadialFold{a.fold, a.kb, a.lbar, Kp, d.F, KF, ((KF / 4) | 1) * 4};
+}
+// The tile kernel (C = 16, 32, 64) on as many CTAs as are resident; false where it does not apply
+// or fit (launch_tiles).
+template <bool kFold>
+bool launch_backward_tiles(const Dims& d, const ModelWDev& w, const RadialMlpArgs& a, cudaStream_t s) {
+  const BwdSmem L(d, d.C);
+  const size_t bytes = L.total * sizeof(float);
+  const int tiles = div_up(a.E, L.TE);
+  const RadialFold fo = kFold ? radial_fold(d, a) : RadialFold{};
+  const auto go = [&](auto fn) {
+    return launch_tiles(fn, kTT, bytes, tiles, s, d, w, a.E, a.rbf, a.env, a.rho_bar, a.env_bar, a.rbf_bar, fo);
+  };
+  if (d.C == 32) return go(radial_backward_tile_k<32, kFold>);
+  if (d.C == 16) return go(radial_backward_tile_k<16, kFold>);
+  if (d.C == 64) return go(radial_backward_tile_k<64, kFold>);
+  return false;
+}
+}  // namespace
+
+bool radial_backward_folds(const Dims& d) {
+  if (!d.degree_mixer || (d.C != 16 && d.C != 32 && d.C != 64)) return false;
+  const BwdSmem L(d, d.C);
+  // fold takes W1^T's place (KF <= W) and the [kb | lbar] rows the rho_bar rows' (RSF <= RS).
+  const RadialFold f = radial_fold(d, RadialMlpArgs{});
+  const void* fn = d.C == 32   ? reinterpret_cast<const void*>(radial_backward_tile_k<32, true>)
+                   : d.C == 16 ? reinterpret_cast<const void*>(radial_backward_tile_k<16, true>)
+                               : reinterpret_cast<const void*>(radial_backward_tile_k<64, true>);
+  return f.KF <= L.W && f.RSF <= L.RS && resident_grid(fn, kTT, L.total * sizeof(float), 1) > 0;
+}
+
 void launch_radial_backward(const Dims& d, const ModelWDev& w, const RadialMlpArgs& a, cudaStream_t s) {
   const int E = a.E;
   if (E == 0) return;
-  check_quads(d, w, a.rho_bar, "radial_backward");
-  bool done = false;
-  if (d.C == 16 || d.C == 32 || d.C == 64) {
-    const BwdSmem L(d, d.C);
-    const size_t bytes = L.total * sizeof(float);
-    const int tiles = div_up(E, L.TE);
-    if (d.C == 32)
-      done = launch_tiles(radial_backward_tile_k<32>, kTT, bytes, tiles, s, d, w, E, a.rbf, a.env, a.rho_bar, a.env_bar, a.rbf_bar);
-    else if (d.C == 16)
-      done = launch_tiles(radial_backward_tile_k<16>, kTT, bytes, tiles, s, d, w, E, a.rbf, a.env, a.rho_bar, a.env_bar, a.rbf_bar);
-    else
-      done = launch_tiles(radial_backward_tile_k<64>, kTT, bytes, tiles, s, d, w, E, a.rbf, a.env, a.rho_bar, a.env_bar, a.rbf_bar);
-  }
+  check_quads(d, w, a.fold ? nullptr : a.rho_bar, "radial_backward");
+  if (a.fold && (reinterpret_cast<uintptr_t>(a.kb) % 16 != 0 || !radial_backward_folds(d)))
+    throw Error("device cuda: launch_radial_backward: a fold outside its shapes (radial_backward_folds)");
+  bool done = a.fold ? launch_backward_tiles<true>(d, w, a, s) : launch_backward_tiles<false>(d, w, a, s);
+  if (a.fold && !done) throw Error("device cuda: launch_radial_backward: the folded tile did not launch");
   if (!done) {
     const int blocks = div_up(E, kBwdThreads / kTpe);
     if (d.C == 32)

@@ -14,9 +14,15 @@ struct RadialMlpArgs {
   float* rho;              // forward: (E, L+1, C) written
   const float* rho_bar;    // backward: (E, L+1, C)
   float *env_bar, *rbf_bar;  // backward: added into
+  // Backward from a block's kernel and logit adjoints instead of rho_bar (fold != null): kb (E, Kp)
+  // and lbar (E, F), with fold = BlockWDev::rad_fold, so g = W1 rho_bar = [kb | lbar] fold.
+  const float *fold, *kb, *lbar;
 };
 void launch_radial_forward(const Dims& d, const ModelWDev& w, const RadialMlpArgs& a, cudaStream_t s);
 void launch_radial_backward(const Dims& d, const ModelWDev& w, const RadialMlpArgs& a, cudaStream_t s);
+// Whether launch_radial_backward takes a fold on this model and device (the tile kernel's channel
+// counts, 16, 32 and 64, and its shared memory); the engine forms rho_bar otherwise.
+bool radial_backward_folds(const Dims& d);
 
 #ifdef __CUDACC__
 // Launches a tile kernel (`threads` per CTA, `bytes` of dynamic shared memory) on as many CTAs as

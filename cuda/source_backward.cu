@@ -198,7 +198,8 @@ __global__ void __launch_bounds__(32 * kSrcWarps, kSrcCtas<NC>)
     if (d.F > 1)
       copy_focus_pieces<kCw>(sl + lay.Sb, a.Ssrc_bar + i * d.Cf, (size_t)a.Ec * d.Cf, d.Cf, fbits, kSShift, lane);
     if (!d.degree_mixer) copy_row16<(LT + 1) * kCw>(sl + lay.Rh, a.Rh + i * (LT + 1) * kCw, lane);
-    for (int x = 4 * lane; x < lay.nrb; x += 128) copy_async16(sl + lay.Rb + x, a.R_bar + i * (LT + 1) * d.C + x);
+    if (a.R_bar != nullptr)
+      for (int x = 4 * lane; x < lay.nrb; x += 128) copy_async16(sl + lay.Rb + x, a.R_bar + i * (LT + 1) * d.C + x);
     copy_row16<kCw>(sl + lay.Q, a.q + (size_t)dd * kCw, lane);
     // The Wigner row and its adjoint: S::Dcs floats, 8-byte pieces when even (L = 1, 3: at most
     // one per lane), else 4-byte ones.
@@ -311,9 +312,9 @@ __global__ void __launch_bounds__(32 * kSrcWarps, kSrcCtas<NC>)
         },
         lane, [&](int kk, float v) { Db[kk] = sDb[kk] + v; });
     // The attention logit bias reads R[e, 0, :]: its adjoint lands on R̄ row 0 (after the other
-    // lanes' staged row 0 above).
+    // lanes' staged row 0 above); folded (R̄ null), the radial backward reads ℓ̄ itself.
     __syncwarp();
-    for (int x = lane; x < d.C; x += 32) {
+    for (int x = lane; a.R_bar != nullptr && x < d.C; x += 32) {
       float v = 0.0f;
       for (int ff = 0; ff < d.F; ++ff) v += sl[lay.Lb + ff] * w.logit_u[(size_t)ff * d.C + x];
       Rb[x] = sRb[x] + v;
@@ -360,6 +361,8 @@ bool source_backward_fused(const Dims& d) {
 
 void launch_source_backward(const Dims& d, const BlockWDev& w, const SourceBackwardArgs& a, cudaStream_t s) {
   if (a.Ec == 0) return;
+  if (a.R_bar == nullptr && !d.degree_mixer)
+    throw Error("device cuda: launch_source_backward: R_bar may be left out (folded) only with the degree mixer");
   // The lanes' vector accesses to memory: the partial rows of H̄, k̄ and the Rh̄ / R̄ rows written.
   const int nc = warp_lanes(d, a.H_bar, a.k_bar, d.degree_mixer ? nullptr : a.Rh,
                             d.degree_mixer || d.has_rh ? nullptr : a.R_bar);
@@ -380,7 +383,7 @@ void launch_source_backward(const Dims& d, const BlockWDev& w, const SourceBackw
     source_backward_w<LT, NC><<<a.nseg, 32 * kSrcWarps, bytes, s>>>(d, w, a, lay);
   });
   SEZM_LAUNCH("source_backward");
-  launch_radial_adjoint(d, w, RadialTablesArgs{a.e0, a.Ec, EdgeRadialIn{}, a.Rh, a.kern, a.R_bar}, s);
+  if (a.R_bar != nullptr) launch_radial_adjoint(d, w, RadialTablesArgs{a.e0, a.Ec, EdgeRadialIn{}, a.Rh, a.kern, a.R_bar}, s);
 }
 
 }  // namespace sezm::cuda

@@ -22,6 +22,9 @@ struct SourceBackwardArgs {
   const float *Dc, *H;
   float *Rh, *kern;
   const float *Gbuf, *Ssrc_bar, *lbar, *q;
+  // R_bar null (degree mixer only): the radial adjoint stays as the kernel adjoint written over kern
+  // and the logit adjoint lbar, for launch_radial_backward's fold; else R̄ (zeroed by the caller)
+  // receives it, the mixer's share through launch_radial_adjoint.
   float *R_bar, *Dc_bar, *H_bar, *k_bar;
 };
 
