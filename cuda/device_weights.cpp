@@ -394,6 +394,12 @@ void DeviceWeights::upload(const ModelW<double>& w, const Dims& d, MemCounter* m
       fold.topRows(kp) = mixp.transpose() * w.radial_w1.transpose();
       fold.middleRows(kp, d.F) = U * w.radial_w1.leftCols(d.C).transpose();
       a.put(x.rad_fold, fold);
+      // kern = R mixp with R = env a W1 + T[ts] + T[td] (T at every degree): kern_w = W1 mixp,
+      // kern_type = T (sum over degrees of mixp's row blocks).
+      a.put(x.kern_w, Mat<double>(w.radial_w1 * mixp));
+      Mat<double> msum = Mat<double>::Zero(d.C, kp);
+      for (int l = 0; l <= d.L; ++l) msum += mixp.middleRows(static_cast<Eigen::Index>(l) * d.C, d.C);
+      a.put(x.kern_type, Mat<double>(w.type_embedding * msum));
     }
     a.put(x.log_zeta, b.log_zeta);
     a.put(x.gate_w, b.gate_w);

@@ -136,7 +136,10 @@ float* CudaEngine::Impl::chunk_forward(int b, const Chunk& c, bool recompute) {
   float* const kept = kept_u(b, c);  // fast: the stack's output goes there, and its backward reads it
   const bool inputs_only = recompute && kept;  // fast's backward: what the stack's backward reads besides
   mark(recompute ? "bwd: recompute radial prep" : "fwd: radial prep");
-  launch_radial_prep(d, w, RadialTablesArgs{c.e0, Ec, radial_in(c), Rh_c.data(), kern_c.data(), nullptr}, s);
+  const EdgeGeomDev geo = geom_at(c);
+  const RadialFoldIn fold{radial_folds_off() ? nullptr : &dw.mw, c.e0, Ec, geo.rbf, geo.env, src.data(), dst.data(),
+                          types.data()};
+  launch_radial_prep(d, w, RadialTablesArgs{c.e0, Ec, radial_in(c), Rh_c.data(), kern_c.data(), nullptr, fold}, s);
   mark(recompute ? "bwd: recompute rotate" : "fwd: rotate+condition");
   launch_rotate_condition(d, w,
                           RotateConditionArgs{c.e0, Ec, src.data(), ev(Dc, d.dc_size, c), H[b].data(), Rh_c.data(),

@@ -102,6 +102,9 @@ struct BlockWDev {
   // degree-0 columns for the logit rows), zero rows to the multiple of 4: the radial MLP's
   // backward from the kernel and logit adjoints (radial.cu); else null.
   const float *rad_fold;
+  // With the degree mixer: W1 mixp (C, Kp) and T sum_l mixp_l (ntypes, Kp), T the type embedding:
+  // the kernel values from the radial MLP's activations (radial_tables.cu); else null.
+  const float *kern_w, *kern_type;
   const float *log_zeta, *gate_w;     // (F), (Cf, F)
   const float *post_scale, *post_bias, *pre_scale, *pre_bias;  // (L+1, C), (C)
   float post_eps, pre_eps;

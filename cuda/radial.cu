@@ -6,7 +6,6 @@
 // backward.
 #include <cstdint>
 
-#include "async_copy.cuh"
 #include "radial.cuh"
 
 namespace sezm::cuda {
@@ -172,65 +171,6 @@ __global__ void __launch_bounds__(kBwdThreads) radial_backward_k(Dims d, ModelWD
 // one fixed order, independent of the grid: repeated runs are bit-identical. The forward's sums
 // are those of radial_forward_k (h over n, s over c, m over c, each from zero in index order), so
 // its bits are the generic kernel's.
-constexpr int kTT = 256;  // threads per tile CTA
-
-__host__ __device__ constexpr int r4(int n) { return (n + 3) & ~3; }  // 16-byte aligned regions
-
-// h for this thread's (edge, channel) pairs, hs (TE x (KC+1)) and rs[e] = the norm factor rho
-// (1 without edge_norm). rbs: the tile's rbf rows, stride nr + 1; w0s: W0, stride KC + 1.
-template <int KC, int TE>
-__device__ __forceinline__ void tile_hidden(const Dims& d, const float* w0s, const float* rbs, float* hs, float* rs,
-                                            float (&h)[TE * KC / kTT]) {
-  constexpr int HPT = TE * KC / kTT, CS = kTT / TE;
-  const int e = threadIdx.x % TE, c0 = threadIdx.x / TE, nr = d.nr;
-#pragma unroll
-  for (int i = 0; i < HPT; ++i) h[i] = 0.0f;
-  for (int n = 0; n < nr; ++n) {
-    const float r = rbs[e * (nr + 1) + n];
-#pragma unroll
-    for (int i = 0; i < HPT; ++i) h[i] = fmaf(r, w0s[n * (KC + 1) + c0 + CS * i], h[i]);
-  }
-#pragma unroll
-  for (int i = 0; i < HPT; ++i) hs[e * (KC + 1) + c0 + CS * i] = h[i];
-  __syncthreads();
-  if (threadIdx.x < TE) {
-    float rho = 1.0f;
-    if (d.edge_norm) {
-      const float* he = hs + threadIdx.x * (KC + 1);
-      float s = 0.0f;
-#pragma unroll 8
-      for (int c = 0; c < KC; ++c) s = fmaf(he[c], he[c], s);
-      rho = rsqrtf(s / KC + 1e-7f);
-    }
-    rs[threadIdx.x] = rho;
-  }
-  __syncthreads();
-}
-
-// Stages W0 (stride KC + 1) and the norm scale; one tile's rbf rows (stride nr + 1) and env.
-template <int KC>
-__device__ __forceinline__ void stage_w0(const Dims& d, const ModelWDev& w, float* w0s, float* nrm) {
-  for (int i = threadIdx.x; i < d.nr * KC; i += kTT) w0s[(i / KC) * (KC + 1) + i % KC] = __ldg(w.rad_w0 + i);
-  if (d.edge_norm)
-    for (int c = threadIdx.x; c < KC; c += kTT) nrm[c] = __ldg(w.rad_norm + c);
-}
-// Asynchronous copies (async_copy.cuh: all of a thread's loads in flight at once, no registers
-// held); rows past the tile's ne edges are zeros. The caller waits (copy_async_wait) before its
-// barrier.
-template <int TE>
-__device__ __forceinline__ void stage_rows(int nr, int e0, int ne, const float* __restrict__ rbf,
-                                           const float* __restrict__ env, float* rbs, float* es) {
-  for (int i = threadIdx.x; i < TE * nr; i += kTT) {
-    float* p = rbs + (i / nr) * (nr + 1) + i % nr;
-    if (i < ne * nr) copy_async4(p, rbf + (size_t)e0 * nr + i);
-    else *p = 0.0f;
-  }
-  for (int i = threadIdx.x; i < TE; i += kTT) {
-    if (i < ne) copy_async4(es + i, env + e0 + i);
-    else es[i] = 0.0f;
-  }
-}
-
 // Forward: tiles of 64 edges; thread (te, tn) = (tid / 16, tid % 16) owns edges 4te..4te+3 and
 // the quads tn, tn + 16 of each 128-column block of the output (W padded to WP, a multiple of 128,
 // with zero weight columns): 32 accumulators, per k one 16-byte load of a (k-major, 4 edges) and
@@ -240,8 +180,8 @@ struct FwdSmem {  // floats, every region a multiple of 4
   int W, WP, w1, w0, nrm, as, rbs, hs, rs, es, total;
   __host__ __device__ FwdSmem(const Dims& d, int KC) {
     W = (d.L + 1) * KC; WP = (W + 127) / 128 * 128;
-    w1 = 0; w0 = w1 + KC * WP; nrm = w0 + r4(d.nr * (KC + 1)); as = nrm + r4(KC);
-    rbs = as + KC * kFwdTE; hs = rbs + r4(kFwdTE * (d.nr + 1)); rs = hs + r4(kFwdTE * (KC + 1));
+    w1 = 0; w0 = w1 + KC * WP; nrm = w0 + tile_round4(d.nr * (KC + 1)); as = nrm + tile_round4(KC);
+    rbs = as + KC * kFwdTE; hs = rbs + tile_round4(kFwdTE * (d.nr + 1)); rs = hs + tile_round4(kFwdTE * (KC + 1));
     es = rs + kFwdTE; total = es + kFwdTE;
   }
 };
@@ -318,8 +258,8 @@ struct BwdSmem {
   int W, TE, RS, w1t, w0, nrm, rb, rbs, hs, rs, es, total;
   __host__ __device__ BwdSmem(const Dims& d, int KC) {
     W = (d.L + 1) * KC; TE = 2048 / KC; RS = ((W / 4) | 1) * 4;
-    w1t = 0; w0 = w1t + W * KC; nrm = w0 + r4(d.nr * (KC + 1)); rb = nrm + r4(KC);
-    rbs = rb + TE * RS; hs = rbs + r4(TE * (d.nr + 1)); rs = hs + r4(TE * (KC + 1)); es = rs + TE; total = es + TE;
+    w1t = 0; w0 = w1t + W * KC; nrm = w0 + tile_round4(d.nr * (KC + 1)); rb = nrm + tile_round4(KC);
+    rbs = rb + TE * RS; hs = rbs + tile_round4(TE * (d.nr + 1)); rs = hs + tile_round4(TE * (KC + 1)); es = rs + TE; total = es + TE;
   }
 };
 
@@ -513,6 +453,11 @@ bool launch_backward_tiles(const Dims& d, const ModelWDev& w, const RadialMlpArg
   return false;
 }
 }  // namespace
+
+bool radial_folds_off() {
+  static const bool off = env_on("SEZM_CUDA_RADIAL_LEGACY");
+  return off;
+}
 
 bool radial_backward_folds(const Dims& d) {
   if (!d.degree_mixer || (d.C != 16 && d.C != 32 && d.C != 64)) return false;

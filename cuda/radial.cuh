@@ -5,6 +5,9 @@
 #include <algorithm>
 
 #include "model_dev.cuh"
+#ifdef __CUDACC__
+#include "async_copy.cuh"
+#endif
 
 namespace sezm::cuda {
 
@@ -23,8 +26,72 @@ void launch_radial_backward(const Dims& d, const ModelWDev& w, const RadialMlpAr
 // Whether launch_radial_backward takes a fold on this model and device (the tile kernel's channel
 // counts, 16, 32 and 64, and its shared memory); the engine forms rho_bar otherwise.
 bool radial_backward_folds(const Dims& d);
+// SEZM_CUDA_RADIAL_LEGACY=1 (read once): the degree mixer's kernel values from R and the radial
+// adjoint through rho_bar, as before the folds (comparisons).
+bool radial_folds_off();
 
 #ifdef __CUDACC__
+// ---- The radial MLP's tile pieces (radial.cu's tile kernels; radial_tables.cu's folded kernel values) ----
+constexpr int kTT = 256;  // threads per tile CTA
+
+__host__ __device__ constexpr int tile_round4(int n) { return (n + 3) & ~3; }  // 16-byte aligned regions
+
+// h for this thread's (edge, channel) pairs, hs (TE x (KC+1)) and rs[e] = the norm factor rho
+// (1 without edge_norm). rbs: the tile's rbf rows, stride nr + 1; w0s: W0, stride KC + 1.
+template <int KC, int TE>
+__device__ __forceinline__ void tile_hidden(const Dims& d, const float* w0s, const float* rbs, float* hs, float* rs,
+                                            float (&h)[TE * KC / kTT]) {
+  constexpr int HPT = TE * KC / kTT, CS = kTT / TE;
+  const int e = threadIdx.x % TE, c0 = threadIdx.x / TE, nr = d.nr;
+#pragma unroll
+  for (int i = 0; i < HPT; ++i) h[i] = 0.0f;
+  for (int n = 0; n < nr; ++n) {
+    const float r = rbs[e * (nr + 1) + n];
+#pragma unroll
+    for (int i = 0; i < HPT; ++i) h[i] = fmaf(r, w0s[n * (KC + 1) + c0 + CS * i], h[i]);
+  }
+#pragma unroll
+  for (int i = 0; i < HPT; ++i) hs[e * (KC + 1) + c0 + CS * i] = h[i];
+  __syncthreads();
+  if (threadIdx.x < TE) {
+    float rho = 1.0f;
+    if (d.edge_norm) {
+      const float* he = hs + threadIdx.x * (KC + 1);
+      float s = 0.0f;
+#pragma unroll 8
+      for (int c = 0; c < KC; ++c) s = fmaf(he[c], he[c], s);
+      rho = rsqrtf(s / KC + 1e-7f);
+    }
+    rs[threadIdx.x] = rho;
+  }
+  __syncthreads();
+}
+
+// Stages W0 (stride KC + 1) and the norm scale; one tile's rbf rows (stride nr + 1) and env.
+template <int KC>
+__device__ __forceinline__ void stage_w0(const Dims& d, const ModelWDev& w, float* w0s, float* nrm) {
+  for (int i = threadIdx.x; i < d.nr * KC; i += kTT) w0s[(i / KC) * (KC + 1) + i % KC] = __ldg(w.rad_w0 + i);
+  if (d.edge_norm)
+    for (int c = threadIdx.x; c < KC; c += kTT) nrm[c] = __ldg(w.rad_norm + c);
+}
+// Asynchronous copies (async_copy.cuh: all of a thread's loads in flight at once, no registers
+// held); rows past the tile's ne edges are zeros. The caller waits (copy_async_wait) before its
+// barrier.
+template <int TE>
+__device__ __forceinline__ void stage_rows(int nr, int e0, int ne, const float* __restrict__ rbf,
+                                           const float* __restrict__ env, float* rbs, float* es) {
+  for (int i = threadIdx.x; i < TE * nr; i += kTT) {
+    float* p = rbs + (i / nr) * (nr + 1) + i % nr;
+    if (i < ne * nr) copy_async4(p, rbf + (size_t)e0 * nr + i);
+    else *p = 0.0f;
+  }
+  for (int i = threadIdx.x; i < TE; i += kTT) {
+    if (i < ne) copy_async4(es + i, env + e0 + i);
+    else es[i] = 0.0f;
+  }
+}
+
+
 // Launches a tile kernel (`threads` per CTA, `bytes` of dynamic shared memory) on as many CTAs as
 // are resident on the device at once, at most `tiles`: the kernel loops over its tiles, so what it
 // stages once per CTA (the weights) crosses L2 once per CTA, not once per tile. Returns false,
