@@ -79,7 +79,7 @@ template <bool kStaged>
 __global__ void softmax_forward_k(Dims d, BlockWDev w, int N, const int* __restrict__ src, const int* __restrict__ off,
                                   const float* __restrict__ env, EdgeRadialIn R,
                                   const float* __restrict__ q, const float* __restrict__ k, float* alpha,
-                                  const float* __restrict__ gate) {
+                                  const float* __restrict__ gate, const float* __restrict__ lbias, int lb_e0) {
   extern __shared__ float sm_rows[];  // kStaged: per warp 32 rows of max(Cf, C) + 1 floats
   const long gw = ((long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
@@ -107,16 +107,21 @@ __global__ void softmax_forward_k(Dims d, BlockWDev w, int N, const int* __restr
         for (int c = 0; c < Cf; ++c) l += qn[c] * ts[lane * tp + c];
         l *= scale;
       }
-      __syncwarp();  // the key rows are read
-      for (int t = lane; t < cnt * C; t += 32) {
-        const int r = t / C, c = t % C;
-        ts[r * tp + c] = __ldg(R.rho + (size_t)(base + r) * (d.L + 1) * C + c);  // R(e, 0, c)'s first term
+      if (lbias) {
+        if (!live) continue;
+        l += __ldg(lbias + (size_t)(e - lb_e0) * d.F + f);
+      } else {
+        __syncwarp();  // the key rows are read
+        for (int t = lane; t < cnt * C; t += 32) {
+          const int r = t / C, c = t % C;
+          ts[r * tp + c] = __ldg(R.rho + (size_t)(base + r) * (d.L + 1) * C + c);  // R(e, 0, c)'s first term
+        }
+        __syncwarp();
+        if (!live) continue;
+        const float* Ts = R.T + (size_t)R.types[R.src[e]] * C;
+        const float* Td = R.T + (size_t)R.types[R.dst[e]] * C;
+        for (int c = 0; c < C; ++c) l += (ts[lane * tp + c] + __ldg(Ts + c) + __ldg(Td + c)) * u[c];  // R(e, 0, c) u[c]
       }
-      __syncwarp();
-      if (!live) continue;
-      const float* Ts = R.T + (size_t)R.types[R.src[e]] * C;
-      const float* Td = R.T + (size_t)R.types[R.dst[e]] * C;
-      for (int c = 0; c < C; ++c) l += (ts[lane * tp + c] + __ldg(Ts + c) + __ldg(Td + c)) * u[c];  // R(e, 0, c) u[c]
       float eff = l + 2.0f * logf(env[e]);
       if (gate) eff += logf(gate[e]);  // bridging: the mass times gate_e
       alpha[(size_t)e * d.F + f] = eff;  // stash the logit, normalised below
@@ -129,7 +134,9 @@ __global__ void softmax_forward_k(Dims d, BlockWDev w, int N, const int* __restr
       float l = 0.0f;
       for (int c = 0; c < Cf; ++c) l += qn[c] * kn[c];
       l *= scale;
-      for (int c = 0; c < d.C; ++c) l += R(d, e, 0, c) * u[c];
+      if (lbias) l += __ldg(lbias + (size_t)(e - lb_e0) * d.F + f);
+      else
+        for (int c = 0; c < d.C; ++c) l += R(d, e, 0, c) * u[c];
       float eff = l + 2.0f * logf(env[e]);
       if (gate) eff += logf(gate[e]);  // bridging: the mass times gate_e
       alpha[(size_t)e * d.F + f] = eff;  // stash the logit, normalised below
@@ -263,9 +270,11 @@ void launch_attention_softmax_forward(const Dims& d, const BlockWDev& w, const S
   const int grid = div_up((long)a.N * d.F * 32, kT);
   const size_t bytes = (size_t)(kT / 32) * 32 * (std::max(d.Cf, d.C) + 1) * sizeof(float);
   if (bytes <= 48 * 1024)  // Cf, C <= 95 (C.pt: 16.5 KiB)
-    softmax_forward_k<true><<<grid, kT, bytes, s>>>(d, w, a.N, a.src, a.off, a.env, a.R, a.q, a.k, a.alpha, a.gate);
+    softmax_forward_k<true><<<grid, kT, bytes, s>>>(d, w, a.N, a.src, a.off, a.env, a.R, a.q, a.k, a.alpha, a.gate,
+                                                    a.lbias, a.lb_e0);
   else
-    softmax_forward_k<false><<<grid, kT, 0, s>>>(d, w, a.N, a.src, a.off, a.env, a.R, a.q, a.k, a.alpha, a.gate);
+    softmax_forward_k<false><<<grid, kT, 0, s>>>(d, w, a.N, a.src, a.off, a.env, a.R, a.q, a.k, a.alpha, a.gate,
+                                                 a.lbias, a.lb_e0);
   SEZM_LAUNCH("softmax_forward");
 }
 void launch_gate_post(const Dims& d, const OutputGateArgs& a, cudaStream_t s) {

@@ -28,6 +28,10 @@ struct SoftmaxArgs {
   const float *q, *k;
   float* alpha;  // written
   const float* gate = nullptr;  // bridging source gate (E), a factor of each edge's mass; nullptr: none
+  // The radial logit bias R(e, 0, :) . u_f per edge, (E', F) from edge lb_e0 on (the folded kernel
+  // values' extra columns, radial_tables.cu), read instead of R; nullptr: formed from R.
+  const float* lbias = nullptr;
+  int lb_e0 = 0;
 };
 void launch_attention_softmax_forward(const Dims& d, const BlockWDev& w, const SoftmaxArgs& a, cudaStream_t s);
 

@@ -65,6 +65,7 @@ void EngineBuffers::size_for_call(const Graph& gv, const Dims& d, int n_blocks, 
   }
   grow(Rh_c, d.degree_mixer ? 1 : static_cast<size_t>(max_ec) * (d.L + 1) * d.Cw);  // the mixer needs only kern
   grow(kern_c, static_cast<size_t>(max_ec) * padded_kernel_size(d));
+  grow(lbias_c, static_cast<size_t>(max_ec) * d.F);
   if (keep_stack) {  // energy-only calls keep nothing
     Zall.resize(std::max(nb - 1, 0));
     for (auto& zb : Zall) {
@@ -188,6 +189,7 @@ size_t call_device_bytes(const Dims& d, const CallShape& c) {
   add(chunkU, f * 2);                             // U0, Ua
   add(static_cast<size_t>(d.F) * Ec * d.Cf, f);
   add(Ec * d.F, f); add(Ec * d.F, f);
+  add(Ec * d.F, f);                               // lbias_c
   add(d.degree_mixer ? 1 : Ec * (d.L + 1) * d.Cw, f);
   add(Ec * padded_kernel_size(d), f);
   if (c.gradients) {

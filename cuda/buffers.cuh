@@ -72,6 +72,7 @@ struct ChunkScratch {
   DBuf<float> U0, Ua;                   // the stack's two ping-pong activations (F, Ec, ROW), U0 its input
   DBuf<float> Ssrc, fc_p, alpha_fc;     // focus competition
   DBuf<float> Rh_c, kern_c;             // the chunk's radial tables
+  DBuf<float> lbias_c;                  // the chunk's radial logit bias (Ec, F), from the folded tables
   DBuf<float> Ssrc_bar, Xloc_bar, alpha_bar, lbar, rho_bar_c;  // backward (Xloc_bar: two-kernel source path)
   std::vector<DBuf<float>> Zc;                 // the chunk's gated pre-activations (lean recompute, fused block)
   std::vector<std::vector<DBuf<float>>> Zall;  // fast: [block before the fused one][gated layer], every edge

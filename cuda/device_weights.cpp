@@ -395,11 +395,17 @@ void DeviceWeights::upload(const ModelW<double>& w, const Dims& d, MemCounter* m
       fold.middleRows(kp, d.F) = U * w.radial_w1.leftCols(d.C).transpose();
       a.put(x.rad_fold, fold);
       // kern = R mixp with R = env a W1 + T[ts] + T[td] (T at every degree): kern_w = W1 mixp,
-      // kern_type = T (sum over degrees of mixp's row blocks).
-      a.put(x.kern_w, Mat<double>(w.radial_w1 * mixp));
+      // kern_type = T (sum over degrees of mixp's row blocks); then F columns more, the logit bias
+      // R(e, 0, :) . u_f: W1_0 u_f and T u_f; zero columns to the multiple of 4.
+      Mat<double> kw = Mat<double>::Zero(d.C, fold.rows()), kt = Mat<double>::Zero(w.type_embedding.rows(), fold.rows());
       Mat<double> msum = Mat<double>::Zero(d.C, kp);
       for (int l = 0; l <= d.L; ++l) msum += mixp.middleRows(static_cast<Eigen::Index>(l) * d.C, d.C);
-      a.put(x.kern_type, Mat<double>(w.type_embedding * msum));
+      kw.leftCols(kp) = w.radial_w1 * mixp;
+      kw.middleCols(kp, d.F) = w.radial_w1.leftCols(d.C) * U.transpose();
+      kt.leftCols(kp) = w.type_embedding * msum;
+      kt.middleCols(kp, d.F) = w.type_embedding * U.transpose();
+      a.put(x.kern_w, kw);
+      a.put(x.kern_type, kt);
     }
     a.put(x.log_zeta, b.log_zeta);
     a.put(x.gate_w, b.gate_w);

@@ -119,11 +119,11 @@ void CudaEngine::Impl::embedding_forward_chunks() {
   }
 }
 
-void CudaEngine::Impl::softmax_forward(int b, const Chunk& c) {
+void CudaEngine::Impl::softmax_forward(int b, const Chunk& c, const float* lbias) {
   launch_attention_softmax_forward(d, dw.bw[b],
                                    SoftmaxArgs{c.n1 - c.n0, src.data(), off.data() + c.n0, ev(env, 1, c), radial_in(c),
                                                q[b].data() + (size_t)c.n0 * d.Cw, k[b].data(), alpha[b].data(),
-                                               bridge.gate()},
+                                               bridge.gate(), lbias, c.e0},
                                    s);
 }
 
@@ -136,10 +136,17 @@ float* CudaEngine::Impl::chunk_forward(int b, const Chunk& c, bool recompute) {
   float* const kept = kept_u(b, c);  // fast: the stack's output goes there, and its backward reads it
   const bool inputs_only = recompute && kept;  // fast's backward: what the stack's backward reads besides
   mark(recompute ? "bwd: recompute radial prep" : "fwd: radial prep");
+  // Folded, the softmax runs per chunk right here on the prep's logit bias, whatever the edge state,
+  // so that both edge states give the same bits.
+  const bool softmax_here = fold_prep && !recompute;
   const EdgeGeomDev geo = geom_at(c);
-  const RadialFoldIn fold{radial_folds_off() ? nullptr : &dw.mw, c.e0, Ec, geo.rbf, geo.env, src.data(), dst.data(),
-                          types.data()};
+  const RadialFoldIn fold{fold_prep ? &dw.mw : nullptr, c.e0, Ec, geo.rbf, geo.env, src.data(), dst.data(),
+                          types.data(), d.F, softmax_here ? lbias_c.data() : nullptr};
   launch_radial_prep(d, w, RadialTablesArgs{c.e0, Ec, radial_in(c), Rh_c.data(), kern_c.data(), nullptr, fold}, s);
+  if (softmax_here) {
+    mark("fwd: softmax (per chunk)");
+    softmax_forward(b, c, lbias_c.data());
+  }
   mark(recompute ? "bwd: recompute rotate" : "fwd: rotate+condition");
   launch_rotate_condition(d, w,
                           RotateConditionArgs{c.e0, Ec, src.data(), ev(Dc, d.dc_size, c), H[b].data(), Rh_c.data(),
@@ -273,6 +280,7 @@ void CudaEngine::Impl::prepare_call(const Graph& gv, bool gradients) {
     if (!chunk_geo) checked_keep_bytes = keep_bytes;
   }
   last_state = chunk_geo ? EdgeState::kChunk : EdgeState::kKeep;
+  fold_prep = !radial_folds_off() && radial_prep_folds(d);
   held_e0 = held_e1 = -1;
   held = 0;
   mark("call: buffers + graph upload");  // then the buffers' sizing and the graph's upload
@@ -341,15 +349,16 @@ EngineResult CudaEngine::Impl::compute(const Graph& gv, bool gradients, FeatureE
     launch_per_degree_linear(NT, d.L, d.C, d.Cw, X[b].data(), w.pre, H[b].data(), false, false, s);
     grow_block(b, d);
     launch_attention_node_forward(d, w, attention_node_args(b), s);
-    if (!chunk_geo) softmax_forward(b, whole());  // per chunk below otherwise
+    if (!chunk_geo && !fold_prep) softmax_forward(b, whole());  // per chunk below (or in chunk_forward) otherwise
     const bool fused = b == fused_block;
     if (fused) {
       plan.group_sources(gv, &mem, s, timer.enabled);
       begin_block_backward();
     }
     for (const Chunk& c : chunks) {
-      if (chunk_geo) {
-        chunk_geometry(c, kGeo | kRho);
+      // Folded, the blocks read no radial features (the softmax then runs in chunk_forward).
+      if (chunk_geo) chunk_geometry(c, fold_prep ? kGeo : kGeo | kRho);
+      if (chunk_geo && !fold_prep) {
         mark("fwd: softmax (per chunk)");
         softmax_forward(b, c);
       }
@@ -411,7 +420,7 @@ EngineResult CudaEngine::Impl::compute(const Graph& gv, bool gradients, FeatureE
     node_backward_all(b);
     begin_block_backward();
     for (const Chunk& c : chunks) {
-      chunk_geometry(c, kGeo | kRho);
+      chunk_geometry(c, fold_prep ? kGeo : kGeo | kRho);
       chunk_backward(b, c, chunk_forward(b, c, true));
     }
     end_block_backward(b, ex);

@@ -83,6 +83,9 @@ struct CudaEngine::Impl : EngineBuffers {
   EdgeState edge_state = EdgeState::kAuto;  // as set (set_edge_state)
   EdgeState last_state = EdgeState::kAuto;  // what the latest call used
   bool chunk_geo = false;  // this call: geometry, radial features, env-seed edge state and their adjoints per chunk
+  // This call: the radial tables and the attention's logit bias from the radial MLP's hidden layer
+  // (radial_prep_folds), the softmax per chunk after them, and the blocks reading no radial features.
+  bool fold_prep = false;
   size_t fixed_bytes = 0;  // held from construction on (the weights): not the call's to reuse
   size_t checked_keep_bytes = 0;  // the largest kept-edge-state call found to fit (prepare_call)
   // chunk_geo: the chunk whose rows the edge buffers hold, and which of them are computed.
@@ -158,7 +161,8 @@ struct CudaEngine::Impl : EngineBuffers {
   void embedding_forward_chunks();
   void embedding_backward_chunks();
   // The envelope softmax of block b over the centres of chunk c (all centres: whole()).
-  void softmax_forward(int b, const Chunk& c);
+  // lbias: the chunk's radial logit bias from the folded tables (chunk_forward), else nullptr (from R).
+  void softmax_forward(int b, const Chunk& c, const float* lbias = nullptr);
 
   AttentionNodeArgs attention_node_args(int b) {
     AttentionNodeArgs a{};

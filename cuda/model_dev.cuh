@@ -102,8 +102,10 @@ struct BlockWDev {
   // degree-0 columns for the logit rows), zero rows to the multiple of 4: the radial MLP's
   // backward from the kernel and logit adjoints (radial.cu); else null.
   const float *rad_fold;
-  // With the degree mixer: W1 mixp (C, Kp) and T sum_l mixp_l (ntypes, Kp), T the type embedding:
-  // the kernel values from the radial MLP's activations (radial_tables.cu); else null.
+  // With the degree mixer: [W1 mixp | W1_0 logit_u^T] (C, round4(Kp + F)) and [T sum_l mixp_l |
+  // T logit_u^T] (ntypes, round4(Kp + F)), T the type embedding, zero columns to the multiple of 4:
+  // the kernel values and the radial logit bias from the radial MLP's activations
+  // (radial_tables.cu); else null.
   const float *kern_w, *kern_type;
   const float *log_zeta, *gate_w;     // (F), (Cf, F)
   const float *post_scale, *post_bias, *pre_scale, *pre_bias;  // (L+1, C), (C)

@@ -241,18 +241,20 @@ __global__ void __launch_bounds__(kMT) mixer_adjoint_k(Dims d, int Ec, const flo
 //
 // kern = R mixp with R = rho + T[ts] + T[td] (T added at every degree) and rho = env (a W1), a the
 // MLP's activations (C per edge): kern = env (a kern_w) + kern_type[ts] + kern_type[td], with
-// kern_w = W1 mixp and kern_type = T sum_l mixp_l folded in double at upload (BlockWDev). Per edge
+// kern_w = W1 mixp and kern_type = T sum_l mixp_l folded in double at upload (BlockWDev); their F
+// further columns give the attention's radial logit bias R(e, 0, :) . u_f alike (lbias). Per edge
 // the hidden layer again (nr x C, the radial forward's tile_hidden and activation expression) and a
 // C x Kp product instead of the (L+1) C x Kp one, reading the nr rbf values instead of R's (L+1) C.
 // A CTA of 256 threads per tile of 64 edges (looping over tiles, W0 and kern_w staged once per
 // CTA); the activations k-major (as[c][e]), thread (te, tq) = (tid / NQ, tid % NQ), tid < 16 NQ,
-// owns edges 4te..4te+3 and columns 4tq..4tq+3: per c one 16-byte load of a and one of kern_w for
-// 16 FMAs, summed over c in order from zero.
+// owns edges 4te..4te+3 and columns 4tq..4tq+3 (KP = round4(Kp + F) columns: Kp % 4 == 0, so a
+// quad is all kernel values or all logit biases): per c one 16-byte load of a and one of kern_w
+// for 16 FMAs, summed over c in order from zero.
 struct FoldSmem {
-  int Kp, w0, nrm, kw, rbs, hs, rs, es, as, tt, total;
+  int Kp, KP, w0, nrm, kw, rbs, hs, rs, es, as, tt, total;
   __host__ __device__ FoldSmem(const Dims& d, int KC) {
-    Kp = padded_kernel_size(d);
-    w0 = 0; nrm = w0 + tile_round4(d.nr * (KC + 1)); kw = nrm + tile_round4(KC); rbs = kw + KC * Kp;
+    Kp = padded_kernel_size(d); KP = (Kp + d.F + 3) / 4 * 4;
+    w0 = 0; nrm = w0 + tile_round4(d.nr * (KC + 1)); kw = nrm + tile_round4(KC); rbs = kw + KC * KP;
     hs = rbs + tile_round4(kMTE * (d.nr + 1)); rs = hs + tile_round4(kMTE * (KC + 1)); es = rs + kMTE;
     as = es + kMTE; tt = as + KC * kMTE; total = tt + 2 * kMTE;
   }
@@ -261,18 +263,18 @@ struct FoldSmem {
 template <int KC>
 __global__ void __launch_bounds__(kTT) mixer_prep_fold_k(Dims d, ModelWDev mw, const float* __restrict__ kern_w,
                                                          const float* __restrict__ kern_type, RadialFoldIn in,
-                                                         float* kern) {
+                                                         float* kern, float* lbias) {
   constexpr int TE = kMTE, HPT = TE * KC / kTT, CS = kTT / TE;
   static_assert(kTT == kMT && TE % 4 == 0, "the tile's 256 threads and edge quads");
   extern __shared__ float4 smem4[];
   float* sm = reinterpret_cast<float*>(smem4);
   const FoldSmem L(d, KC);
-  const int Kp = L.Kp, NQ = Kp / 4, tid = threadIdx.x;
+  const int Kp = L.Kp, KP = L.KP, NQ = KP / 4, tid = threadIdx.x;
   float *w0s = sm + L.w0, *nrm = sm + L.nrm, *kw = sm + L.kw, *rbs = sm + L.rbs, *hs = sm + L.hs, *rs = sm + L.rs,
         *es = sm + L.es, *as = sm + L.as;
   int* tt = reinterpret_cast<int*>(sm + L.tt);
   stage_w0<KC>(d, mw, w0s, nrm);
-  for (int i = tid; i < KC * Kp / 4; i += kTT)
+  for (int i = tid; i < KC * KP / 4; i += kTT)
     reinterpret_cast<float4*>(kw)[i] = __ldg(reinterpret_cast<const float4*>(kern_w) + i);
   const int tq = tid % NQ, te = tid / NQ, ntiles = (in.Ec + TE - 1) / TE;
   for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
@@ -305,7 +307,7 @@ __global__ void __launch_bounds__(kTT) mixer_prep_fold_k(Dims d, ModelWDev mw, c
 #pragma unroll 8
       for (int c = 0; c < KC; ++c) {
         const float4 x = *reinterpret_cast<const float4*>(as + c * TE + 4 * te);
-        const float4 y = *reinterpret_cast<const float4*>(kw + c * Kp + 4 * tq);
+        const float4 y = *reinterpret_cast<const float4*>(kw + c * KP + 4 * tq);
         const float av[4] = {x.x, x.y, x.z, x.w}, bv[4] = {y.x, y.y, y.z, y.w};
 #pragma unroll
         for (int r = 0; r < 4; ++r)
@@ -316,12 +318,19 @@ __global__ void __launch_bounds__(kTT) mixer_prep_fold_k(Dims d, ModelWDev mw, c
       for (int r = 0; r < 4; ++r) {
         const int e = 4 * te + r;
         if (e >= ne) continue;
-        const float4 ks = __ldg(reinterpret_cast<const float4*>(kern_type + (size_t)tt[e] * Kp + 4 * tq));
-        const float4 kd = __ldg(reinterpret_cast<const float4*>(kern_type + (size_t)tt[TE + e] * Kp + 4 * tq));
+        const float4 ks = __ldg(reinterpret_cast<const float4*>(kern_type + (size_t)tt[e] * KP + 4 * tq));
+        const float4 kd = __ldg(reinterpret_cast<const float4*>(kern_type + (size_t)tt[TE + e] * KP + 4 * tq));
         const float en = es[e];
-        st4(kern + (size_t)(t0 + e) * Kp + 4 * tq,
-            make_float4(en * acc[r][0] + ks.x + kd.x, en * acc[r][1] + ks.y + kd.y, en * acc[r][2] + ks.z + kd.z,
-                        en * acc[r][3] + ks.w + kd.w));
+        const float4 v = make_float4(en * acc[r][0] + ks.x + kd.x, en * acc[r][1] + ks.y + kd.y,
+                                     en * acc[r][2] + ks.z + kd.z, en * acc[r][3] + ks.w + kd.w);
+        if (4 * tq < Kp) {
+          st4(kern + (size_t)(t0 + e) * Kp + 4 * tq, v);
+        } else if (lbias) {
+          const float vv[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+            if (4 * tq + j - Kp < in.F) lbias[(size_t)(t0 + e) * in.F + 4 * tq + j - Kp] = vv[j];
+        }
       }
     }
     __syncthreads();  // the next tile overwrites tt, rbs, es, as
@@ -332,7 +341,8 @@ bool launch_prep_fold(const Dims& d, const BlockWDev& w, const RadialTablesArgs&
   const size_t bytes = FoldSmem(d, d.C).total * sizeof(float);
   const int tiles = div_up(a.Ec, kMTE);
   const auto go = [&](auto fn) {
-    return launch_tiles(fn, kTT, bytes, tiles, s, d, *a.fold.mw, w.kern_w, w.kern_type, a.fold, a.kern);
+    return launch_tiles(fn, kTT, bytes, tiles, s, d, *a.fold.mw, w.kern_w, w.kern_type, a.fold, a.kern,
+                        a.fold.lbias);
   };
   if (d.C == 32) return go(mixer_prep_fold_k<32>);
   if (d.C == 16) return go(mixer_prep_fold_k<16>);
@@ -340,7 +350,22 @@ bool launch_prep_fold(const Dims& d, const BlockWDev& w, const RadialTablesArgs&
   return false;
 }
 
+const void* prep_fold_kernel(int C) {
+  return C == 32   ? reinterpret_cast<const void*>(mixer_prep_fold_k<32>)
+         : C == 16 ? reinterpret_cast<const void*>(mixer_prep_fold_k<16>)
+         : C == 64 ? reinterpret_cast<const void*>(mixer_prep_fold_k<64>)
+                   : nullptr;
+}
+
 }  // namespace
+
+bool radial_prep_folds(const Dims& d) {
+  const void* fn = prep_fold_kernel(d.C);
+  if (!d.degree_mixer || fn == nullptr) return false;
+  const FoldSmem L(d, d.C);
+  // 16 edge quads x KP / 4 column quads multiply: at most the CTA's 256 threads.
+  return L.KP <= 64 && resident_grid(fn, kTT, L.total * sizeof(float), 1) > 0;
+}
 
 
 void launch_radial_prep(const Dims& d, const BlockWDev& w, const RadialTablesArgs& a, cudaStream_t s) {
@@ -352,7 +377,9 @@ void launch_radial_prep(const Dims& d, const BlockWDev& w, const RadialTablesArg
   if (d.degree_mixer) {
     // 16 edge quads x Kp / 4 <= 8 column quads: at most 128 of the 256 threads multiply (L <= 3: Kp <= 28).
     const bool fits = reinterpret_cast<uintptr_t>(kern) % 16 == 0 && padded_kernel_size(d) <= 32;
-    if (fits && a.fold.mw != nullptr && w.kern_w != nullptr && launch_prep_fold(d, w, a, s)) {
+    if (a.fold.mw != nullptr) {  // the caller asked for the fold (radial_prep_folds): its logit bias too
+      if (reinterpret_cast<uintptr_t>(kern) % 16 != 0 || w.kern_w == nullptr || !launch_prep_fold(d, w, a, s))
+        throw Error("device cuda: launch_radial_prep: the folded kernel values did not launch (radial_prep_folds)");
       SEZM_LAUNCH("radial_prep (folded)");
       return;
     }

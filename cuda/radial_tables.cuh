@@ -16,7 +16,12 @@ struct RadialFoldIn {
   int e0, Ec;
   const float *rbf, *env;
   const int *src, *dst, *types;
+  int F;          // foci
+  float* lbias;   // (Ec, F): the attention's radial logit bias, written where non-null
 };
+// Whether launch_radial_prep takes the kernel values (and the logit bias) from the MLP's hidden
+// layer on this model and device: the degree mixer, C = 16, 32 or 64, the tile's shared memory.
+bool radial_prep_folds(const Dims& d);
 struct RadialTablesArgs {
   int e0, Ec;      // the chunk's first edge and edge count
   EdgeRadialIn R;  // prep: the block input radial features (unused by the adjoint)
