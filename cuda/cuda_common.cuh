@@ -175,6 +175,11 @@ struct Dims {
   // stays on wg_tile; 3: as 1 with a forward launch per layer; 0: wg_tile for every layer. With
   // tf32_one_pass in one TF32 pass there.
   int stack_ws;
+  // The radial folds (with the degree mixer: the kernel values and logit bias from the radial MLP's
+  // hidden layer, radial_tables.cu; the blocks' radial adjoint from the kernel and logit adjoints,
+  // radial.cu): 1, or 0 with SEZM_CUDA_RADIAL_LEGACY=1 at the engine's construction (the route
+  // through R and rho_bar).
+  int radial_fold;
 };
 
 __host__ __device__ inline int dc_off(int l) { return l == 0 ? 0 : 1 + 3 * (l * l - 1); }

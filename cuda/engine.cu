@@ -280,7 +280,7 @@ void CudaEngine::Impl::prepare_call(const Graph& gv, bool gradients) {
     if (!chunk_geo) checked_keep_bytes = keep_bytes;
   }
   last_state = chunk_geo ? EdgeState::kChunk : EdgeState::kKeep;
-  fold_prep = !radial_folds_off() && radial_prep_folds(d);
+  fold_prep = d.radial_fold && radial_prep_folds(d);
   held_e0 = held_e1 = -1;
   held = 0;
   mark("call: buffers + graph upload");  // then the buffers' sizing and the graph's upload

@@ -107,7 +107,7 @@ void CudaEngine::Impl::chunk_backward(int b, const Chunk& c, float* Uf) {
   if (source_backward_fused(d)) {  // conditioning, rotation and source sums in one pass (source_backward.cuh)
     // With the degree mixer the radial adjoint stays as the kernel and logit adjoints, which the
     // radial backward takes through the block's fold (radial.cu): no R̄ rows formed.
-    const bool fold = !radial_folds_off() && w.rad_fold != nullptr && radial_backward_folds(d);
+    const bool fold = d.radial_fold && w.rad_fold != nullptr && radial_backward_folds(d);
     mark("bwd: source backward");
     if (!fold) SEZM_CUDA(cudaMemsetAsync(rho_bar_c.data(), 0, Ec * W * sizeof(float), s));
     launch_source_backward(d, w,

@@ -454,11 +454,6 @@ bool launch_backward_tiles(const Dims& d, const ModelWDev& w, const RadialMlpArg
 }
 }  // namespace
 
-bool radial_folds_off() {
-  static const bool off = env_on("SEZM_CUDA_RADIAL_LEGACY");
-  return off;
-}
-
 bool radial_backward_folds(const Dims& d) {
   if (!d.degree_mixer || (d.C != 16 && d.C != 32 && d.C != 64)) return false;
   const BwdSmem L(d, d.C);

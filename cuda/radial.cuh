@@ -26,9 +26,6 @@ void launch_radial_backward(const Dims& d, const ModelWDev& w, const RadialMlpAr
 // Whether launch_radial_backward takes a fold on this model and device (the tile kernel's channel
 // counts, 16, 32 and 64, and its shared memory); the engine forms rho_bar otherwise.
 bool radial_backward_folds(const Dims& d);
-// SEZM_CUDA_RADIAL_LEGACY=1 (read once): the degree mixer's kernel values from R and the radial
-// adjoint through rho_bar, as before the folds (comparisons).
-bool radial_folds_off();
 
 #ifdef __CUDACC__
 // ---- The radial MLP's tile pieces (radial.cu's tile kernels; radial_tables.cu's folded kernel values) ----

@@ -111,7 +111,10 @@ class CudaReference : public ::testing::TestWithParam<std::tuple<Case, int, int>
 // bounds. Variant 5 ("_wg"): SEZM_CUDA_STACK_WS=0, every layer on wg_tile. Variant 6 ("_tf32ws2"):
 // `precision tf32` with the gated backward on wg_tile (its one-pass form): the tf32 bounds.
 // Variant 11 ("_unchained"): SEZM_CUDA_STACK_WS=3, the forward a launch per layer where the default
-// chains every layer in one launch (stack_ws_chain.cu): the fp32 bounds.
+// chains every layer in one launch (stack_ws_chain.cu): the fp32 bounds. Variant 12 ("_radlegacy"):
+// SEZM_CUDA_RADIAL_LEGACY=1 at construction, the degree mixer's tables from R and the blocks' radial
+// adjoint through rho_bar instead of the folds (cuda/radial_tables.cu, cuda/radial.cu): the fp32
+// bounds.
 // (Variants 3, the SS forward tile, and 7, and 8, 9 and 10, the one-launch gated forward in tf32
 // and backward before they became the default, were removed; the others keep their numbers.)
 TEST_P(CudaReference, MatchesCpuFloat64AndDeepmd) {
@@ -136,8 +139,10 @@ TEST_P(CudaReference, MatchesCpuFloat64AndDeepmd) {
   const sezm::ModelConfig& cfg = pr.cfg;
   const sezm::ModelW<double>& w32 = pr.w32;
   if (*stack_ws) setenv("SEZM_CUDA_STACK_WS", stack_ws, 1);  // read once, by the engine's constructor
+  if (variant == 12) setenv("SEZM_CUDA_RADIAL_LEGACY", "1", 1);  // likewise
   sezm::CudaEngine gpu(w32, 0, cuda_mode(mode));
   if (*stack_ws) unsetenv("SEZM_CUDA_STACK_WS");
+  if (variant == 12) unsetenv("SEZM_CUDA_RADIAL_LEGACY");
   if (tf32) gpu.set_precision(sezm::Precision::kTf32);
   sezm::CudaEngine kept(w32, 0, cuda_mode(mode));  // chunk_edge: the kept edge state at the same chunks
   if (chunk_edge) {
@@ -168,7 +173,10 @@ TEST_P(CudaReference, MatchesCpuFloat64AndDeepmd) {
     const double w_ref = rel(max_diff(dev.virial, c.virial), max_abs(c.virial));
     std::printf("[cuda %s%s %s] %-20s vs CPU f64 (same fp32 weights): E %.2e F %.2e W %.2e | vs deepmd: E %.2e "
                 "(weight rounding alone %.1e) F %.2e W %.2e\n",
-                mode_name(mode), tf32 ? (*stack_ws ? " tf32 ws2" : " tf32") : variant == 5 ? " wg" : *stack_ws ? " ws2" : "", k.model.c_str(), c.name.c_str(), e_cpu, f_cpu, w_cpu, e_ref,
+                mode_name(mode),
+                tf32 ? (*stack_ws ? " tf32 ws2" : " tf32")
+                : variant == 5 ? " wg" : variant == 12 ? " radlegacy" : *stack_ws ? " ws2" : "",
+                k.model.c_str(), c.name.c_str(), e_cpu, f_cpu, w_cpu, e_ref,
                 e_round, f_ref, w_ref);
     EXPECT_LE(e_cpu, tol_e);
     EXPECT_LE(f_cpu, tol_fw);
@@ -222,7 +230,7 @@ INSTANTIATE_TEST_SUITE_P(
                           // up to ~1e4 eV/A, compared relative to the largest reference value
                           Case{"recipes/zbl_plain_f64.pt", "recipes/ref_zbl_plain_f64.json", false},
                           Case{"recipes/zbl_mini_f64.pt", "recipes/ref_zbl_mini_f64.json", false}),
-        ::testing::Values(0, 1), ::testing::Values(0, 1, 2, 4, 5, 6, 11)),
+        ::testing::Values(0, 1), ::testing::Values(0, 1, 2, 4, 5, 6, 11, 12)),
     [](const auto& info) {
       const std::string& m = std::get<0>(info.param).model;
       const std::string& head = std::get<0>(info.param).head;
@@ -235,6 +243,7 @@ INSTANTIATE_TEST_SUITE_P(
               : v == 5 ? std::string("_wg")
               : v == 6 ? std::string("_tf32ws2")
               : v == 11 ? std::string("_unchained")
+              : v == 12 ? std::string("_radlegacy")
                        : std::string(precision_suffix(v)));
     });
 
