@@ -189,7 +189,7 @@ struct FwdSmem {  // floats, every region a multiple of 4
 template <int KC>
 __global__ void __launch_bounds__(kTT) radial_forward_tile_k(Dims d, ModelWDev w, int E, const float* __restrict__ rbf,
                                                              const float* __restrict__ env, float* rho_o) {
-  constexpr int TE = kFwdTE, HPT = TE * KC / kTT, CS = kTT / TE;
+  constexpr int TE = kFwdTE;
   extern __shared__ float4 smem4[];
   float* sm = reinterpret_cast<float*>(smem4);
   const FwdSmem L(d, KC);
@@ -208,17 +208,7 @@ __global__ void __launch_bounds__(kTT) radial_forward_tile_k(Dims d, ModelWDev w
     stage_rows<TE>(d.nr, e0, ne, rbf, env, rbs, es);
     copy_async_wait();
     __syncthreads();
-    float h[HPT];
-    tile_hidden<KC, TE>(d, w0s, rbs, hs, rs, h);
-    {  // a = SiLU(y), k-major: as[c][e]
-      const int e = tid % TE, c0 = tid / TE;
-#pragma unroll
-      for (int i = 0; i < HPT; ++i) {
-        const int c = c0 + CS * i;
-        const float y = d.edge_norm ? h[i] * rs[e] * nrm[c] : h[i];
-        as[c * TE + e] = siluf_(y);
-      }
-    }
+    tile_activations<KC, TE>(d, w0s, nrm, rbs, hs, rs, as);
     __syncthreads();
     for (int cb = 0; cb < W; cb += 128) {
       float acc[4][8];

@@ -64,6 +64,24 @@ __device__ __forceinline__ void tile_hidden(const Dims& d, const float* w0s, con
   __syncthreads();
 }
 
+// The tile's activations a = SiLU(y), k-major (as[c][e], TE x KC), y formed as the radial
+// forward forms it (radial.cu; the folded kernel values of radial_tables.cu read the same bits);
+// hs and rs as tile_hidden leaves them. The caller's barrier follows.
+template <int KC, int TE>
+__device__ __forceinline__ void tile_activations(const Dims& d, const float* w0s, const float* nrm, const float* rbs,
+                                                 float* hs, float* rs, float* as) {
+  constexpr int HPT = TE * KC / kTT, CS = kTT / TE;
+  float h[HPT];
+  tile_hidden<KC, TE>(d, w0s, rbs, hs, rs, h);
+  const int e = threadIdx.x % TE, c0 = threadIdx.x / TE;
+#pragma unroll
+  for (int i = 0; i < HPT; ++i) {
+    const int c = c0 + CS * i;
+    const float y = d.edge_norm ? h[i] * rs[e] * nrm[c] : h[i];
+    as[c * TE + e] = siluf_(y);
+  }
+}
+
 // Stages W0 (stride KC + 1) and the norm scale; one tile's rbf rows (stride nr + 1) and env.
 template <int KC>
 __device__ __forceinline__ void stage_w0(const Dims& d, const ModelWDev& w, float* w0s, float* nrm) {

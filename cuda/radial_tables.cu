@@ -264,7 +264,7 @@ template <int KC>
 __global__ void __launch_bounds__(kTT) mixer_prep_fold_k(Dims d, ModelWDev mw, const float* __restrict__ kern_w,
                                                          const float* __restrict__ kern_type, RadialFoldIn in,
                                                          float* kern, float* lbias) {
-  constexpr int TE = kMTE, HPT = TE * KC / kTT, CS = kTT / TE;
+  constexpr int TE = kMTE;
   static_assert(kTT == kMT && TE % 4 == 0, "the tile's 256 threads and edge quads");
   extern __shared__ float4 smem4[];
   float* sm = reinterpret_cast<float*>(smem4);
@@ -286,17 +286,7 @@ __global__ void __launch_bounds__(kTT) mixer_prep_fold_k(Dims d, ModelWDev mw, c
     stage_rows<TE>(d.nr, t0, ne, in.rbf, in.env, rbs, es);
     copy_async_wait();
     __syncthreads();
-    float h[HPT];
-    tile_hidden<KC, TE>(d, w0s, rbs, hs, rs, h);
-    {  // a = SiLU(y), k-major: as[c][e]
-      const int e = tid % TE, c0 = tid / TE;
-#pragma unroll
-      for (int i = 0; i < HPT; ++i) {
-        const int c = c0 + CS * i;
-        const float y = d.edge_norm ? h[i] * rs[e] * nrm[c] : h[i];
-        as[c * TE + e] = siluf_(y);
-      }
-    }
+    tile_activations<KC, TE>(d, w0s, nrm, rbs, hs, rs, as);
     __syncthreads();
     if (tid < (TE / 4) * NQ) {
       float acc[4][4];
