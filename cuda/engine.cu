@@ -1,6 +1,6 @@
 // CUDA engine: the orchestration of forward and backward (same order and names as the CPU
 // engine, src/engine/sezm_model.cpp) and store-or-recompute per mode. CudaEngine's public
-// wrappers: engine_api.cu; weights: device_weights.cpp; buffers and their sizing: buffers.cu;
+// wrappers: engine_api.cu; the per-chunk edge state: engine_edge_state.cu; weights: device_weights.cpp; buffers and their sizing: buffers.cu;
 // device queries: device.cu; chunks and source grouping: chunks.cu; timing and ghost staging:
 // host_support.cuh (row gathers: ghost_rows.cu); kernels: one file per component.
 //
@@ -39,84 +39,6 @@ void launch_add(long n, const float* a, float* b, cudaStream_t s) {
 void launch_add(long n, const double* a, double* b, cudaStream_t s) {
   if (n > 0) add_k<double><<<div_up(n, 256), 256, 0, s>>>(n, a, b);
   SEZM_LAUNCH("add");
-}
-
-// ---- per-chunk edge state (EdgeState::kChunk) ----
-void CudaEngine::Impl::chunk_geometry(const Chunk& c, unsigned need) {
-  if (!chunk_geo) return;
-  if (c.e0 != held_e0 || c.e1 != held_e1) {
-    held_e0 = c.e0; held_e1 = c.e1; held = 0;
-  }
-  if (need & (kRho | kSeed)) need |= kGeo;
-  if ((need & held) == need) return;
-  const int Ec = c.e1 - c.e0;
-  const size_t e0 = c.e0;
-  const EdgeGeomDev geo = geom_at(c);
-  mark("edge state: recompute per chunk");
-  if ((need & kGeo) && !(held & kGeo))
-    launch_geometry_forward(d, GeometryForwardArgs{Ec, vec.data() + 3 * e0, dw.mw.freqs, dw.wt, geo}, s);
-  if ((need & kRho) && !(held & kRho)) {
-    RadialMlpArgs rad{};
-    rad.E = Ec; rad.rbf = geo.rbf; rad.env = geo.env; rad.rho = rho_v(c) + e0 * (d.L + 1) * d.C;
-    launch_radial_forward(d, dw.mw, rad, s);
-  }
-  if ((need & kSeed) && !(held & kSeed)) {  // the env-seed edge MLP alone (no centres: N = 0)
-    EnvSeedArgs a{};
-    a.g = GraphDev{0, NT, Ec, src.data() + e0, dst.data() + e0, off.data(), types.data()};
-    a.geo = geo;
-    a.gemb = ev(g, d.es_emb, c) + e0 * d.es_emb; a.seed = ev(seed, 4, c) + 4 * e0;
-    launch_env_seed_forward(d, dw.mw, a, s);
-  }
-  held |= need;
-}
-
-void CudaEngine::Impl::zero_chunk_bars(const Chunk& c) {
-  const size_t Ec = c.e1 - c.e0;
-  if (!chunk_geo || Ec == 0) return;
-  const EdgeGeomBarDev b = geom_bar_at(c);
-  SEZM_CUDA(cudaMemsetAsync(b.Dc_bar, 0, Ec * d.dc_size * sizeof(float), s));
-  SEZM_CUDA(cudaMemsetAsync(b.rbf_bar, 0, Ec * d.nr * sizeof(float), s));
-  SEZM_CUDA(cudaMemsetAsync(b.env_bar, 0, Ec * sizeof(float), s));
-  SEZM_CUDA(cudaMemsetAsync(b.vec_bar, 0, 3 * Ec * sizeof(float), s));
-}
-
-void CudaEngine::Impl::geometry_share(const Chunk& c) {
-  const int Ec = c.e1 - c.e0;
-  if (!chunk_geo || Ec == 0) return;
-  chunk_geometry(c, kGeo);  // held already: the share's steps read it
-  mark("bwd: geometry (per chunk)");
-  launch_geometry_backward(d, GeometryBackwardArgs{Ec, geom_at(c), dw.mw.freqs, dw.wt, geom_bar_at(c), eg_c.data()},
-                           s);
-  launch_add(3L * Ec, eg_c.data(), edge_grad.data() + 3 * (size_t)c.e0, s);
-}
-
-// The embedding's forward chunk by chunk: every centre's degree, env-seed sums and GIE read only
-// its own in-edges, which are the chunk's (the node launchers run on the chunk's centres, with
-// their per-node arrays at n0 and the edge views addressed by the absolute edge index).
-void CudaEngine::Impl::embedding_forward_chunks() {
-  const size_t nodeX = static_cast<size_t>(d.D) * d.C;
-  for (const Chunk& c : plan.chunks) {
-    chunk_geometry(c, kGeo | kRho | kSeed);
-    mark("fwd: degree+env-seed+GIE (per chunk)");
-    const int n = c.n1 - c.n0;
-    const size_t n0 = c.n0;
-    DegreeArgs deg{};
-    deg.N = n; deg.off = off.data() + n0; deg.env = ev(env, 1, c); deg.isd = isd.data() + n0;
-    launch_degree_forward(deg, s);
-    EnvSeedArgs es{};  // the centres' sums alone (E = 0)
-    es.g = GraphDev{n, NT, 0, src.data(), dst.data(), off.data() + n0, types.data() + n0};
-    es.isd = isd.data() + n0;
-    es.gemb = ev(g, d.es_emb, c); es.seed = ev(seed, 4, c);
-    es.A = A.data() + n0 * 4 * d.es_emb; es.f = f.data() + n0 * 2 * d.C; es.X0 = X[0].data() + n0 * nodeX;
-    es.gate = bridge.gate();
-    launch_env_seed_forward(d, dw.mw, es, s);
-    GieArgs gie{};
-    gie.N = n; gie.E = 0; gie.dst = dst.data(); gie.off = off.data() + n0;
-    gie.Dc = ev(Dc, d.dc_size, c); gie.isd = isd.data() + n0; gie.rho = rho_v(c);
-    gie.X0 = X[0].data() + n0 * nodeX;
-    gie.gate = bridge.gate();
-    launch_gie_forward(d, gie, s);
-  }
 }
 
 void CudaEngine::Impl::softmax_forward(int b, const Chunk& c, const float* lbias) {
@@ -281,6 +203,7 @@ void CudaEngine::Impl::prepare_call(const Graph& gv, bool gradients) {
   }
   last_state = chunk_geo ? EdgeState::kChunk : EdgeState::kKeep;
   fold_prep = d.radial_fold && radial_prep_folds(d);
+  fold_bwd = d.radial_fold && radial_backward_folds(d) && source_backward_fused(d);
   held_e0 = held_e1 = -1;
   held = 0;
   mark("call: buffers + graph upload");  // then the buffers' sizing and the graph's upload

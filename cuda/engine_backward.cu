@@ -107,7 +107,7 @@ void CudaEngine::Impl::chunk_backward(int b, const Chunk& c, float* Uf) {
   if (source_backward_fused(d)) {  // conditioning, rotation and source sums in one pass (source_backward.cuh)
     // With the degree mixer the radial adjoint stays as the kernel and logit adjoints, which the
     // radial backward takes through the block's fold (radial.cu): no R̄ rows formed.
-    const bool fold = d.radial_fold && w.rad_fold != nullptr && radial_backward_folds(d);
+    const bool fold = fold_bwd;
     mark("bwd: source backward");
     if (!fold) SEZM_CUDA(cudaMemsetAsync(rho_bar_c.data(), 0, Ec * W * sizeof(float), s));
     launch_source_backward(d, w,
@@ -156,60 +156,6 @@ void CudaEngine::Impl::radial_backward_chunk(const Chunk& c, const BlockWDev* fo
   a.env_bar = bar.env_bar;
   a.rbf_bar = bar.rbf_bar;
   launch_radial_backward(d, dw.mw, a, s);
-}
-
-// chunk_geo: the embedding's backward. Its node parts (env-seed FiLM and sums, the GIE's isd
-// share) run over all centres first, so isd_bar is complete before any chunk's degree backward;
-// then per chunk the edge parts on the chunk's recomputed edge state, the radial and degree
-// backward, and the chunk's geometry backward into dE/dv. Same arithmetic and order per edge
-// and per node as the kept route.
-void CudaEngine::Impl::embedding_backward_chunks() {
-  mark("bwd: env-seed");
-  EnvSeedArgs en{};  // the centres (E = 0)
-  en.g = GraphDev{N, NT, 0, src.data(), dst.data(), off.data(), types.data()};
-  en.A = A.data(); en.f = f.data(); en.isd = isd.data();
-  en.X0_bar = Xb.data(); en.A_bar = A_bar.data(); en.isd_bar = isd_bar.data();
-  launch_env_seed_backward(d, dw.mw, en, s);
-  mark("bwd: GIE");
-  GieArgs gn{};  // the isd share (E = 0)
-  gn.N = N; gn.E = 0; gn.isd = isd.data(); gn.X0 = X[0].data(); gn.X0_bar = Xb.data(); gn.isd_bar = isd_bar.data();
-  launch_gie_backward(d, gn, s);
-  const size_t W = static_cast<size_t>(d.L + 1) * d.C;
-  const float* gate = bridge.gate();
-  float* gate_bar = bridge.gate_bar();
-  for (const Chunk& c : plan.chunks) {
-    const int Ec = c.e1 - c.e0;
-    const size_t e0 = c.e0;
-    chunk_geometry(c, kGeo | kRho | kSeed);
-    zero_chunk_bars(c);
-    const EdgeGeomDev geo = geom_at(c);
-    const EdgeGeomBarDev bar = geom_bar_at(c);
-    mark("bwd: env-seed");
-    EnvSeedArgs ee{};  // the chunk's edges (N = 0); centre rows by dst, absolute
-    ee.g = GraphDev{0, NT, Ec, src.data() + e0, dst.data() + e0, off.data(), types.data()};
-    ee.geo = geo;
-    ee.isd = isd.data();
-    ee.gemb = ev(g, d.es_emb, c) + e0 * d.es_emb; ee.seed = ev(seed, 4, c) + 4 * e0;
-    ee.A_bar = A_bar.data(); ee.rbf_bar = bar.rbf_bar; ee.vec_bar = bar.vec_bar;
-    ee.gate = gate ? gate + e0 : nullptr; ee.gate_bar = gate_bar ? gate_bar + e0 : nullptr;
-    launch_env_seed_backward(d, dw.mw, ee, s);
-    mark("bwd: GIE");
-    GieArgs gc{};  // the chunk's edges (N = 0): Wigner-row (and gate) adjoints, then rho_bar
-    gc.N = 0; gc.E = Ec; gc.dst = dst.data() + e0; gc.off = off.data();
-    gc.Dc = geo.Dc; gc.isd = isd.data(); gc.rho = rho_v(c) + e0 * W;
-    gc.X0_bar = Xb.data(); gc.Dc_bar = bar.Dc_bar;
-    gc.gate = gate ? gate + e0 : nullptr; gc.gate_bar = gate_bar ? gate_bar + e0 : nullptr;
-    gc.rho_bar = rho_bar_c.data();  // written whole
-    launch_gie_edge_backward(d, gc, s);
-    mark("bwd: radial");
-    radial_backward_chunk(c);
-    mark("bwd: degree");
-    DegreeArgs dg{};
-    dg.N = c.n1 - c.n0; dg.off = off.data() + c.n0; dg.env = ev(env, 1, c); dg.isd = isd.data() + c.n0;
-    dg.isd_bar = isd_bar.data() + c.n0; dg.env_bar = ev(env_bar, 1, c);
-    launch_degree_backward(dg, s);
-    geometry_share(c);
-  }
 }
 
 void CudaEngine::Impl::begin_block_backward() {

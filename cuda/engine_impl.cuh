@@ -85,8 +85,10 @@ struct CudaEngine::Impl : EngineBuffers {
   EdgeState last_state = EdgeState::kAuto;  // what the latest call used
   bool chunk_geo = false;  // this call: geometry, radial features, env-seed edge state and their adjoints per chunk
   // This call: the radial tables and the attention's logit bias from the radial MLP's hidden layer
-  // (radial_prep_folds), the softmax per chunk after them, and the blocks reading no radial features.
-  bool fold_prep = false;
+  // (radial_prep_folds), the softmax per chunk after them, and the blocks reading no radial features;
+  // the blocks' radial adjoint from the kernel and logit adjoints (radial_backward_folds, with the
+  // fused source backward that leaves them).
+  bool fold_prep = false, fold_bwd = false;
   size_t fixed_bytes = 0;  // held from construction on (the weights): not the call's to reuse
   size_t checked_keep_bytes = 0;  // the largest kept-edge-state call found to fit (prepare_call)
   // chunk_geo: the chunk whose rows the edge buffers hold, and which of them are computed.
