@@ -7,12 +7,14 @@
 #include "source_backward.cuh"
 
 #include <algorithm>
+#include <utility>
 
 namespace sezm::cuda {
 
-void EngineBuffers::size_for_call(const Graph& gv, const Dims& d, int n_blocks, int max_ec, int max_nc,
-                                  bool gradients, bool keep_stack, bool chunk_geo, cudaStream_t s,
+void EngineBuffers::size_for_call(const Graph& gv, const Dims& d, const CallShape& cs, cudaStream_t s,
                                   const EngineBuffers* graph_from) {
+  const int max_ec = cs.max_ec, max_nc = cs.max_nc, n_blocks = cs.n_blocks;
+  const bool gradients = cs.gradients, keep_stack = cs.keep_stack, chunk_geo = cs.chunk_geo;
   N = gv.n_nodes; NT = gv.n_total; E = gv.n_edges();
   // graph upload (the source grouping follows in ChunkPlan::group_sources)
   for (DBuf<int>* b : {&src, &dst, &off, &types}) b->set_counter(&mem);
@@ -32,10 +34,9 @@ void EngineBuffers::size_for_call(const Graph& gv, const Dims& d, int n_blocks, 
   // The per-edge geometry and its kin: the call's edges, or one chunk's rows plus 4 floats, so
   // that a chunk's rows can start at the 16-byte phase they have in the call's arrays
   // (CudaEngine::Impl::ev). Switching to per-chunk rows gives a keep call's arrays back.
-  const size_t Eg = chunk_geo ? static_cast<size_t>(max_ec) : Er, pad = chunk_geo ? 4 : 0;
-  auto edge = [&](DBuf<float>& b, size_t stride) {
-    const size_t n = Eg * stride + pad;
-    if (chunk_geo && b.capacity() > 2 * n + 64) b.free();
+  auto edge = [&](DBuf<float>& b, size_t stride, bool per_chunk) {
+    const size_t n = per_chunk ? static_cast<size_t>(max_ec) * stride + 4 : Er * stride;
+    if (per_chunk && b.capacity() > 2 * n + 64) b.free();
     grow(b, n);
   };
   // The node steps' scratch: node_rows rows (every node, or one batch: kChunk).
@@ -46,8 +47,10 @@ void EngineBuffers::size_for_call(const Graph& gv, const Dims& d, int n_blocks, 
     if (chunk_geo && b.capacity() > 2 * n + 64) b.free();
     grow(b, n);
   };
-  edge(vecf, 3); edge(r, 1); edge(env, 1); edge(denv, 1); edge(rbf, d.nr); edge(Dc, d.dc_size); edge(rho, W);
-  edge(g, d.es_emb); edge(seed, 4);
+  for (auto [b, stride] : {std::pair<DBuf<float>*, size_t>{&vecf, 3}, {&r, 1}, {&env, 1}, {&denv, 1}, {&rbf, d.nr},
+                           {&Dc, d.dc_size}, {&g, d.es_emb}, {&seed, 4}})
+    edge(*b, stride, chunk_geo);
+  edge(rho, W, chunk_geo || cs.rho_chunk);
   grow(isd, N); grow(A, static_cast<size_t>(N) * 4 * d.es_emb); grow(f, static_cast<size_t>(N) * 2 * d.C);
   const int nb = n_blocks;
   X.resize(nb + 1); H.resize(nb); q.resize(nb); k.resize(nb); qk_rho.resize(nb); gate_rho.resize(nb);
@@ -82,7 +85,7 @@ void EngineBuffers::size_for_call(const Graph& gv, const Dims& d, int n_blocks, 
     grow(Xb_prev, static_cast<size_t>(NT) * nodeW);
     grow(rho_bar_c, static_cast<size_t>(max_ec) * W);
     if (chunk_geo) {  // zeroed per (block, chunk) share (CudaEngine::Impl::zero_chunk_bars)
-      edge(Dc_bar, d.dc_size); edge(rbf_bar, d.nr); edge(env_bar, 1); edge(vec_bar, 3);
+      edge(Dc_bar, d.dc_size, true); edge(rbf_bar, d.nr, true); edge(env_bar, 1, true); edge(vec_bar, 3, true);
       eg_c.set_counter(&mem);
       eg_c.resize(3 * static_cast<size_t>(max_ec));
       edge_grad.set_counter(&mem);
@@ -158,9 +161,10 @@ size_t call_device_bytes(const Dims& d, const CallShape& c) {
   if (c.gradients) { add(3 * E, f8); add(E, i4); }
   // per-edge geometry and its kin (size_for_call's `edge`)
   const size_t Eg = c.chunk_geo ? Ec : E, pad = c.chunk_geo ? 4 : 0;
-  for (size_t stride : {size_t(3), size_t(1), size_t(1), size_t(1), size_t(d.nr), size_t(d.dc_size), W,
+  for (size_t stride : {size_t(3), size_t(1), size_t(1), size_t(1), size_t(d.nr), size_t(d.dc_size),
                         size_t(d.es_emb), size_t(4)})
     add(Eg * stride + pad, f);
+  add(c.chunk_geo || c.rho_chunk ? Ec * W + 4 : E * W, f);  // rho
   if (c.gradients) {
     for (size_t stride : {size_t(d.dc_size), size_t(d.nr), size_t(1), size_t(3)}) add(Eg * stride + pad, f);
     if (c.chunk_geo) add(3 * Ec, f8);

@@ -79,6 +79,20 @@ struct ChunkScratch {
   std::vector<DBuf<float>> Uall;               // fast: [block before the fused one], its stack output, every edge
 };
 
+// The sizes of a call that set its device memory. max_ec, max_nc: the most edges and centres of
+// a chunk; keep_stack: the forward keeps the gated pre-activations and the stack output of every
+// edge of the blocks before the last (fast mode with gradients); chunk_geo: the per-edge geometry
+// and its kin hold one chunk (EdgeState::kChunk); rho_chunk: the radial features hold one chunk
+// whatever the edge state (lean mode where the blocks read none, radial_prep_folds: only the GIE
+// does, and recomputes them per chunk).
+struct CallShape {
+  int N, NT;
+  long E;
+  int max_ec, max_nc, n_blocks;
+  bool gradients, keep_stack, chunk_geo, rho_chunk;
+  int node_batch;
+};
+
 // Every buffer of the engine, the byte counter they share, and the current call's graph sizes.
 struct EngineBuffers : GraphBuffers, EdgeBuffers, NodeBuffers, NodeScratch, ChunkScratch {
   MemCounter mem;
@@ -96,16 +110,12 @@ struct EngineBuffers : GraphBuffers, EdgeBuffers, NodeBuffers, NodeScratch, Chun
     return p;
   }
 
-  // Uploads the graph on `s` and sizes every buffer the call needs before the first launch (the
-  // per-block node state grows inside the block loop, grow_block). max_ec: the largest chunk's
-  // edge count; keep_stack: the forward keeps the gated pre-activations and the stack output of
-  // every edge of the blocks before the last (fast mode with gradients). graph_from: the buffers of an engine on the
-  // same device that holds the same graph already (a committee's leader): its graph is copied
-  // device to device instead of uploaded.
-  // chunk_geo: the per-edge geometry and its kin hold one chunk (EdgeState::kChunk).
-  // max_nc: the most centres of a chunk (the fused block's node steps run per chunk).
-  void size_for_call(const Graph& g, const Dims& d, int n_blocks, int max_ec, int max_nc, bool gradients,
-                     bool keep_stack, bool chunk_geo, cudaStream_t s, const EngineBuffers* graph_from = nullptr);
+  // Uploads the graph on `s` and sizes every buffer the call of shape c (CallShape) needs before
+  // the first launch (the per-block node state grows inside the block loop, grow_block).
+  // graph_from: the buffers of an engine on the same device that holds the same graph already (a
+  // committee's leader): its graph is copied device to device instead of uploaded.
+  void size_for_call(const Graph& g, const Dims& d, const CallShape& c, cudaStream_t s,
+                     const EngineBuffers* graph_from = nullptr);
   // The graph of the call (sizes N, NT, E set) onto the device on `s` (graph_upload.cu).
   void upload_graph(const Graph& g, cudaStream_t s);
   // The per-edge geometry (vecf, r, env, denv, Dc, and rbf where `with_rbf`) of `from`'s latest
@@ -115,14 +125,6 @@ struct EngineBuffers : GraphBuffers, EdgeBuffers, NodeBuffers, NodeScratch, Chun
   void grow_block(int b, const Dims& d);
 };
 
-// The sizes of a call that set its device memory.
-struct CallShape {
-  int N, NT;
-  long E;
-  int max_ec, max_nc, n_blocks;
-  bool gradients, keep_stack, chunk_geo;
-  int node_batch;
-};
 // The rows of the node steps' scratch (NodeScratch::node_rows) for a call of N centres: all of
 // them, or (chunk_geo) a batch, at least the most centres of a chunk.
 inline int node_scratch_rows(int N, int max_nc, bool chunk_geo, int batch) {

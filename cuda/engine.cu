@@ -169,8 +169,11 @@ void CudaEngine::Impl::prepare_call(const Graph& gv, bool gradients) {
   plan.plan(gv, effective_chunk_edges());
   fused_block = gradients ? cfg.n_blocks - 1 : -1;
   keep_stack = mode == CudaMode::kFast && gradients;
-  CallShape shape{gv.n_nodes,  gv.n_total, gv.n_edges(), plan.max_edges(), plan.max_nodes(),
-                  cfg.n_blocks, gradients,  keep_stack,   false,            node_batch};
+  fold_prep = d.radial_fold && radial_prep_folds(d);
+  fold_bwd = d.radial_fold && radial_backward_folds(d) && source_backward_fused(d);
+  rho_chunk = fold_prep && mode == CudaMode::kLean;
+  CallShape shape{gv.n_nodes, gv.n_total, gv.n_edges(), plan.max_edges(), plan.max_nodes(), cfg.n_blocks,
+                  gradients,  keep_stack, false,        rho_chunk,        node_batch};
   const size_t keep_bytes = call_device_bytes(d, shape);
   shape.chunk_geo = true;
   const size_t chunk_bytes = call_device_bytes(d, shape);
@@ -186,7 +189,10 @@ void CudaEngine::Impl::prepare_call(const Graph& gv, bool gradients) {
     const size_t need = chunk_geo ? chunk_bytes : keep_bytes;
     if (need > budget) {
       const bool fast = mode == CudaMode::kFast;
-      char msg[900];
+      char msg[900], chunk_advice[96];
+      std::snprintf(chunk_advice, sizeof chunk_advice, "use edge state chunk (about %.1f kB less per edge), or",
+                    gv.n_edges() > 0 ? 1e-3 * double(keep_bytes - std::min(chunk_bytes, keep_bytes)) / gv.n_edges()
+                                     : 0.0);
       std::snprintf(msg, sizeof msg,
                     "device cuda (GPU %d, mode %s, %d edges per chunk, edge state %s): out of GPU memory: %d atoms and "
                     "%d edges need about %.2f GiB of engine buffers (%.0f bytes per atom), %.2f GiB are free (counting "
@@ -196,19 +202,17 @@ void CudaEngine::Impl::prepare_call(const Graph& gv, bool gradients) {
                     gv.n_edges(), need / 1073741824.0, gv.n_total > 0 ? double(need) / gv.n_total : 0.0,
                     budget / 1073741824.0, (mem.current - fixed_bytes) / 1073741824.0,
                     fast ? lean_advice().c_str()
-                         : chunk_geo ? "use" : "use edge state chunk (about 1.1 kB less per edge), or");
+                         : chunk_geo ? "use" : chunk_advice);
       throw Error(msg);
     }
     if (!chunk_geo) checked_keep_bytes = keep_bytes;
   }
   last_state = chunk_geo ? EdgeState::kChunk : EdgeState::kKeep;
-  fold_prep = d.radial_fold && radial_prep_folds(d);
-  fold_bwd = d.radial_fold && radial_backward_folds(d) && source_backward_fused(d);
   held_e0 = held_e1 = -1;
   held = 0;
   mark("call: buffers + graph upload");  // then the buffers' sizing and the graph's upload
-  size_for_call(gv, d, cfg.n_blocks, plan.max_edges(), plan.max_nodes(), gradients, keep_stack, chunk_geo, s,
-                geometry_from);
+  shape.chunk_geo = chunk_geo;
+  size_for_call(gv, d, shape, s, geometry_from);
   node_base = 0;
 }
 
@@ -252,14 +256,24 @@ EngineResult CudaEngine::Impl::compute(const Graph& gv, bool gradients, FeatureE
     mark("fwd: degree+radial");
     deg.N = N; deg.off = off.data(); deg.env = env.data(); deg.isd = isd.data();
     launch_degree_forward(deg, s);
-    RadialMlpArgs rad{};
-    rad.E = E; rad.rbf = rbf.data(); rad.env = env.data(); rad.rho = rho.data();
-    launch_radial_forward(d, dw.mw, rad, s);
+    if (!rho_chunk) {
+      RadialMlpArgs rad{};
+      rad.E = E; rad.rbf = rbf.data(); rad.env = env.data(); rad.rho = rho.data();
+      launch_radial_forward(d, dw.mw, rad, s);
+    }
     mark("fwd: env-seed+GIE");
     es.X0 = X[0].data();
+    gie.X0 = X[0].data();  // the GIE's isd backward reads it too
     launch_env_seed_forward(d, dw.mw, es, s);
-    gie.X0 = X[0].data();
-    launch_gie_forward(d, gie, s);
+    if (rho_chunk) {  // only the GIE reads the radial features: one chunk's rows at a time
+      for (const Chunk& c : chunks) {
+        mark("fwd: radial+GIE (per chunk)");
+        radial_forward_chunk(c);
+        gie_forward_chunk(c);
+      }
+    } else {
+      launch_gie_forward(d, gie, s);
+    }
   }
 
   // ---- blocks ----
@@ -363,10 +377,14 @@ EngineResult CudaEngine::Impl::compute(const Graph& gv, bool gradients, FeatureE
     gn.E = 0;
     launch_gie_backward(d, gn, s);
     for (const Chunk& c : chunks) {
+      if (rho_chunk) {  // the chunk's radial features again (rho holds one chunk's rows)
+        mark("bwd: recompute radial");
+        radial_forward_chunk(c);
+      }
       mark("bwd: GIE");
       GieArgs gc = gie;  // the chunk's edges: Wigner-row (and gate) adjoints and rho_bar (written whole)
       const size_t e0 = c.e0;
-      gc.E = c.e1 - c.e0; gc.dst = dst.data() + e0; gc.Dc = Dc.data() + e0 * d.dc_size; gc.rho = rho.data() + e0 * W;
+      gc.E = c.e1 - c.e0; gc.dst = dst.data() + e0; gc.Dc = Dc.data() + e0 * d.dc_size; gc.rho = rho_v(c) + e0 * W;
       gc.Dc_bar = Dc_bar.data() + e0 * d.dc_size;
       gc.rho_bar = rho_bar_c.data();
       if (gc.gate) gc.gate += e0;

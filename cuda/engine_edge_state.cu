@@ -21,11 +21,7 @@ void CudaEngine::Impl::chunk_geometry(const Chunk& c, unsigned need) {
   mark("edge state: recompute per chunk");
   if ((need & kGeo) && !(held & kGeo))
     launch_geometry_forward(d, GeometryForwardArgs{Ec, vec.data() + 3 * e0, dw.mw.freqs, dw.wt, geo}, s);
-  if ((need & kRho) && !(held & kRho)) {
-    RadialMlpArgs rad{};
-    rad.E = Ec; rad.rbf = geo.rbf; rad.env = geo.env; rad.rho = rho_v(c) + e0 * (d.L + 1) * d.C;
-    launch_radial_forward(d, dw.mw, rad, s);
-  }
+  if ((need & kRho) && !(held & kRho)) radial_forward_chunk(c);
   if ((need & kSeed) && !(held & kSeed)) {  // the env-seed edge MLP alone (no centres: N = 0)
     EnvSeedArgs a{};
     a.g = GraphDev{0, NT, Ec, src.data() + e0, dst.data() + e0, off.data(), types.data()};
@@ -34,6 +30,24 @@ void CudaEngine::Impl::chunk_geometry(const Chunk& c, unsigned need) {
     launch_env_seed_forward(d, dw.mw, a, s);
   }
   held |= need;
+}
+
+void CudaEngine::Impl::radial_forward_chunk(const Chunk& c) {
+  const EdgeGeomDev geo = geom_at(c);
+  RadialMlpArgs rad{};
+  rad.E = c.e1 - c.e0; rad.rbf = geo.rbf; rad.env = geo.env;
+  rad.rho = rho_v(c) + static_cast<size_t>(c.e0) * (d.L + 1) * d.C;
+  launch_radial_forward(d, dw.mw, rad, s);
+}
+
+void CudaEngine::Impl::gie_forward_chunk(const Chunk& c) {
+  const size_t n0 = c.n0;
+  GieArgs gie{};
+  gie.N = c.n1 - c.n0; gie.E = 0; gie.dst = dst.data(); gie.off = off.data() + n0;
+  gie.Dc = ev(Dc, d.dc_size, c); gie.isd = isd.data() + n0; gie.rho = rho_v(c);
+  gie.X0 = X[0].data() + n0 * d.D * d.C;
+  gie.gate = bridge.gate();
+  launch_gie_forward(d, gie, s);
 }
 
 void CudaEngine::Impl::zero_chunk_bars(const Chunk& c) {
@@ -76,12 +90,7 @@ void CudaEngine::Impl::embedding_forward_chunks() {
     es.A = A.data() + n0 * 4 * d.es_emb; es.f = f.data() + n0 * 2 * d.C; es.X0 = X[0].data() + n0 * nodeX;
     es.gate = bridge.gate();
     launch_env_seed_forward(d, dw.mw, es, s);
-    GieArgs gie{};
-    gie.N = n; gie.E = 0; gie.dst = dst.data(); gie.off = off.data() + n0;
-    gie.Dc = ev(Dc, d.dc_size, c); gie.isd = isd.data() + n0; gie.rho = rho_v(c);
-    gie.X0 = X[0].data() + n0 * nodeX;
-    gie.gate = bridge.gate();
-    launch_gie_forward(d, gie, s);
+    gie_forward_chunk(c);
   }
 }
 

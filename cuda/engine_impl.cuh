@@ -89,6 +89,9 @@ struct CudaEngine::Impl : EngineBuffers {
   // the blocks' radial adjoint from the kernel and logit adjoints (radial_backward_folds, with the
   // fused source backward that leaves them).
   bool fold_prep = false, fold_bwd = false;
+  // This call: rho holds one chunk's rows with the edge state kept too (lean mode with fold_prep:
+  // only the GIE reads it; its forward and backward recompute it per chunk, 512 B per edge less).
+  bool rho_chunk = false;
   size_t fixed_bytes = 0;  // held from construction on (the weights): not the call's to reuse
   size_t checked_keep_bytes = 0;  // the largest kept-edge-state call found to fit (prepare_call)
   // chunk_geo: the chunk whose rows the edge buffers hold, and which of them are computed.
@@ -130,7 +133,13 @@ struct CudaEngine::Impl : EngineBuffers {
     const size_t e0 = c.e0;
     return EdgeGeomBarDev{b.env_bar + e0, b.rbf_bar + e0 * d.nr, b.Dc_bar + e0 * d.dc_size, b.vec_bar + 3 * e0};
   }
-  float* rho_v(const Chunk& c) const { return ev(rho, static_cast<size_t>(d.L + 1) * d.C, c); }
+  // The radial features: the call's rows, or one chunk's (chunk_geo, rho_chunk) shifted as ev's.
+  float* rho_v(const Chunk& c) const {
+    const size_t stride = static_cast<size_t>(d.L + 1) * d.C;
+    if (!chunk_geo && !rho_chunk) return rho.data();
+    const size_t at = static_cast<size_t>(c.e0) * stride;
+    return rho.data() + (at & 3) - at;
+  }
   EdgeRadialIn radial_in(const Chunk& c) const {
     return EdgeRadialIn{rho_v(c), dw.mw.type_emb, src.data(), dst.data(), types.data()};
   }
@@ -159,6 +168,10 @@ struct CudaEngine::Impl : EngineBuffers {
   // and maps the share through the geometry backward into dE/dv (added; linear in the adjoints).
   void zero_chunk_bars(const Chunk& c);
   void geometry_share(const Chunk& c);
+  // The radial MLP's forward on chunk c's edges into its rows of rho (rho_v), and the GIE's
+  // forward on its centres (their in-edges are the chunk's; X[0]'s rows l >= 1).
+  void radial_forward_chunk(const Chunk& c);
+  void gie_forward_chunk(const Chunk& c);
   // chunk_geo: the embedding's forward (degree, radial features, env-seed, GIE) chunk by chunk,
   // and its backward after the blocks' (node parts over all centres, then per chunk).
   void embedding_forward_chunks();

@@ -60,11 +60,13 @@ struct EngineResult {
 enum class Device { kCpu, kCuda };
 
 // What per-edge data the CUDA forward keeps for the backward (docs/ARCHITECTURE.md has the bytes):
-//  kFast: the gated layers' pre-activations of every edge for the blocks before the last
-//         (their backward recomputes only the rotation and the last linear layer);
-//  kLean: nothing per edge beyond geometry and radial features (nothing beyond the graph and
-//         the attention weights with the edge state per chunk, EdgeState); the backward
-//         recomputes each chunk's value path on chip (flash-style).
+//  kFast: the gated layers' pre-activations and the stack output of every edge for the blocks
+//         before the last (their backward recomputes only the radial tables, the rotation's
+//         source sums and the focus competition), and the radial features;
+//  kLean: nothing per edge beyond the geometry (nothing beyond the graph and the attention
+//         weights with the edge state per chunk, EdgeState); the backward recomputes each chunk's
+//         value path on chip (flash-style), and, where the blocks read no radial features (the
+//         degree mixer's folded tables), the embedding recomputes them per chunk.
 // In both modes the last block's backward runs chunk by chunk right behind its forward, so it
 // is neither kept nor recomputed.
 enum class CudaMode { kFast, kLean };
@@ -102,11 +104,11 @@ const char* edge_state_name(EdgeState e);  // "auto" | "keep" | "chunk"
 // "auto" / "keep" / "chunk"; false for anything else.
 bool parse_edge_state(const std::string& s, EdgeState* e);
 
-// Default edges per chunk of the CUDA engine: lean 57344 (its chunk scratch, ~0.67 GB, keeps 4096
-// atoms of C.pt at 1.84 GiB, under 2 GB; on an H200 56.5 ms per call against 58.0 at 40960, fewer
-// and fuller launches: docs/performance.md, 2026-12-03), fast 131072 (~1.5 GB of scratch; at 4096
-// atoms on an H200 14 % less time than 32768).
-inline int default_chunk_edges(CudaMode m) { return m == CudaMode::kFast ? 131072 : 57344; }
+// Default edges per chunk of the CUDA engine: lean 81920 (its chunk scratch, ~0.96 GB, keeps 4096
+// atoms of C.pt at 1.83 GiB, under 2 GB; on an H200 49.4 ms per call against 52.3 at 57344, fewer
+// and fuller launches: docs/performance.md, 2026-12-04 fifth session), fast 131072 (~1.5 GB of
+// scratch; at 4096 atoms on an H200 14 % less time than 32768).
+inline int default_chunk_edges(CudaMode m) { return m == CudaMode::kFast ? 131072 : 81920; }
 
 class Engine {
  public:
