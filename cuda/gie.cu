@@ -1,5 +1,6 @@
 // The GIE of the initial node embedding (rows l >= 1 of X0), forward and backward (CPU twin:
-// engine/embeddings.h; split from embeddings.cu). Forward a CTA per node; backward: the isd share a
+// engine/embeddings.h; split from embeddings.cu). Forward a CTA per node, its in-edges split over
+// four thread groups; backward: the isd share a
 // warp per node, the edge shares (Wigner-row and gate adjoints, rho_bar) one fused warp per edge
 // per chunk (gie_edge_backward_k), or with SEZM_CUDA_GIE_LEGACY=1 the split kernels of the kept
 // route (a warp per edge for the Wigner rows, a thread per (edge, channel) for rho_bar, the
@@ -15,31 +16,55 @@ namespace {
 // ---- GIE (config.cpp allows lmax 1..3: at most 2L + 1 = 7 rows per degree, D - 1 = 15 rows) ----
 constexpr int kGieMaxL = 3;
 
-// Rows l >= 1, one CTA per node: thread (l, c) reads rho[e, l, c] once per edge (coalesced over
-// c) and accumulates its 2l + 1 rows m in registers, each in edge order as the serial sum. (A
-// thread per (node, row, channel) read each rho value 2l + 1 times.)
+// Rows l >= 1, one CTA per node: kGieSplit groups of threads each take a contiguous quarter of the
+// node's in-edges; thread (l, c) of a group reads rho[e, l, c] once per edge (coalesced over c) and
+// accumulates its 2l + 1 rows m in registers in edge order; the groups' partial sums are added in
+// group order (a fixed order: repeated runs are bit-identical). One group per node left the GPU
+// underfilled where the GIE runs per chunk (a few hundred centres per launch).
+constexpr int kGieSplit = 4;
 __global__ void gie_forward_k(Dims d, int N, const int* __restrict__ off, const float* __restrict__ Dc,
                               const float* __restrict__ isd, const float* __restrict__ rho,
                               const float* __restrict__ gate, float* X0) {
-  const int n = blockIdx.x, C = d.C;
-  for (int t = threadIdx.x; t < d.L * C; t += blockDim.x) {
-    const int l = 1 + t / C, c = t % C, nm = 2 * l + 1;
+  extern __shared__ float gie_part[];  // [kGieSplit - 1][group threads][2 kGieMaxL + 1]
+  const int n = blockIdx.x, C = d.C, G = blockDim.x / kGieSplit, grp = threadIdx.x / G;
+  const int e0 = off[n], ne = off[n + 1] - e0;
+  const int eb = e0 + (int)((long)ne * grp / kGieSplit), ee = e0 + (int)((long)ne * (grp + 1) / kGieSplit);
+  for (int t0 = 0; t0 < d.L * C; t0 += G) {
+    const int t = t0 + threadIdx.x % G;
+    const bool on = t < d.L * C;
+    const int l = on ? 1 + t / C : 1, c = t % C, nm = 2 * l + 1;
     const int zo = dc_off(l) + (2 * l + 1);  // the edge frame's m = 0 row of block l
     float acc[2 * kGieMaxL + 1];
 #pragma unroll
     for (int j = 0; j < 2 * kGieMaxL + 1; ++j) acc[j] = 0.0f;
+    if (on) {
 #pragma unroll 4
-    for (int e = off[n]; e < off[n + 1]; ++e) {
-      const float rv = rho[((size_t)e * (d.L + 1) + l) * C + c];
-      const float* z = Dc + (size_t)e * d.dc_size + zo;
-      const float ge = gate ? gate[e] : 1.0f;
+      for (int e = eb; e < ee; ++e) {
+        const float rv = rho[((size_t)e * (d.L + 1) + l) * C + c];
+        const float* z = Dc + (size_t)e * d.dc_size + zo;
+        const float ge = gate ? gate[e] : 1.0f;
+#pragma unroll
+        for (int j = 0; j < 2 * kGieMaxL + 1; ++j)
+          if (j < nm) acc[j] += gate ? ge * (z[j] * rv) : z[j] * rv;  // bridging: times the source gate
+      }
+    }
+    float* mine = gie_part + ((size_t)(grp - 1) * G + threadIdx.x % G) * (2 * kGieMaxL + 1);
+    if (grp > 0) {
+#pragma unroll
+      for (int j = 0; j < 2 * kGieMaxL + 1; ++j) mine[j] = acc[j];
+    }
+    __syncthreads();
+    if (grp == 0 && on) {
+      for (int q = 1; q < kGieSplit; ++q) {
+        const float* p = gie_part + ((size_t)(q - 1) * G + threadIdx.x) * (2 * kGieMaxL + 1);
+#pragma unroll
+        for (int j = 0; j < 2 * kGieMaxL + 1; ++j) acc[j] += p[j];
+      }
 #pragma unroll
       for (int j = 0; j < 2 * kGieMaxL + 1; ++j)
-        if (j < nm) acc[j] += gate ? ge * (z[j] * rv) : z[j] * rv;  // bridging: times the source gate
+        if (j < nm) X0[((size_t)n * d.D + l * l + j) * C + c] = isd[n] * acc[j];
     }
-#pragma unroll
-    for (int j = 0; j < 2 * kGieMaxL + 1; ++j)
-      if (j < nm) X0[((size_t)n * d.D + l * l + j) * C + c] = isd[n] * acc[j];
+    __syncthreads();  // the partials are read before the next pass writes them
   }
 }
 
@@ -234,8 +259,9 @@ constexpr int kThreads = 128;
 void launch_gie_forward(const Dims& d, const GieArgs& a, cudaStream_t s) {
   if (a.N == 0 || d.L == 0) return;
   if (d.L > kGieMaxL) throw Error("device cuda: the GIE kernels support lmax 1..3");
-  const int threads = std::min(256, div_up((long)d.L * d.C, 32) * 32);
-  gie_forward_k<<<a.N, threads, 0, s>>>(d, a.N, a.off, a.Dc, a.isd, a.rho, a.gate, a.X0);
+  const int G = std::min(256, div_up((long)d.L * d.C, 32) * 32);  // threads per group (a pass over the rows)
+  const size_t part = (size_t)(kGieSplit - 1) * G * (2 * kGieMaxL + 1) * sizeof(float);
+  gie_forward_k<<<a.N, kGieSplit * G, part, s>>>(d, a.N, a.off, a.Dc, a.isd, a.rho, a.gate, a.X0);
   SEZM_LAUNCH("gie_forward");
 }
 void launch_gie_rho_backward(const Dims& d, const GieArgs& a, cudaStream_t s) {
