@@ -139,7 +139,7 @@ for mode in lean fast; do
 done
 # A small system (64 atoms): where the fixed per-call latency goes.
 SEZM_CUDA_TIMING=1 bench --mode lean --cells 2 --repeat 5 --warmup 1
-# A larger lean chunk than the default 57344 (more memory, fewer launches).
+# A larger lean chunk than the default 81920 (more memory, fewer launches).
 bench --mode lean --cells 8 --repeat 3 --warmup 1 --chunk 131072
 if [ "$what" = full ]; then
   # docs/performance.md's size table: 32,768 and 262,144 atoms, both modes and precisions (fast
