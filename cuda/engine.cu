@@ -7,7 +7,8 @@
 // Edges are processed in chunks of whole destination segments (at most `chunk_edges` edges):
 // every per-edge activation of the SO(2) value path lives only in chunk-sized scratch, so device
 // memory is O(E * geometry + chunk * activations). In lean mode the backward recomputes each
-// chunk's rotation and whole stack; in fast mode the forward keeps the gated layers'
+// chunk's rotation and whole stack, and with the degree mixer the embedding's radial features are
+// computed per chunk where the GIE reads them (CallShape::rho_chunk); in fast mode the forward keeps the gated layers'
 // pre-activations and the stack output of every edge (the blocks before the last), and the
 // backward recomputes only the radial tables, the rotation's source sums and the focus competition.
 //
