@@ -50,8 +50,13 @@ struct GieArgs {
   float *isd_bar, *Dc_bar, *rho_bar;
   const float* gate;  // bridging source gate (E, at the same first edge as dst) on each message, or nullptr
   float* gate_bar;    // launch_gie_backward, with a gate: dE/dgate (E), added into
+  const float *rbf, *env;  // launch_gie_forward_folded: the edges' radial basis (E, nr) and envelope, as Dc
 };
 void launch_gie_forward(const Dims& d, const GieArgs& a, cudaStream_t s);
+// The forward from the radial MLP's hidden layer (rbf, env and the model's radial weights), rho
+// not read: where gie_forward_folds (C = 32, lmax 1..3).
+bool gie_forward_folds(const Dims& d);
+void launch_gie_forward_folded(const Dims& d, const ModelWDev& w, const GieArgs& a, cudaStream_t s);
 void launch_gie_backward(const Dims& d, const GieArgs& a, cudaStream_t s);
 void launch_gie_rho_backward(const Dims& d, const GieArgs& a, cudaStream_t s);
 // Both edge shares for a run of E edges (a chunk; dst, Dc, rho, Dc_bar, gate, gate_bar at its first

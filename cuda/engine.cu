@@ -7,8 +7,9 @@
 // Edges are processed in chunks of whole destination segments (at most `chunk_edges` edges):
 // every per-edge activation of the SO(2) value path lives only in chunk-sized scratch, so device
 // memory is O(E * geometry + chunk * activations). In lean mode the backward recomputes each
-// chunk's rotation and whole stack, and with the degree mixer the embedding's radial features are
-// computed per chunk where the GIE reads them (CallShape::rho_chunk); in fast mode the forward keeps the gated layers'
+// chunk's rotation and whole stack, and with the degree mixer it keeps no radial features: the
+// GIE's forward reads none (launch_gie_forward_folded), its backward recomputes them per chunk
+// (CallShape::rho_chunk); in fast mode the forward keeps the gated layers'
 // pre-activations and the stack output of every edge (the blocks before the last), and the
 // backward recomputes only the radial tables, the rotation's source sums and the focus competition.
 //
@@ -173,6 +174,7 @@ void CudaEngine::Impl::prepare_call(const Graph& gv, bool gradients) {
   fold_prep = d.radial_fold && radial_prep_folds(d);
   fold_bwd = d.radial_fold && radial_backward_folds(d) && source_backward_fused(d);
   rho_chunk = fold_prep && mode == CudaMode::kLean;
+  gie_fold = d.radial_fold && gie_forward_folds(d);
   CallShape shape{gv.n_nodes, gv.n_total, gv.n_edges(), plan.max_edges(), plan.max_nodes(), cfg.n_blocks,
                   gradients,  keep_stack, false,        rho_chunk,        node_batch};
   const size_t keep_bytes = call_device_bytes(d, shape);
@@ -266,7 +268,10 @@ EngineResult CudaEngine::Impl::compute(const Graph& gv, bool gradients, FeatureE
     es.X0 = X[0].data();
     gie.X0 = X[0].data();  // the GIE's isd backward reads it too
     launch_env_seed_forward(d, dw.mw, es, s);
-    if (rho_chunk) {  // only the GIE reads the radial features: one chunk's rows at a time
+    if (gie_fold) {  // from the radial MLP's hidden layer: no radial features read
+      gie.rbf = rbf.data(); gie.env = env.data();
+      launch_gie_forward_folded(d, dw.mw, gie, s);
+    } else if (rho_chunk) {  // only the GIE reads the radial features: one chunk's rows at a time
       for (const Chunk& c : chunks) {
         mark("fwd: radial+GIE (per chunk)");
         radial_forward_chunk(c);

@@ -47,7 +47,12 @@ void CudaEngine::Impl::gie_forward_chunk(const Chunk& c) {
   gie.Dc = ev(Dc, d.dc_size, c); gie.isd = isd.data() + n0; gie.rho = rho_v(c);
   gie.X0 = X[0].data() + n0 * d.D * d.C;
   gie.gate = bridge.gate();
-  launch_gie_forward(d, gie, s);
+  if (gie_fold) {
+    gie.rbf = ev(rbf, d.nr, c); gie.env = ev(env, 1, c);
+    launch_gie_forward_folded(d, dw.mw, gie, s);
+  } else {
+    launch_gie_forward(d, gie, s);
+  }
 }
 
 void CudaEngine::Impl::zero_chunk_bars(const Chunk& c) {
@@ -76,7 +81,7 @@ void CudaEngine::Impl::geometry_share(const Chunk& c) {
 void CudaEngine::Impl::embedding_forward_chunks() {
   const size_t nodeX = static_cast<size_t>(d.D) * d.C;
   for (const Chunk& c : plan.chunks) {
-    chunk_geometry(c, kGeo | kRho | kSeed);
+    chunk_geometry(c, gie_fold ? kGeo | kSeed : kGeo | kRho | kSeed);
     mark("fwd: degree+env-seed+GIE (per chunk)");
     const int n = c.n1 - c.n0;
     const size_t n0 = c.n0;

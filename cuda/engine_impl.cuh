@@ -90,8 +90,12 @@ struct CudaEngine::Impl : EngineBuffers {
   // fused source backward that leaves them).
   bool fold_prep = false, fold_bwd = false;
   // This call: rho holds one chunk's rows with the edge state kept too (lean mode with fold_prep:
-  // only the GIE reads it; its forward and backward recompute it per chunk, 512 B per edge less).
+  // only the GIE reads it; its backward, and its forward without gie_fold, recompute it per
+  // chunk: 512 B per edge less).
   bool rho_chunk = false;
+  // This call: the GIE's forward from the radial MLP's hidden layer (launch_gie_forward_folded), so
+  // the embedding's forward reads no radial features; every edge state and mode alike (same bits).
+  bool gie_fold = false;
   size_t fixed_bytes = 0;  // held from construction on (the weights): not the call's to reuse
   size_t checked_keep_bytes = 0;  // the largest kept-edge-state call found to fit (prepare_call)
   // chunk_geo: the chunk whose rows the edge buffers hold, and which of them are computed.

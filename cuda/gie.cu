@@ -1,6 +1,7 @@
 // The GIE of the initial node embedding (rows l >= 1 of X0), forward and backward (CPU twin:
 // engine/embeddings.h; split from embeddings.cu). Forward a CTA per node, its in-edges split over
-// four thread groups; backward: the isd share a
+// four thread groups (from rho), or for C = 32 over four warps from the radial MLP's hidden layer
+// (gie_forward_fold_k, no rho read); backward: the isd share a
 // warp per node, the edge shares (Wigner-row and gate adjoints, rho_bar) one fused warp per edge
 // per chunk (gie_edge_backward_k), or with SEZM_CUDA_GIE_LEGACY=1 the split kernels of the kept
 // route (a warp per edge for the Wigner rows, a thread per (edge, channel) for rho_bar, the
@@ -65,6 +66,91 @@ __global__ void gie_forward_k(Dims d, int N, const int* __restrict__ off, const 
         if (j < nm) X0[((size_t)n * d.D + l * l + j) * C + c] = isd[n] * acc[j];
     }
     __syncthreads();  // the partials are read before the next pass writes them
+  }
+}
+
+// The GIE forward from the radial MLP's hidden layer, without rho (C = 32; docs/sezm/01, the GIE
+// and the radial MLP): rho[e, l, :] = env_e a_e W1[:, l] is linear in the edge's activations a_e
+// (C values), so X0[n, p, :] = isd_n (sum_e g_e env_e D[e, p] a_e) W1[:, l(p)]: per node a table
+// Z[p, k] over its in-edges (k = the lane), then one small product. The edges are split over the
+// CTA's four warps (contiguous quarters); a warp stages 32 edges' basis and Wigner rows at a time
+// (contiguous in memory: coalesced) in shared memory, then each lane forms its a_e[k] edge after
+// edge from there. The warps' partial tables are added in warp order (deterministic). Why: the
+// blocks read no rho with the degree mixer, so the embedding's forward needs none either (lean
+// mode and the per-chunk edge state computed rho per chunk for it).
+constexpr int kFoldWarps = 4, kFoldMaxP = 15, kFoldC = 32;
+struct FoldSmem {  // floats: W0, the warps' partial tables, then per warp its staging
+  int w0, zs, stage, rb, dc, eg, per_warp, total;
+  explicit FoldSmem(const Dims& d) {
+    w0 = 0;
+    zs = w0 + d.nr * kFoldC;
+    stage = zs + kFoldWarps * kFoldMaxP * kFoldC;
+    rb = 0; dc = 32 * d.nr; eg = dc + 32 * d.dc_size;  // offsets within a warp's staging
+    per_warp = eg + 32;
+    total = stage + kFoldWarps * per_warp;
+  }
+};
+__global__ void __launch_bounds__(32 * kFoldWarps) gie_forward_fold_k(Dims d, ModelWDev w, FoldSmem L, int N,
+                                                                     const int* __restrict__ off,
+                                                                     const float* __restrict__ Dc,
+                                                                     const float* __restrict__ isd,
+                                                                     const float* __restrict__ rbf,
+                                                                     const float* __restrict__ env,
+                                                                     const float* __restrict__ gate, float* X0) {
+  constexpr int C = kFoldC;
+  extern __shared__ __align__(16) float fsm[];
+  const int n = blockIdx.x, warp = threadIdx.x / 32, k = threadIdx.x % 32, P = d.D - 1, nr = d.nr, dcs = d.dc_size;
+  float* w0s = fsm + L.w0;
+  float* zs = fsm + L.zs;
+  float* st = fsm + L.stage + warp * L.per_warp;
+  for (int i = threadIdx.x; i < nr * C; i += blockDim.x) w0s[i] = w.rad_w0[i];
+  const float nk = d.edge_norm ? w.rad_norm[k] : 1.0f;
+  __syncthreads();
+  float z[kFoldMaxP];
+#pragma unroll
+  for (int p = 0; p < kFoldMaxP; ++p) z[p] = 0.0f;
+  const int e0 = off[n], ne = off[n + 1] - e0;
+  const int eb = e0 + (int)((long)ne * warp / kFoldWarps), ee = e0 + (int)((long)ne * (warp + 1) / kFoldWarps);
+  for (int b = eb; b < ee; b += 32) {
+    const int cnt = min(32, ee - b);
+    __syncwarp();  // the previous batch's rows are read
+    for (int x = k; x < cnt * nr; x += 32) st[L.rb + x] = __ldg(rbf + (size_t)b * nr + x);
+    for (int x = k; x < cnt * dcs; x += 32) st[L.dc + x] = __ldg(Dc + (size_t)b * dcs + x);
+    if (k < cnt) st[L.eg + k] = gate ? env[b + k] * gate[b + k] : env[b + k];
+    __syncwarp();
+    for (int i = 0; i < cnt; ++i) {
+      const float* r = st + L.rb + i * nr;
+      float h = 0.0f;
+      for (int q = 0; q < nr; ++q) h += r[q] * w0s[q * C + k];
+      float y = h;
+      if (d.edge_norm) y = h * rsqrtf(warp_sum(h * h) / C + 1e-7f) * nk;
+      const float m = siluf_(y) * st[L.eg + i];
+      const float* zr = st + L.dc + i * dcs;
+#pragma unroll
+      for (int p = 0; p < kFoldMaxP; ++p) {
+        if (p >= P) break;
+        const int l = degree_of_packed(p + 1), j = p + 1 - l * l;
+        z[p] += zr[dc_off(l) + (2 * l + 1) + j] * m;  // the edge frame's m = 0 row of block l
+      }
+    }
+  }
+#pragma unroll
+  for (int p = 0; p < kFoldMaxP; ++p)
+    if (p < P) zs[(warp * kFoldMaxP + p) * C + k] = z[p];
+  __syncthreads();
+  for (int t = threadIdx.x; t < P * C; t += blockDim.x) {  // Z: the warps' partials in warp order
+    float v = zs[t];
+    for (int ww = 1; ww < kFoldWarps; ++ww) v += zs[ww * kFoldMaxP * C + t];
+    zs[t] = v;
+  }
+  __syncthreads();
+  // X0[n, 1 + p, c] = isd Z[p, :] W1[:, l C + c].
+  const int W = (d.L + 1) * C;
+  for (int t = threadIdx.x; t < P * C; t += blockDim.x) {
+    const int p = t / C, c = t % C, l = degree_of_packed(p + 1);
+    float acc = 0.0f;
+    for (int kk = 0; kk < C; ++kk) acc += zs[p * C + kk] * __ldg(w.rad_w1 + (size_t)kk * W + l * C + c);
+    X0[((size_t)n * d.D + 1 + p) * C + c] = isd[n] * acc;
   }
 }
 
@@ -263,6 +349,19 @@ void launch_gie_forward(const Dims& d, const GieArgs& a, cudaStream_t s) {
   const size_t part = (size_t)(kGieSplit - 1) * G * (2 * kGieMaxL + 1) * sizeof(float);
   gie_forward_k<<<a.N, kGieSplit * G, part, s>>>(d, a.N, a.off, a.Dc, a.isd, a.rho, a.gate, a.X0);
   SEZM_LAUNCH("gie_forward");
+}
+bool gie_forward_folds(const Dims& d) {
+  return d.C == kFoldC && d.L >= 1 && d.D - 1 <= kFoldMaxP && d.nr >= 1 &&
+         FoldSmem(d).total * sizeof(float) <= 48 * 1024;  // C.pt: 42 KiB
+}
+void launch_gie_forward_folded(const Dims& d, const ModelWDev& w, const GieArgs& a, cudaStream_t s) {
+  if (a.N == 0) return;
+  if (!gie_forward_folds(d) || a.rbf == nullptr || a.env == nullptr)
+    throw Error("device cuda: launch_gie_forward_folded outside its shapes (gie_forward_folds)");
+  const FoldSmem L(d);
+  gie_forward_fold_k<<<a.N, 32 * kFoldWarps, L.total * sizeof(float), s>>>(d, w, L, a.N, a.off, a.Dc, a.isd, a.rbf,
+                                                                          a.env, a.gate, a.X0);
+  SEZM_LAUNCH("gie_forward_fold");
 }
 void launch_gie_rho_backward(const Dims& d, const GieArgs& a, cudaStream_t s) {
   if (a.E == 0 || d.L == 0) return;
