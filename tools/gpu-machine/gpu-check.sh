@@ -150,8 +150,9 @@ if [ "$what" = full ]; then
     bench --mode lean --precision $precision --cells 32 --repeat 1 --warmup 0
   done
   bench --mode fast --cells 32 --repeat 1 --warmup 0 || true
-  # Size check: the largest diamond lean mode fits on the H200 (cells 38: 438,976 atoms, 128.6 GiB; cells 40
-  # ran out of memory).
+  # Size check: a large lean system (cells 38: 438,976 atoms; the edge state kept, ~95 GiB computed,
+  # docs/ARCHITECTURE.md; 128.6 GiB measured while lean kept the radial features). Larger systems
+  # go per chunk (1,000,000 atoms: cells 50, 61.5 GiB).
   bench --mode lean --cells "${SEZM_GPU_MAX_CELLS:-38}" --repeat 1 --warmup 0 || true
 fi
 if [ -f "$here/.devdeps/lammps-gpu.tar.xz" ] && [ "${SEZM_GPU_CHECK_LAMMPS:-1}" != 0 ]; then
