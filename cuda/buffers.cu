@@ -78,6 +78,16 @@ void EngineBuffers::size_for_call(const Graph& gv, const Dims& d, const CallShap
     Uall.resize(std::max(nb - 1, 0));
     for (auto& u : Uall) grow(u, static_cast<size_t>(d.F) * Er * d.ROW);
   }
+  if (keep_stack && cs.keep_src) {
+    const size_t m = std::max(nb - 1, 0);
+    Kall.resize(m); Sall.resize(m); FPall.resize(m); FAall.resize(m);
+    for (size_t b = 0; b < m; ++b) {
+      grow(Kall[b], Er * padded_kernel_size(d));
+      grow(Sall[b], static_cast<size_t>(d.F) * Er * d.Cf);
+      grow(FPall[b], Er * d.F);
+      grow(FAall[b], Er * d.F);
+    }
+  }
   atom_energy.set_counter(&mem);
   atom_energy.resize(N);
   if (gradients) {
@@ -171,6 +181,10 @@ size_t call_device_bytes(const Dims& d, const CallShape& c) {
   }
   add(E * d.F, f * nb);  // alpha per block
   if (c.keep_stack && nb > 1) add(static_cast<size_t>(d.F) * E * d.ROW, f * (nb - 1) * (d.ngated + 1));  // Zall, Uall
+  if (c.keep_stack && c.keep_src && nb > 1)  // Kall, Sall, FPall, FAall
+    for (size_t b = 0; b + 1 < nb; ++b) {
+      add(E * padded_kernel_size(d), f); add(static_cast<size_t>(d.F) * E * d.Cf, f); add(E * d.F, f); add(E * d.F, f);
+    }
   // per node: embedding, X per block boundary, per-block state (grow_block, H), node scratch
   add(N, f); add(N * 4 * d.es_emb, f); add(N * 2 * d.C, f);
   add(NT * nodeW, f * (nb + 1));

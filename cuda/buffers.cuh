@@ -77,6 +77,10 @@ struct ChunkScratch {
   std::vector<DBuf<float>> Zc;                 // the chunk's gated pre-activations (lean recompute, fused block)
   std::vector<std::vector<DBuf<float>>> Zall;  // fast: [block before the fused one][gated layer], every edge
   std::vector<DBuf<float>> Uall;               // fast: [block before the fused one], its stack output, every edge
+  // fast with keep_src: [block before the fused one] its kernel values (E, Kp), S_src (per chunk
+  // (F, Ec, Cf) at F e0 Cf), the focus competition's p and weights (E, F): what its backward read
+  // from a recompute of the radial tables, the rotation and the competition.
+  std::vector<DBuf<float>> Kall, Sall, FPall, FAall;
 };
 
 // The sizes of a call that set its device memory. max_ec, max_nc: the most edges and centres of
@@ -84,12 +88,13 @@ struct ChunkScratch {
 // edge of the blocks before the last (fast mode with gradients); chunk_geo: the per-edge geometry
 // and its kin hold one chunk (EdgeState::kChunk); rho_chunk: the radial features hold one chunk
 // whatever the edge state (lean mode where the blocks read none, radial_prep_folds: only the GIE
-// does, and recomputes them per chunk).
+// does, and recomputes them per chunk); keep_src: with keep_stack, the blocks before the last
+// also keep the stack's input side per edge (kernel values, S_src, the focus competition).
 struct CallShape {
   int N, NT;
   long E;
   int max_ec, max_nc, n_blocks;
-  bool gradients, keep_stack, chunk_geo, rho_chunk;
+  bool gradients, keep_stack, chunk_geo, rho_chunk, keep_src;
   int node_batch;
 };
 

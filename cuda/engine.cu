@@ -58,7 +58,9 @@ float* CudaEngine::Impl::chunk_forward(int b, const Chunk& c, bool recompute) {
   const BlockWDev& w = dw.bw[b];
   const bool save_z = recompute || b == fused_block || keep_stack;
   float* const kept = kept_u(b, c);  // fast: the stack's output goes there, and its backward reads it
+  if (recompute && kept && keep_src) return kept;  // its stack input side was kept too
   const bool inputs_only = recompute && kept;  // fast's backward: what the stack's backward reads besides
+  const SrcRows sr = src_rows(b, c);
   mark(recompute ? "bwd: recompute radial prep" : "fwd: radial prep");
   // Folded, the softmax runs per chunk right here on the prep's logit bias, whatever the edge state,
   // so that both edge states give the same bits.
@@ -66,7 +68,7 @@ float* CudaEngine::Impl::chunk_forward(int b, const Chunk& c, bool recompute) {
   const EdgeGeomDev geo = geom_at(c);
   const RadialFoldIn fold{fold_prep ? &dw.mw : nullptr, c.e0, Ec, geo.rbf, geo.env, src.data(), dst.data(),
                           types.data(), d.F, softmax_here ? lbias_c.data() : nullptr};
-  launch_radial_prep(d, w, RadialTablesArgs{c.e0, Ec, radial_in(c), Rh_c.data(), kern_c.data(), nullptr, fold}, s);
+  launch_radial_prep(d, w, RadialTablesArgs{c.e0, Ec, radial_in(c), Rh_c.data(), sr.kern, nullptr, fold}, s);
   if (softmax_here) {
     mark("fwd: softmax (per chunk)");
     softmax_forward(b, c, lbias_c.data());
@@ -74,11 +76,11 @@ float* CudaEngine::Impl::chunk_forward(int b, const Chunk& c, bool recompute) {
   mark(recompute ? "bwd: recompute rotate" : "fwd: rotate+condition");
   launch_rotate_condition(d, w,
                           RotateConditionArgs{c.e0, Ec, src.data(), ev(Dc, d.dc_size, c), H[b].data(), Rh_c.data(),
-                                              kern_c.data(), inputs_only ? nullptr : U0.data(), Ssrc.data()},
+                                              sr.kern, inputs_only ? nullptr : U0.data(), sr.Ssrc},
                           s);
   mark(recompute ? "bwd: recompute focus compete" : "fwd: focus compete");
   FocusCompeteArgs fc{};
-  fc.e0 = c.e0; fc.Ec = Ec; fc.Ssrc = Ssrc.data(); fc.fc_p = fc_p.data(); fc.alpha_fc = alpha_fc.data();
+  fc.e0 = c.e0; fc.Ec = Ec; fc.Ssrc = sr.Ssrc; fc.fc_p = sr.fc_p; fc.alpha_fc = sr.alpha_fc;
   launch_focus_compete(d, w, fc, s);
   if (inputs_only) return kept;  // the stack's output was kept (its pre-activations too)
   // Two buffers suffice: a layer reads only its input (its residual too) and writes its output,
@@ -173,10 +175,13 @@ void CudaEngine::Impl::prepare_call(const Graph& gv, bool gradients) {
   keep_stack = mode == CudaMode::kFast && gradients;
   fold_prep = d.radial_fold && radial_prep_folds(d);
   fold_bwd = d.radial_fold && radial_backward_folds(d) && source_backward_fused(d);
-  rho_chunk = fold_prep && mode == CudaMode::kLean;
   gie_fold = d.radial_fold && gie_forward_folds(d);
+  // Fast mode keeps no rho either where the GIE's forward needs none: its memory pays for keeping
+  // the blocks' stack input side instead (keep_src).
+  rho_chunk = fold_prep && (mode == CudaMode::kLean || gie_fold);
+  keep_src = keep_stack && d.degree_mixer && rho_chunk;
   CallShape shape{gv.n_nodes, gv.n_total, gv.n_edges(), plan.max_edges(), plan.max_nodes(), cfg.n_blocks,
-                  gradients,  keep_stack, false,        rho_chunk,        node_batch};
+                  gradients,  keep_stack, false,        rho_chunk,        keep_src, node_batch};
   const size_t keep_bytes = call_device_bytes(d, shape);
   shape.chunk_geo = true;
   const size_t chunk_bytes = call_device_bytes(d, shape);
@@ -309,7 +314,7 @@ EngineResult CudaEngine::Impl::compute(const Graph& gv, bool gradients, FeatureE
       mark("fwd: rotate back+aggregate");
       launch_rotate_back_aggregate(d,
                                    AggregateArgs{c.n0, c.n1, c.e0, c.e1 - c.e0, off.data(), ev(Dc, d.dc_size, c), Uf,
-                                                 alpha_fc.data(), alpha[b].data(), P[b].data()},
+                                                 src_rows(b, c).alpha_fc, alpha[b].data(), P[b].data()},
                                    s);
       if (!fused) continue;
       // The chunk's destinations are complete: their node steps, energies and the backward down

@@ -78,10 +78,11 @@ void CudaEngine::Impl::chunk_backward(int b, const Chunk& c, float* Uf) {
   // absolute edge index; per chunk, the share's geometry adjoints start from zero.
   float* Dcv = ev(Dc, d.dc_size, c);
   float* Dc_barv = ev(Dc_bar, d.dc_size, c);
+  const SrcRows sr = src_rows(b, c);
   zero_chunk_bars(c);
   mark("bwd: aggregate");
   launch_aggregate_backward(d,
-                            AggregateBackwardArgs{c.e0, Ec, dst.data(), Dcv, Uf, alpha_fc.data(), alpha[b].data(),
+                            AggregateBackwardArgs{c.e0, Ec, dst.data(), Dcv, Uf, sr.alpha_fc, alpha[b].data(),
                                                   Pb.data(), Gbuf, alpha_bar.data(), Dc_barv},
                             s);
   mark("bwd: softmax");
@@ -92,7 +93,7 @@ void CudaEngine::Impl::chunk_backward(int b, const Chunk& c, float* Uf) {
                           s);
   mark("bwd: focus compete");
   launch_focus_compete_backward(d, w,
-                                FocusCompeteArgs{c.e0, Ec, Ssrc.data(), fc_p.data(), alpha_fc.data(),
+                                FocusCompeteArgs{c.e0, Ec, sr.Ssrc, sr.fc_p, sr.alpha_fc,
                                                  alpha[b].data(), alpha_bar.data(), Ssrc_bar.data()},
                                 s);
   float* gin = Gbuf;
@@ -112,18 +113,18 @@ void CudaEngine::Impl::chunk_backward(int b, const Chunk& c, float* Uf) {
     if (!fold) SEZM_CUDA(cudaMemsetAsync(rho_bar_c.data(), 0, Ec * W * sizeof(float), s));
     launch_source_backward(d, w,
                            SourceBackwardArgs{c.e0, Ec, c.s1 - c.s0, plan.seg_node() + c.s0, plan.seg_off() + c.s0,
-                                              plan.perm(), dst.data(), Dcv, H[b].data(), Rh_c.data(), kern_c.data(),
+                                              plan.perm(), dst.data(), Dcv, H[b].data(), Rh_c.data(), sr.kern,
                                               gin, Ssrc_bar.data(), lbar.data(), q[b].data(),
                                               fold ? nullptr : rho_bar_c.data(), Dc_barv, H_bar.data(), k_bar.data()},
                            s);
     mark("bwd: radial");
-    radial_backward_chunk(c, fold ? &w : nullptr);
+    radial_backward_chunk(c, fold ? &w : nullptr, sr.kern);
   } else {  // SEZM_CUDA_SRCBWD_LEGACY=1 (or shapes outside the warp kernels): X̄_loc per edge, then the scatter
     mark("bwd: condition+rotate");
     SEZM_CUDA(cudaMemsetAsync(rho_bar_c.data(), 0, Ec * W * sizeof(float), s));
     launch_condition_rotate_backward(d, w,
                                      ConditionRotateBackwardArgs{c.e0, Ec, src.data(), Dcv, H[b].data(), Rh_c.data(),
-                                                                 kern_c.data(), gin, Ssrc_bar.data(), lbar.data(),
+                                                                 sr.kern, gin, Ssrc_bar.data(), lbar.data(),
                                                                  Xloc_bar.data(), rho_bar_c.data(), Dc_barv},
                                      s);
     mark("bwd: radial");
@@ -140,7 +141,7 @@ void CudaEngine::Impl::chunk_backward(int b, const Chunk& c, float* Uf) {
 
 // rho_bar_c (the chunk's rows), or with `fold` that block's kernel and logit adjoints (kern_c,
 // lbar), through the radial MLP's backward into env_bar and rbf_bar.
-void CudaEngine::Impl::radial_backward_chunk(const Chunk& c, const BlockWDev* fold) {
+void CudaEngine::Impl::radial_backward_chunk(const Chunk& c, const BlockWDev* fold, const float* kb) {
   RadialMlpArgs a{};
   a.E = c.e1 - c.e0;
   const EdgeGeomDev geo = geom_at(c);
@@ -150,7 +151,7 @@ void CudaEngine::Impl::radial_backward_chunk(const Chunk& c, const BlockWDev* fo
   a.rho_bar = rho_bar_c.data();
   if (fold) {
     a.fold = fold->rad_fold;
-    a.kb = kern_c.data();
+    a.kb = kb != nullptr ? kb : kern_c.data();
     a.lbar = lbar.data();
   }
   a.env_bar = bar.env_bar;

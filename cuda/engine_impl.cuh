@@ -89,9 +89,9 @@ struct CudaEngine::Impl : EngineBuffers {
   // the blocks' radial adjoint from the kernel and logit adjoints (radial_backward_folds, with the
   // fused source backward that leaves them).
   bool fold_prep = false, fold_bwd = false;
-  // This call: rho holds one chunk's rows with the edge state kept too (lean mode with fold_prep:
-  // only the GIE reads it; its backward, and its forward without gie_fold, recompute it per
-  // chunk: 512 B per edge less).
+  // This call: rho holds one chunk's rows with the edge state kept too (with fold_prep, in lean
+  // mode, and in fast mode with gie_fold: only the GIE reads it; its backward, and its forward
+  // without gie_fold, recompute it per chunk: 512 B per edge less).
   bool rho_chunk = false;
   // This call: the GIE's forward from the radial MLP's hidden layer (launch_gie_forward_folded), so
   // the embedding's forward reads no radial features; every edge state and mode alike (same bits).
@@ -203,7 +203,8 @@ struct CudaEngine::Impl : EngineBuffers {
   // The out-of-memory messages' advice for fast mode: what lean keeps less per edge (z and the
   // stack output of the blocks before the last, 4 bytes each).
   std::string lean_advice() const {
-    const double kb = cfg.n_blocks > 1 ? 4e-3 * (cfg.n_blocks - 1) * (d.ngated + 1) * d.F * d.ROW : 0.0;
+    const double row = (d.ngated + 1) * d.F * d.ROW + (keep_src ? padded_kernel_size(d) + d.F * d.Cf + 2 * d.F : 0);
+    const double kb = cfg.n_blocks > 1 ? 4e-3 * (cfg.n_blocks - 1) * row : 0.0;
     char a[96];
     std::snprintf(a, sizeof a, "use mode lean (it keeps about %.1f kB less per edge), or", kb);
     return a;
@@ -212,6 +213,22 @@ struct CudaEngine::Impl : EngineBuffers {
   // keep_stack), or null: its backward reads it instead of recomputing the stack.
   float* kept_u(int b, const Chunk& c) {
     return keep_stack && b != fused_block ? Uall[b].data() + (size_t)d.F * c.e0 * d.ROW : nullptr;
+  }
+  // This call: fast mode's blocks before the fused one keep their stack's input side too (the
+  // kernel values, S_src, the focus competition: 384 B per edge for C.pt), so their backward
+  // recomputes nothing of the forward (with the degree mixer, whose tables need no Rh rows).
+  bool keep_src = false;
+  // The rows of chunk c of block b's stack input side: kept (keep_src, the blocks before the
+  // fused one) or the chunk scratch. The backward overwrites kern with its adjoint (the source
+  // backward), which the radial backward then reads.
+  struct SrcRows {
+    float *kern, *Ssrc, *fc_p, *alpha_fc;
+  };
+  SrcRows src_rows(int b, const Chunk& c) {
+    if (!keep_src || b == fused_block) return SrcRows{kern_c.data(), Ssrc.data(), fc_p.data(), alpha_fc.data()};
+    const size_t e0 = c.e0;
+    return SrcRows{Kall[b].data() + e0 * padded_kernel_size(d), Sall[b].data() + (size_t)d.F * e0 * d.Cf,
+                   FPall[b].data() + e0 * d.F, FAall[b].data() + e0 * d.F};
   }
 
   // Forward of one chunk's value path up to the stack output; returns the buffer holding it. In
@@ -248,8 +265,9 @@ struct CudaEngine::Impl : EngineBuffers {
   // buffers and its stack output in Uf.
   void chunk_backward(int b, const Chunk& c, float* Uf);
 
-  // rho_bar_c (the chunk's rows) through the radial MLP's backward into env_bar and rbf_bar.
-  void radial_backward_chunk(const Chunk& c, const BlockWDev* fold = nullptr);
+  // rho_bar_c (the chunk's rows) through the radial MLP's backward into env_bar and rbf_bar; with
+  // `fold`, that block's kernel adjoint (kb: the chunk's rows) and logit adjoint instead.
+  void radial_backward_chunk(const Chunk& c, const BlockWDev* fold = nullptr, const float* kb = nullptr);
 
   void begin_block_backward();
 

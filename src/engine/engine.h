@@ -62,7 +62,8 @@ enum class Device { kCpu, kCuda };
 // What per-edge data the CUDA forward keeps for the backward (docs/ARCHITECTURE.md has the bytes):
 //  kFast: the gated layers' pre-activations and the stack output of every edge for the blocks
 //         before the last (their backward recomputes only the radial tables, the rotation's
-//         source sums and the focus competition), and the radial features;
+//         source sums and the focus competition; with the degree mixer and 32 channels it keeps
+//         those too, and no radial features);
 //  kLean: nothing per edge beyond the geometry (nothing beyond the graph and the attention
 //         weights with the edge state per chunk, EdgeState); the backward recomputes each chunk's
 //         value path on chip (flash-style), and, where the blocks read no radial features (the
