@@ -104,15 +104,19 @@ struct CudaEngine::Impl : EngineBuffers {
   unsigned held = 0;
 
   // Edge e's row of a per-edge buffer of `stride` floats, addressed by the absolute edge index e
-  // for any edge of chunk c: the call's array itself, or (chunk_geo) the chunk's rows, stored
+  // for any edge of chunk c: the call's array itself, or (per_chunk; chunk_geo by default) the chunk's rows, stored
   // from (e0 stride) mod 4 floats on and shifted back by e0 rows, so every kernel indexes them as
   // it indexes the call's arrays and every row keeps its 16-byte phase (the allocation is
   // 256-byte aligned). Only rows e0 .. e1 - 1 of the shifted pointer are ever touched.
   template <class T>
-  T* ev(const DBuf<T>& b, size_t stride, const Chunk& c) const {
-    if (!chunk_geo) return b.data();
+  T* ev(const DBuf<T>& b, size_t stride, const Chunk& c, bool per_chunk) const {
+    if (!per_chunk) return b.data();
     const size_t at = static_cast<size_t>(c.e0) * stride;
     return b.data() + (at & 3) - at;
+  }
+  template <class T>
+  T* ev(const DBuf<T>& b, size_t stride, const Chunk& c) const {
+    return ev(b, stride, c, chunk_geo);
   }
   // The whole call as one chunk (for the views of the kept edge state).
   Chunk whole() const { return Chunk{0, N, 0, E, 0, 0}; }
@@ -139,10 +143,7 @@ struct CudaEngine::Impl : EngineBuffers {
   }
   // The radial features: the call's rows, or one chunk's (chunk_geo, rho_chunk) shifted as ev's.
   float* rho_v(const Chunk& c) const {
-    const size_t stride = static_cast<size_t>(d.L + 1) * d.C;
-    if (!chunk_geo && !rho_chunk) return rho.data();
-    const size_t at = static_cast<size_t>(c.e0) * stride;
-    return rho.data() + (at & 3) - at;
+    return ev(rho, static_cast<size_t>(d.L + 1) * d.C, c, chunk_geo || rho_chunk);
   }
   EdgeRadialIn radial_in(const Chunk& c) const {
     return EdgeRadialIn{rho_v(c), dw.mw.type_emb, src.data(), dst.data(), types.data()};
