@@ -416,7 +416,10 @@ void DeviceWeights::upload(const ModelW<double>& w, const Dims& d, MemCounter* m
     x.post_eps = static_cast<float>(b.post_so2_norm.eps);
     x.pre_eps = static_cast<float>(b.pre_ffn_norm.eps);
     a.put(x.ffn_w1, b.ffn_w1);
-    if (!b.ffn_so3) a.put(x.ffn_sg, b.ffn_scalar_gate);
+    if (!b.ffn_so3) {
+      a.put(x.ffn_sg, b.ffn_scalar_gate);
+      a.put_t(x.ffn_sgT, b.ffn_scalar_gate);
+    }
     a.put(x.ffn_w2, b.ffn_w2);
     x.ffn_so3 = b.ffn_so3 ? 1 : 0;
     if (b.ffn_so3) upload_grid_net(a, b.ffn_grid, x.ffn_grid);

@@ -111,6 +111,7 @@ struct BlockWDev {
   const float *post_scale, *post_bias, *pre_scale, *pre_bias;  // (L+1, C), (C)
   float post_eps, pre_eps;
   const float *ffn_w1, *ffn_sg, *ffn_w2;  // (L+1, C, 2 KF H), (2H, H), (L+1, KF H, C)
+  const float* ffn_sgT;                   // (H, 2H): ffn_sg transposed, for the gate input's backward (ffn.cu)
   int has_mn;                              // message-node grid net (message_node_so3)
   GridNetDev mn;
   int ffn_so3;                             // FFN on the SO(3) grid (ffn_so3_grid): ffn_grid, no ffn_sg
