@@ -30,7 +30,8 @@ ncu --clock-control none ${cache[@]+"${cache[@]}"} --metrics "$metrics" --csv --
 }
 grep -E '^"[0-9]' "$csv.raw" > "$csv" || true
 python3 - "$csv" <<'EOF'
-import csv, sys, collections
+import csv, sys, collections, signal
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # piped into `head`: stop quietly, no traceback
 rows = list(csv.reader(open(sys.argv[1])))
 # columns: ID, Process ID, Process Name, Host Name, Kernel Name, Context, Stream, Block Size,
 # Grid Size, Device, CC, Section Name, Metric Name, Metric Unit, Metric Value
