@@ -240,7 +240,7 @@ TEST_P(ComponentBackward, SO2Tile) {
     const V W = randn(static_cast<size_t>(Ec) * D * Cw, rng_);
     SO2Tile<double> s;
     auto J = [&] {
-      so2_tile_forward(w(), bw, gr_.t, gr_.geo, H.data(), R.data(), e0, Ec, s);
+      so2_tile_forward(w(), bw, gr_.t, gr_.geo, H.data(), BlockRadial<double>(R.data()), e0, Ec, s);
       return dot(W.data(), s.M.data(), W.size());
     };
     J();
@@ -338,14 +338,15 @@ TEST_P(ComponentBackward, InteractionBlock) {
   const V W = randn(Y.size(), rng_);
   BlockCache<double> bc;
   auto J = [&] {
-    block_forward(w(), bw, grid, gr_.t, gr_.geo, tiles, X.data(), R.data(), Y.data(), bc);
+    block_forward(w(), bw, grid, gr_.t, gr_.geo, tiles, X.data(), BlockRadial<double>(R.data()), Y.data(), bc);
     return dot(W.data(), Y.data(), Y.size());
   };
   J();
   V Xb(X.size()), Rb(R.size(), 0.0);
   EdgeGeometryGrad<double> gb;
   gb.reset(gr_.geo);
-  block_backward(w(), bw, grid, gr_.t, gr_.geo, tiles, R.data(), bc, W.data(), Xb.data(), Rb.data(), gb);
+  block_backward(w(), bw, grid, gr_.t, gr_.geo, tiles, BlockRadial<double>(R.data()), bc, W.data(), Xb.data(),
+                 Rb.data(), gb);
   check_grad(tag("block d/d X (centres + ghost)"), X.data(), X.size(), J, Xb.data());
   check_grad(tag("block d/d R"), R.data(), R.size(), J, Rb.data());
   check_grad(tag("block d/d env"), gr_.geo.env.data(), gr_.geo.env.size(), J, gb.env.data());

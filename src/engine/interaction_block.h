@@ -46,17 +46,22 @@ struct BlockCache {
 
 // l = 0 radial features projected to the wide width, (E, Cw).
 template <class T>
-Mat<T> radial_l0_hidden(const ModelW<T>& w, const BlockW<T>& bw, const T* R, int E) {
+Mat<T> radial_l0_hidden(const ModelW<T>& w, const BlockW<T>& bw, const BlockRadial<T>& R, int E) {
   const int L = w.cfg.lmax, C = w.cfg.channels;
-  auto R0 = view(R, E, C, (L + 1) * C);
-  if (bw.has_radial_hidden_proj) return R0 * bw.radial_hidden_proj;
+  Mat<T> R0(E, C);  // R's degree-0 rows (BlockRadial::rows' sums)
+  for (int e = 0; e < E; ++e) {
+    const T* r = R.rho + static_cast<size_t>(e) * (L + 1) * C;
+    for (int c = 0; c < C; ++c) R0(e, c) = R.tf ? r[c] + (*R.tf)(e, c) : r[c];
+  }
+  auto R0v = view(static_cast<const T*>(R0.data()), E, C, C);
+  if (bw.has_radial_hidden_proj) return R0v * bw.radial_hidden_proj;
   return R0;
 }
 
 template <class T>
 void block_forward(const ModelW<T>& w, const BlockW<T>& bw, const FFNGrid<T>& grid, const Graph& t,
-                   const EdgeGeometry<T>& geo, const std::vector<int>& tiles, const T* X, const T* R, T* Y,
-                   BlockCache<T>& bc) {
+                   const EdgeGeometry<T>& geo, const std::vector<int>& tiles, const T* X, const BlockRadial<T>& R,
+                   T* Y, BlockCache<T>& bc) {
   const ModelConfig& cfg = w.cfg;
   const int L = cfg.lmax, C = cfg.channels, Cw = cfg.wide(), Cf = cfg.focus_width(), F = cfg.n_focus;
   const int D = cfg.n_coeff(), N = t.n_nodes;
@@ -124,7 +129,8 @@ void block_forward(const ModelW<T>& w, const BlockW<T>& bw, const FFNGrid<T>& gr
 // and the geometry adjoints (env, D).
 template <class T>
 void block_backward(const ModelW<T>& w, const BlockW<T>& bw, const FFNGrid<T>& grid, const Graph& t,
-                    const EdgeGeometry<T>& geo, const std::vector<int>& tiles, const T* R, const BlockCache<T>& bc,
+                    const EdgeGeometry<T>& geo, const std::vector<int>& tiles, const BlockRadial<T>& R,
+                    const BlockCache<T>& bc,
                     const T* Y_bar, T* X_bar, T* R_bar, EdgeGeometryGrad<T>& gb) {
   const ModelConfig& cfg = w.cfg;
   const int L = cfg.lmax, C = cfg.channels, Cw = cfg.wide(), Cf = cfg.focus_width(), F = cfg.n_focus;

@@ -17,9 +17,9 @@ std::string format_bytes(double bytes) {
 }
 
 double so2_tile_bytes_per_edge(const ModelConfig& cfg, int scalar_bytes) {
-  const int L = cfg.lmax, Cw = cfg.wide(), D = cfg.n_coeff(), Dm = cfg.n_reduced();
-  // Rhat (L+1)Cw, rotated features Dm Cw, stack state F x Dm Cf = Dm Cw, messages D Cw.
-  return static_cast<double>(scalar_bytes) * ((L + 1) * Cw + 2.0 * Dm * Cw + D * Cw);
+  const int L = cfg.lmax, C = cfg.channels, Cw = cfg.wide(), D = cfg.n_coeff(), Dm = cfg.n_reduced();
+  // R (L+1)C, Rhat (L+1)Cw, rotated features Dm Cw, stack state F x Dm Cf = Dm Cw, messages D Cw.
+  return static_cast<double>(scalar_bytes) * ((L + 1) * C + (L + 1) * Cw + 2.0 * Dm * Cw + D * Cw);
 }
 
 std::string out_of_memory_message(const std::string& engine, const MemoryStep& step, const Graph& g, double rcut) {

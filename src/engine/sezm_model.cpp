@@ -42,7 +42,7 @@ EngineResult SezmEngine<T>::compute_steps(const Graph& g, bool gradients, Featur
   const Graph& t = g;
   const std::vector<int> tiles = make_edge_tiles(t);
   // What each phase allocates, for the out-of-memory error (engine/out_of_memory.h).
-  const double sb = sizeof(T), per_edge_rad = sb * E * (3.0 * (L + 1) * C + C);
+  const double sb = sizeof(T), per_edge_rad = sb * E * (2.0 * (L + 1) * C + C);
   int largest_tile = 0;
   for (size_t k = 0; k + 1 < tiles.size(); ++k) largest_tile = std::max(largest_tile, tiles[k + 1] - tiles[k]);
   const double tile_bytes = so2_tile_bytes_per_edge(cfg, sizeof(T)) * largest_tile;
@@ -86,14 +86,21 @@ EngineResult SezmEngine<T>::compute_steps(const Graph& g, bool gradients, Featur
   Mat<T> tf;
   edge_type_features(w_, t, tf);
   step.at("radial features (" + std::to_string(E) + " edges x " + std::to_string(L + 1) + " degrees x " +
-              std::to_string(C) + " channels, three copies)",
+              std::to_string(C) + " channels, two copies)",
           per_edge_rad);
-  std::vector<T> Mrad(static_cast<size_t>(E) * (L + 1) * C), hrad(static_cast<size_t>(E) * C);
-  radial_mlp_forward(w_, geo.rbf.data(), E, Mrad.data(), hrad.data());
-  std::vector<T> rho(Mrad.size());  // enveloped radial features (version 1.1)
-  for (int e = 0; e < E; ++e)
-    for (int i = 0; i < (L + 1) * C; ++i)
-      rho[static_cast<size_t>(e) * (L + 1) * C + i] = geo.env[e] * Mrad[static_cast<size_t>(e) * (L + 1) * C + i];
+  // rho = env M: the MLP's output M and hidden layer are dropped once rho is formed and computed
+  // again for the backward (the same product on the same rows: the same bits), so that they do
+  // not sit beside the blocks' state; the blocks' R = rho + tf is formed per edge tile
+  // (BlockRadial). Per edge that keeps 2 (L+1) C + C values fewer through the blocks than
+  // keeping M, its hidden layer and R (docs/performance.md, CPU engine memory).
+  std::vector<T> rho(static_cast<size_t>(E) * (L + 1) * C);  // enveloped radial features (version 1.1)
+  {
+    std::vector<T> Mrad(rho.size()), hrad(static_cast<size_t>(E) * C);
+    radial_mlp_forward(w_, geo.rbf.data(), E, Mrad.data(), hrad.data());
+    for (int e = 0; e < E; ++e)
+      for (int i = 0; i < (L + 1) * C; ++i)
+        rho[static_cast<size_t>(e) * (L + 1) * C + i] = geo.env[e] * Mrad[static_cast<size_t>(e) * (L + 1) * C + i];
+  }
 
   const size_t width = static_cast<size_t>(D) * C;
   step.at("node features (" + std::to_string(cfg.n_blocks + 1) + " x " + std::to_string(NT) + " atoms x " +
@@ -108,18 +115,15 @@ EngineResult SezmEngine<T>::compute_steps(const Graph& g, bool gradients, Featur
     for (int n = 0; n < N; ++n)
       for (int c = 0; c < C; ++c) X[0][n * width + c] = x0[static_cast<size_t>(n) * C + c];
   }
-  // Block radial features R = rho + tf (the type term on every degree).
-  std::vector<T> R(rho);
-  for (int e = 0; e < E; ++e)
-    for (int l = 0; l <= L; ++l)
-      for (int c = 0; c < C; ++c) R[(static_cast<size_t>(e) * (L + 1) + l) * C + c] += tf(e, c);
+  // Block radial features R = rho + tf (the type term on every degree), formed per edge tile.
+  const BlockRadial<T> R(rho.data(), &tf);
 
   // ---- blocks ----
   std::vector<BlockCache<T>> caches(cfg.n_blocks);
   for (int b = 0; b < cfg.n_blocks; ++b) {
     if (ex) ex->forward(X[b].data(), static_cast<int>(width));
     tile_step(b, false);
-    block_forward(w_, w_.blocks[b], grid_, t, geo, tiles, X[b].data(), R.data(), X[b + 1].data(), caches[b]);
+    block_forward(w_, w_.blocks[b], grid_, t, geo, tiles, X[b].data(), R, X[b + 1].data(), caches[b]);
   }
 
   // ---- read-out and fitting ----
@@ -150,8 +154,9 @@ EngineResult SezmEngine<T>::compute_steps(const Graph& g, bool gradients, Featur
   std::vector<T> rho_bar(rho.size(), T(0));
   for (int b = cfg.n_blocks - 1; b >= 0; --b) {
     tile_step(b, true);
-    block_backward(w_, w_.blocks[b], grid_, t, geo, tiles, R.data(), caches[b], Xb.data(), Xb_prev.data(),
+    block_backward(w_, w_.blocks[b], grid_, t, geo, tiles, R, caches[b], Xb.data(), Xb_prev.data(),
                    rho_bar.data(), gb);
+    caches[b] = BlockCache<T>();  // read by this block's backward only
     if (ex) ex->reverse(Xb_prev.data(), static_cast<int>(width));
     std::swap(Xb, Xb_prev);
   }
@@ -163,18 +168,20 @@ EngineResult SezmEngine<T>::compute_steps(const Graph& g, bool gradients, Featur
   env_seed_backward(w_, t, geo, isd, esc, x0_bar.data(), isd_bar, gb);
   gie_backward(t, geo, isd, rho.data(), C, X[0].data(), Xb.data(), isd_bar, rho_bar.data(), gb);
   degree_backward(t, geo, isd, isd_bar, gb.env);
-  // rho = env * M.
-  std::vector<T> M_bar(rho_bar.size());
+  // rho = env * M, M and the hidden layer computed again (above); M_bar = rho_bar env in place.
+  std::vector<T>().swap(rho);
+  std::vector<T> Mrad(rho_bar.size()), hrad(static_cast<size_t>(E) * C);
+  radial_mlp_forward(w_, geo.rbf.data(), E, Mrad.data(), hrad.data());
   for (int e = 0; e < E; ++e) {
     T acc = 0;
     for (int i = 0; i < (L + 1) * C; ++i) {
       const size_t k = static_cast<size_t>(e) * (L + 1) * C + i;
       acc += rho_bar[k] * Mrad[k];
-      M_bar[k] = rho_bar[k] * geo.env[e];
+      rho_bar[k] = rho_bar[k] * geo.env[e];
     }
     gb.env[e] += acc;
   }
-  radial_mlp_backward(w_, hrad.data(), E, M_bar.data(), gb.rbf.data());
+  radial_mlp_backward(w_, hrad.data(), E, rho_bar.data(), gb.rbf.data());
   std::vector<double> learned_grad(3 * static_cast<size_t>(E));
   edge_geometry_backward(w_, geo, gb, learned_grad.data());
   if (cfg.zbl) bridging_backward(g, br, gb.gate, ex, learned_grad.data());  // d/d(clamped v) -> d/dv

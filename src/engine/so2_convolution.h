@@ -41,9 +41,34 @@ inline T rotate_back_scale(int l) {
   return l <= 1 ? T(1) : std::sqrt(T(2 * l + 1) / T(3));
 }
 
+// A block's radial features R = rho + tf (the edge-type term on every degree, docs/model.md),
+// read per tile of edges and formed there: no (E, L+1, C) array of R is kept beside rho. Without
+// tf, R is rho itself (the component tests pass R so).
+template <class T>
+struct BlockRadial {
+  const T* rho;        // (E, L+1, C)
+  const Mat<T>* tf;    // (E, C), or null
+  explicit BlockRadial(const T* r, const Mat<T>* type_term = nullptr) : rho(r), tf(type_term) {}
+  // Rows [e0, e0 + Ec) of R as (Ec (L+1), C): each value rho + tf, the one sum the whole-array
+  // R had (the same bits).
+  void rows(int e0, int Ec, int L, int C, Mat<T>& out) const {
+    out.resize(static_cast<Eigen::Index>(Ec) * (L + 1), C);
+    for (int i = 0; i < Ec; ++i)
+      for (int l = 0; l <= L; ++l) {
+        const T* r = rho + (static_cast<size_t>(e0 + i) * (L + 1) + l) * C;
+        T* o = out.data() + (static_cast<size_t>(i) * (L + 1) + l) * C;
+        if (tf)
+          for (int c = 0; c < C; ++c) o[c] = r[c] + (*tf)(e0 + i, c);
+        else
+          for (int c = 0; c < C; ++c) o[c] = r[c];
+      }
+  }
+};
+
 template <class T>
 struct SO2Tile {
   int e0 = 0, Ec = 0;
+  Mat<T> R;                    // (Ec (L+1), C) the tile's block radial features (BlockRadial)
   Mat<T> Rhat;                 // (Ec, (L+1)Cw)
   Mat<T> kern;                 // (Ec, K) compact degree kernel (degree_channel)
   Mat<T> Xloc;                 // (Ec, Dm*Cw)
@@ -59,8 +84,7 @@ struct SO2Tile {
 // ---- forward ------------------------------------------------------------------------------
 template <class T>
 void so2_tile_forward(const ModelW<T>& w, const BlockW<T>& bw, const Graph& t, const EdgeGeometry<T>& geo,
-                      const T* H, const T* R /* (E, L+1, C) block radial features */, int e0, int Ec,
-                      SO2Tile<T>& s) {
+                      const T* H, const BlockRadial<T>& R, int e0, int Ec, SO2Tile<T>& s) {
   const ModelConfig& cfg = w.cfg;
   const int L = cfg.lmax, C = cfg.channels, Cw = cfg.wide(), Cf = cfg.focus_width(), F = cfg.n_focus;
   const int D = cfg.n_coeff(), Dm = cfg.n_reduced(), ROW = Dm * Cf, M0 = (L + 1) * Cf;
@@ -68,7 +92,8 @@ void so2_tile_forward(const ModelW<T>& w, const BlockW<T>& bw, const Graph& t, c
   s.e0 = e0;
   s.Ec = Ec;
   // Radial features projected to the wide width.
-  auto Rt = view(R + static_cast<size_t>(e0) * (L + 1) * C, static_cast<Eigen::Index>(Ec) * (L + 1), C);
+  R.rows(e0, Ec, L, C, s.R);
+  auto Rt = view(static_cast<const T*>(s.R.data()), static_cast<Eigen::Index>(Ec) * (L + 1), C);
   s.Rhat.resize(Ec, (L + 1) * Cw);
   if (bw.has_radial_hidden_proj)
     view(s.Rhat.data(), static_cast<Eigen::Index>(Ec) * (L + 1), Cw).noalias() = Rt * bw.radial_hidden_proj;
