@@ -48,11 +48,8 @@ struct BlockCache {
 template <class T>
 Mat<T> radial_l0_hidden(const ModelW<T>& w, const BlockW<T>& bw, const BlockRadial<T>& R, int E) {
   const int L = w.cfg.lmax, C = w.cfg.channels;
-  Mat<T> R0(E, C);  // R's degree-0 rows (BlockRadial::rows' sums)
-  for (int e = 0; e < E; ++e) {
-    const T* r = R.rho + static_cast<size_t>(e) * (L + 1) * C;
-    for (int c = 0; c < C; ++c) R0(e, c) = R.tf ? r[c] + (*R.tf)(e, c) : r[c];
-  }
+  Mat<T> R0(E, C);  // R's degree-0 rows
+  for (int e = 0; e < E; ++e) R.row(e, 0, L, C, R0.data() + static_cast<size_t>(e) * C);
   auto R0v = view(static_cast<const T*>(R0.data()), E, C, C);
   if (bw.has_radial_hidden_proj) return R0v * bw.radial_hidden_proj;
   return R0;

@@ -54,14 +54,12 @@ struct BlockRadial {
   void rows(int e0, int Ec, int L, int C, Mat<T>& out) const {
     out.resize(static_cast<Eigen::Index>(Ec) * (L + 1), C);
     for (int i = 0; i < Ec; ++i)
-      for (int l = 0; l <= L; ++l) {
-        const T* r = rho + (static_cast<size_t>(e0 + i) * (L + 1) + l) * C;
-        T* o = out.data() + (static_cast<size_t>(i) * (L + 1) + l) * C;
-        if (tf)
-          for (int c = 0; c < C; ++c) o[c] = r[c] + (*tf)(e0 + i, c);
-        else
-          for (int c = 0; c < C; ++c) o[c] = r[c];
-      }
+      for (int l = 0; l <= L; ++l) row(e0 + i, l, L, C, out.data() + (static_cast<size_t>(i) * (L + 1) + l) * C);
+  }
+  // Edge e's degree-l row of R (C values) into out.
+  void row(int e, int l, int L, int C, T* out) const {
+    const T* r = rho + (static_cast<size_t>(e) * (L + 1) + l) * C;
+    for (int c = 0; c < C; ++c) out[c] = tf ? r[c] + (*tf)(e, c) : r[c];
   }
 };
 
