@@ -248,7 +248,11 @@ TEST_P(ComponentBackward, SO2Tile) {
     V Hb(H.size(), 0.0), Rb(R.size(), 0.0);
     EdgeGeometryGrad<double> gb;
     gb.reset(gr_.geo);
-    so2_tile_backward(w(), bw, gr_.t, gr_.geo, H.data(), s, Mb, Hb.data(), Rb.data(), static_cast<Mat<double>*>(nullptr), gb);
+    Mat<double> Xloc_bar;
+    so2_tile_backward(w(), bw, gr_.t, gr_.geo, H.data(), s, Mb, Xloc_bar, Rb.data(), static_cast<Mat<double>*>(nullptr), gb);
+    for (int i = 0; i < Ec; ++i)
+      so2_rotation_source_backward(cfg(), gr_.t, gr_.geo, e0 + i, Xloc_bar.data() + static_cast<size_t>(i) * Xloc_bar.cols(),
+                                   Hb.data());
     const std::string blk = " (block " + std::to_string(b) + ")";
     check_grad(tag("SO2 tile d/d H" + blk), H.data(), H.size(), J, Hb.data());
     check_grad(tag("SO2 tile d/d R" + blk), R.data(), R.size(), J, Rb.data());
@@ -276,8 +280,12 @@ TEST_P(ComponentBackward, Attention) {
   Mat<double> q_bar = Mat<double>::Zero(NT, a.q.cols()), k_bar = Mat<double>::Zero(NT, a.k.cols());
   Mat<double> R0b = Mat<double>::Zero(E, Cw);
   V env_bar(E, 0.0), Hb(H.size(), 0.0);
-  attention_softmax_backward(w(), bw, gr_.t, env.data(), static_cast<const double*>(nullptr), a, 0, E, alpha_bar, q_bar, k_bar, R0b,
+  Mat<double> lbar;
+  attention_softmax_backward(w(), bw, gr_.t, env.data(), static_cast<const double*>(nullptr), a, 0, E, alpha_bar, q_bar, lbar, R0b,
                              env_bar.data(), static_cast<double*>(nullptr));
+  for (int e = 0; e < E; ++e)
+    attention_key_backward(w(), gr_.t, env.data(), static_cast<const double*>(nullptr), a, e, lbar.data() + static_cast<size_t>(e) * F,
+                           k_bar);
   attention_node_backward(w(), bw, gr_.t, H.data(), a, q_bar, k_bar, gamma_bar, Hb.data());
   check_grad(tag("attention d/d H"), H.data(), H.size(), J, Hb.data());
   check_grad(tag("attention d/d env"), env.data(), env.size(), J, env_bar.data());
@@ -303,10 +311,11 @@ TEST_P(ComponentBackward, AttentionWithSourceGate) {
   };
   J();
   const Mat<double> alpha_bar = Eigen::Map<const Mat<double>>(Wa.data(), E, F);
-  Mat<double> q_bar = Mat<double>::Zero(NT, a.q.cols()), k_bar = Mat<double>::Zero(NT, a.k.cols());
+  Mat<double> q_bar = Mat<double>::Zero(NT, a.q.cols());
   Mat<double> R0b = Mat<double>::Zero(E, Cw);
   V env_bar(E, 0.0), gate_bar(E, 0.0);
-  attention_softmax_backward(w(), bw, gr_.t, env.data(), gate.data(), a, 0, E, alpha_bar, q_bar, k_bar, R0b,
+  Mat<double> lbar;
+  attention_softmax_backward(w(), bw, gr_.t, env.data(), gate.data(), a, 0, E, alpha_bar, q_bar, lbar, R0b,
                              env_bar.data(), gate_bar.data());
   check_grad(tag("attention d/d gate"), gate.data(), gate.size(), J, gate_bar.data());
 }

@@ -1,11 +1,12 @@
-// The CPU engine is repeatable to the bit on several threads: two calls on one graph give the same
-// energies and edge gradients (so a LAMMPS run repeats itself at a given thread count). Its block
-// backward sums each thread's share of the edge tiles' source-side terms per thread and then adds
-// the threads in order (engine/interaction_block.h), which is repeatable only when the tiles go to
-// the threads in a fixed way (static schedule).
+// The CPU engine gives the same bits on any number of threads, and so repeats itself to the bit
+// (a LAMMPS run repeats itself whatever OMP_NUM_THREADS is): every sum over edges that lands on
+// one value runs in edge order, as one thread adds it. The source-side sums of the block backward
+// go edge by edge after each wave of tiles (engine/interaction_block.h), the force assembly's by
+// ranges of sources (engine/engine.cpp).
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,20 @@ class FourThreads {
 #endif
 };
 
+// n OpenMP threads for the scope.
+class Threads {
+ public:
+#ifdef _OPENMP
+  explicit Threads(int n) : n_(omp_get_max_threads()) { omp_set_num_threads(n); }
+  ~Threads() { omp_set_num_threads(n_); }
+
+ private:
+  int n_;
+#else
+  explicit Threads(int) {}
+#endif
+};
+
 bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
 }
@@ -57,5 +72,83 @@ TEST(Repeatability, CpuEngineRepeatsItselfToTheBitOnSeveralThreads) {
     const sezm::EngineResult again = engine.compute(g, true);
     EXPECT_TRUE(same_bits(first.atom_energy, again.atom_energy)) << "run " << run;
     EXPECT_TRUE(same_bits(first.edge_grad, again.edge_grad)) << "run " << run;
+  }
+}
+
+TEST(Repeatability, CpuEngineGivesTheSameBitsOnAnyThreadCount) {
+  const std::string mp = sezm_test::data_path("c32_l3_f2_float64.pt");
+  const sezm::Checkpoint ck = sezm::read_checkpoint(mp);
+  const sezm::ModelConfig cfg = sezm::parse_model_config(ck.model_params, mp);
+  const sezm::SezmEngine<double> engine(sezm::load_weights<double>(ck, cfg));
+  const auto ref = sezm::test::read_ref(sezm_test::data_path("ref_c32_l3_f2_float64.json"));
+  const auto& c = ref.configs.at(0);  // diamond64_rattled: 64 atoms, 10,112 edges, ~40 tiles
+  ASSERT_EQ(c.name, "diamond64_rattled");
+  const sezm::Graph g =
+      sezm::build_graph(c.coords.data(), c.types.data(), c.natoms, c.periodic ? c.cell.data() : nullptr, cfg.rcut);
+  sezm::EngineResult one;
+  {
+    const Threads threads(1);
+    one = engine.compute(g, true);
+  }
+  // 3 and 7 do not divide the ~40 tiles: a last wave with idle threads.
+  for (const int n : {2, 3, 7}) {
+    const Threads threads(n);
+    const sezm::EngineResult r = engine.compute(g, true);
+    EXPECT_TRUE(same_bits(one.atom_energy, r.atom_energy)) << n << " threads";
+    EXPECT_TRUE(same_bits(one.edge_grad, r.edge_grad)) << n << " threads";
+  }
+}
+
+// The force assembly of a graph large enough for its threaded path (>= 65536 edges) against the
+// plain edge-order sums, on 1 to 8 threads.
+TEST(Repeatability, ForceAssemblyIsTheEdgeOrderSumOnAnyThreadCount) {
+  std::mt19937 rng(7);
+  sezm::Graph g;
+  g.n_nodes = 3000;
+  g.n_total = 4000;  // sources among ghosts too
+  const int per = 40;
+  std::uniform_int_distribution<int> src(0, g.n_total - 1);
+  std::normal_distribution<double> nd(0.0, 1.0);
+  g.dst_offsets.push_back(0);
+  for (int i = 0; i < g.n_nodes; ++i) {
+    for (int k = 0; k < per; ++k) {
+      g.dst.push_back(i);
+      g.src.push_back(src(rng));
+      for (int a = 0; a < 3; ++a) g.vec.push_back(nd(rng));
+    }
+    g.dst_offsets.push_back(static_cast<int>(g.dst.size()));
+  }
+  g.types.assign(g.n_total, 0);
+  const int E = g.n_edges();
+  ASSERT_GE(E, 65536);
+  std::vector<double> ge(3 * static_cast<size_t>(E));
+  for (double& x : ge) x = nd(rng);
+  std::vector<double> f0(3 * static_cast<size_t>(g.n_total));
+  for (double& x : f0) x = nd(rng);  // LAMMPS may hand in forces of other styles
+
+  // Expected: per atom, its destination sum in edge order added, then its source sum in edge order.
+  std::vector<double> own(f0.size(), 0.0), srcs(f0.size(), 0.0), want(f0);
+  double wv[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+  for (int e = 0; e < E; ++e)
+    for (int a = 0; a < 3; ++a) {
+      own[3 * static_cast<size_t>(g.dst[e]) + a] += ge[3 * static_cast<size_t>(e) + a];
+      srcs[3 * static_cast<size_t>(g.src[e]) + a] -= ge[3 * static_cast<size_t>(e) + a];
+      for (int j = 0; j < 3; ++j) wv[3 * a + j] -= ge[3 * static_cast<size_t>(e) + a] * g.vec[3 * static_cast<size_t>(e) + j];
+    }
+  for (size_t k = 0; k < want.size(); ++k) {
+    if (k < 3 * static_cast<size_t>(g.n_nodes)) want[k] += own[k];
+    want[k] += srcs[k];
+  }
+  // The virial's products may be contracted into FMAs differently here and in the engine: its
+  // sums are compared to the bit across thread counts, and to these to rounding.
+  std::vector<double> w1;
+  for (const int n : {1, 2, 3, 8}) {
+    const Threads threads(n);
+    std::vector<double> f(f0), w(9, 0.0);
+    sezm::assemble_forces_virial(g, ge.data(), f.data(), w.data(), nullptr);
+    EXPECT_TRUE(same_bits(want, f)) << n << " threads";
+    if (w1.empty()) w1 = w;
+    EXPECT_TRUE(same_bits(w1, w)) << n << " threads";
+    for (int k = 0; k < 9; ++k) EXPECT_NEAR(w[k], wv[k], 1e-12 * E) << n << " threads, virial " << k;
   }
 }

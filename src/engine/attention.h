@@ -87,15 +87,25 @@ void attention_softmax_forward(const ModelW<T>& w, const BlockW<T>& bw, const Gr
   }
 }
 
+// Whether edge e takes part in the logits' backward (an edge at the cutoff, env = 0, or with a
+// closed bridging gate, has a logit of -inf and no gradient through it).
+template <class T>
+bool attention_logit_live(const T* env, const T* gate, int e) {
+  return !(env[e] <= T(0) || (gate && gate[e] <= T(0)));
+}
+
 // Softmax + logit backward for the edges [e0, e1) of whole destination segments, given
-// alpha_bar (rows relative to e0). Accumulates q_bar (centres), k_bar (sources), the l = 0
-// radial-feature adjoint Rhat0_bar (rows relative to e0), env_bar and (with a gate) gate_bar.
+// alpha_bar (rows relative to e0). Accumulates q_bar (centres), the l = 0 radial-feature adjoint
+// Rhat0_bar (rows relative to e0), env_bar and (with a gate) gate_bar, and writes the logits'
+// adjoint lbar (e1 - e0, F), whose source-side sum k_bar[src] += ... is attention_key_backward's
+// (edge by edge: the caller picks the order).
 template <class T>
 void attention_softmax_backward(const ModelW<T>& w, const BlockW<T>& bw, const Graph& t, const T* env,
                                 const T* gate, const AttentionState<T>& a, int e0, int e1, const Mat<T>& alpha_bar,
-                                Mat<T>& q_bar, Mat<T>& k_bar, Mat<T>& Rhat0_bar, T* env_bar, T* gate_bar) {
+                                Mat<T>& q_bar, Mat<T>& lbar_out, Mat<T>& Rhat0_bar, T* env_bar, T* gate_bar) {
   const int F = w.cfg.n_focus, Cf = w.cfg.focus_width();
   const T scale = T(1) / std::sqrt(T(Cf));
+  lbar_out.setZero(e1 - e0, F);
   int e = e0;
   while (e < e1) {
     const int n = t.dst[e];
@@ -105,16 +115,28 @@ void attention_softmax_backward(const ModelW<T>& w, const BlockW<T>& bw, const G
       for (int x = s0; x < s1; ++x) dot += a.alpha(x, f) * alpha_bar(x - e0, f);
       for (int x = s0; x < s1; ++x) {
         const T lbar = a.alpha(x, f) * (alpha_bar(x - e0, f) - dot);
-        if (env[x] <= T(0) || (gate && gate[x] <= T(0))) continue;
+        if (!attention_logit_live(env, gate, x)) continue;
+        lbar_out(x - e0, f) = lbar;
         env_bar[x] += T(2) * lbar / env[x];
         if (gate) gate_bar[x] += lbar / gate[x];
         q_bar.row(n).segment(f * Cf, Cf) += scale * lbar * a.k.row(t.src[x]).segment(f * Cf, Cf);
-        k_bar.row(t.src[x]).segment(f * Cf, Cf) += scale * lbar * a.q.row(n).segment(f * Cf, Cf);
         Rhat0_bar.row(x - e0).segment(f * Cf, Cf) += lbar * bw.logit_w.col(f).transpose();
       }
     }
     e = s1;
   }
+}
+
+// The key side of the logits' backward for edge e: k_bar[src] += lbar q[dst] / sqrt(Cf), lbar the
+// edge's row of attention_softmax_backward's lbar_out.
+template <class T>
+void attention_key_backward(const ModelW<T>& w, const Graph& t, const T* env, const T* gate,
+                            const AttentionState<T>& a, int e, const T* lbar, Mat<T>& k_bar) {
+  const int F = w.cfg.n_focus, Cf = w.cfg.focus_width();
+  const T scale = T(1) / std::sqrt(T(Cf));
+  if (!attention_logit_live(env, gate, e)) return;
+  for (int f = 0; f < F; ++f)
+    k_bar.row(t.src[e]).segment(f * Cf, Cf) += scale * lbar[f] * a.q.row(t.dst[e]).segment(f * Cf, Cf);
 }
 
 // q_bar, k_bar (n_total) and gamma_bar (n_nodes) -> H_bar[n, (0,0), :].

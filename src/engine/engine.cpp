@@ -105,50 +105,45 @@ void assemble_forces_virial(const Graph& g, const double* edge_grad, double* for
     }
     return;
   }
-  // In a fixed order for a given thread count (repeated runs are bit-identical): each thread
-  // takes a range of destinations (CSR: a contiguous edge range of about E / threads), sums their
-  // forces itself and puts its source-side terms and virial in its own buffer; the buffers are
-  // then added in thread order. Small graphs use one thread.
+  // Every sum in edge order, as one thread adds it, so the result does not depend on the thread
+  // count: each thread sums the edges of a range of destinations (CSR: a contiguous edge range of
+  // about E / threads) into their forces, and the source-side terms of a range of sources (reading
+  // every edge's source) into one buffer, added after; the virial is one pass. Small graphs use
+  // one thread.
   const int nthreads = E < 65536 ? 1 : std::min(engine_threads(), 8);
-  const size_t n3 = 3 * static_cast<size_t>(g.n_total);
-  std::vector<double> part(static_cast<size_t>(nthreads) * n3, 0.0), wpart(9 * static_cast<size_t>(nthreads), 0.0);
+  std::vector<double> part(3 * static_cast<size_t>(g.n_total), 0.0);
 #pragma omp parallel num_threads(nthreads)
   {
-#ifdef _OPENMP
-    const int t = omp_get_thread_num();
-#else
-    const int t = 0;
-#endif
+    const int t = engine_thread_id(), team = engine_team_size();
     const int* off = g.dst_offsets.data();
     const auto first_node = [&](int r) {  // first destination whose edges start at or after E r / T
-      const long long e = static_cast<long long>(E) * r / nthreads;
+      const long long e = static_cast<long long>(E) * r / team;
       return static_cast<int>(std::lower_bound(off, off + g.n_nodes, e) - off);
     };
-    const int i0 = first_node(t), i1 = t + 1 == nthreads ? g.n_nodes : first_node(t + 1);
-    double* fs = part.data() + t * n3;
-    double w[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+    const int i0 = first_node(t), i1 = t + 1 == team ? g.n_nodes : first_node(t + 1);
     for (int i = i0; i < i1; ++i) {
       double f[3] = {0, 0, 0};
-      for (int e = off[i]; e < off[i + 1]; ++e) {
-        const double* ge = edge_grad + 3 * static_cast<size_t>(e);
-        for (int a = 0; a < 3; ++a) {
-          f[a] += ge[a];
-          fs[3 * static_cast<size_t>(g.src[e]) + a] -= ge[a];
-        }
-        add_edge_virial(ge, g.vec.data() + 3 * static_cast<size_t>(e), w);
-      }
+      for (int e = off[i]; e < off[i + 1]; ++e)
+        for (int a = 0; a < 3; ++a) f[a] += edge_grad[3 * static_cast<size_t>(e) + a];
       for (int a = 0; a < 3; ++a) forces[3 * static_cast<size_t>(i) + a] += f[a];
     }
-    for (int k = 0; k < 9; ++k) wpart[9 * t + k] = w[k];
+    const int s0 = static_cast<int>(static_cast<long long>(g.n_total) * t / team);
+    const int s1 = static_cast<int>(static_cast<long long>(g.n_total) * (t + 1) / team);
+    for (int e = 0; e < E; ++e) {
+      const int j = g.src[e];
+      if (j < s0 || j >= s1) continue;
+      for (int a = 0; a < 3; ++a) part[3 * static_cast<size_t>(j) + a] -= edge_grad[3 * static_cast<size_t>(e) + a];
+    }
 #pragma omp barrier
 #pragma omp for schedule(static)
-    for (int i = 0; i < g.n_total; ++i)
-      for (int r = 0; r < nthreads; ++r)
-        for (int a = 0; a < 3; ++a) forces[3 * static_cast<size_t>(i) + a] += part[r * n3 + 3 * static_cast<size_t>(i) + a];
+    for (size_t k = 0; k < part.size(); ++k) forces[k] += part[k];
   }
-  if (virial)
-    for (int r = 0; r < nthreads; ++r)
-      for (int k = 0; k < 9; ++k) virial[k] += wpart[9 * r + k];
+  if (virial) {
+    double w[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+    for (int e = 0; e < E; ++e)
+      add_edge_virial(edge_grad + 3 * static_cast<size_t>(e), g.vec.data() + 3 * static_cast<size_t>(e), w);
+    for (int k = 0; k < 9; ++k) virial[k] += w[k];
+  }
 }
 
 void add_forces_virial(const Graph& g, const EngineResult& r, double* forces, double* virial, double* atom_virial) {

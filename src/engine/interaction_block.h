@@ -6,9 +6,11 @@
 //   X1 = X + EqRMSNorm_post(post_focus_mix(A))
 //   Y  = X1 + FFN(EqRMSNorm_pre(X1))
 // Edge work runs over tiles of whole destination segments, so a tile owns the softmax of its
-// centres and its P rows; tiles run in parallel (OpenMP), with per-thread accumulators for the
-// source-side scatters of the backward. The forward keeps nothing per edge beyond alpha: the
-// backward recomputes each tile's value path on the fly.
+// centres and its P rows; tiles run in parallel (OpenMP). The backward adds its source-side
+// terms edge by edge in edge order (block_backward), so the result does not depend on the thread
+// count. The forward keeps nothing per edge beyond alpha: the backward recomputes each tile's
+// value path on the fly.
+#include <array>
 #include <vector>
 
 #include "engine/threads.h"
@@ -170,60 +172,78 @@ void block_backward(const ModelW<T>& w, const BlockW<T>& bw, const FFNGrid<T>& g
       }
 
   // Edge tiles: recompute the value path, aggregation and softmax backward, value-path backward.
+  // The source-side sums (H_bar[src] += D^T Xloc_bar, k_bar[src] += lbar q[dst] / sqrt(Cf)) are
+  // added edge by edge in edge order on any number of threads: the tiles go in waves of one per
+  // thread; after a wave, thread r adds the wave's edges whose source is in its share of the
+  // nodes, tile by tile. So the result is the one-thread result to the bit whatever the thread
+  // count, and a thread holds two tiles' adjoints (one wave's while the next is computed: one
+  // barrier per wave), not a copy of H_bar (tests/test_repeatability.cpp).
   const int nth = engine_threads();
-  std::vector<std::vector<T>> H_bar_t(nth);
-  std::vector<Mat<T>> k_bar_t(nth);
+  std::vector<T> H_bar(static_cast<size_t>(NT) * D * Cw, T(0));
+  Mat<T> k_bar = Mat<T>::Zero(NT, F * Cf);
   Mat<T> q_bar = Mat<T>::Zero(NT, F * Cf);
+  struct TileAdjoint {
+    int e0 = 0, Ec = 0;
+    Mat<T> Xloc_bar, lbar;  // (Ec, Dm Cw), (Ec, F)
+  };
+  std::vector<std::array<TileAdjoint, 2>> slots(nth);
+  const T* env = geo.env.data();
+  const T* gate = geo.gate.empty() ? nullptr : geo.gate.data();
   const int ntiles = static_cast<int>(tiles.size()) - 1;
   ParallelErrors errors;  // nothing may leave the region (threads.h)
-#pragma omp parallel
+#pragma omp parallel num_threads(nth)
   {
-    const int tid = engine_thread_id();
-    errors.run([&] {
-      H_bar_t[tid].assign(static_cast<size_t>(NT) * D * Cw, T(0));
-      k_bar_t[tid].setZero(NT, F * Cf);
-    });
+    const int tid = engine_thread_id(), team = engine_team_size();
+    const int n0 = static_cast<int>(static_cast<long long>(NT) * tid / team);
+    const int n1 = static_cast<int>(static_cast<long long>(NT) * (tid + 1) / team);
     SO2Tile<T> s;
     Mat<T> M_bar, alpha_bar, Rhat_bar;
-    // Static: each thread sums its tiles' source-side terms into its own H_bar_t / k_bar_t, so a
-    // fixed tile-to-thread map makes the result repeatable to the bit at a given thread count
-    // (tests/test_repeatability.cpp); tiles are whole destination segments of similar size.
-#pragma omp for schedule(static)
-    for (int it = 0; it < ntiles; ++it) errors.run([&] {
-      const int e0 = tiles[it], Ec = tiles[it + 1] - e0;
-      so2_tile_forward(w, bw, t, geo, bc.H.data(), R, e0, Ec, s);
-      M_bar.resize(Ec, D * Cw);
-      alpha_bar.setZero(Ec, F);
-      for (int i = 0; i < Ec; ++i) {
-        const int e = e0 + i;
-        const T* Pb = P_bar.data() + static_cast<size_t>(t.dst[e]) * D * Cw;
-        const T* Me = s.M.data() + static_cast<size_t>(i) * D * Cw;
-        T* Mb = M_bar.data() + static_cast<size_t>(i) * D * Cw;
-        for (int d = 0; d < D; ++d)
-          for (int c = 0; c < Cw; ++c) {
-            const int f = c / Cf;
-            Mb[d * Cw + c] = bc.att.alpha(e, f) * Pb[d * Cw + c];
-            alpha_bar(i, f) += Pb[d * Cw + c] * Me[d * Cw + c];
+    for (int wave = 0; wave * team < ntiles; ++wave) {
+      TileAdjoint& mine = slots[tid][wave & 1];
+      mine.Ec = 0;
+      const int it = wave * team + tid;
+      if (it < ntiles) errors.run([&] {
+        const int e0 = tiles[it], Ec = tiles[it + 1] - e0;
+        so2_tile_forward(w, bw, t, geo, bc.H.data(), R, e0, Ec, s);
+        M_bar.resize(Ec, D * Cw);
+        alpha_bar.setZero(Ec, F);
+        for (int i = 0; i < Ec; ++i) {
+          const int e = e0 + i;
+          const T* Pb = P_bar.data() + static_cast<size_t>(t.dst[e]) * D * Cw;
+          const T* Me = s.M.data() + static_cast<size_t>(i) * D * Cw;
+          T* Mb = M_bar.data() + static_cast<size_t>(i) * D * Cw;
+          for (int d = 0; d < D; ++d)
+            for (int c = 0; c < Cw; ++c) {
+              const int f = c / Cf;
+              Mb[d * Cw + c] = bc.att.alpha(e, f) * Pb[d * Cw + c];
+              alpha_bar(i, f) += Pb[d * Cw + c] * Me[d * Cw + c];
+            }
+        }
+        Rhat_bar.setZero(Ec, (L + 1) * Cw);
+        Mat<T> Rhat0_bar = Mat<T>::Zero(Ec, Cw);
+        attention_softmax_backward(w, bw, t, env, gate, bc.att, e0, e0 + Ec, alpha_bar, q_bar, mine.lbar, Rhat0_bar,
+                                   gb.env.data(), gb.gate.empty() ? nullptr : gb.gate.data());
+        Rhat_bar.leftCols(Cw) = Rhat0_bar;
+        so2_tile_backward(w, bw, t, geo, bc.H.data(), s, M_bar, mine.Xloc_bar, R_bar, &Rhat_bar, gb);
+        mine.e0 = e0;
+        mine.Ec = Ec;
+      });
+#pragma omp barrier
+      errors.run([&] {
+        for (int r = 0; r < team; ++r) {
+          const TileAdjoint& a = slots[r][wave & 1];
+          for (int i = 0; i < a.Ec; ++i) {
+            const int e = a.e0 + i;
+            if (t.src[e] < n0 || t.src[e] >= n1) continue;
+            attention_key_backward(w, t, env, gate, bc.att, e, a.lbar.data() + static_cast<size_t>(i) * F, k_bar);
+            so2_rotation_source_backward(cfg, t, geo, e, a.Xloc_bar.data() + static_cast<size_t>(i) * a.Xloc_bar.cols(),
+                                         H_bar.data());
           }
-      }
-      Rhat_bar.setZero(Ec, (L + 1) * Cw);
-      Mat<T> Rhat0_bar = Mat<T>::Zero(Ec, Cw);
-      attention_softmax_backward(w, bw, t, geo.env.data(), geo.gate.empty() ? nullptr : geo.gate.data(), bc.att,
-                                 e0, e0 + Ec, alpha_bar, q_bar, k_bar_t[tid], Rhat0_bar, gb.env.data(),
-                                 gb.gate.empty() ? nullptr : gb.gate.data());
-      Rhat_bar.leftCols(Cw) = Rhat0_bar;
-      so2_tile_backward(w, bw, t, geo, bc.H.data(), s, M_bar, H_bar_t[tid].data(), R_bar, &Rhat_bar, gb);
-    });
+        }
+      });
+    }
   }
   errors.rethrow();
-  // Reduce the per-thread source-side accumulators.
-  std::vector<T> H_bar(std::move(H_bar_t[0]));
-  Mat<T> k_bar = std::move(k_bar_t[0]);
-  for (int i = 1; i < nth; ++i) {
-    if (H_bar_t[i].empty()) continue;
-    for (size_t j = 0; j < H_bar.size(); ++j) H_bar[j] += H_bar_t[i][j];
-    k_bar += k_bar_t[i];
-  }
   for (size_t j = 0; j < Hmn_bar.size(); ++j) H_bar[j] += Hmn_bar[j];
   attention_node_backward(w, bw, t, bc.H.data(), bc.att, q_bar, k_bar, gamma_bar, H_bar.data());
   per_degree_linear(H_bar.data(), NT, L, Cw, bw.pre_focus_mix, X_bar, C, false, true);

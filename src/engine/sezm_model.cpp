@@ -48,12 +48,14 @@ EngineResult SezmEngine<T>::compute_steps(const Graph& g, bool gradients, Featur
   const double tile_bytes = so2_tile_bytes_per_edge(cfg, sizeof(T)) * largest_tile;
   const int threads = std::max(1, std::min(engine_threads(), static_cast<int>(tiles.size()) - 1));  // busy ones
   const auto tile_step = [&](int b, bool backward) {
-    // The backward adds per-thread source-side accumulators (n_total x D x Cw each).
+    // The backward adds, per thread, two tiles' rotated-feature and logit adjoints (the source-side
+    // sums' inputs, interaction_block.h), and the source-side sum H_bar (n_total x D x Cw) once.
+    const double slots = 2.0 * sb * largest_tile * (cfg.n_reduced() * cfg.wide() + cfg.n_focus);
     step.at("block " + std::to_string(b) + (backward ? " backward" : " forward") +
                 ": SO(2) value path scratch of the largest edge tile (" + std::to_string(largest_tile) +
                 " edges; whole destination segments) in each of " + std::to_string(threads) + " threads" +
-                (backward ? ", and per-thread source accumulators" : ""),
-            threads * (tile_bytes + (backward ? sb * NT * D * cfg.wide() : 0.0)));
+                (backward ? ", and the source-side adjoints" : ""),
+            threads * (tile_bytes + (backward ? slots : 0.0)) + (backward ? sb * NT * D * cfg.wide() : 0.0));
   };
 
   // ---- geometry and initial embedding ----

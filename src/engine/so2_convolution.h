@@ -26,11 +26,12 @@ namespace sezm {
 struct ReducedRows {
   int L = 0, Dm = 0;
   std::vector<int> l, m;
+  static int degree(int L, int j) { return j <= L ? j : (j <= 2 * L ? j - L : j - 2 * L); }
+  static int order(int L, int j) { return j <= L ? 0 : (j <= 2 * L ? -1 : 1); }
   explicit ReducedRows(int L_) : L(L_), Dm(3 * L_ + 1) {
     for (int j = 0; j < Dm; ++j) {
-      if (j <= L) { l.push_back(j); m.push_back(0); }
-      else if (j <= 2 * L) { l.push_back(j - L); m.push_back(-1); }
-      else { l.push_back(j - 2 * L); m.push_back(1); }
+      l.push_back(degree(L, j));
+      m.push_back(order(L, j));
     }
   }
 };
@@ -226,11 +227,33 @@ void so2_tile_forward(const ModelW<T>& w, const BlockW<T>& bw, const Graph& t, c
 }
 
 // ---- backward -----------------------------------------------------------------------------
-// Given M_bar (Ec, D*Cw) for a tile whose forward state is in `s`: accumulates H_bar (n_total
-// rows), R_bar (block radial features, (E, L+1, C)) and D_bar (per edge, packed).
+// The source side of the rotation's backward for edge e: H_bar[src] += D^T Xloc_bar, xb the
+// edge's (Dm, Cw) row of Xloc_bar. Kept apart from so2_tile_backward so that a caller can add the
+// edges of one source in a fixed order, whatever thread computed them (interaction_block.h).
+template <class T>
+void so2_rotation_source_backward(const ModelConfig& cfg, const Graph& t, const EdgeGeometry<T>& geo, int e,
+                                  const T* xb, T* H_bar) {
+  const int L = cfg.lmax, Cw = cfg.wide(), D = cfg.n_coeff(), Dm = cfg.n_reduced();
+  T* Hb = H_bar + static_cast<size_t>(t.src[e]) * D * Cw;
+  const T* De = &geo.D[static_cast<size_t>(e) * geo.wsize];
+  for (int j = 0; j < Dm; ++j) {
+    const int l = ReducedRows::degree(L, j), row = ReducedRows::order(L, j) + l;
+    const T* Dl = De + wigner_offset(l) + row * (2 * l + 1);
+    const T* xj = xb + j * Cw;
+    for (int mp = -l; mp <= l; ++mp) {
+      T* h = Hb + static_cast<size_t>(packed_index(l, mp)) * Cw;
+      for (int c = 0; c < Cw; ++c) h[c] += Dl[mp + l] * xj[c];
+    }
+  }
+}
+
+// Given M_bar (Ec, D*Cw) for a tile whose forward state is in `s`: accumulates R_bar (block
+// radial features, (E, L+1, C)) and D_bar (per edge, packed), and returns the rotated features'
+// adjoint Xloc_bar (Ec, Dm*Cw), whose source-side sum H_bar[src] += D^T Xloc_bar is
+// so2_rotation_source_backward's (edge by edge: the caller picks the order).
 template <class T>
 void so2_tile_backward(const ModelW<T>& w, const BlockW<T>& bw, const Graph& t, const EdgeGeometry<T>& geo,
-                       const T* H, const SO2Tile<T>& s, const Mat<T>& M_bar, T* H_bar, T* R_bar,
+                       const T* H, const SO2Tile<T>& s, const Mat<T>& M_bar, Mat<T>& Xloc_bar, T* R_bar,
                        Mat<T>* Rhat_bar_extra /* (Ec, (L+1)Cw) attention-logit part, may be null */,
                        EdgeGeometryGrad<T>& gb) {
   const ModelConfig& cfg = w.cfg;
@@ -329,7 +352,7 @@ void so2_tile_backward(const ModelW<T>& w, const BlockW<T>& bw, const Graph& t, 
     for (int f = 0; f < F; ++f) G[f].leftCols(Cf) += Ssrc_bar[f];
 
   // Radial conditioning backward -> Xloc_bar, Rhat_bar.
-  Mat<T> Xloc_bar = Mat<T>::Zero(Ec, Dm * Cw);
+  Xloc_bar.setZero(Ec, Dm * Cw);
   Mat<T> Rhat_bar = Rhat_bar_extra ? *Rhat_bar_extra : Mat<T>::Zero(Ec, (L + 1) * Cw);
   Mat<T> kern_bar;
   if (bw.degree_mixer) kern_bar.setZero(Ec, s.kern.cols());
@@ -367,26 +390,20 @@ void so2_tile_backward(const ModelW<T>& w, const BlockW<T>& bw, const Graph& t, 
   else
     Rb += Rhb;
 
-  // Rotation backward: H_bar[src] and D_bar.
+  // Rotation backward, the edge's own share: D_bar (H_bar[src] is so2_rotation_source_backward's).
   for (int i = 0; i < Ec; ++i) {
     const int e = e0 + i;
     const T* Hs = H + static_cast<size_t>(t.src[e]) * D * Cw;
-    T* Hb = H_bar + static_cast<size_t>(t.src[e]) * D * Cw;
-    const T* De = &geo.D[static_cast<size_t>(e) * geo.wsize];
     T* Db = &gb.D[static_cast<size_t>(e) * geo.wsize];
     const T* xb = Xloc_bar.data() + static_cast<size_t>(i) * Dm * Cw;
     for (int j = 0; j < Dm; ++j) {
       const int l = rr.l[j], row = rr.m[j] + l;
-      const T* Dl = De + wigner_offset(l) + row * (2 * l + 1);
       T* Dbl = Db + wigner_offset(l) + row * (2 * l + 1);
       const T* xj = xb + j * Cw;
       for (int mp = -l; mp <= l; ++mp) {
         const size_t off = static_cast<size_t>(packed_index(l, mp)) * Cw;
         T dot = 0;
-        for (int c = 0; c < Cw; ++c) {
-          Hb[off + c] += Dl[mp + l] * xj[c];
-          dot += xj[c] * Hs[off + c];
-        }
+        for (int c = 0; c < Cw; ++c) dot += xj[c] * Hs[off + c];
         Dbl[mp + l] += dot;
       }
     }

@@ -17,6 +17,15 @@ inline int engine_threads() {
   return 1;
 #endif
 }
+// The size of the current team (1 outside a parallel region): what a region really got, which
+// can be fewer threads than engine_threads() asked for.
+inline int engine_team_size() {
+#ifdef _OPENMP
+  return omp_get_num_threads();
+#else
+  return 1;
+#endif
+}
 inline int engine_thread_id() {
 #ifdef _OPENMP
   return omp_get_thread_num();
