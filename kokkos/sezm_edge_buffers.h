@@ -55,6 +55,7 @@ class EdgeBuffers {
 
  private:
   std::vector<int> count_;  // edges per owned centre
+  std::vector<int> fold_;   // source index of each atom held (ghosts folded onto owners or not)
   sezm::Graph g_;
   long reallocations_ = 0;
 };
