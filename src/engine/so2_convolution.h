@@ -34,6 +34,10 @@ struct ReducedRows {
       m.push_back(order(L, j));
     }
   }
+  // Column of the compact degree kernel (degree_channel) that couples row in to row o (same m).
+  int kernel_col(int in, int o) const {
+    return m[o] == 0 ? l[in] * (L + 1) + l[o] : (L + 1) * (L + 1) + (l[in] - 1) * L + (l[o] - 1);
+  }
 };
 
 // Inverse-rotation rescale of the rotate-back (docs/model.md §5.6): sqrt((2l+1)/3) for l > mmax = 1.
@@ -120,28 +124,30 @@ void so2_tile_forward(const ModelW<T>& w, const BlockW<T>& bw, const Graph& t, c
     }
   }
 
-  // Radial conditioning, written focus-major.
+  // Radial conditioning, written focus-major. Channels innermost (a row of Cw values at a time,
+  // vectorised); each value's sum over the input rows runs in row order.
   s.U.assign(F, Mat<T>(Ec, ROW));
+  std::vector<T> val(Cw);
   for (int i = 0; i < Ec; ++i) {
     const T* x = s.Xloc.data() + static_cast<size_t>(i) * Dm * Cw;
     const T* rh = s.Rhat.data() + static_cast<size_t>(i) * (L + 1) * Cw;
+    const T* kk = bw.degree_mixer ? s.kern.data() + static_cast<size_t>(i) * s.kern.cols() : nullptr;
     for (int o = 0; o < Dm; ++o) {
-      for (int c = 0; c < Cw; ++c) {
-        T val;
-        if (!bw.degree_mixer) {
-          val = x[o * Cw + c] * rh[rr.l[o] * Cw + c];
-        } else {
-          val = 0;
-          const T* kk = s.kern.data() + static_cast<size_t>(i) * s.kern.cols();
-          for (int in = 0; in < Dm; ++in) {
-            if (rr.m[in] != rr.m[o]) continue;
-            const int li = rr.l[in], lo = rr.l[o];
-            const T kv = rr.m[o] == 0 ? kk[li * (L + 1) + lo] : kk[(L + 1) * (L + 1) + (li - 1) * L + (lo - 1)];
-            val += kv * x[in * Cw + c];
-          }
-          val *= bw.channel_basis[c];
+      if (!bw.degree_mixer) {
+        for (int c = 0; c < Cw; ++c) val[c] = x[o * Cw + c] * rh[rr.l[o] * Cw + c];
+      } else {
+        for (int c = 0; c < Cw; ++c) val[c] = 0;
+        for (int in = 0; in < Dm; ++in) {
+          if (rr.m[in] != rr.m[o]) continue;
+          const T kv = kk[rr.kernel_col(in, o)];
+          const T* xi = x + in * Cw;
+          for (int c = 0; c < Cw; ++c) val[c] += kv * xi[c];
         }
-        s.U[c / Cf](i, o * Cf + c % Cf) = val;
+        for (int c = 0; c < Cw; ++c) val[c] *= bw.channel_basis[c];
+      }
+      for (int f = 0; f < F; ++f) {
+        T* u = s.U[f].data() + static_cast<size_t>(i) * ROW + o * Cf;
+        for (int cf = 0; cf < Cf; ++cf) u[cf] = val[f * Cf + cf];
       }
     }
   }
@@ -356,30 +362,47 @@ void so2_tile_backward(const ModelW<T>& w, const BlockW<T>& bw, const Graph& t, 
   Mat<T> Rhat_bar = Rhat_bar_extra ? *Rhat_bar_extra : Mat<T>::Zero(Ec, (L + 1) * Cw);
   Mat<T> kern_bar;
   if (bw.degree_mixer) kern_bar.setZero(Ec, s.kern.cols());
+  // Row o's adjoint read once as Cw contiguous values, the coupled input rows listed once; each
+  // value's sum runs in the order of the element-wise loops this replaced (Xloc_bar and Rhat_bar
+  // over o, the kernel adjoint over c): the same bits, 11 % less time per call (performance.md).
+  std::vector<T> ub(Cw), acc(L + 1);
+  std::vector<int> ins(L + 1), qs(L + 1);
   for (int i = 0; i < Ec; ++i) {
     const T* x = s.Xloc.data() + static_cast<size_t>(i) * Dm * Cw;
     T* xb = Xloc_bar.data() + static_cast<size_t>(i) * Dm * Cw;
     const T* rh = s.Rhat.data() + static_cast<size_t>(i) * (L + 1) * Cw;
     T* rhb = Rhat_bar.data() + static_cast<size_t>(i) * (L + 1) * Cw;
     for (int o = 0; o < Dm; ++o) {
-      for (int c = 0; c < Cw; ++c) {
-        const T ub = G[c / Cf](i, o * Cf + c % Cf);
-        if (!bw.degree_mixer) {
-          xb[o * Cw + c] += ub * rh[rr.l[o] * Cw + c];
-          rhb[rr.l[o] * Cw + c] += ub * x[o * Cw + c];
-        } else {
-          const T* kk = s.kern.data() + static_cast<size_t>(i) * s.kern.cols();
-          T* kb = kern_bar.data() + static_cast<size_t>(i) * s.kern.cols();
-          const T bub = bw.channel_basis[c] * ub;
-          for (int in = 0; in < Dm; ++in) {
-            if (rr.m[in] != rr.m[o]) continue;
-            const int li = rr.l[in], lo = rr.l[o];
-            const int q = rr.m[o] == 0 ? li * (L + 1) + lo : (L + 1) * (L + 1) + (li - 1) * L + (lo - 1);
-            xb[in * Cw + c] += kk[q] * bub;
-            kb[q] += bub * x[in * Cw + c];
-          }
-        }
+      for (int f = 0; f < F; ++f) {
+        const T* g = G[f].data() + static_cast<size_t>(i) * ROW + o * Cf;
+        for (int cf = 0; cf < Cf; ++cf) ub[f * Cf + cf] = g[cf];
       }
+      if (!bw.degree_mixer) {
+        for (int c = 0; c < Cw; ++c) {
+          xb[o * Cw + c] += ub[c] * rh[rr.l[o] * Cw + c];
+          rhb[rr.l[o] * Cw + c] += ub[c] * x[o * Cw + c];
+        }
+        continue;
+      }
+      const T* kk = s.kern.data() + static_cast<size_t>(i) * s.kern.cols();
+      T* kb = kern_bar.data() + static_cast<size_t>(i) * s.kern.cols();
+      for (int c = 0; c < Cw; ++c) ub[c] = bw.channel_basis[c] * ub[c];  // bub
+      // The input rows of o's group (at most L + 1): their kernel-adjoint sums over c are
+      // independent chains, run side by side.
+      int n_in = 0;
+      for (int in = 0; in < Dm; ++in) {
+        if (rr.m[in] != rr.m[o]) continue;
+        ins[n_in] = in;
+        qs[n_in] = rr.kernel_col(in, o);
+        acc[n_in] = kb[qs[n_in]];
+        ++n_in;
+      }
+      for (int c = 0; c < Cw; ++c)
+        for (int k = 0; k < n_in; ++k) {
+          xb[ins[k] * Cw + c] += kk[qs[k]] * ub[c];
+          acc[k] += ub[c] * x[ins[k] * Cw + c];
+        }
+      for (int k = 0; k < n_in; ++k) kb[qs[k]] = acc[k];
     }
   }
   if (bw.degree_mixer) Rhat_bar.noalias() += kern_bar * bw.mixer_weight.transpose();
