@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -23,19 +24,6 @@
 
 namespace {
 
-// At least four OpenMP threads for the scope (more than CI's two cores: the threads then finish
-// their tiles in a different order from run to run).
-class FourThreads {
- public:
-#ifdef _OPENMP
-  FourThreads() : n_(omp_get_max_threads()) { omp_set_num_threads(n_ < 4 ? 4 : n_); }
-  ~FourThreads() { omp_set_num_threads(n_); }
-
- private:
-  int n_;
-#endif
-};
-
 // n OpenMP threads for the scope.
 class Threads {
  public:
@@ -50,6 +38,34 @@ class Threads {
 #endif
 };
 
+// At least four threads: more than CI's two cores, so that they finish their tiles in a
+// different order from run to run.
+int at_least_four_threads() {
+#ifdef _OPENMP
+  return omp_get_max_threads() < 4 ? 4 : omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+// The float64 test model and its reference set's 64-atom rattled diamond (10,112 edges, ~40 tiles).
+struct Diamond64 {
+  std::unique_ptr<sezm::SezmEngine<double>> engine;
+  sezm::Graph g;
+};
+Diamond64 diamond64() {
+  const std::string mp = sezm_test::data_path("c32_l3_f2_float64.pt");
+  const sezm::Checkpoint ck = sezm::read_checkpoint(mp);
+  const sezm::ModelConfig cfg = sezm::parse_model_config(ck.model_params, mp);
+  const auto ref = sezm::test::read_ref(sezm_test::data_path("ref_c32_l3_f2_float64.json"));
+  const auto& c = ref.configs.at(0);
+  EXPECT_EQ(c.name, "diamond64_rattled");
+  Diamond64 d{std::make_unique<sezm::SezmEngine<double>>(sezm::load_weights<double>(ck, cfg)),
+              sezm::build_graph(c.coords.data(), c.types.data(), c.natoms, c.periodic ? c.cell.data() : nullptr,
+                                cfg.rcut)};
+  return d;
+}
+
 bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
 }
@@ -57,43 +73,27 @@ bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
 }  // namespace
 
 TEST(Repeatability, CpuEngineRepeatsItselfToTheBitOnSeveralThreads) {
-  const FourThreads threads;
-  const std::string mp = sezm_test::data_path("c32_l3_f2_float64.pt");
-  const sezm::Checkpoint ck = sezm::read_checkpoint(mp);
-  const sezm::ModelConfig cfg = sezm::parse_model_config(ck.model_params, mp);
-  const sezm::SezmEngine<double> engine(sezm::load_weights<double>(ck, cfg));
-  const auto ref = sezm::test::read_ref(sezm_test::data_path("ref_c32_l3_f2_float64.json"));
-  const auto& c = ref.configs.at(0);  // diamond64_rattled: 64 atoms, 10,112 edges, ~40 tiles
-  ASSERT_EQ(c.name, "diamond64_rattled");
-  const sezm::Graph g =
-      sezm::build_graph(c.coords.data(), c.types.data(), c.natoms, c.periodic ? c.cell.data() : nullptr, cfg.rcut);
-  const sezm::EngineResult first = engine.compute(g, true);
+  const Threads threads(at_least_four_threads());
+  const Diamond64 d = diamond64();
+  const sezm::EngineResult first = d.engine->compute(d.g, true);
   for (int run = 0; run < 2; ++run) {
-    const sezm::EngineResult again = engine.compute(g, true);
+    const sezm::EngineResult again = d.engine->compute(d.g, true);
     EXPECT_TRUE(same_bits(first.atom_energy, again.atom_energy)) << "run " << run;
     EXPECT_TRUE(same_bits(first.edge_grad, again.edge_grad)) << "run " << run;
   }
 }
 
 TEST(Repeatability, CpuEngineGivesTheSameBitsOnAnyThreadCount) {
-  const std::string mp = sezm_test::data_path("c32_l3_f2_float64.pt");
-  const sezm::Checkpoint ck = sezm::read_checkpoint(mp);
-  const sezm::ModelConfig cfg = sezm::parse_model_config(ck.model_params, mp);
-  const sezm::SezmEngine<double> engine(sezm::load_weights<double>(ck, cfg));
-  const auto ref = sezm::test::read_ref(sezm_test::data_path("ref_c32_l3_f2_float64.json"));
-  const auto& c = ref.configs.at(0);  // diamond64_rattled: 64 atoms, 10,112 edges, ~40 tiles
-  ASSERT_EQ(c.name, "diamond64_rattled");
-  const sezm::Graph g =
-      sezm::build_graph(c.coords.data(), c.types.data(), c.natoms, c.periodic ? c.cell.data() : nullptr, cfg.rcut);
+  const Diamond64 d = diamond64();
   sezm::EngineResult one;
   {
     const Threads threads(1);
-    one = engine.compute(g, true);
+    one = d.engine->compute(d.g, true);
   }
   // 3 and 7 do not divide the ~40 tiles: a last wave with idle threads.
   for (const int n : {2, 3, 7}) {
     const Threads threads(n);
-    const sezm::EngineResult r = engine.compute(g, true);
+    const sezm::EngineResult r = d.engine->compute(d.g, true);
     EXPECT_TRUE(same_bits(one.atom_energy, r.atom_energy)) << n << " threads";
     EXPECT_TRUE(same_bits(one.edge_grad, r.edge_grad)) << n << " threads";
   }
