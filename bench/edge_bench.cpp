@@ -11,9 +11,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <random>
 #include <vector>
 
+#include "lattice.h"
 #include "sezm_edge_buffers.h"
 
 int main(int argc, char** argv) {
@@ -25,18 +25,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: sezm-edge-bench [cells >= 1] [skin >= 0] [repeat >= 1]\n");
     return 2;
   }
-  const double basis[8][3] = {{0, 0, 0},       {0, .5, .5},     {.5, 0, .5},     {.5, .5, 0},
-                              {.25, .25, .25}, {.25, .75, .75}, {.75, .25, .75}, {.75, .75, .25}};
-  std::mt19937 rng(12345);
-  std::normal_distribution<double> rattle(0.0, 0.02);
-  std::vector<double> x;
-  for (int i = 0; i < cells; ++i)
-    for (int j = 0; j < cells; ++j)
-      for (int k = 0; k < cells; ++k)
-        for (const auto& b : basis) {
-          const double p[3] = {(i + b[0]) * a, (j + b[1]) * a, (k + b[2]) * a};
-          for (double c : p) x.push_back(std::fmod(c + rattle(rng) + box, box));
-        }
+  std::vector<double> x = sezm_bench::rattled_lattice(sezm_bench::kDiamondBasis, cells, a);
+  for (double& c : x) c = std::fmod(c + box, box);  // owned atoms inside the box, as LAMMPS keeps them
   const int nlocal = static_cast<int>(x.size() / 3);
   // Ghosts: images within rlist of the box, with the owned atom each is an image of.
   std::vector<int> owner;

@@ -25,7 +25,6 @@
 #include <cstdio>
 #include <cstring>
 #include <initializer_list>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -37,6 +36,8 @@
 #include "api/potential.h"
 #include "common/error.h"
 #include "neighbor/neighbor_list.h"
+
+#include "lattice.h"
 
 namespace {
 
@@ -198,30 +199,20 @@ int main(int argc, char** argv) {
     opt.precision = precision;
     opt.edge_state = edge_state;
     const sezm::Potential pot = sezm::Potential::load(model, opt);
-    std::vector<std::array<double, 3>> basis;
+    sezm_bench::Basis basis;
     if (lattice == "diamond") {
-      basis = {{0, 0, 0}, {0, .5, .5}, {.5, 0, .5}, {.5, .5, 0}, {.25, .25, .25}, {.25, .75, .75}, {.75, .25, .75}, {.75, .75, .25}};
+      basis = sezm_bench::kDiamondBasis;
       if (a == 0) a = 3.567;
       if (element.empty()) element = "C";
     } else if (lattice == "fcc") {
-      basis = {{0, 0, 0}, {0, .5, .5}, {.5, 0, .5}, {.5, .5, 0}};
+      basis = sezm_bench::kFccBasis;
       if (a == 0) a = 3.615;
       if (element.empty()) element = "Cu";
     } else {
       throw sezm::Error("unknown lattice '" + lattice + "' (diamond or fcc)");
     }
     const int type = pot.type_index(element);
-    std::mt19937 rng(12345);
-    std::normal_distribution<double> rattle(0.0, 0.02);
-    std::vector<double> pos;
-    for (int i = 0; i < cells; ++i)
-      for (int j = 0; j < cells; ++j)
-        for (int k = 0; k < cells; ++k)
-          for (const auto& b : basis) {
-            pos.push_back((i + b[0]) * a + rattle(rng));
-            pos.push_back((j + b[1]) * a + rattle(rng));
-            pos.push_back((k + b[2]) * a + rattle(rng));
-          }
+    const std::vector<double> pos = sezm_bench::rattled_lattice(basis, cells, a);
     const int n = static_cast<int>(pos.size() / 3);
     const double L = cells * a;
     const double cell[9] = {L, 0, 0, 0, L, 0, 0, 0, L};
