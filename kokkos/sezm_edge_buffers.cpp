@@ -1,5 +1,6 @@
 #include "sezm_edge_buffers.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -110,16 +111,24 @@ const sezm::Graph& EdgeBuffers::build(const ListInput& in) {
         if (i < nlocal) partial += count(i);
       },
       total);
+  // The compact geometry (graph/graph.h): vec = x[j] - x[i] with x the positions of every atom
+  // LAMMPS holds, ghosts included; with ghost_owner the source is the owner and j goes to `at`.
   try {
     reallocations_ += resize(g_.src, total);
     reallocations_ += resize(g_.dst, total);
     reallocations_ += resize(g_.vec, 3 * static_cast<size_t>(total));
+    reallocations_ += resize(g_.pos, 3 * static_cast<size_t>(nall));
+    if (owner) reallocations_ += resize(g_.at, total);
   } catch (const std::bad_alloc&) {
     char b[32];
     std::snprintf(b, sizeof b, "%.3g", total * (2.0 * sizeof(int) + 3.0 * sizeof(double)) / 1048576.0);
     throw sezm::Error("edge list: out of memory for " + std::to_string(total) + " edges (" + b + " MiB) of " +
                       std::to_string(nlocal) + " owned atoms");
   }
+  if (!owner) g_.at.clear();
+  g_.image.clear();
+  g_.shifts.clear();
+  std::copy(x, x + 3 * static_cast<size_t>(nall), g_.pos.begin());
 
   // The source index of each atom held: itself, or with ghost_owner the owner of a ghost (a
   // lookup, not a branch on whether j is a ghost).
@@ -129,6 +138,7 @@ const sezm::Graph& EdgeBuffers::build(const ListInput& in) {
   int* src = g_.src.data();
   int* dst = g_.dst.data();
   double* vec = g_.vec.data();
+  int* at = owner ? g_.at.data() : nullptr;
   const int* off = offsets.data();
   // Every listed pair is written at the next free slot, which advances only for an edge: no
   // branch on the distance test, whose outcome (about 6 pairs in 10 within rcut at LAMMPS's usual
@@ -147,6 +157,7 @@ const sezm::Graph& EdgeBuffers::build(const ListInput& in) {
       const bool edge = within(i, j, dx, dy, dz, r2);
       if (e < end) {
         src[e] = fold[j];
+        if (at) at[e] = j;
         dst[e] = i;
         vec[3 * static_cast<size_t>(e)] = dx;
         vec[3 * static_cast<size_t>(e) + 1] = dy;
@@ -166,9 +177,9 @@ const sezm::Graph& EdgeBuffers::build(const ListInput& in) {
 }
 
 double EdgeBuffers::bytes() const {
-  return sizeof(int) * (count_.capacity() + fold_.capacity() + g_.dst_offsets.capacity() + g_.src.capacity() + g_.dst.capacity() +
-                        g_.types.capacity()) +
-         sizeof(double) * g_.vec.capacity();
+  return sizeof(int) * (count_.capacity() + fold_.capacity() + g_.dst_offsets.capacity() + g_.src.capacity() +
+                        g_.dst.capacity() + g_.types.capacity() + g_.at.capacity()) +
+         sizeof(double) * (g_.vec.capacity() + g_.pos.capacity());
 }
 
 }  // namespace sezm_kk

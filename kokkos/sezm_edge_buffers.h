@@ -1,7 +1,8 @@
 #pragma once
 // Kokkos host layer: LAMMPS full neighbour list -> the engines' sezm::Graph (contract of
 // src/graph/graph.h: dst = owned centre, src = owned or ghost neighbour, vec = x[src] - x[dst],
-// CSR by dst). Knows nothing of LAMMPS types: it reads raw list arrays, so the same code can
+// CSR by dst; its compact geometry: pos = x of every atom held, at = the LAMMPS index of the
+// source where ghosts are folded onto their owners). Knows nothing of LAMMPS types: it reads raw list arrays, so the same code can
 // later read NeighListKokkos views on a device by changing the space aliases.
 //
 // Written against Kokkos 3.4 (Debian, Serial) and Kokkos 4: no deprecated 3.x calls, explicit

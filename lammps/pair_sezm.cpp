@@ -463,6 +463,8 @@ void PairSezm::compute(int eflag, int vflag) {
   }
 }
 
+const sezm::Graph *PairSezm::edge_graph() const { return edges_ ? &edges_->graph() : nullptr; }
+
 double PairSezm::memory_usage() {
   double bytes = Pair::memory_usage();
   bytes += edges_ ? edges_->bytes() : 0.0;

@@ -22,6 +22,7 @@ PairStyle(sezm,LAMMPS_NS::PairSezm)
 
 namespace sezm {
 class Engine;
+struct Graph;
 struct ModelConfig;
 }
 namespace sezm_kk {
@@ -53,6 +54,8 @@ class PairSezm : public Pair {
 
   const sezm::ModelConfig &model_config() const;  // model 1's
   const sezm::Engine &engine() const { return *engine_; }  // model 1's: a committee's geometry leader
+  // The latest force call's graph (model 1's), or nullptr before the first.
+  const sezm::Graph *edge_graph() const;
 
   // Called by the engine's feature exchange (see pair_sezm.cpp).
   void exchange_forward(double *rows, int width);

@@ -10,6 +10,7 @@
 #include <iostream>
 #include <numeric>
 #include <random>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -108,6 +109,13 @@ void check_invariants(const Graph& el, int n) {
         ASSERT_LE(el.src[q - 1], el.src[q]);
       }
     }
+  }
+  // The compact geometry (graph/graph.h), where the search gives it, is vec bit for bit: every
+  // edge, recomputed here from the positions and shifts (compact_geometry throws otherwise).
+  if (!el.pos.empty()) {
+    ASSERT_EQ(el.pos.size(), 3 * static_cast<size_t>(n));
+    ASSERT_EQ(el.image.size(), e);
+    EXPECT_TRUE(compact_geometry(el, 0));
   }
 }
 
@@ -267,6 +275,56 @@ TEST(NeighborList, LargeDiamondSupercellIsFastAndConsistent) {
     EXPECT_EQ(el.dst_offsets[i + 1] - el.dst_offsets[i], ref.dst_offsets[i % 8 + 1] - ref.dst_offsets[i % 8]);
   }
   EXPECT_LT(ms, 2000.0);  // generous: the build takes tens of ms; this only catches O(N^2)
+}
+
+// The compact geometry: present for ordinary cells (one shift per image the edges use), absent
+// where a tiny cell gives more than 256 distinct image shifts; its guard catches a vec edited
+// after the build and indices out of range.
+TEST(NeighborList, CompactGeometry) {
+  std::array<double, 9> cell;
+  std::vector<double> pos = diamond(3.567, 3, &cell);
+  cell[3] = -1.1, cell[6] = 0.7, cell[7] = -0.4;  // negative tilts: some S·cell components are -0
+  for (size_t i = 0; i < pos.size(); i += 3) pos[i] += -0.03 * (i % 7);  // atoms outside the cell too
+  const Graph el = check_against_brute_force(pos, cell.data(), 6.0);
+  ASSERT_FALSE(el.pos.empty());
+  EXPECT_GE(el.shifts.size() / 3, 27u);  // a cell narrower than 2 rcut, atoms outside it
+  EXPECT_TRUE(el.at.empty());
+  for (const double* c : {static_cast<const double*>(nullptr), static_cast<const double*>(cell.data())}) {
+    const Graph open = search(pos.data(), static_cast<int>(pos.size() / 3), c, 4.0);
+    EXPECT_TRUE(compact_geometry(open, 0));
+  }
+  // 1.2 Å cell, rcut 6: ~520 images within reach, more than 256 distinct shifts.
+  const std::array<double, 9> tiny{1.2, 0, 0, 0.2, 1.2, 0, 0, 0.1, 1.2};
+  const Graph many = check_against_brute_force(to_cartesian({0.1, 0.2, 0.3}, tiny), tiny.data(), 6.0);
+  EXPECT_TRUE(many.pos.empty() && many.image.empty() && many.shifts.empty());
+  EXPECT_FALSE(compact_geometry(many));
+
+  const auto throws = [](const Graph& g, const std::string& what) {
+    try {
+      compact_geometry(g, 0);
+      ADD_FAILURE() << "no error for " << what;
+    } catch (const Error& err) {
+      EXPECT_NE(std::string(err.what()).find(what), std::string::npos) << err.what();
+    }
+  };
+  Graph edited = el;
+  edited.vec[3 * (edited.src.size() / 2) + 1] += 1e-12;
+  throws(edited, "was vec edited after the build");
+  EXPECT_TRUE(compact_geometry(edited, 1));  // the edge checked (the first) is still right
+  Graph far = el;
+  far.image[far.image.size() - 1] = static_cast<unsigned char>(far.shifts.size() / 3);
+  throws(far, "names image shift");
+  far = el;
+  far.at = far.src;  // the same rows, given apart from src
+  EXPECT_TRUE(compact_geometry(far, 0));
+  far.at.back() = static_cast<int>(far.pos.size() / 3);
+  throws(far, "names row");
+  far = el;
+  far.image.pop_back();
+  throws(far, "image holds");
+  far = el;
+  far.shifts.clear();
+  throws(far, "image and shifts must be given together");
 }
 
 // Forces and virial from per-edge gradients on a graph large enough for the threaded assembly

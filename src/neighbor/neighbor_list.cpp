@@ -5,9 +5,11 @@
 #include <climits>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <new>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "common/error.h"
 
@@ -174,7 +176,50 @@ Grid open_grid(const double* pos, int n, double rcut) {
 struct Candidate {
   int src;
   std::array<int, 3> shift;
-  std::array<double, 3> vec;
+  std::array<double, 3> sv;   // shift · cell, as added into vec
+  std::array<double, 3> vec;  // r_src + sv - r_dst
+};
+
+// The graph's compact geometry (graph/graph.h): every distinct image shift S once, with the sv
+// its edges added, or none at all once there are more than 256 (tiny cells) or two edges of one
+// S added different bits (they cannot: one expression; checked, not assumed).
+class ShiftTable {
+ public:
+  explicit ShiftTable(Graph& g) : g_(g) {}
+  void add(const Candidate& e) {
+    if (!on_) return;
+    // A direct-mapped hint by the shifts' low bits, then the list itself.
+    int& hint = hint_[((e.shift[0] & 7) << 6) | ((e.shift[1] & 7) << 3) | (e.shift[2] & 7)];
+    int code = hint >= 0 && keys_[hint] == e.shift ? hint : -1;
+    for (size_t q = 0; code < 0 && q < keys_.size(); ++q)
+      if (keys_[q] == e.shift) code = static_cast<int>(q);
+    if (code < 0) {
+      if (keys_.size() == 256) return drop();
+      code = static_cast<int>(keys_.size());
+      keys_.push_back(e.shift);
+      g_.shifts.insert(g_.shifts.end(), e.sv.begin(), e.sv.end());
+    } else if (std::memcmp(&g_.shifts[3 * code], e.sv.data(), sizeof e.sv) != 0) {
+      return drop();
+    }
+    g_.image.push_back(static_cast<unsigned char>(code));
+    hint = code;
+  }
+
+ private:
+  void drop() {
+    on_ = false;
+    g_.pos.clear(); g_.image.clear(); g_.shifts.clear();
+    g_.pos.shrink_to_fit(); g_.image.shrink_to_fit(); g_.shifts.shrink_to_fit();
+  }
+  Graph& g_;
+  bool on_ = true;
+  std::vector<std::array<int, 3>> keys_;  // the shifts in code order
+  std::array<int, 512> hint_ = filled(-1);
+  static std::array<int, 512> filled(int v) {
+    std::array<int, 512> a;
+    a.fill(v);
+    return a;
+  }
 };
 
 // How far the edge collection got, for the out-of-memory error.
@@ -203,6 +248,8 @@ Graph collect_edges(const Grid& g, const double* positions, const int* types, in
   out.types.assign(types, types + n);
   out.dst_offsets.reserve(n + 1);
   out.dst_offsets.push_back(0);
+  out.pos.assign(positions, positions + 3 * static_cast<size_t>(n));
+  ShiftTable table(out);
   const double rcut2 = rcut * rcut;
   const double screen2 = rcut2 * (1 + kScreenSlack);
   std::vector<Candidate> found;
@@ -240,17 +287,16 @@ Graph collect_edges(const Grid& g, const double* positions, const int* types, in
             const double* pj = &g.wrapped[3 * static_cast<size_t>(j)];
             const double dx = pj[0] - origin[0], dy = pj[1] - origin[1], dz = pj[2] - origin[2];
             if (dx * dx + dy * dy + dz * dz > screen2) continue;
-            Candidate e{j, {0, 0, 0}, {}};
+            Candidate e{j, {0, 0, 0}, {0, 0, 0}, {}};
             // In the original coordinates the candidate's shift is S = image + wrap_i - wrap_j.
-            std::array<double, 3> sv{0, 0, 0};
             if (g.periodic) {
               for (int k = 0; k < 3; ++k) e.shift[k] = image[k] + g.wrap[i][k] - g.wrap[j][k];
               for (int k = 0; k < 3; ++k) {
-                sv[k] = e.shift[0] * cell[k] + e.shift[1] * cell[3 + k] + e.shift[2] * cell[6 + k];
+                e.sv[k] = e.shift[0] * cell[k] + e.shift[1] * cell[3 + k] + e.shift[2] * cell[6 + k];
               }
             }
             const double* rj = positions + 3 * j;
-            for (int k = 0; k < 3; ++k) e.vec[k] = rj[k] + sv[k] - ri[k];
+            for (int k = 0; k < 3; ++k) e.vec[k] = rj[k] + e.sv[k] - ri[k];
             const double d2 = dot(e.vec.data(), e.vec.data());
             if (d2 <= kMinDist2 && j != i) throw_coincident(i, j, std::sqrt(d2), e.shift);
             if (d2 > kMinDist2 && d2 <= rcut2) {
@@ -268,6 +314,7 @@ Graph collect_edges(const Grid& g, const double* positions, const int* types, in
       out.src.push_back(e.src);
       out.dst.push_back(i);
       out.vec.insert(out.vec.end(), e.vec.begin(), e.vec.end());
+      table.add(e);
     }
     if (out.src.size() > static_cast<size_t>(INT_MAX)) {
       throw Error("neighbour list: more than 2^31 edges; rcut is too large for this system");

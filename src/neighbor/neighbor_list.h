@@ -15,7 +15,9 @@ namespace sezm {
 //
 // Within a centre, edges are ordered by src, then by the image shift S (lexicographic), so
 // the result does not depend on the binning. vec is computed from the coordinates as given
-// (never from wrapped copies), with exactly the expression r_src + S·cell - r_dst.
+// (never from wrapped copies), with exactly the expression r_src + S·cell - r_dst; the graph's
+// compact geometry (graph/graph.h) holds the positions and each distinct S·cell (none where a
+// tiny cell gives more than 256 distinct shifts).
 // O(N + E) time and memory (cell list). Throws sezm::Error for a singular cell, rcut <= 0, a
 // cell so small against rcut that the image count explodes, or memory exhaustion (naming the
 // edges built); sezm::AtomError for a non-finite coordinate and for two distinct atoms closer

@@ -51,6 +51,7 @@
 #include "pair_sezm.h"
 
 #include "api/potential.h"
+#include "graph/graph.h"
 
 using namespace LAMMPS_NS;
 
@@ -146,6 +147,21 @@ void check_sent_rows(LAMMPS *lmp, long out[3]) {
   if (pair) pair->exchange_forward(rows.data(), 1);  // collective: every rank takes part
   for (int g = nlocal; g < nall; g++) loc[1] += rows[g] != static_cast<double>(lmp->atom->tag[g]);
   MPI_Allreduce(loc, out, 3, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+}
+
+// The edge layer's compact geometry (graph/graph.h), which a device engine uploads instead of
+// vec: every edge's vec from it bit for bit, on every rank. Sums over ranks: {ranks whose graph
+// has none or disagrees, edges}; the first rank's error is printed.
+void check_compact_geometry(LAMMPS *lmp, long out[2]) {
+  auto *pair = dynamic_cast<PairSezm *>(lmp->force->pair);
+  const sezm::Graph *g = pair ? pair->edge_graph() : nullptr;
+  long loc[2] = {1, g ? static_cast<long>(g->src.size()) : 0};
+  try {
+    loc[0] = g && sezm::compact_geometry(*g, 0) ? 0 : 1;
+  } catch (const std::exception &e) {
+    std::printf("  rank %d: %s\n", me, e.what());
+  }
+  MPI_Allreduce(loc, out, 2, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
 }
 
 int run_ref(int argc, char **argv) {
@@ -328,8 +344,9 @@ int run_ref(int argc, char **argv) {
   MPI_Allreduce(&nl, &nl_max, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   const auto atoms = gather_atoms(lmp);
   const double nktv2p = lmp->force->nktv2p;
-  long sent_stats[3];
+  long sent_stats[3], compact_stats[2];
   check_sent_rows(lmp, sent_stats);
+  check_compact_geometry(lmp, compact_stats);
   delete lmp;
 
   int rc = 0;
@@ -357,6 +374,9 @@ int run_ref(int argc, char **argv) {
     std::printf("  sent rows recorded: %ld (all ranks); ranks without a record %ld, ghosts not filled from them %ld%s\n",
                 sent_stats[2], sent_stats[0], sent_stats[1], sent_ok ? "" : " FAIL");
     ok = ok && sent_ok;
+    std::printf("  compact geometry is vec bit for bit: %ld edges, ranks without it or wrong %ld%s\n", compact_stats[1],
+                compact_stats[0], compact_stats[0] == 0 ? "" : " FAIL");
+    ok = ok && compact_stats[0] == 0;
     if (expect_empty && nl_min != 0) {
       std::printf("  expected a rank without atoms, min atoms per rank %d FAIL\n", nl_min);
       ok = false;
