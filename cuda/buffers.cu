@@ -19,6 +19,7 @@ void EngineBuffers::size_for_call(const Graph& gv, const Dims& d, const CallShap
   // graph upload (the source grouping follows in ChunkPlan::group_sources)
   for (DBuf<int>* b : {&src, &dst, &off, &types}) b->set_counter(&mem);
   vec.set_counter(&mem);
+  graph_in.set_counter(&mem);
   if (graph_from) {
     src.copy_device(graph_from->src, E, s);
     dst.copy_device(graph_from->dst, E, s);
@@ -26,7 +27,7 @@ void EngineBuffers::size_for_call(const Graph& gv, const Dims& d, const CallShap
     types.copy_device(graph_from->types, NT, s);
     vec.copy_device(graph_from->vec, 3 * static_cast<size_t>(E), s);
   } else {
-    upload_graph(gv, s);
+    upload_graph(gv, cs.compact_bytes, s);
   }
 
   const size_t Er = static_cast<size_t>(E), W = static_cast<size_t>(d.L + 1) * d.C;
@@ -167,7 +168,7 @@ size_t call_device_bytes(const Dims& d, const CallShape& c) {
   const size_t nodeWw = static_cast<size_t>(d.D) * d.Cw, hid = static_cast<size_t>(d.D) * d.KF * d.H;
   const size_t f = sizeof(float), i4 = sizeof(int), f8 = sizeof(double);
   // graph, per-atom energies, dE/dv, the source grouping's permutation
-  add(E, i4); add(E, i4); add(N + 1, i4); add(NT, i4); add(3 * E, f8); add(N, f8);
+  add(E, i4); add(E, i4); add(N + 1, i4); add(NT, i4); add(3 * E, f8); add(N, f8); add(c.compact_bytes, 1);
   if (c.gradients) { add(3 * E, f8); add(E, i4); }
   // per-edge geometry and its kin (size_for_call's `edge`)
   const size_t Eg = c.chunk_geo ? Ec : E, pad = c.chunk_geo ? 4 : 0;

@@ -15,6 +15,7 @@ namespace sezm::cuda {
 struct GraphBuffers {
   DBuf<int> src, dst, off, types;
   DBuf<double> vec;
+  DBuf<char> graph_in;  // the compact geometry as uploaded (graph/graph.h), vec formed from it
   PinnedBuf<char> graph_pin;
   DBuf<double> edge_grad;    // (E, 3) dE/dv_e
   DBuf<double> atom_energy;  // (N)
@@ -89,14 +90,20 @@ struct ChunkScratch {
 // and its kin hold one chunk (EdgeState::kChunk); rho_chunk: the radial features hold one chunk
 // whatever the edge state (lean mode where the blocks read none, radial_prep_folds: only the GIE
 // does, and recomputes them per chunk); keep_src: with keep_stack, the blocks before the last
-// also keep the stack's input side per edge (kernel values, S_src, the focus competition).
+// also keep the stack's input side per edge (kernel values, S_src, the focus competition);
+// compact_bytes: the graph's compact geometry as uploaded (compact_upload_bytes; 0: vec itself).
 struct CallShape {
   int N, NT;
   long E;
   int max_ec, max_nc, n_blocks;
   bool gradients, keep_stack, chunk_geo, rho_chunk, keep_src;
   int node_batch;
+  size_t compact_bytes = 0;
 };
+
+// The bytes of g's compact geometry on the device (graph_upload.cu's layout), or 0 where g has
+// none (graph/graph.h: compact_geometry, which also checks it and throws where it is not vec's).
+size_t compact_upload_bytes(const Graph& g);
 
 // Every buffer of the engine, the byte counter they share, and the current call's graph sizes.
 struct EngineBuffers : GraphBuffers, EdgeBuffers, NodeBuffers, NodeScratch, ChunkScratch {
@@ -121,8 +128,9 @@ struct EngineBuffers : GraphBuffers, EdgeBuffers, NodeBuffers, NodeScratch, Chun
   // committee's leader): its graph is copied device to device instead of uploaded.
   void size_for_call(const Graph& g, const Dims& d, const CallShape& c, cudaStream_t s,
                      const EngineBuffers* graph_from = nullptr);
-  // The graph of the call (sizes N, NT, E set) onto the device on `s` (graph_upload.cu).
-  void upload_graph(const Graph& g, cudaStream_t s);
+  // The graph of the call (sizes N, NT, E set) onto the device on `s` (graph_upload.cu): vec
+  // itself, or with compact_bytes > 0 its compact geometry, from which vec is formed there.
+  void upload_graph(const Graph& g, size_t compact_bytes, cudaStream_t s);
   // The per-edge geometry (vecf, r, env, denv, Dc, and rbf where `with_rbf`) of `from`'s latest
   // call, of the same graph, copied device to device instead of computed (after size_for_call).
   void copy_geometry(const EngineBuffers& from, const Dims& d, bool with_rbf, cudaStream_t s);

@@ -181,7 +181,8 @@ void CudaEngine::Impl::prepare_call(const Graph& gv, bool gradients) {
   rho_chunk = fold_prep && (mode == CudaMode::kLean || gie_fold);
   keep_src = keep_stack && d.degree_mixer && rho_chunk;
   CallShape shape{gv.n_nodes, gv.n_total, gv.n_edges(), plan.max_edges(), plan.max_nodes(), cfg.n_blocks,
-                  gradients,  keep_stack, false,        rho_chunk,        keep_src, node_batch};
+                  gradients,  keep_stack, false,        rho_chunk,        keep_src, node_batch,
+                  geometry_from ? 0 : compact_upload_bytes(gv)};
   const size_t keep_bytes = call_device_bytes(d, shape);
   shape.chunk_geo = true;
   const size_t chunk_bytes = call_device_bytes(d, shape);
