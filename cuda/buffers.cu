@@ -82,11 +82,9 @@ void EngineBuffers::size_for_call(const Graph& gv, const Dims& d, const CallShap
   if (keep_stack && cs.keep_src) {
     const size_t m = std::max(nb - 1, 0);
     Kall.resize(m); Sall.resize(m); FPall.resize(m); FAall.resize(m);
+    const KeepSrcRows k = keep_src_rows(d);
     for (size_t b = 0; b < m; ++b) {
-      grow(Kall[b], Er * padded_kernel_size(d));
-      grow(Sall[b], static_cast<size_t>(d.F) * Er * d.Cf);
-      grow(FPall[b], Er * d.F);
-      grow(FAall[b], Er * d.F);
+      grow(Kall[b], Er * k.kern); grow(Sall[b], Er * k.ssrc); grow(FPall[b], Er * k.p); grow(FAall[b], Er * k.w);
     }
   }
   atom_energy.set_counter(&mem);
@@ -182,10 +180,10 @@ size_t call_device_bytes(const Dims& d, const CallShape& c) {
   }
   add(E * d.F, f * nb);  // alpha per block
   if (c.keep_stack && nb > 1) add(static_cast<size_t>(d.F) * E * d.ROW, f * (nb - 1) * (d.ngated + 1));  // Zall, Uall
-  if (c.keep_stack && c.keep_src && nb > 1)  // Kall, Sall, FPall, FAall
-    for (size_t b = 0; b + 1 < nb; ++b) {
-      add(E * padded_kernel_size(d), f); add(static_cast<size_t>(d.F) * E * d.Cf, f); add(E * d.F, f); add(E * d.F, f);
-    }
+  if (c.keep_stack && c.keep_src && nb > 1) {  // Kall, Sall, FPall, FAall
+    const KeepSrcRows k = keep_src_rows(d);
+    for (size_t b = 0; b + 1 < nb; ++b) { add(E * k.kern, f); add(E * k.ssrc, f); add(E * k.p, f); add(E * k.w, f); }
+  }
   // per node: embedding, X per block boundary, per-block state (grow_block, H), node scratch
   add(N, f); add(N * 4 * d.es_emb, f); add(N * 2 * d.C, f);
   add(NT * nodeW, f * (nb + 1));

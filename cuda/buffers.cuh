@@ -101,6 +101,17 @@ struct CallShape {
   size_t compact_bytes = 0;
 };
 
+// Floats per edge of one block's kept stack input side (CallShape::keep_src; ChunkScratch's
+// Kall, Sall, FPall, FAall): the kernel values, S_src, the focus competition's p and weights.
+struct KeepSrcRows {
+  size_t kern, ssrc, p, w;
+  size_t total() const { return kern + ssrc + p + w; }
+};
+inline KeepSrcRows keep_src_rows(const Dims& d) {
+  return {static_cast<size_t>(padded_kernel_size(d)), static_cast<size_t>(d.F) * d.Cf, static_cast<size_t>(d.F),
+          static_cast<size_t>(d.F)};
+}
+
 // The bytes of g's compact geometry on the device (graph_upload.cu's layout), or 0 where g has
 // none (graph/graph.h: compact_geometry, which also checks it and throws where it is not vec's).
 size_t compact_upload_bytes(const Graph& g);

@@ -139,8 +139,9 @@ void CudaEngine::Impl::chunk_backward(int b, const Chunk& c, float* Uf) {
   geometry_share(c);  // chunk_geo: this (block, chunk) share into dE/dv
 }
 
-// rho_bar_c (the chunk's rows), or with `fold` that block's kernel and logit adjoints (kern_c,
-// lbar), through the radial MLP's backward into env_bar and rbf_bar.
+// rho_bar_c (the chunk's rows), or with `fold` that block's kernel and logit adjoints (kb: the
+// chunk's kernel-adjoint rows, src_rows(b, c).kern; and lbar), through the radial MLP's backward
+// into env_bar and rbf_bar.
 void CudaEngine::Impl::radial_backward_chunk(const Chunk& c, const BlockWDev* fold, const float* kb) {
   RadialMlpArgs a{};
   a.E = c.e1 - c.e0;
@@ -151,7 +152,8 @@ void CudaEngine::Impl::radial_backward_chunk(const Chunk& c, const BlockWDev* fo
   a.rho_bar = rho_bar_c.data();
   if (fold) {
     a.fold = fold->rad_fold;
-    a.kb = kb != nullptr ? kb : kern_c.data();
+    if (!kb) throw Error("CudaEngine: the folded radial backward needs the kernel adjoint's rows");
+    a.kb = kb;
     a.lbar = lbar.data();
   }
   a.env_bar = bar.env_bar;

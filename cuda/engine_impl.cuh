@@ -204,7 +204,7 @@ struct CudaEngine::Impl : EngineBuffers {
   // The out-of-memory messages' advice for fast mode: what lean keeps less per edge (z and the
   // stack output of the blocks before the last, 4 bytes each).
   std::string lean_advice() const {
-    const double row = (d.ngated + 1) * d.F * d.ROW + (keep_src ? padded_kernel_size(d) + d.F * d.Cf + 2 * d.F : 0);
+    const double row = (d.ngated + 1) * d.F * d.ROW + (keep_src ? keep_src_rows(d).total() : 0);
     const double kb = cfg.n_blocks > 1 ? 4e-3 * (cfg.n_blocks - 1) * row : 0.0;
     char a[96];
     std::snprintf(a, sizeof a, "use mode lean (it keeps about %.1f kB less per edge), or", kb);
@@ -228,8 +228,9 @@ struct CudaEngine::Impl : EngineBuffers {
   SrcRows src_rows(int b, const Chunk& c) {
     if (!keep_src || b == fused_block) return SrcRows{kern_c.data(), Ssrc.data(), fc_p.data(), alpha_fc.data()};
     const size_t e0 = c.e0;
-    return SrcRows{Kall[b].data() + e0 * padded_kernel_size(d), Sall[b].data() + (size_t)d.F * e0 * d.Cf,
-                   FPall[b].data() + e0 * d.F, FAall[b].data() + e0 * d.F};
+    const KeepSrcRows k = keep_src_rows(d);
+    return SrcRows{Kall[b].data() + e0 * k.kern, Sall[b].data() + e0 * k.ssrc, FPall[b].data() + e0 * k.p,
+                   FAall[b].data() + e0 * k.w};
   }
 
   // Forward of one chunk's value path up to the stack output; returns the buffer holding it. In

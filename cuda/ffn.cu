@@ -16,14 +16,17 @@ namespace {
 // a = T h_a, b = T h_b over the grid points g, kappa = sigmoid(u), u = [a0, b0] . W_sg[:, c].
 constexpr int kMaxGrid = 40;  // Lebedev 9: 38 points
 
-// T (G, D) and P (D, G) into shared memory as TS, T transposed: sT[p G + g] = T[g, p] (a warp's
-// lanes, one g, read one word: a broadcast).
+// T (G, D) into shared memory as TS, transposed: sT[p G + g] = T[g, p] (a warp's lanes, one g,
+// read one word: a broadcast).
+template <class TS, int kD>
+__device__ __forceinline__ void stage_T(const float* gridT, int G, TS* sT) {
+  for (int i = threadIdx.x; i < G * kD; i += blockDim.x) sT[(i % kD) * G + i / kD] = gridT[i];
+}
+// T as stage_T and P (D, G) as it is.
 template <class TS, int kD>
 __device__ __forceinline__ void stage_grid(const ModelWDev& mw, TS* sT, TS* sP) {
-  for (int i = threadIdx.x; i < mw.G * kD; i += blockDim.x) {
-    sT[(i % kD) * mw.G + i / kD] = mw.gridT[i];
-    sP[i] = mw.gridP[i];
-  }
+  stage_T<TS, kD>(mw.gridT, mw.G, sT);
+  for (int i = threadIdx.x; i < mw.G * kD; i += blockDim.x) sP[i] = mw.gridP[i];
   __syncthreads();
 }
 
@@ -62,16 +65,22 @@ struct TileCol {
 // Rows of kD degrees padded to a multiple of 4 (16-byte aligned groups of 4 degrees).
 template <int kD>
 constexpr int kDq = (kD + 3) / 4 * 4;
-// T (G, D) transposed as stage_grid does, sT[p G + g] = T[g, p], and P (D, G) transposed with rows
-// padded, sPg[g kDq + p] = P[p, g] (zeros past D): group q's four degrees of grid point g are two
-// 16-byte loads.
-template <class TS, int kD>
-__device__ __forceinline__ void stage_tile_grid(const float* gridT, const float* gridP, int G, TS* sT, TS* sPg) {
-  for (int i = threadIdx.x; i < G * kD; i += blockDim.x) sT[(i % kD) * G + i / kD] = gridT[i];
+// A grid matrix M as g-major rows padded to kDq, rows[g kDq + p] = M[p, g] (zeros past D), so
+// that group q's four degrees of grid point g are 16-byte loads; M given as (D, G) (kDG: P) or as
+// (G, D) (T).
+template <class TS, int kD, bool kDG>
+__device__ __forceinline__ void stage_padded_rows(const float* m, int G, TS* rows) {
   for (int i = threadIdx.x; i < G * kDq<kD>; i += blockDim.x) {
     const int g = i / kDq<kD>, p = i % kDq<kD>;
-    sPg[i] = p < kD ? gridP[p * G + g] : TS(0);
+    rows[i] = p < kD ? TS(kDG ? m[p * G + g] : m[g * kD + p]) : TS(0);
   }
+}
+
+// T as stage_T and P as padded rows.
+template <class TS, int kD>
+__device__ __forceinline__ void stage_tile_grid(const float* gridT, const float* gridP, int G, TS* sT, TS* sPg) {
+  stage_T<TS, kD>(gridT, G, sT);
+  stage_padded_rows<TS, kD, true>(gridP, G, sPg);
   __syncthreads();
 }
 
@@ -141,10 +150,7 @@ __global__ void __launch_bounds__(kTileThreads) ffn_act_backward_tiled_k(Dims d,
   __shared__ float sT[kMaxGrid * kD], sP[kD * kMaxGrid];
   __shared__ __align__(16) float sTg[kMaxGrid * kDq<kD>];
   __shared__ float sUa[kMaxGrid][kTileCols], sUb[kMaxGrid][kTileCols], sR[2][kTileGroups][kTileCols];
-  for (int i = threadIdx.x; i < mw.G * kDq<kD>; i += blockDim.x) {  // T (G, D), rows padded to kDq
-    const int g = i / kDq<kD>, p = i % kDq<kD>;
-    sTg[i] = p < kD ? mw.gridT[g * kD + p] : 0.0f;
-  }
+  stage_padded_rows<float, kD, false>(mw.gridT, mw.G, sTg);
   stage_grid<float, kD>(mw, sT, sP);
   const int H = d.H, G = mw.G, j = threadIdx.x % kTileCols, q = threadIdx.x / kTileCols;
   const TileCol col(N, H, j);
