@@ -103,7 +103,8 @@ void EngineBuffers::upload_graph(const Graph& gv, size_t compact_bytes, cudaStre
                           gv.at.empty() ? nullptr : reinterpret_cast<const int*>(in + lay.at),
                           gv.image.empty() ? nullptr : reinterpret_cast<const unsigned char*>(in + lay.image),
                           reinterpret_cast<const double*>(in + lay.shifts)};
-  if (E > 0) vec_from_positions_k<<<(E + 255) / 256, 256, 0, s>>>(c, src.data(), dst.data(), E, vec.data());
+  if (E > 0)
+    vec_from_positions_k<<<static_cast<unsigned>((Er + 255) / 256), 256, 0, s>>>(c, src.data(), dst.data(), E, vec.data());
   SEZM_LAUNCH("vec_from_positions_k");
 }
 
