@@ -5,16 +5,18 @@
 // An item's layer k + 1 reads only that item's rows of layer k's output, which the same CTA wrote:
 // no grid-wide wait between layers, only a hand-over inside the CTA. The consumers store an item's
 // output, order their stores before the async proxy (fence.proxy.async.global) and arrive on the
-// item's `stored` barrier; the producer waits on it (and fences too) before its tensor copies of
-// the item's next layer. To keep the tensor cores busy over that hand-over a CTA takes its items
-// in pairs, interleaved by layer (a0 b0 a1 b1 ...): while the consumers multiply b's layer k, the
-// producer waits for a's layer k to be stored and streams a's layer k + 1; and the consumers
-// fence and arrive for a only once b's first product is done (the fence waits for their stores).
-// Why: a one-layer launch pays a fixed cost (the ring's first fill, the last item's epilogue that
-// nothing overlaps, the idle SMs of a partial last round; ~16 us per gated forward launch, a
-// two-point fit, docs/performance.md 2026-12-03), paid here once per chunk pass instead of once
-// per launch (four per pass at C.pt's two gated and one identity layer). Measured (H200, 4,096
-// atoms, lean, kernel-times): the forward's stack kernels 17.85 ms per call in 144 one-layer
+// `stored` barrier; the producer waits on it (and fences too) before its tensor copies of the
+// item's next layer.
+// One item at a time: the rows handed over live in L2 between two layers of an item, 160 KiB per
+// item and CTA, ~21 MiB for the grid, which L2 keeps; items taken in pairs, interleaved by layer
+// so that one's hand-over overlapped the other's products, held twice that, and the hand-over rows
+// went through HBM. Measured (H200, 4,096 atoms, the same bits): `precision tf32` fast 35.8 ->
+// 35.1 ms, fp32 unchanged (docs/performance.md, 2026-12-05 ninth session).
+// Why one launch: a one-layer launch pays a fixed cost (the ring's first fill, the last item's
+// epilogue that nothing overlaps, the idle SMs of a partial last round; ~16 us per gated forward
+// launch, a two-point fit, docs/performance.md 2026-12-03), paid here once per chunk pass instead
+// of once per launch (four per pass at C.pt's two gated and one identity layer). Measured (H200,
+// 4,096 atoms, lean, kernel-times): the forward's stack kernels 17.85 ms per call in 144 one-layer
 // launches, 16.96 ms in 36 chained ones.
 // Layout: activations focus-major (F, Ec, ROW) in two buffers, layer k reading buf[k % 2] and
 // writing buf[(k + 1) % 2] (the one-layer path's ping-pong, the same buffers). Numerics: the
@@ -54,12 +56,10 @@ __device__ __forceinline__ int chain_item(const WsChainFwd& p, int k) { return p
 // that the kernel holds one copy of each (the 3xTF32 residual, ws_product's kRes, switched on at
 // run time for the identity layers; the gated epilogues add theirs). Why one copy: the two layer
 // kinds' code inlined apart made a 150 KB kernel, past the SM's instruction cache, and the chain
-// ran 11 % slower than the one-layer launches (docs/performance.md, 2026-12-03). `after_first()`
-// once the first product is done.
-template <int kStages, int kStage, bool kOne, class After>
+// ran 11 % slower than the one-layer launches (docs/performance.md, 2026-12-03).
+template <int kStages, int kStage, bool kOne>
 __device__ __forceinline__ void chain_unit(bool gated, const WsIo& io, int f, int row0, const float* ring,
-                                           uint64_t* full, uint64_t* empty, WsPipe& pp, int ct, float4* stash4,
-                                           After after_first) {
+                                           uint64_t* full, uint64_t* empty, WsPipe& pp, int ct, float4* stash4) {
   constexpr int N0 = 128, N1 = 192;
   constexpr bool kRes = !kOne;
   const size_t fo = static_cast<size_t>(f) * io.Ec * io.ROW;
@@ -68,7 +68,6 @@ __device__ __forceinline__ void chain_unit(bool gated, const WsIo& io, int f, in
   {
     float acc[N0 / 2];
     ws_multiply<N0, N0, kStages, kStage, kOne, WsAsIs, kRes>(ring, full, empty, pp, ct, acc, WsAsIs{}, !gated);
-    after_first();
     if (gated) gated_fwd_park(acc, z00, stash4);
     else ws_epilogue<N0, kRes>(io.in, io.out, fo, io.ROW, row0, io.Ec, ct, acc);
   }
@@ -85,70 +84,49 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_fwd_k(const __gr
                                                                       const __grid_constant__ CUtensorMap tm1) {
   using R = WsTcRing<kOne>;  // the gated layers' scratch and ring; the identity layers use the ring
   extern __shared__ __align__(128) float ws_dsmem[];
-  __shared__ uint64_t full[R::kStages], empty[R::kStages], stored[2];
+  __shared__ uint64_t full[R::kStages], empty[R::kStages], stored;
   float* const ring = ws_dsmem + R::kScratch;
-  if (threadIdx.x == 0) {  // before ws_init's fence and barrier
-    ws_bar_init(&stored[0], 256);  // every consumer thread, after its stores
-    ws_bar_init(&stored[1], 256);
-  }
+  if (threadIdx.x == 0) ws_bar_init(&stored, 256);  // every consumer thread, after its stores (before ws_init's fence)
   ws_init(full, empty);
   WsPipe pp;
   if (threadIdx.x < 128) {
     ws_regs_dec<kWsProducerRegs>();
     if (threadIdx.x >= 32) return;
-    uint32_t parity = 0;  // bit m: the parity of stored[m]'s next phase
-    for (int i0 = blockIdx.x; i0 < p.nitems; i0 += 2 * ws_grid()) {
-      const int n = i0 + ws_grid() < p.nitems ? 2 : 1;
+    uint32_t parity = 0;  // the parity of stored's next phase
+    for (int k = blockIdx.x; k < p.nitems; k += ws_grid()) {
+      const int i = chain_item(p, k), f = i / p.ntiles, y = (i - f * p.ntiles) * kWsRows;
 #pragma unroll 1
-      for (int l = 0; l < p.nL; ++l)
-#pragma unroll 1
-        for (int m = 0; m < n; ++m) {
-          if (l > 0) {  // the item's layer l - 1 stored
-            ws_bar_wait(&stored[m], (parity >> m) & 1u);
-            parity ^= 1u << m;
-            ws_fence_proxy_global();
-          }
-          const int i = chain_item(p, i0 + m * ws_grid()), f = i / p.ntiles, y = (i - f * p.ntiles) * kWsRows;
-          const CUtensorMap* tm = (l & 1) ? &tm1 : &tm0;
-          if (l < p.ngated) {
-            gated_fwd_fill<R::kStages, R::kStage, kOne>(p.layer[l].g, ring, full, empty, pp, tm, f, y);
-          } else {  // an identity layer: the m = 0 product's blocks, then the |m| = 1 product's
-            group_fill<128, R::kStages, R::kStage, kOne>(p.layer[l].g.B0, ring, full, empty, pp, tm, f, y);
-            group_fill<192, R::kStages, R::kStage, kOne>(p.layer[l].g.B1, ring, full, empty, pp, tm, f, y);
-          }
+      for (int l = 0; l < p.nL; ++l) {
+        if (l > 0) {  // the item's layer l - 1 stored
+          ws_bar_wait(&stored, parity);
+          parity ^= 1u;
+          ws_fence_proxy_global();
         }
+        const CUtensorMap* tm = (l & 1) ? &tm1 : &tm0;
+        if (l < p.ngated) {
+          gated_fwd_fill<R::kStages, R::kStage, kOne>(p.layer[l].g, ring, full, empty, pp, tm, f, y);
+        } else {  // an identity layer: the m = 0 product's blocks, then the |m| = 1 product's
+          group_fill<128, R::kStages, R::kStage, kOne>(p.layer[l].g.B0, ring, full, empty, pp, tm, f, y);
+          group_fill<192, R::kStages, R::kStage, kOne>(p.layer[l].g.B1, ring, full, empty, pp, tm, f, y);
+        }
+      }
     }
     return;
   }
   ws_regs_inc<kWsConsumerRegs>();
   const int ct = threadIdx.x - 128;
   float4* const stash4 = reinterpret_cast<float4*>(ws_dsmem) + ct;  // the gated items' scratch
-  // The hand-over of member `pending`'s output (its stores fenced, stored[pending] arrived on),
-  // deferred until the next unit's first product is done, so that the fence, which waits for the
-  // stores, finds them drained (measured with an earlier form of this kernel: no difference either
-  // way, docs/performance.md 2026-12-03). A unit of the same member (an unpaired item) needs it
-  // first.
-  int pending = -1;
-  const auto hand_over = [&] {
-    if (pending >= 0) {
-      ws_fence_proxy_global();
-      ws_bar_arrive(&stored[pending]);
-      pending = -1;
-    }
-  };
-  for (int i0 = blockIdx.x; i0 < p.nitems; i0 += 2 * gridDim.x) {
-    const int n = i0 + gridDim.x < p.nitems ? 2 : 1;
+  for (int k = blockIdx.x; k < p.nitems; k += gridDim.x) {
+    const int i = chain_item(p, k), f = i / p.ntiles, row0 = (i - f * p.ntiles) * kWsRows;
 #pragma unroll 1
-    for (int l = 0; l < p.nL; ++l)
-#pragma unroll 1
-      for (int m = 0; m < n; ++m) {
-        const int i = chain_item(p, i0 + m * gridDim.x), f = i / p.ntiles, row0 = (i - f * p.ntiles) * kWsRows;
-        const WsIo io{p.buf[l & 1], l + 1 == p.nL ? p.last : p.buf[(l + 1) & 1], p.layer[l].zsave, p.Ec, p.ROW};
-        if (pending == m) hand_over();
-        chain_unit<R::kStages, R::kStage, kOne>(l < p.ngated, io, f, row0, ring, full, empty, pp, ct, stash4,
-                                                hand_over);
-        if (l + 1 < p.nL) pending = m;  // its output goes to its next layer
+    for (int l = 0; l < p.nL; ++l) {
+      const WsIo io{p.buf[l & 1], l + 1 == p.nL ? p.last : p.buf[(l + 1) & 1], p.layer[l].zsave, p.Ec, p.ROW};
+      chain_unit<R::kStages, R::kStage, kOne>(l < p.ngated, io, f, row0, ring, full, empty, pp, ct, stash4);
+      if (l + 1 < p.nL) {  // the output goes to the item's next layer
+        ws_fence_proxy_global();
+        ws_bar_arrive(&stored);
       }
+    }
   }
 }
 

@@ -82,6 +82,23 @@ __device__ __forceinline__ void gated_fwd_park(const float (&acc)[kM0 / 2], floa
   set_slots<kM0 / 2>(stash4, acc);
 }
 
+// The pre-activations z (the accumulators, N columns) kept for the backward at column c0 of the
+// item's rows, stored evict-first (st.global.cs): nothing reads them before the backward, and
+// the chained forward's hand-over rows should keep L2 (docs/performance.md, 2026-12-05 ninth
+// session). All of them before the epilogue's arithmetic, so that the branches on live rows sit
+// outside it and do not change how the compiler contracts the epilogue's multiplies and adds.
+template <int N>
+__device__ __forceinline__ void store_z(const WsIo& io, size_t fo, int row0, const bool (&live)[2], int ct,
+                                        const float (&acc)[N / 2], int c0) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    if (!live[h]) continue;
+    float* zr = io.zsave + fo + static_cast<size_t>(row0 + ws_row(ct, h)) * io.ROW + c0;
+#pragma unroll
+    for (int q4 = 0; q4 < N / 16; ++q4) __stcs(reinterpret_cast<float4*>(zr + wg_quad_col(q4)), wg_quad(acc, q4, h));
+  }
+}
+
 // (live: whether the thread's rows h = 0, 1 are edges of the chunk)
 template <int kStages, int kStage, bool kOne>
 __device__ __forceinline__ void gated_fwd_gate(const WsIo& io, size_t fo, int row0, const bool (&live)[2],
@@ -101,6 +118,7 @@ __device__ __forceinline__ void gated_fwd_gate(const WsIo& io, size_t fo, int ro
     for (int j = 0; j < kLC / 2; ++j) g[j] = sigmoidf_(g[j]);  // quads 6, 7 are G's padding: unused
     float acc[N0 / 2];
     get_slots<N0 / 2>(stash4, acc);
+    if (io.zsave) store_z<N0>(io, fo, row0, live, ct, acc, 0);
 #pragma unroll
     for (int q4 = 0; q4 < N0 / 16; ++q4)
 #pragma unroll
@@ -113,9 +131,6 @@ __device__ __forceinline__ void gated_fwd_gate(const WsIo& io, size_t fo, int ro
           const float4 sg = wg_quad(g, q4 - kCf / 16, h);  // S at column 16 q4 + 4 t - Cf
           v = make_float4(z.x * sg.x, z.y * sg.y, z.z * sg.z, z.w * sg.w);
         }
-        if (io.zsave && live[h])
-          *reinterpret_cast<float4*>(io.zsave + fo + static_cast<size_t>(row0 + ws_row(ct, h)) * io.ROW +
-                                     wg_quad_col(q4)) = z;
         set_quad(acc, q4, h, v);
       }
     residual_store<N0>(res, io.out, fo, io.ROW, row0, io.Ec, ct, acc);
@@ -132,6 +147,7 @@ __device__ __forceinline__ void gated_fwd_m1_epilogue(const WsIo& io, size_t fo,
   // together ptxas spills 72 bytes, so they are read after the stores, as before)
   float4 res[N1 / 8];
   if constexpr (!kOne) residual_load<N1>(io.in, fo + N0, io.ROW, row0, io.Ec, ct, res);
+  if (io.zsave) store_z<N1>(io, fo, row0, live, ct, acc, N0);
 #pragma unroll
   for (int q4 = 0; q4 < N1 / 16; ++q4)
 #pragma unroll
@@ -140,9 +156,6 @@ __device__ __forceinline__ void gated_fwd_m1_epilogue(const WsIo& io, size_t fo,
       // column c = 16 q4 + 4 t: degree red_l(L + 1 + c / Cf) - 1, S's quad 2 d + (c % Cf) / 16
       const int sq = 2 * (red_l(3 + 1 + q4 / 2, 3) - 1) + (q4 & 1);
       const float4 sg = slot_quad(stash4, 16 * sq, h);
-      if (io.zsave && live[h])
-        *reinterpret_cast<float4*>(io.zsave + fo + static_cast<size_t>(row0 + ws_row(ct, h)) * io.ROW + N0 +
-                                   wg_quad_col(q4)) = z;
       set_quad(acc, q4, h, make_float4(z.x * sg.x, z.y * sg.y, z.z * sg.z, z.w * sg.w));
     }
   if constexpr (kOne) residual_load<N1>(io.in, fo + N0, io.ROW, row0, io.Ec, ct, res);
