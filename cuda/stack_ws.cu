@@ -36,6 +36,7 @@ struct WsLinear {
   const float* B;   // the group's images of this layer: focus f's at B + f bstride
   size_t bstride;
   int Ec, ROW, col0, ntiles, nitems;
+  int rev;  // items from the last (ws_bwd_reverse)
 };
 
 template <int N, bool kOne>
@@ -44,18 +45,21 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_linear_k(const __grid_
   constexpr bool kRes = !kOne;  // 3xTF32: the product adds the residual (ws_epilogue)
   ws_gemm<N, N, kOne, kRes>(
       p.nitems, &tmA,
-      [&](int i) {
+      [&](int i0) {
+        const int i = p.rev ? p.nitems - 1 - i0 : i0;
         const int f = i / p.ntiles;
         return WsItem{p.col0, (i - f * p.ntiles) * kWsRows, f, p.B + f * p.bstride};
       },
-      [&](int i, float (&acc)[N / 2], int ct) {
+      [&](int i0, float (&acc)[N / 2], int ct) {
+        const int i = p.rev ? p.nitems - 1 - i0 : i0;
         const int f = i / p.ntiles, row0 = (i - f * p.ntiles) * kWsRows;
         ws_epilogue<N, kRes>(p.in, p.out, static_cast<size_t>(f) * p.Ec * p.ROW + p.col0, p.ROW, row0, p.Ec, ct, acc);
       });
 }
 
 template <int N>
-void launch_group(const Dims& d, int Ec, const float* in, float* out, const float* img, int col0, cudaStream_t s) {
+void launch_group(const Dims& d, int Ec, const float* in, float* out, const float* img, int col0, int rev,
+                  cudaStream_t s) {
   const bool one = d.tf32_one_pass != 0;
   const auto k = one ? stack_ws_linear_k<N, true> : stack_ws_linear_k<N, false>;
   const int bytes = ws_smem_bytes(N, one);
@@ -67,6 +71,7 @@ void launch_group(const Dims& d, int Ec, const float* in, float* out, const floa
   p.bstride = 2 * static_cast<size_t>(N) * N;
   p.B = img;
   p.col0 = col0;
+  p.rev = rev;
   set_ws_items(p, d, Ec);
   k<<<std::min(p.nitems, sms), kWsThreads, bytes, s>>>(p, tm);
   SEZM_LAUNCH("stack_ws_linear_k");
@@ -82,8 +87,9 @@ void launch_stack_ws_linear(const Dims& d, const BlockWDev& w, int layer, int Ec
     throw Error("launch_stack_ws_linear: the warp-specialised stack needs Cf = 32, L = 3 and its images (Dims::stack_ws)");
   const size_t lf = static_cast<size_t>(layer) * d.F;
   const int N1 = 2 * d.M1;
-  launch_group<128>(d, Ec, in, out, (bwd ? w.AT_ws : w.A_ws) + lf * 2 * d.M0 * d.M0, 0, s);
-  launch_group<192>(d, Ec, in, out, (bwd ? w.W1T_wg : w.W1_wg) + lf * 2 * static_cast<size_t>(N1) * N1, d.M0, s);
+  const int rev = bwd ? ws_bwd_reverse(d, layer) : 0;
+  launch_group<128>(d, Ec, in, out, (bwd ? w.AT_ws : w.A_ws) + lf * 2 * d.M0 * d.M0, 0, rev, s);
+  launch_group<192>(d, Ec, in, out, (bwd ? w.W1T_wg : w.W1_wg) + lf * 2 * static_cast<size_t>(N1) * N1, d.M0, rev, s);
 }
 
 void launch_stack_ws_gated(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out, float* z,

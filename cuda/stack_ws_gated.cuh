@@ -91,6 +91,13 @@ __device__ __forceinline__ void ws_epilogue(const float* in, float* out, size_t 
   else residual_epilogue<N>(in, out, base, ROW, row0, Ec, ct, acc);
 }
 
+// The backward's item order per layer: its layers alternate, the last layer's (launched first) from
+// the chunk's last item, so that each launch starts on the rows the launch before it wrote last,
+// which L2 may still hold (1: items from the last; the chained forward does the same across its
+// layers, stack_ws_chain.cu). The same bits either way (each item's arithmetic is its own); 0.5-1 ms
+// per 4,096-atom call in fast mode (docs/performance.md, 2026-12-05, tenth session).
+inline int ws_bwd_reverse(const Dims& d, int layer) { return (d.nL - 1 - layer) % 2 == 0 ? 1 : 0; }
+
 // The work items of a WS stack launch's parameters p: a focus's 128-row tile each, focus-major.
 template <class P>
 void set_ws_items(P& p, const Dims& d, int Ec) {

@@ -48,6 +48,7 @@ struct WsGatedBwd {
   const float* BG;   // its padded G images (Cf x 128), focus f's at BG + f 2 Cf 128
   const float* BGT;  // its padded G^T images (L Cf x 64), focus f's at BGT + f 2 L Cf 64
   int Ec, ROW, ntiles, nitems;
+  int rev;  // items from the last (ws_bwd_reverse)
 };
 
 template <int kStages, int kStage, int kZoff, bool kOne>
@@ -56,7 +57,8 @@ __device__ __forceinline__ void bwd_producer(const WsGatedBwd& p, float* ring, u
   constexpr int N0 = 128, N1 = 192, NG = 128, NGT = 64;
   ws_regs_dec<kWsProducerRegs>();
   if (threadIdx.x >= 32) return;
-  for (int i = blockIdx.x; i < p.nitems; i += ws_grid()) {
+  for (int i0 = blockIdx.x; i0 < p.nitems; i0 += ws_grid()) {
+    const int i = p.rev ? p.nitems - 1 - i0 : i0;
     const int f = i / p.ntiles, y = (i - f * p.ntiles) * kWsRows;
     const float* b0 = p.B0 + static_cast<size_t>(f) * 2 * N0 * N0;
     ws_fill<NG, kCf, kStages, kStage, kOne>(ring, full, empty, pp, tmZ,
@@ -139,7 +141,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_backward_k(const
   const int ct = threadIdx.x - 128, ra0 = ws_row(ct, 0);
   float4* const S = reinterpret_cast<float4*>(ws_dsmem) + ct;  // S's 48 accumulators (slot_quad's groups)
   float4* const sbar = S + 12 * 256;                            // s_bar, then eta G^T's 32 accumulators
-  for (int i = blockIdx.x; i < p.nitems; i += gridDim.x) {
+  for (int i0 = blockIdx.x; i0 < p.nitems; i0 += gridDim.x) {
+    const int i = p.rev ? p.nitems - 1 - i0 : i0;
     const int f = i / p.ntiles, row0 = (i - f * p.ntiles) * kWsRows;
     const size_t fo = static_cast<size_t>(f) * p.Ec * p.ROW;
     {  // 1. S = sigmoid(z00 G)
@@ -195,6 +198,7 @@ void launch_gated_backward(const Dims& d, const BlockWDev& w, int layer, int Ec,
   p.BG = w.G_ws + lf * 2 * d.Cf * 128;
   p.BGT = w.GT_ws + lf * 2 * d.L * d.Cf * 64;
   set_ws_items(p, d, Ec);
+  p.rev = ws_bwd_reverse(d, layer);
   k<<<std::min(p.nitems, sms), kWsThreads, bytes, s>>>(p, activations_map(d, Ec, in), activations_map(d, Ec, z));
   SEZM_LAUNCH("stack_ws_gated_backward_k");
 }
