@@ -2,10 +2,11 @@
 # The machine code of one CUDA file's kernels on the build machine, without a GPU: compiles FILE for
 # sm_90a with the flags of the bundle's build directory (make-prebuilt.sh's), disassembles it with
 # cuobjdump and prints, for each kernel whose mangled name contains PATTERN, its instruction count,
-# its opcode mix and that of its largest loop (the back edge whose body holds the most FFMA: the
-# per-item or per-edge loop). For checking, before a device call, what a change does to a kernel's
-# instructions (e.g. scalar shared loads merged into 128-bit ones, address arithmetic folded into
-# immediates); counts are static, per loop body, not executed instructions (ncu gives those).
+# its opcode mix and that of its largest loop (the back edge whose body holds the most FFMA, FADD and
+# HGMMA, then the most instructions: the per-item or per-edge loop). For checking, before a device
+# call, what a change does to a kernel's instructions (e.g. scalar shared loads merged into 128-bit
+# ones, address arithmetic folded into immediates); counts are static, per loop body, not executed
+# instructions (ncu gives those).
 #   bash tools/gpu-machine/sass-loops.sh cuda/source_backward.cu 'source_backward_wILi3ELi2E'
 # cuobjdump is not part of the CUDA compiler packages on the build machine: the first run fetches
 # NVIDIA's wheels `nvidia-cuda-cuobjdump` and `nvidia-cuda-nvdisasm` (which it runs) from PyPI into
@@ -57,8 +58,9 @@ for name, body in zip(parts[1::2], parts[2::2]):
         t = re.search(r"BRA\s+(?:`\([^)]*\)\s*)?0x([0-9a-f]+)", l)
         if op == "BRA" and t and int(t.group(1), 16) < a:
             loop = [o for x, o, _ in ins if int(t.group(1), 16) <= x <= a]
-            if best is None or loop.count("FFMA") > best[1].count("FFMA"):
-                best = (int(t.group(1), 16), loop, a)
+            key = (sum(loop.count(o) for o in ("FFMA", "FADD", "HGMMA")), len(loop))
+            if best is None or key > best[3]:
+                best = (int(t.group(1), 16), loop, a, key)
     if best:
         print(f"  loop {best[0]:#x}..{best[2]:#x}: {len(best[1])} instructions: {mix(best[1])}")
 if not found:
