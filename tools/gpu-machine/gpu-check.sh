@@ -76,6 +76,7 @@ filter="${SEZM_GPU_TEST_FILTER:-*Cuda*:FeatureExchange*:*ModelDeviation*:*Shared
 skip=()
 [ -f "$here/tests/data/defaults_float64.pt" ] || skip+=("*defaults*")
 [ -f "$here/tests/data/recipes/c32_lora.pt" ] || skip+=("*lora*")
+[ -f "$here/tests/data/mini_float64.pt" ] || skip+=("*mini_float64*" "*CudaModesPrecisions.Mini*")
 # A CPU test that runs sezm-bench at the path it was built at, which prebuilt programs lack here
 # (CI runs it).
 [ "$prebuilt" = 0 ] || skip+=("ModelDeviation.BenchTimesACommittee")
