@@ -46,12 +46,12 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_linear_k(const __grid_
   ws_gemm<N, N, kOne, kRes>(
       p.nitems, &tmA,
       [&](int i0) {
-        const int i = p.rev ? p.nitems - 1 - i0 : i0;
+        const int i = ws_item(i0, p.nitems, p.rev);
         const int f = i / p.ntiles;
         return WsItem{p.col0, (i - f * p.ntiles) * kWsRows, f, p.B + f * p.bstride};
       },
       [&](int i0, float (&acc)[N / 2], int ct) {
-        const int i = p.rev ? p.nitems - 1 - i0 : i0;
+        const int i = ws_item(i0, p.nitems, p.rev);
         const int f = i / p.ntiles, row0 = (i - f * p.ntiles) * kWsRows;
         ws_epilogue<N, kRes>(p.in, p.out, static_cast<size_t>(f) * p.Ec * p.ROW + p.col0, p.ROW, row0, p.Ec, ct, acc);
       });

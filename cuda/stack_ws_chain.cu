@@ -49,7 +49,7 @@ struct WsChainFwd {
 // first rows last, which rotate_back_aggregate (centres ascending, just after) reads first. The
 // same items and arithmetic: the same bits. Measured (H200, 4,096 atoms, three rounds each):
 // fast 42.0 / 41.8 / 42.0 -> 41.8 / 41.7 / 41.9 ms, lean 49.2 / 49.2 / 49.1 -> 48.7 / 49.1 / 48.7.
-__device__ __forceinline__ int chain_item(const WsChainFwd& p, int k) { return p.nitems - 1 - k; }
+__device__ __forceinline__ int chain_item(const WsChainFwd& p, int k) { return ws_item(k, p.nitems, 1); }
 
 // The consumers' part of one unit (an item's layer): a gated layer's (gated_fwd_item's steps) or
 // an identity layer's (io.out = io.in + io.in W per group), both through the same two products, so

@@ -97,6 +97,9 @@ __device__ __forceinline__ void ws_epilogue(const float* in, float* out, size_t 
 // layers, stack_ws_chain.cu). The same bits either way (each item's arithmetic is its own); 0.5-1 ms
 // per 4,096-atom call in fast mode (docs/performance.md, 2026-12-05, tenth session).
 inline int ws_bwd_reverse(const Dims& d, int layer) { return (d.nL - 1 - layer) % 2 == 0 ? 1 : 0; }
+// Item k of a launch's order: the chunk's item nitems - 1 - k when the launch takes its items from
+// the last (rev: ws_bwd_reverse; the chained forward always), else item k.
+__device__ __forceinline__ int ws_item(int k, int nitems, int rev) { return rev ? nitems - 1 - k : k; }
 
 // The work items of a WS stack launch's parameters p: a focus's 128-row tile each, focus-major.
 template <class P>

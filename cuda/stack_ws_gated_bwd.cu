@@ -58,7 +58,7 @@ __device__ __forceinline__ void bwd_producer(const WsGatedBwd& p, float* ring, u
   ws_regs_dec<kWsProducerRegs>();
   if (threadIdx.x >= 32) return;
   for (int i0 = blockIdx.x; i0 < p.nitems; i0 += ws_grid()) {
-    const int i = p.rev ? p.nitems - 1 - i0 : i0;
+    const int i = ws_item(i0, p.nitems, p.rev);
     const int f = i / p.ntiles, y = (i - f * p.ntiles) * kWsRows;
     const float* b0 = p.B0 + static_cast<size_t>(f) * 2 * N0 * N0;
     ws_fill<NG, kCf, kStages, kStage, kOne>(ring, full, empty, pp, tmZ,
@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_backward_k(const
   float4* const S = reinterpret_cast<float4*>(ws_dsmem) + ct;  // S's 48 accumulators (slot_quad's groups)
   float4* const sbar = S + 12 * 256;                            // s_bar, then eta G^T's 32 accumulators
   for (int i0 = blockIdx.x; i0 < p.nitems; i0 += gridDim.x) {
-    const int i = p.rev ? p.nitems - 1 - i0 : i0;
+    const int i = ws_item(i0, p.nitems, p.rev);
     const int f = i / p.ntiles, row0 = (i - f * p.ntiles) * kWsRows;
     const size_t fo = static_cast<size_t>(f) * p.Ec * p.ROW;
     {  // 1. S = sigmoid(z00 G)
