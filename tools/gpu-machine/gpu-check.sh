@@ -4,9 +4,10 @@
 # make-lammps-bundle.sh is in .devdeps -- the LAMMPS check (device cuda vs cpu on 1 and 2
 # ranks, gpu-lammps.sh check). Results go to stdout and, when set, to $OUT (the LAMMPS logs to
 # $OUT/lammps).
-#   bash tools/gpu-machine/gpu-check.sh [quick|full|dev]
+#   bash tools/gpu-machine/gpu-check.sh [quick|full|dev|tests]
 #     quick: tests, 512 and 4096 atoms in both modes and precisions, LAMMPS; full (default): also 32768 to
-#     438,976 atoms; dev: tests and a short benchmark, no LAMMPS.
+#     438,976 atoms; dev: tests and a short benchmark, no LAMMPS; tests: the CUDA tests alone (both
+#     tiles on Hopper), e.g. in the call after ab.sh's A/B.
 # Dependencies come from the system, or from .devdeps/ (make-devdeps.sh) when present.
 # SEZM_GPU_SIMT_TESTS=0 skips the second test pass on Hopper (below). SEZM_GPU_AB="VAR=value ...": in
 # dev mode, the 4,096-atom benches again with each of these settings (an opt-in path against the
@@ -45,6 +46,7 @@ export SEZM_TEST_DATA_DIR="$here/tests/data"
 export SEZM_GPU_TESTS_REQUIRED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 probe="${SEZM_GPU_PROBE:-1}"
+[ "$what" = tests ] && probe=0  # nothing but the tests
 # Programs built on the build machine (make-prebuilt.sh, sm_90a): used on a Hopper when they start
 # here, unless SEZM_GPU_PREBUILT=0; else (or when they do not start) built here.
 prebuilt=0
@@ -90,6 +92,7 @@ if [ "$arch" = 90a ] && [ "${SEZM_GPU_SIMT_TESTS:-1}" != 0 ]; then
   echo "== CUDA tests on the SIMT / mma.sync tile (SEZM_CUDA_WGMMA=0)"
   SEZM_CUDA_WGMMA=0 "$build/tests/sezm_tests" --gtest_filter="$filter" 2>&1 | tee "$out/gpu-tests-simt.log" || status=1
 fi
+[ "$what" = tests ] && exit $status
 echo "== benchmark"
 bench() { "$build/bench/sezm-bench" "$here/potentials/C.pt" --device cuda "$@" 2>&1 | tee -a "$out/bench.log"; }
 if [ "$probe" != 0 ]; then
