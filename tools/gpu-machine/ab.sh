@@ -18,7 +18,7 @@
 #   SEZM_AB_OLD       baseline bench: a sezm-bench, or one compressed by xz (*.xz); unset: none
 #   SEZM_AB_NEW       bench under test (default: sezm-bench of .devdeps/prebuilt.tar.xz, unpacked)
 #   SEZM_AB_VARIANTS  space-separated NAME:VAR=value[,VAR=value...], e.g.
-#                     "z0:SEZM_CUDA_Z_EVICT=0 cb0:SEZM_CUDA_CHAIN_BWD=0"
+#                     "ws3:SEZM_CUDA_STACK_WS=3 one:SEZM_CUDA_WGMMA=0,SEZM_CUDA_TIMING=1"
 #   SEZM_AB_DIGESTS   ';'-separated option sets (default: fast; lean; fast tf32; fast and lean at
 #                     --chunk 57344)
 #   SEZM_AB_CONFIGS   ';'-separated option sets (default: fast; lean; fast tf32)
