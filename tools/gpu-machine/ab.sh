@@ -72,16 +72,21 @@ run() {
 split_sets() { local IFS=';'; read -r -a sets <<< "$1"; }
 if [ "$what" = digests ] || [ "$what" = both ]; then
   split_sets "${SEZM_AB_DIGESTS:---mode fast;--mode lean;--mode fast --precision tf32;--mode fast --chunk 57344;--mode lean --chunk 57344}"
-  say "== digests (--cells $cells --repeat 1 --warmup 0 --digest)"
+  say "== digests (--cells $cells --repeat 1 --warmup 0 --digest; '=' the same as the first run's)"
+  differ=0
   for opts in "${sets[@]}"; do
+    first=""
     for r in "${runs[@]}"; do
       IFS='|' read -r name bench envs <<< "$r"
       # shellcheck disable=SC2086
       d="$(run "$envs" "$bench" $opts --repeat 1 --warmup 0 --digest | grep '^digest' |
         sed 's/^digest: //; s/ | FNV-1a 64 of per-atom energies, forces, virial / | /')"
-      say "$(printf '%-40s %-5s %s' "$opts" "$name" "${d:-(no digest: failed or timed out)}")"
+      mark=" "
+      if [ -z "$first" ]; then first="$d"; elif [ -n "$d" ] && [ "$d" = "$first" ]; then mark="="; else mark="!"; differ=1; fi
+      say "$(printf '%-40s %-5s %s %s' "$opts" "$name" "$mark" "${d:-(no digest: failed or timed out)}")"
     done
   done
+  [ "$differ" = 0 ] && say "digests: every run gives the first run's bits" || say "digests: DIFFER ('!' lines)"
 fi
 if [ "$what" = times ] || [ "$what" = both ]; then
   split_sets "${SEZM_AB_CONFIGS:---mode fast;--mode lean;--mode fast --precision tf32}"
