@@ -22,6 +22,7 @@
 #   SEZM_AB_DIGESTS   ';'-separated option sets (default: fast; lean; fast tf32; fast and lean at
 #                     --chunk 57344)
 #   SEZM_AB_CONFIGS   ';'-separated option sets (default: fast; lean; fast tf32)
+#   SEZM_AB_TIMES_SKIP  space-separated variant names left out of the timing (digests only)
 #   SEZM_AB_CELLS (8: 4,096 atoms), SEZM_AB_ROUNDS (3), SEZM_AB_REPEAT (7), SEZM_AB_MODEL
 #   (potentials/C.pt), SEZM_AB_TIMEOUT (seconds per bench run, 90)
 # Output: stdout and $OUT/ab.txt (the device tool returns $OUT). Dependencies: .devdeps/ as
@@ -97,6 +98,7 @@ if [ "$what" = times ] || [ "$what" = both ]; then
       line="r$round $opts"
       for r in "${runs[@]}"; do
         IFS='|' read -r name bench envs <<< "$r"
+        case " ${SEZM_AB_TIMES_SKIP:-} " in *" $name "*) continue ;; esac
         # shellcheck disable=SC2086
         m="$(run "$envs" "$bench" $opts --repeat "$rep" --warmup 1 |
           grep -oE 'median [0-9.]+ s|device memory \(engine buffers\) [0-9.]+' | grep -oE '[0-9.]+' | tr '\n' ' ')"
