@@ -24,7 +24,8 @@
 #   SEZM_AB_CONFIGS   ';'-separated option sets (default: fast; lean; fast tf32)
 #   SEZM_AB_TIMES_SKIP  space-separated variant names left out of the timing (digests only)
 #   SEZM_AB_CELLS (8: 4,096 atoms), SEZM_AB_ROUNDS (3), SEZM_AB_REPEAT (7), SEZM_AB_MODEL
-#   (potentials/C.pt), SEZM_AB_TIMEOUT (seconds per bench run, 90)
+#   (potentials/C.pt), SEZM_AB_TIMEOUT (seconds per bench run, 60: a run that takes longer, e.g.
+#   a kernel that never completes a barrier, is ended, and its NAME is left out of every later run)
 # Output: stdout and $OUT/ab.txt (the device tool returns $OUT). Dependencies: .devdeps/ as
 # gpu-check.sh unpacks them (make-devdeps.sh, make-prebuilt.sh).
 set -uo pipefail
@@ -56,7 +57,8 @@ fi
 [ -n "$old" ] && say "OLD: ${SEZM_AB_OLD}"
 model="${SEZM_AB_MODEL:-$here/potentials/C.pt}"
 cells="${SEZM_AB_CELLS:-8}"
-lim="${SEZM_AB_TIMEOUT:-90}"
+lim="${SEZM_AB_TIMEOUT:-60}"
+dead=" "  # names whose run timed out: not run again
 # The runs: "NAME|bench|VAR=value,..." (OLD, NEW, then NEW under each variant).
 runs=()
 [ -n "$old" ] && runs+=("old|$old|")
@@ -68,7 +70,17 @@ run() {
   shift 2
   local e=()
   [ -n "$envs" ] && IFS=, read -r -a e <<< "$envs"
-  timeout "$lim" env ${e[@]+"${e[@]}"} "$bench" "$model" --device cuda --cells "$cells" "$@" 2>&1
+  timeout -k 10 "$lim" env ${e[@]+"${e[@]}"} "$bench" "$model" --device cuda --cells "$cells" "$@" > "$work/run.out" 2>&1
+  local rc=$?
+  cat "$work/run.out"
+  return $rc
+}
+# NAME's run ended by the timeout (rc 124): left out from now on, and said so.
+check_dead() {
+  if [ "$2" = 124 ]; then
+    dead="$dead$1 "
+    say "$1: timed out after ${lim} s; left out of the later runs"
+  fi
 }
 split_sets() { local IFS=';'; read -r -a sets <<< "$1"; }
 if [ "$what" = digests ] || [ "$what" = both ]; then
@@ -79,9 +91,11 @@ if [ "$what" = digests ] || [ "$what" = both ]; then
     first=""
     for r in "${runs[@]}"; do
       IFS='|' read -r name bench envs <<< "$r"
+      case "$dead" in *" $name "*) continue ;; esac
       # shellcheck disable=SC2086
-      d="$(run "$envs" "$bench" $opts --repeat 1 --warmup 0 --digest | grep '^digest' |
-        sed 's/^digest: //; s/ | FNV-1a 64 of per-atom energies, forces, virial / | /')"
+      run "$envs" "$bench" $opts --repeat 1 --warmup 0 --digest > "$work/d.out"
+      check_dead "$name" $?
+      d="$(grep '^digest' "$work/d.out" | sed 's/^digest: //; s/ | FNV-1a 64 of per-atom energies, forces, virial / | /')"
       mark=" "
       if [ -z "$first" ]; then first="$d"; elif [ -n "$d" ] && [ "$d" = "$first" ]; then mark="="; else mark="!"; differ=1; fi
       say "$(printf '%-40s %-5s %s %s' "$opts" "$name" "$mark" "${d:-(no digest: failed or timed out)}")"
@@ -98,10 +112,12 @@ if [ "$what" = times ] || [ "$what" = both ]; then
       line="r$round $opts"
       for r in "${runs[@]}"; do
         IFS='|' read -r name bench envs <<< "$r"
-        case " ${SEZM_AB_TIMES_SKIP:-} " in *" $name "*) continue ;; esac
+        case " ${SEZM_AB_TIMES_SKIP:-} $dead" in *" $name "*) continue ;; esac
         # shellcheck disable=SC2086
-        m="$(run "$envs" "$bench" $opts --repeat "$rep" --warmup 1 |
-          grep -oE 'median [0-9.]+ s|device memory \(engine buffers\) [0-9.]+' | grep -oE '[0-9.]+' | tr '\n' ' ')"
+        run "$envs" "$bench" $opts --repeat "$rep" --warmup 1 > "$work/t.out"
+        check_dead "$name" $?
+        m="$(grep -oE 'median [0-9.]+ s|device memory \(engine buffers\) [0-9.]+' "$work/t.out" | grep -oE '[0-9.]+' |
+          tr '\n' ' ')"
         line="$line | $name ${m:-failed}"
       done
       say "$line"
