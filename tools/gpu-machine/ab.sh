@@ -64,22 +64,17 @@ runs=()
 [ -n "$old" ] && runs+=("old|$old|")
 runs+=("new|$new|")
 for v in ${SEZM_AB_VARIANTS:-}; do runs+=("${v%%:*}|$new|${v#*:}"); done
-# run ENVS BENCH OPTIONS...: the bench under ENVS (comma-separated VAR=value, or empty).
+# run NAME ENVS BENCH OPTIONS...: the bench under ENVS (comma-separated VAR=value, or empty), its
+# output in $work/run.out; a run ended by the timeout leaves NAME out from now on, and says so.
 run() {
-  local envs="$1" bench="$2"
-  shift 2
+  local name="$1" envs="$2" bench="$3"
+  shift 3
   local e=()
   [ -n "$envs" ] && IFS=, read -r -a e <<< "$envs"
   timeout -k 10 "$lim" env ${e[@]+"${e[@]}"} "$bench" "$model" --device cuda --cells "$cells" "$@" > "$work/run.out" 2>&1
-  local rc=$?
-  cat "$work/run.out"
-  return $rc
-}
-# NAME's run ended by the timeout (rc 124): left out from now on, and said so.
-check_dead() {
-  if [ "$2" = 124 ]; then
-    dead="$dead$1 "
-    say "$1: timed out after ${lim} s; left out of the later runs"
+  if [ $? = 124 ]; then
+    dead="$dead$name "
+    say "$name: timed out after ${lim} s; left out of the later runs"
   fi
 }
 split_sets() { local IFS=';'; read -r -a sets <<< "$1"; }
@@ -93,9 +88,8 @@ if [ "$what" = digests ] || [ "$what" = both ]; then
       IFS='|' read -r name bench envs <<< "$r"
       case "$dead" in *" $name "*) continue ;; esac
       # shellcheck disable=SC2086
-      run "$envs" "$bench" $opts --repeat 1 --warmup 0 --digest > "$work/d.out"
-      check_dead "$name" $?
-      d="$(grep '^digest' "$work/d.out" | sed 's/^digest: //; s/ | FNV-1a 64 of per-atom energies, forces, virial / | /')"
+      run "$name" "$envs" "$bench" $opts --repeat 1 --warmup 0 --digest
+      d="$(grep '^digest' "$work/run.out" | sed 's/^digest: //; s/ | FNV-1a 64 of per-atom energies, forces, virial / | /')"
       mark=" "
       if [ -z "$first" ]; then first="$d"; elif [ -n "$d" ] && [ "$d" = "$first" ]; then mark="="; else mark="!"; differ=1; fi
       say "$(printf '%-40s %-5s %s %s' "$opts" "$name" "$mark" "${d:-(no digest: failed or timed out)}")"
@@ -114,9 +108,8 @@ if [ "$what" = times ] || [ "$what" = both ]; then
         IFS='|' read -r name bench envs <<< "$r"
         case " ${SEZM_AB_TIMES_SKIP:-} $dead" in *" $name "*) continue ;; esac
         # shellcheck disable=SC2086
-        run "$envs" "$bench" $opts --repeat "$rep" --warmup 1 > "$work/t.out"
-        check_dead "$name" $?
-        m="$(grep -oE 'median [0-9.]+ s|device memory \(engine buffers\) [0-9.]+' "$work/t.out" | grep -oE '[0-9.]+' |
+        run "$name" "$envs" "$bench" $opts --repeat "$rep" --warmup 1
+        m="$(grep -oE 'median [0-9.]+ s|device memory \(engine buffers\) [0-9.]+' "$work/run.out" | grep -oE '[0-9.]+' |
           tr '\n' ' ')"
         line="$line | $name ${m:-failed}"
       done
