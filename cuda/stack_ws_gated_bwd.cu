@@ -26,6 +26,7 @@
 // m = 0); eta G^T and the products in 3xTF32 (kOne, `precision tf32`: one TF32 pass).
 // CPU twin: the mixing stack's backward in engine/so2_convolution.h.
 #include <cstdint>
+#include <cstdlib>
 
 #include "stack_ws_gated.cuh"
 
@@ -49,6 +50,7 @@ struct WsGatedBwd {
   const float* BGT;  // its padded G^T images (L Cf x 64), focus f's at BGT + f 2 L Cf 64
   int Ec, ROW, ntiles, nitems;
   int rev;  // items from the last (ws_bwd_reverse)
+  int zevict;  // EXPERIMENT: z's last reads evict-first (SEZM_CUDA_Z_EVICT=0: not)
 };
 
 template <int kStages, int kStage, int kZoff, bool kOne>
@@ -57,6 +59,9 @@ __device__ __forceinline__ void bwd_producer(const WsGatedBwd& p, float* ring, u
   constexpr int N0 = 128, N1 = 192, NG = 128, NGT = 64;
   ws_regs_dec<kWsProducerRegs>();
   if (threadIdx.x >= 32) return;
+  // z's last reads (phase 2's |m| = 1 columns, phase 4's m = 0 columns; phases 1 and 3 read the
+  // m = 0 columns first) evict-first: L2 keeps the rows this launch writes for the next one.
+  const uint64_t zlast = p.zevict ? ws_policy_evict_first() : 0;
   for (int i0 = blockIdx.x; i0 < p.nitems; i0 += ws_grid()) {
     const int i = ws_item(i0, p.nitems, p.rev);
     const int f = i / p.ntiles, y = (i - f * p.ntiles) * kWsRows;
@@ -65,12 +70,12 @@ __device__ __forceinline__ void bwd_producer(const WsGatedBwd& p, float* ring, u
                                             WsItem{0, y, f, p.BG + static_cast<size_t>(f) * 2 * kCf * NG});
     ws_fill<N1, N1, kStages, kStage, kOne, true, kZoff>(ring, full, empty, pp, tmA,
                                                         WsItem{N0, y, f, p.B1 + static_cast<size_t>(f) * 2 * N1 * N1},
-                                                        0, N1 / kWsK, tmZ);
+                                                        0, N1 / kWsK, tmZ, zlast);
     ws_fill<NGT, kLC, kStages, kStage, kOne, true, kZoff>(
         ring, full, empty, pp, tmA, WsItem{kCf, y, f, p.BGT + static_cast<size_t>(f) * 2 * kLC * NGT}, 0, kLC / kWsK,
         tmZ);
     ws_fill<N0, N0, kStages, kStage, kOne, true, kZoff>(ring, full, empty, pp, tmA, WsItem{0, y, f, b0}, 0,
-                                                        N0 / kWsK, tmZ);
+                                                        N0 / kWsK, tmZ, zlast);
   }
 }
 
@@ -199,6 +204,8 @@ void launch_gated_backward(const Dims& d, const BlockWDev& w, int layer, int Ec,
   p.BGT = w.GT_ws + lf * 2 * d.L * d.Cf * 64;
   set_ws_items(p, d, Ec);
   p.rev = ws_bwd_reverse(d, layer);
+  static const bool no_evict = [] { const char* e = std::getenv("SEZM_CUDA_Z_EVICT"); return e && *e == '0'; }();
+  p.zevict = no_evict ? 0 : 1;
   k<<<std::min(p.nitems, sms), kWsThreads, bytes, s>>>(p, activations_map(d, Ec, in), activations_map(d, Ec, z));
   SEZM_LAUNCH("stack_ws_gated_backward_k");
 }
