@@ -125,30 +125,57 @@ __device__ __forceinline__ void copy_focus_pieces(float* sm, const float* gm, si
   }
 }
 
+// The Wigner row's entries of degree l (its three rows m = -1, 0, 1 of 2l + 1 entries each, from
+// dc_off(l)) loaded from the 16-byte aligned staged row sD as the float4s that cover them (at most
+// seven, l = 3): ~12 128-bit loads for the row where each use read its entry alone (46 scalar
+// loads; the slot's regions are multiples of 4 floats, src_bwd_layout). l is a constant once
+// unrolled, and so is every index.
+template <int LT>
+struct DegreeQuads {
+  static constexpr int kMax = (3 * (2 * LT + 1) + 6) / 4 + 1;
+  float4 q[kMax];
+  int q0;
+  __device__ __forceinline__ DegreeQuads(const float* sD, int l) {
+    const int off = dc_off(l), nq = (off + 3 * (2 * l + 1) - 1) / 4 - off / 4 + 1;
+    q0 = off / 4;
+#pragma unroll
+    for (int i = 0; i < kMax; ++i)
+      if (i < nq) q[i] = reinterpret_cast<const float4*>(sD)[q0 + i];
+  }
+  // Entry k of the whole row (dc_off(l) <= k < dc_off(l + 1)).
+  __device__ __forceinline__ float operator()(int k) const {
+    const float4& v = q[(k >> 2) - q0];
+    return (k & 3) == 0 ? v.x : (k & 3) == 1 ? v.y : (k & 3) == 2 ? v.z : v.w;
+  }
+};
+
 // rotate_in_w with H[src] read from shared memory (sHc: the lane's first channel of row 0).
 template <int LT, int NC>
 __device__ __forceinline__ void rotate_in_s(const float* sD, const float* sHc, int Cw,
                                             float (&xl)[EdgeShape<LT>::Dm][NC]) {
+  ldv<NC>(sHc, xl[0]);
+  // Degree by degree (each row j's sum is its own, over m' ascending: the order of the j does not
+  // change its bits), the degree's Wigner entries loaded once.
 #pragma unroll
-  for (int j = 0; j < EdgeShape<LT>::Dm; ++j) {
-    const int l = red_l(j, LT), m = red_m(j, LT);
-    if (l == 0) {
-      ldv<NC>(sHc, xl[j]);
-      continue;
+  for (int l = 1; l <= LT; ++l) {
+    const DegreeQuads<LT> dq(sD, l);
+#pragma unroll
+    for (int x = 0; x < 3; ++x) {
+      const int j = l + x * LT, m = red_m(j, LT);
+      const int row = dc_off(l) + (m + 1) * (2 * l + 1);
+      float v[NC];
+#pragma unroll
+      for (int t = 0; t < NC; ++t) v[t] = 0.0f;
+#pragma unroll
+      for (int mp = -l; mp <= l; ++mp) {
+        float h[NC];
+        ldv<NC>(sHc + (size_t)packed(l, mp) * Cw, h);
+#pragma unroll
+        for (int t = 0; t < NC; ++t) v[t] += dq(row + mp + l) * h[t];
+      }
+#pragma unroll
+      for (int t = 0; t < NC; ++t) xl[j][t] = v[t];
     }
-    const float* row = sD + dc_off(l) + (m + 1) * (2 * l + 1);
-    float v[NC];
-#pragma unroll
-    for (int t = 0; t < NC; ++t) v[t] = 0.0f;
-#pragma unroll
-    for (int mp = -l; mp <= l; ++mp) {
-      float h[NC];
-      ldv<NC>(sHc + (size_t)packed(l, mp) * Cw, h);
-#pragma unroll
-      for (int t = 0; t < NC; ++t) v[t] += row[mp + l] * h[t];
-    }
-#pragma unroll
-    for (int t = 0; t < NC; ++t) xl[j][t] = v[t];
   }
 }
 
@@ -156,20 +183,22 @@ template <int LT, int NC>
 __global__ void __launch_bounds__(32 * kSrcWarps, kSrcCtas<NC>)
     source_backward_w(Dims d, BlockWDev w, SourceBackwardArgs a, SrcBwdLayout lay) {
   using S = EdgeShape<LT>;
+  // Cw = 32 NC (warp_lanes): a constant here, so the shared-memory rows' offsets are immediates.
+  constexpr int kCw = 32 * NC;
   extern __shared__ __align__(16) float sm[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c = NC * lane, f = c / d.Cf, cf = c % d.Cf;
   const int s = a.seg_node[blockIdx.x], tb = a.seg_off[blockIdx.x], n = a.seg_off[blockIdx.x + 1] - tb;
   const int Kp = padded_kernel_size(d);
   float* sH = sm;                                        // D x Cw
-  float* acc = sm + S::D * d.Cw + warp * lay.warp;       // (D + 1) x Cw, the lane's columns only
+  float* acc = sm + S::D * kCw + warp * lay.warp;       // (D + 1) x Cw, the lane's columns only
   float* slots = acc + lay.acc;                          // two slots
   // The source's H rows (all threads) and, as warp 0's starting partials, its old H̄ and k̄ rows
   // (each lane its own columns): one copy group, waited for with the first edge's.
-  copy_rows(sH, a.H + (size_t)s * S::D * d.Cw, 1, S::D * d.Cw, 0, threadIdx.x, 32 * kSrcWarps);
+  copy_rows(sH, a.H + (size_t)s * S::D * kCw, 1, S::D * kCw, 0, threadIdx.x, 32 * kSrcWarps);
   if (warp == 0) {
 #pragma unroll
-    for (int p = 0; p < S::D; ++p) copy_async<4 * NC>(acc + p * d.Cw + c, a.H_bar + ((size_t)s * S::D + p) * d.Cw + c);
-    copy_async<4 * NC>(acc + S::D * d.Cw + c, a.k_bar + (size_t)s * d.Cw + c);
+    for (int p = 0; p < S::D; ++p) copy_async<4 * NC>(acc + p * kCw + c, a.H_bar + ((size_t)s * S::D + p) * kCw + c);
+    copy_async<4 * NC>(acc + S::D * kCw + c, a.k_bar + (size_t)s * kCw + c);
   }
   copy_async_commit();
   const int nk = n > warp ? (n - warp + kSrcWarps - 1) / kSrcWarps : 0;  // this warp's edges
@@ -181,7 +210,7 @@ __global__ void __launch_bounds__(32 * kSrcWarps, kSrcCtas<NC>)
   // tables' pieces are placed once here (focus_bits, copy_focus_pieces), so an edge's copies are address arithmetic
   // and the copies themselves (copy_rows per region took ~480 warp instructions per edge for 17
   // copies; docs/performance.md, 2026-12-03).
-  constexpr int kCw = 32 * NC, kGTot = S::Dm * kCw, kSShift = 4 * ((kGTot + 127) / 128);
+  constexpr int kGTot = S::Dm * kCw, kSShift = 4 * ((kGTot + 127) / 128);
   static_assert(kSShift + 4 <= 64, "the foci of a lane's pieces fit one word");
   const uint64_t fbits = focus_bits<kGTot>(d.ROW, lane, 0) | focus_bits<kCw>(d.Cf, lane, kSShift);
   auto stage = [&](int k, float* sl) {
@@ -229,7 +258,7 @@ __global__ void __launch_bounds__(32 * kSrcWarps, kSrcCtas<NC>)
 #pragma unroll
     for (int p = 0; p <= S::D; ++p) {
       const float z[NC] = {};
-      stv<NC>(acc + p * d.Cw + c, z);
+      stv<NC>(acc + p * kCw + c, z);
     }
   }
   __syncthreads();  // every thread's H-row copies are visible
@@ -255,39 +284,44 @@ __global__ void __launch_bounds__(32 * kSrcWarps, kSrcCtas<NC>)
     float* sRb = sl + lay.Rb;
     float* Rb = a.R_bar + i * (LT + 1) * d.C;
     float xl[S::Dm][NC], xb[S::Dm][NC];
-    rotate_in_s<LT, NC>(sD, sH + c, d.Cw, xl);
+    rotate_in_s<LT, NC>(sD, sH + c, kCw, xl);
     if (!d.degree_mixer) {
       float rh[LT + 1][NC];
 #pragma unroll
-      for (int l = 0; l <= LT; ++l) ldv<NC>(sl + lay.Rh + l * d.Cw + c, rh[l]);
+      for (int l = 0; l <= LT; ++l) ldv<NC>(sl + lay.Rh + l * kCw + c, rh[l]);
       // Rows l >= 1 of R̄ to memory, row 0 to the staged row, which the logit bias completes below.
       condition_backward_rh<LT, NC>(d, ub, rh, xl, xb,
-                                    RhBarOut{a.Rh + i * (LT + 1) * d.Cw + c, sRb + c, sRb + c, Rb + c});
+                                    RhBarOut{a.Rh + i * (LT + 1) * kCw + c, sRb + c, sRb + c, Rb + c});
     } else {
       // The kernel row becomes its adjoint (zero padding).
       condition_backward_mixer<LT, NC>(sl + lay.K, b, ub, xl, xb, a.kern + i * Kp, Kp, lane);
     }
     // The source sums: H̄ p(l, m') += D[l, m_j, m'] X̄_loc[j] over the rows j of degree l
-    // (ascending j), k̄ += scale ℓ̄[f] q[dst]; the lane's own columns of the warp's partials.
+    // (ascending j), k̄ += scale ℓ̄[f] q[dst]; the lane's own columns of the warp's partials. A
+    // degree's partial rows are loaded before its sums and stored after them, so the Wigner row's
+    // float4 loads between are shared (no store to shared memory between them).
 #pragma unroll
-    for (int l = 0; l <= LT; ++l)
+    for (int l = 0; l <= LT; ++l) {
+      const DegreeQuads<LT> dq(sD, l == 0 ? 1 : l);  // (l = 0: unused)
+      float v[2 * LT + 1][NC];
 #pragma unroll
-      for (int mp = -l; mp <= l; ++mp) {
-        float* hp = acc + packed(l, mp) * d.Cw + c;
-        float v[NC];
-        ldv<NC>(hp, v);
+      for (int mp = -l; mp <= l; ++mp) ldv<NC>(acc + packed(l, mp) * kCw + c, v[mp + l]);
+#pragma unroll
+      for (int mp = -l; mp <= l; ++mp)
 #pragma unroll
         for (int x = 0; x < (l == 0 ? 1 : 3); ++x) {
           const int j = l + x * LT;  // m = 0, -1, +1
-          const float dv = l == 0 ? 1.0f : sD[dc_off(l) + (red_m(j, LT) + 1) * (2 * l + 1) + mp + l];
+          const float dv = l == 0 ? 1.0f : dq(dc_off(l) + (red_m(j, LT) + 1) * (2 * l + 1) + mp + l);
 #pragma unroll
-          for (int t = 0; t < NC; ++t) v[t] = l == 0 ? v[t] + xb[j][t] : v[t] + dv * xb[j][t];
+          for (int t = 0; t < NC; ++t)
+            v[mp + l][t] = l == 0 ? v[mp + l][t] + xb[j][t] : v[mp + l][t] + dv * xb[j][t];
         }
-        stv<NC>(hp, v);
-      }
+#pragma unroll
+      for (int mp = -l; mp <= l; ++mp) stv<NC>(acc + packed(l, mp) * kCw + c, v[mp + l]);
+    }
     {
       float v[NC], qv[NC];
-      float* kp = acc + S::D * d.Cw + c;
+      float* kp = acc + S::D * kCw + c;
       ldv<NC>(kp, v);
       ldv<NC>(sl + lay.Q + c, qv);
       const float sc = scale * sl[lay.Lb + f];
@@ -304,7 +338,7 @@ __global__ void __launch_bounds__(32 * kSrcWarps, kSrcCtas<NC>)
           int l, mp, j;
           dc_coords<LT>(kk, l, mp, j);
           float h[NC];
-          ldv<NC>(sH + (size_t)packed(l, mp) * d.Cw + c, h);
+          ldv<NC>(sH + (size_t)packed(l, mp) * kCw + c, h);
           float v = 0.0f;
 #pragma unroll
           for (int t = 0; t < NC; ++t) v += xb[j][t] * h[t];
@@ -329,12 +363,12 @@ __global__ void __launch_bounds__(32 * kSrcWarps, kSrcCtas<NC>)
   __syncthreads();  // every warp's partials are written
   // H̄[s], k̄[s]: the warps with edges in order, warp 0's partial holding the old rows.
   const int nw = n < kSrcWarps ? n : kSrcWarps;
-  float* part = sm + S::D * d.Cw;
-  for (int x = threadIdx.x; x < (S::D + 1) * d.Cw; x += 32 * kSrcWarps) {
+  float* part = sm + S::D * kCw;
+  for (int x = threadIdx.x; x < (S::D + 1) * kCw; x += 32 * kSrcWarps) {
     float v = part[x];
     for (int ww = 1; ww < nw; ++ww) v += part[ww * lay.warp + x];
-    if (x < S::D * d.Cw) a.H_bar[(size_t)s * S::D * d.Cw + x] = v;
-    else a.k_bar[(size_t)s * d.Cw + x - S::D * d.Cw] = v;
+    if (x < S::D * kCw) a.H_bar[(size_t)s * S::D * kCw + x] = v;
+    else a.k_bar[(size_t)s * kCw + x - S::D * kCw] = v;
   }
 }
 
