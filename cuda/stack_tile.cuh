@@ -110,12 +110,14 @@ __device__ __forceinline__ float4 zero4() { return make_float4(0.f, 0.f, 0.f, 0.
 // ---- tensor-core pieces (sm_80+) ----
 __device__ __forceinline__ float tf32_round(float x) { return __uint_as_float(wg_tf32(x)); }
 // hi = x rounded to TF32; for the 3xTF32 split also lo = (x - hi) rounded to TF32 (x - hi is
-// exact in fp32, so hi + lo carries ~22 of x's 24 significant bits; lo lo is left out).
+// exact in fp32, so hi + lo carries ~22 of x's 24 significant bits; lo lo is left out; lo's
+// rounding by wg_tf32_lo).
 __device__ __forceinline__ float4 tf32_hi(float4 v) {
   return make_float4(tf32_round(v.x), tf32_round(v.y), tf32_round(v.z), tf32_round(v.w));
 }
 __device__ __forceinline__ float4 tf32_lo(float4 v, float4 hi) {
-  return make_float4(tf32_round(v.x - hi.x), tf32_round(v.y - hi.y), tf32_round(v.z - hi.z), tf32_round(v.w - hi.w));
+  return make_float4(__uint_as_float(wg_tf32_lo(v.x - hi.x)), __uint_as_float(wg_tf32_lo(v.y - hi.y)),
+                     __uint_as_float(wg_tf32_lo(v.z - hi.z)), __uint_as_float(wg_tf32_lo(v.w - hi.w)));
 }
 __device__ __forceinline__ uint32_t bits(float x) { return __float_as_uint(x); }
 // (c0 c1; c2 c3) += A (16 x 8, fragment a) B (8 x 8, fragment b0 b1), fp32 accumulate.

@@ -83,6 +83,12 @@ __device__ __forceinline__ uint32_t wg_tf32(float x) {
   return r;
 }
 __device__ __forceinline__ float wg_tf32f(float x) { return __uint_as_float(wg_tf32(x)); }
+// The low part of a 3xTF32 split, lo = d = x - hi rounded as wg_tf32 rounds: bits + 0x1000, then
+// the low 13 bits cleared. sm_90 expands cvt.rna into that plus a compare and a select that pass
+// NaN and infinity through unrounded; d is never NaN or infinite unless x is, and then hi already
+// is, so the product is not finite either way. The same bits for every finite d, in 2 instructions
+// instead of 4.
+__device__ __forceinline__ uint32_t wg_tf32_lo(float d) { return (__float_as_uint(d) + 0x1000u) & 0xffffe000u; }
 
 // This thread's two rows (0..127) of the CTA tile: r and r + 8.
 __device__ __forceinline__ int wg_row() {
@@ -196,7 +202,7 @@ __device__ __forceinline__ void wg_tile(float* sB, int K, const float* __restric
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
           hi[q] = wg_tf32(v[q]);
-          lo[q] = wg_tf32(v[q] - __uint_as_float(hi[q]));
+          lo[q] = wg_tf32_lo(v[q] - __uint_as_float(hi[q]));
         }
         const uint64_t dh = wg_desc(buf + s * 8 * N);
         if constexpr (kM == 3) {

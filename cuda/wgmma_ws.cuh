@@ -252,7 +252,7 @@ __device__ __forceinline__ void ws_product(const float* ring, uint64_t* full, ui
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         h[s][e] = wg_tf32(f[s][e]);
-        l[s][e] = wg_tf32(f[s][e] - __uint_as_float(h[s][e]));
+        l[s][e] = wg_tf32_lo(f[s][e] - __uint_as_float(h[s][e]));
       }
     return cur;
   };
