@@ -1,8 +1,9 @@
 #pragma once
 // The sm_90a instructions of the warp-specialised tile (wgmma_ws.cuh): mbarriers (init, expect-tx
 // arrive, arrive, parity wait), bulk and tensor-map copies completing on an mbarrier, the
-// generic-to-async proxy fence for global memory, wgmma's wait_group 1 and setmaxnreg. Each
-// compiles to nothing for other targets (the tile runs only on sm_90a: Dims::stack_ws).
+// generic-to-async proxy fence for global memory, the L2 discard, wgmma's wait_group 1 and
+// setmaxnreg. Each compiles to nothing for other targets (the tile runs only on sm_90a:
+// Dims::stack_ws).
 #include <cuda.h>  // CUtensorMap
 #include <cuda_runtime.h>
 
@@ -96,6 +97,15 @@ __device__ __forceinline__ void ws_tma_3d(float* dst, const CUtensorMap* tm, int
 __device__ __forceinline__ void ws_fence_proxy_global() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("fence.proxy.async.global;" ::: "memory");
+#endif
+}
+// The 128-byte line at p (128-byte aligned, global) dropped from L2 without its write-back: a
+// weak write of an indeterminate value (PTX ISA, `discard`). For rows that nothing reads again,
+// whose write-back to HBM would be wasted: the chained forward's hand-over rows
+// (stack_ws_chain.cu).
+__device__ __forceinline__ void ws_discard_l2(const void* p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("discard.global.L2 [%0], 128;" ::"l"(p) : "memory");
 #endif
 }
 // gridDim.x, read again where it is used (the producer's 24 registers hold no copy of it).
