@@ -97,12 +97,19 @@ void CudaEngine::Impl::chunk_backward(int b, const Chunk& c, float* Uf) {
                                                  alpha[b].data(), alpha_bar.data(), Ssrc_bar.data()},
                                 s);
   float* gin = Gbuf;
-  float* bufs[2] = {Gbuf2, Gbuf};
-  for (int kk = d.nL - 1, t = 0; kk >= 0; --kk, ++t) {
-    float* gout = bufs[t % 2];
-    mark(kk < d.ngated ? "bwd: stack, gated" : "bwd: stack, linear");
-    launch_stack_layer_backward(d, w, kk, Ec, gin, gout, kk < d.ngated ? chunk_z(b, kk, c) : nullptr, s);
-    gin = gout;
+  if (stack_ws_chain_bwd(d)) {  // every layer in one launch, the same buffers and bits
+    mark("bwd: stack, chained");
+    const float* zs[kStackChainMax] = {};
+    for (int kk = 0; kk < d.ngated; ++kk) zs[kk] = chunk_z(b, kk, c);  // ngated <= nL <= the max
+    gin = launch_stack_chain_backward(d, w, Ec, Gbuf, Gbuf2, zs, s);
+  } else {
+    float* bufs[2] = {Gbuf2, Gbuf};
+    for (int kk = d.nL - 1, t = 0; kk >= 0; --kk, ++t) {
+      float* gout = bufs[t % 2];
+      mark(kk < d.ngated ? "bwd: stack, gated" : "bwd: stack, linear");
+      launch_stack_layer_backward(d, w, kk, Ec, gin, gout, kk < d.ngated ? chunk_z(b, kk, c) : nullptr, s);
+      gin = gout;
+    }
   }
   const size_t W = static_cast<size_t>(d.L + 1) * d.C;
   if (source_backward_fused(d)) {  // conditioning, rotation and source sums in one pass (source_backward.cuh)

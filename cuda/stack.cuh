@@ -31,6 +31,15 @@ constexpr int kStackChainMax = 4;  // layers of one chained launch (C.pt: 3)
 bool stack_ws_chain(const Dims& d);
 float* launch_stack_chain_forward(const Dims& d, const BlockWDev& w, int Ec, float* buf0, float* buf1,
                                   float* const* zsave, float* out, cudaStream_t s);
+// The chained backward (stack_ws_chain_bwd.cu): every layer's backward of a chunk's stack in one
+// launch, where stack_ws_chain_bwd(d) (Dims::stack_ws 1, ws_shape, two to four layers;
+// SEZM_CUDA_CHAIN_BWD=0: never). Step t (layer nL - 1 - t) reads buf[t % 2] and writes
+// buf[(t + 1) % 2], as the one-layer launches ping-pong from buf0 = the stack output's adjoint;
+// z: the gated layers' saved pre-activations (one pointer per gated layer). Returns the buffer
+// holding the adjoint of the stack's input (buf[nL % 2]).
+bool stack_ws_chain_bwd(const Dims& d);
+float* launch_stack_chain_backward(const Dims& d, const BlockWDev& w, int Ec, float* buf0, float* buf1,
+                                   const float* const* z, cudaStream_t s);
 // Zsave: the gated layer's pre-activations are written there (fast mode, lean recompute, the
 // fused block); null: not kept.
 void launch_stack_layer_forward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* Uin, float* Uout,

@@ -23,7 +23,6 @@
 // one-layer kernels' (the same device functions, products and epilogues).
 // CPU twin: the mixing stack in engine/so2_convolution.h.
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 
 #include "stack_ws_gated_fwd.cuh"
@@ -43,24 +42,11 @@ struct WsChainFwd {
   float* buf[2];
   float* last;  // the last layer's output (buf[nL % 2] or fast mode's kept stack output)
   int nL, ngated, Ec, ROW, ntiles, nitems;
-  // EXPERIMENT: an item's hand-over rows dropped from L2 once read for the last time (chain_drop):
+  // EXPERIMENT: an item's hand-over rows dropped from L2 once read for the last time (ws_drop_rows):
   // the input of the last layer (drop_last) and of the layer before it (drop_mid), where no later
   // layer of the item writes those rows again. SEZM_CUDA_CHAIN_DISCARD=0: neither.
   int drop_mid, drop_last;
 };
-
-// An item's rows of buf (focus f, rows row0.. of its tile that exist) dropped from L2 without
-// their write-back (ws_discard_l2), by the producer warp's 32 lanes: rows that only this item's
-// next layer read, and that the call reads no more (launch_stack_chain_forward: the stack's
-// output and the kept z are elsewhere). Without it every hand-over row is written back to HBM
-// once L2 evicts it: the chain wrote as many bytes as all its layers' outputs (16.5 GB per tf32
-// fast call at 4,096 atoms: docs/performance.md, 2026-12-05 tenth session, the ninth session's
-// kernel table). Not inlined: inlined, it cost the consumers' code 4-6 registers' worth of spills.
-__device__ __noinline__ void chain_drop(const WsChainFwd& p, const float* buf, int f, int row0) {
-  const int rows = min(kWsRows, p.Ec - row0), lines = rows * (p.ROW / 32);  // 128-byte lines
-  const char* base = reinterpret_cast<const char*>(buf + (static_cast<size_t>(f) * p.Ec + row0) * p.ROW);
-  for (int j = threadIdx.x & 31; j < lines; j += 32) ws_discard_l2(base + static_cast<size_t>(j) * 128);
-}
 
 // Item k of the launch's order is the chunk's item nitems - 1 - k: the chunk's last rows first,
 // which rotate_condition (edges ascending, just before) wrote last and L2 may still hold, and its
@@ -132,17 +118,17 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_fwd_k(const __gr
         // this item's layer 0 after the previous item's last layer: that item's rows are read.
         if (l == 1 && prev >= 0) {
           const int pf = prev / p.ntiles;
-          chain_drop(p, p.buf[(p.nL - 1) & 1], pf, (prev - pf * p.ntiles) * kWsRows);
+          ws_drop_rows(p.buf[(p.nL - 1) & 1], pf, (prev - pf * p.ntiles) * kWsRows, p.Ec, p.ROW);
           prev = -1;
         }
-        if (p.drop_mid && l >= 2 && l + 1 == p.nL) chain_drop(p, p.buf[(l - 1) & 1], f, y);  // layer l - 1's input
+        if (p.drop_mid && l >= 2 && l + 1 == p.nL) ws_drop_rows(p.buf[(l - 1) & 1], f, y, p.Ec, p.ROW);  // its input
       }
       if (p.drop_last) prev = i;
     }
     if (prev >= 0) {  // the CTA's last item: its consumers arrive on stored after its last layer too
       ws_bar_wait(&stored, parity);
       const int pf = prev / p.ntiles;
-      chain_drop(p, p.buf[(p.nL - 1) & 1], pf, (prev - pf * p.ntiles) * kWsRows);
+      ws_drop_rows(p.buf[(p.nL - 1) & 1], pf, (prev - pf * p.ntiles) * kWsRows, p.Ec, p.ROW);
     }
     return;
   }
@@ -196,12 +182,10 @@ float* launch_stack_chain_forward(const Dims& d, const BlockWDev& w, int Ec, flo
   p.nL = d.nL;
   p.ngated = d.ngated;
   set_ws_items(p, d, Ec);
-  // The drops (chain_drop): whole 128-byte lines, and never the rows of the output or of the
-  // stack's input (rotate_condition's U0: layer 0's input is never dropped).
-  static const bool no_drop = [] { const char* e = std::getenv("SEZM_CUDA_CHAIN_DISCARD"); return e && *e == '0'; }();
-  const bool lines = d.ROW % 32 == 0 && reinterpret_cast<uintptr_t>(buf0) % 128 == 0 &&
-                     reinterpret_cast<uintptr_t>(buf1) % 128 == 0;
-  const bool drop = !no_drop && lines;
+  // The drops (ws_drop_rows): never the rows of the output, nor the stack's input
+  // (rotate_condition's U0: layer 0's input is never dropped). Every row the call reads later is
+  // in `out` or a kept z (engine.cu: the backward reads the stack's output and z only).
+  const bool drop = ws_may_drop(d, buf0, buf1);
   p.drop_last = drop && d.nL >= 2 && out != p.buf[(d.nL - 1) & 1];
   p.drop_mid = drop && d.nL >= 3 && out != p.buf[(d.nL - 2) & 1];
   k<<<std::min(p.nitems, sms), kWsThreads, bytes, s>>>(p, activations_map(d, Ec, buf0), activations_map(d, Ec, buf1));

@@ -5,6 +5,7 @@
 // (the ring beside it, the per-thread slots) and the gated layers' shape.
 // CPU twin: the mixing stack in engine/so2_convolution.h.
 #include <cstdint>
+#include <cstdlib>
 
 #include "stack.cuh"
 #include "wgmma_ws_host.cuh"
@@ -182,6 +183,24 @@ __device__ __forceinline__ void group_fill(const float* B, float* ring, uint64_t
   ws_fill<N, N, kStages, kStage, kOne>(ring, full, empty, pp, tmA,
                                        WsItem{N == 128 ? 0 : 128, y, f, B + static_cast<size_t>(f) * 2 * N * N});
 }
+// An item's rows of buf (focus f, the rows row0 .. of its tile that exist, rows ROW floats) dropped
+// from L2 without their write-back (ws_discard_l2), by the producer warp's 32 lanes: the chained
+// launches' hand-over rows that nothing reads again (stack_ws_chain.cu, stack_ws_chain_bwd.cu).
+// Whole 128-byte lines: buf 128-byte aligned and ROW % 32 == 0 (the launchers check). Not
+// inlined: inlined into the chained forward, it cost the consumers' code spills.
+inline __device__ __noinline__ void ws_drop_rows(const float* buf, int f, int row0, int Ec, int ROW) {
+  const int rows = min(kWsRows, Ec - row0), lines = rows * (ROW / 32);
+  const char* base = reinterpret_cast<const char*>(buf + (static_cast<size_t>(f) * Ec + row0) * ROW);
+  for (int j = threadIdx.x & 31; j < lines; j += 32) ws_discard_l2(base + static_cast<size_t>(j) * 128);
+}
+// Whether the chained launches may drop hand-over rows of buffers buf0, buf1 (ws_drop_rows'
+// alignment; SEZM_CUDA_CHAIN_DISCARD=0: never, for an A/B in one binary).
+inline bool ws_may_drop(const Dims& d, const float* buf0, const float* buf1) {
+  static const bool off = [] { const char* e = std::getenv("SEZM_CUDA_CHAIN_DISCARD"); return e && *e == '0'; }();
+  return !off && d.ROW % 32 == 0 && reinterpret_cast<uintptr_t>(buf0) % 128 == 0 &&
+         reinterpret_cast<uintptr_t>(buf1) % 128 == 0;
+}
+
 // ---- the gated layers' shapes ----
 constexpr int kCf = 32, kLC = 3 * kCf;  // ws_shape: Cf = 32, L = 3
 

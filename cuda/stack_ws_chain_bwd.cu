@@ -1,0 +1,166 @@
+// EXPERIMENT (not yet run on a GPU): the stack's backward, every layer in one persistent launch on
+// the warp-specialised tile, the mirror of the chained forward (stack_ws_chain.cu): each CTA takes
+// its items (a focus's 128-row tile) one at a time through every layer's backward from the last
+// layer to the first, a gated layer's as the one-layer launch does it (gated_bwd_item's four
+// phases) and an identity layer's through the same item code with its gate steps off (phases 2
+// and 4, the hooks passing g through: G' = g + g W^T, the one-layer identity launches'
+// arithmetic, stack_ws.cu). So each item's arithmetic is the one-layer launches': the same bits.
+// An item's step t + 1 reads only the rows its step t stored (the hand-over inside the CTA, as in
+// the forward: stores, fence.proxy.async, the `stored` barrier, the producer's fence and copies).
+// Why: one launch per layer sends every layer's output adjoint through HBM and reads it back
+// (per edge and block at C.pt, 3 layers: 12.8 kB read, 7.7 kB written, the z rows included; the
+// stack's gated backward ran at ~2.9 TB/s under `precision tf32`, docs/performance.md
+// 2026-12-05 tenth session); chained, the hand-over rows stay in L2 (160 KiB per CTA and item)
+// and the last step's input is dropped from L2 once read (ws_drop_rows), so per edge and block
+// only g in, z and the input adjoint out touch HBM (2.5 + 5.1 kB read, 2.5 kB written).
+// A chained backward in 116 KB of code measured no faster in fp32 on 2026-12-03 (its hand-over
+// then went through HBM; docs/performance.md); this one is to be measured against the one-layer
+// launches in one binary: SEZM_CUDA_CHAIN_BWD=0 turns it off.
+// Layout: activations focus-major (F, Ec, ROW) in two buffers, step t (layer nL - 1 - t) reading
+// buf[t % 2] and writing buf[(t + 1) % 2], as chunk_backward's one-layer launches ping-pong.
+// Items from the chunk's last (aggregate_backward, just before, wrote the last rows last).
+// CPU twin: the mixing stack's backward in engine/so2_convolution.h.
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "stack_ws_gated_bwd.cuh"
+
+namespace sezm::cuda {
+namespace {
+
+constexpr int kChainMax = kStackChainMax;
+
+// The launch's tensor maps: A's over the two buffers, z's of each gated layer.
+struct WsChainBwdMaps {
+  CUtensorMap a[2];
+  CUtensorMap z[kChainMax];
+};
+
+struct WsChainBwd {
+  WsBwdImages layer[kChainMax];  // by layer (identity layers': B0, B1)
+  float* buf[2];
+  int nL, ngated, Ec, ROW, ntiles, nitems;
+  int drop_last;  // the last step's input dropped from L2 once read (ws_drop_rows)
+  int zevict;     // EXPERIMENT (stack_ws_gated_bwd.cu): z's last reads evict-first
+};
+
+template <bool kOne>
+__global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_bwd_k(const __grid_constant__ WsChainBwd p,
+                                                                      const __grid_constant__ WsChainBwdMaps m) {
+  using R = WsBwdRing<kOne>;
+  constexpr int N0 = 128, N1 = 192;
+  extern __shared__ __align__(128) float ws_dsmem[];
+  __shared__ uint64_t full[R::kStages], empty[R::kStages], stored;
+  float* const ring = ws_dsmem + R::kScratch;
+  if (threadIdx.x == 0) ws_bar_init(&stored, 256);  // every consumer thread, after its stores (before ws_init's fence)
+  ws_init(full, empty);
+  WsPipe pp;
+  if (threadIdx.x < 128) {
+    ws_regs_dec<kWsProducerRegs>();
+    if (threadIdx.x >= 32) return;
+    const uint64_t zlast = p.zevict ? ws_policy_evict_first() : 0;
+    uint32_t parity = 0;  // the parity of stored's next phase
+    int prev = -1;        // the item whose last step's input is still to drop (p.drop_last)
+    for (int k = blockIdx.x; k < p.nitems; k += ws_grid()) {
+      const int i = ws_item(k, p.nitems, 1), f = i / p.ntiles, y = (i - f * p.ntiles) * kWsRows;
+#pragma unroll 1
+      for (int t = 0; t < p.nL; ++t) {
+        if (t > 0) {  // the item's step t - 1 stored
+          ws_bar_wait(&stored, parity);
+          parity ^= 1u;
+          ws_fence_proxy_global();
+        }
+        const int l = p.nL - 1 - t;
+        const WsBwdImages& g = p.layer[l];
+        if (l < p.ngated) {
+          gated_bwd_fill<R::kStages, R::kStage, R::kZoff, kOne>(g, ring, full, empty, pp, &m.a[t & 1], &m.z[l], f, y,
+                                                                zlast);
+        } else {  // an identity layer: the |m| = 1 product's blocks, then the m = 0 product's (phases 2, 4)
+          ws_fill<N1, N1, R::kStages, R::kStage, kOne>(ring, full, empty, pp, &m.a[t & 1],
+                                                       WsItem{N0, y, f, g.B1 + static_cast<size_t>(f) * 2 * N1 * N1});
+          ws_fill<N0, N0, R::kStages, R::kStage, kOne>(ring, full, empty, pp, &m.a[t & 1],
+                                                       WsItem{0, y, f, g.B0 + static_cast<size_t>(f) * 2 * N0 * N0});
+        }
+        // Behind the fill: every consumer stored this item's step 0 after the previous item's
+        // last step, so that item's rows are read.
+        if (t == 1 && prev >= 0) {
+          const int pf = prev / p.ntiles;
+          ws_drop_rows(p.buf[(p.nL - 1) & 1], pf, (prev - pf * p.ntiles) * kWsRows, p.Ec, p.ROW);
+          prev = -1;
+        }
+      }
+      if (p.drop_last) prev = i;
+    }
+    if (prev >= 0) {  // the CTA's last item: its consumers arrive on stored after its last step too
+      ws_bar_wait(&stored, parity);
+      const int pf = prev / p.ntiles;
+      ws_drop_rows(p.buf[(p.nL - 1) & 1], pf, (prev - pf * p.ntiles) * kWsRows, p.Ec, p.ROW);
+    }
+    return;
+  }
+  ws_regs_inc<kWsConsumerRegs>();
+  const int ct = threadIdx.x - 128;
+  float4* const scratch = reinterpret_cast<float4*>(ws_dsmem) + ct;
+  for (int k = blockIdx.x; k < p.nitems; k += gridDim.x) {
+    const int i = ws_item(k, p.nitems, 1), f = i / p.ntiles, row0 = (i - f * p.ntiles) * kWsRows;
+#pragma unroll 1
+    for (int t = 0; t < p.nL; ++t) {
+      const WsIo io{p.buf[t & 1], p.buf[(t + 1) & 1], nullptr, p.Ec, p.ROW};
+      gated_bwd_item<R, kOne>(p.nL - 1 - t < p.ngated, io, f, row0, ring, full, empty, pp, ct, scratch);
+      // The output goes to the item's next step; or, after the CTA's last item, the producer drops
+      // the last step's input once every read of it is done (p.drop_last).
+      if (t + 1 < p.nL || (p.drop_last && k + static_cast<int>(gridDim.x) >= p.nitems)) {
+        ws_fence_proxy_global();
+        ws_bar_arrive(&stored);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool stack_ws_chain_bwd(const Dims& d) {
+  static const bool off = [] { const char* e = std::getenv("SEZM_CUDA_CHAIN_BWD"); return e && *e == '0'; }();
+  return !off && d.stack_ws == 1 && ws_shape(d) && d.nL >= 2 && d.nL <= kChainMax && d.ngated <= d.nL;
+}
+
+float* launch_stack_chain_backward(const Dims& d, const BlockWDev& w, int Ec, float* buf0, float* buf1,
+                                   const float* const* z, cudaStream_t s) {
+  if (!stack_ws_chain_bwd(d) || w.AT_ws == nullptr || w.W1T_wg == nullptr ||
+      (d.ngated > 0 && (w.G_ws == nullptr || w.GT_ws == nullptr)))
+    throw Error("launch_stack_chain_backward: the chained backward needs Cf = 32, L = 3, two to " +
+                std::to_string(kChainMax) + " layers and the warp-specialised images (Dims::stack_ws)");
+  if (buf0 == buf1 || reinterpret_cast<uintptr_t>(buf0) % 16 != 0 || reinterpret_cast<uintptr_t>(buf1) % 16 != 0)
+    throw Error("launch_stack_chain_backward: two distinct 16-byte aligned activation buffers expected");
+  for (int l = 0; l < d.ngated; ++l)
+    if (z == nullptr || z[l] == nullptr || reinterpret_cast<uintptr_t>(z[l]) % 16 != 0)
+      throw Error("launch_stack_chain_backward: the gated layers' saved pre-activations (16-byte aligned) expected");
+  float* const out = d.nL % 2 ? buf1 : buf0;
+  if (Ec == 0) return out;
+  const bool one = d.tf32_one_pass != 0;
+  const auto k = one ? stack_ws_chain_bwd_k<true> : stack_ws_chain_bwd_k<false>;
+  const int bytes = one ? WsBwdRing<true>::kBytes : WsBwdRing<false>::kBytes;
+  const int sms = ws_prepare(reinterpret_cast<const void*>(k), bytes, "stack_ws_chain_bwd_k");
+  WsChainBwd p{};
+  WsChainBwdMaps m{};
+  for (int l = 0; l < d.nL; ++l) p.layer[l] = gated_bwd_images(d, w, l, l < d.ngated);
+  p.buf[0] = buf0;
+  p.buf[1] = buf1;
+  p.nL = d.nL;
+  p.ngated = d.ngated;
+  set_ws_items(p, d, Ec);
+  // Every row the call reads afterwards is in `out` (source_backward reads the stack's input
+  // adjoint; engine_backward.cu), and no later step writes the last step's input again.
+  p.drop_last = ws_may_drop(d, buf0, buf1) ? 1 : 0;
+  static const bool no_evict = [] { const char* e = std::getenv("SEZM_CUDA_Z_EVICT"); return e && *e == '0'; }();
+  p.zevict = no_evict ? 0 : 1;
+  m.a[0] = activations_map(d, Ec, buf0);
+  m.a[1] = activations_map(d, Ec, buf1);
+  for (int l = 0; l < d.ngated; ++l) m.z[l] = activations_map(d, Ec, z[l]);
+  k<<<std::min(p.nitems, sms), kWsThreads, bytes, s>>>(p, m);
+  SEZM_LAUNCH("stack_ws_chain_bwd_k");
+  return out;
+}
+
+}  // namespace sezm::cuda
