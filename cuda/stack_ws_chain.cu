@@ -97,16 +97,12 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_fwd_k(const __gr
     ws_regs_dec<kWsProducerRegs>();
     if (threadIdx.x >= 32) return;
     uint32_t parity = 0;  // the parity of stored's next phase
-    int prev = -1;        // the item whose last layer's input is still to drop (p.drop_last)
+    WsChainDrops drops{p.buf[(p.nL - 1) & 1]};  // the last step's inputs (p.drop_last)
     for (int k = blockIdx.x; k < p.nitems; k += ws_grid()) {
       const int i = chain_item(p, k), f = i / p.ntiles, y = (i - f * p.ntiles) * kWsRows;
 #pragma unroll 1
       for (int l = 0; l < p.nL; ++l) {
-        if (l > 0) {  // the item's layer l - 1 stored
-          ws_bar_wait(&stored, parity);
-          parity ^= 1u;
-          ws_fence_proxy_global();
-        }
+        if (l > 0) ws_chain_wait(&stored, parity);  // the item's layer l - 1 stored
         const CUtensorMap* tm = (l & 1) ? &tm1 : &tm0;
         if (l < p.ngated) {
           gated_fwd_fill<R::kStages, R::kStage, kOne>(p.layer[l].g, ring, full, empty, pp, tm, f, y);
@@ -114,22 +110,13 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_fwd_k(const __gr
           group_fill<128, R::kStages, R::kStage, kOne>(p.layer[l].g.B0, ring, full, empty, pp, tm, f, y);
           group_fill<192, R::kStages, R::kStage, kOne>(p.layer[l].g.B1, ring, full, empty, pp, tm, f, y);
         }
-        // The drops, behind the fill while the consumers work through it. Every consumer stored
-        // this item's layer 0 after the previous item's last layer: that item's rows are read.
-        if (l == 1 && prev >= 0) {
-          const int pf = prev / p.ntiles;
-          ws_drop_rows(p.buf[(p.nL - 1) & 1], pf, (prev - pf * p.ntiles) * kWsRows, p.Ec, p.ROW);
-          prev = -1;
-        }
-        if (p.drop_mid && l >= 2 && l + 1 == p.nL) ws_drop_rows(p.buf[(l - 1) & 1], f, y, p.Ec, p.ROW);  // its input
+        drops.after_fill(l, p.ntiles, p.Ec, p.ROW);  // behind the fill, while the consumers work through it
+        // And this item's layer l - 1's input, read by now (drop_mid: the output goes elsewhere).
+        if (p.drop_mid && l >= 2 && l + 1 == p.nL) ws_drop_rows(p.buf[(l - 1) & 1], f, y, p.Ec, p.ROW);
       }
-      if (p.drop_last) prev = i;
+      if (p.drop_last) drops.prev = i;
     }
-    if (prev >= 0) {  // the CTA's last item: its consumers arrive on stored after its last layer too
-      ws_bar_wait(&stored, parity);
-      const int pf = prev / p.ntiles;
-      ws_drop_rows(p.buf[(p.nL - 1) & 1], pf, (prev - pf * p.ntiles) * kWsRows, p.Ec, p.ROW);
-    }
+    drops.finish(&stored, parity, p.ntiles, p.Ec, p.ROW);
     return;
   }
   ws_regs_inc<kWsConsumerRegs>();
@@ -141,12 +128,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_fwd_k(const __gr
     for (int l = 0; l < p.nL; ++l) {
       const WsIo io{p.buf[l & 1], l + 1 == p.nL ? p.last : p.buf[(l + 1) & 1], p.layer[l].zsave, p.Ec, p.ROW};
       chain_unit<R::kStages, R::kStage, kOne>(l < p.ngated, io, f, row0, ring, full, empty, pp, ct, stash4);
-      // The output goes to the item's next layer; or, after the CTA's last item, the producer
-      // drops the last layer's input once every read of it is done (p.drop_last).
-      if (l + 1 < p.nL || (p.drop_last && k + static_cast<int>(gridDim.x) >= p.nitems)) {
-        ws_fence_proxy_global();
-        ws_bar_arrive(&stored);
-      }
+      ws_chain_stored(&stored, l, p.nL, p.drop_last, k, p.nitems);  // to the next step, or to be dropped
     }
   }
 }

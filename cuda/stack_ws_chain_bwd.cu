@@ -53,6 +53,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_bwd_k(const __gr
   extern __shared__ __align__(128) float ws_dsmem[];
   __shared__ uint64_t full[R::kStages], empty[R::kStages], stored;
   float* const ring = ws_dsmem + R::kScratch;
+  // The chained forward's start, written out: with the setmaxnreg steps in a shared helper (sm_90a
+  // ptxas) the consumers spilled 0.6-2.6 KB.
   if (threadIdx.x == 0) ws_bar_init(&stored, 256);  // every consumer thread, after its stores (before ws_init's fence)
   ws_init(full, empty);
   WsPipe pp;
@@ -61,16 +63,12 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_bwd_k(const __gr
     if (threadIdx.x >= 32) return;
     const uint64_t zlast = p.zevict ? ws_policy_evict_first() : 0;
     uint32_t parity = 0;  // the parity of stored's next phase
-    int prev = -1;        // the item whose last step's input is still to drop (p.drop_last)
+    WsChainDrops drops{p.buf[(p.nL - 1) & 1]};  // the last step's inputs (p.drop_last)
     for (int k = blockIdx.x; k < p.nitems; k += ws_grid()) {
       const int i = ws_item(k, p.nitems, 1), f = i / p.ntiles, y = (i - f * p.ntiles) * kWsRows;
 #pragma unroll 1
       for (int t = 0; t < p.nL; ++t) {
-        if (t > 0) {  // the item's step t - 1 stored
-          ws_bar_wait(&stored, parity);
-          parity ^= 1u;
-          ws_fence_proxy_global();
-        }
+        if (t > 0) ws_chain_wait(&stored, parity);  // the item's step t - 1 stored
         const int l = p.nL - 1 - t;
         const WsBwdImages& g = p.layer[l];
         if (l < p.ngated) {
@@ -82,21 +80,11 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_bwd_k(const __gr
           ws_fill<N0, N0, R::kStages, R::kStage, kOne>(ring, full, empty, pp, &m.a[t & 1],
                                                        WsItem{0, y, f, g.B0 + static_cast<size_t>(f) * 2 * N0 * N0});
         }
-        // Behind the fill: every consumer stored this item's step 0 after the previous item's
-        // last step, so that item's rows are read.
-        if (t == 1 && prev >= 0) {
-          const int pf = prev / p.ntiles;
-          ws_drop_rows(p.buf[(p.nL - 1) & 1], pf, (prev - pf * p.ntiles) * kWsRows, p.Ec, p.ROW);
-          prev = -1;
-        }
+        drops.after_fill(t, p.ntiles, p.Ec, p.ROW);  // behind the fill, while the consumers work through it
       }
-      if (p.drop_last) prev = i;
+      if (p.drop_last) drops.prev = i;
     }
-    if (prev >= 0) {  // the CTA's last item: its consumers arrive on stored after its last step too
-      ws_bar_wait(&stored, parity);
-      const int pf = prev / p.ntiles;
-      ws_drop_rows(p.buf[(p.nL - 1) & 1], pf, (prev - pf * p.ntiles) * kWsRows, p.Ec, p.ROW);
-    }
+    drops.finish(&stored, parity, p.ntiles, p.Ec, p.ROW);
     return;
   }
   ws_regs_inc<kWsConsumerRegs>();
@@ -108,12 +96,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_bwd_k(const __gr
     for (int t = 0; t < p.nL; ++t) {
       const WsIo io{p.buf[t & 1], p.buf[(t + 1) & 1], nullptr, p.Ec, p.ROW};
       gated_bwd_item<R, kOne>(p.nL - 1 - t < p.ngated, io, f, row0, ring, full, empty, pp, ct, scratch);
-      // The output goes to the item's next step; or, after the CTA's last item, the producer drops
-      // the last step's input once every read of it is done (p.drop_last).
-      if (t + 1 < p.nL || (p.drop_last && k + static_cast<int>(gridDim.x) >= p.nitems)) {
-        ws_fence_proxy_global();
-        ws_bar_arrive(&stored);
-      }
+      ws_chain_stored(&stored, t, p.nL, p.drop_last, k, p.nitems);  // to the next step, or to be dropped
     }
   }
 }

@@ -193,6 +193,49 @@ inline __device__ __noinline__ void ws_drop_rows(const float* buf, int f, int ro
   const char* base = reinterpret_cast<const char*>(buf + (static_cast<size_t>(f) * Ec + row0) * ROW);
   for (int j = threadIdx.x & 31; j < lines; j += 32) ws_discard_l2(base + static_cast<size_t>(j) * 128);
 }
+// ws_drop_rows of item i (focus-major items, ntiles tiles per focus; set_ws_items).
+__device__ __forceinline__ void ws_drop_item(const float* buf, int i, int ntiles, int Ec, int ROW) {
+  const int f = i / ntiles;
+  ws_drop_rows(buf, f, (i - f * ntiles) * kWsRows, Ec, ROW);
+}
+// The chained launches' hand-over of an item's step to its next (stack_ws_chain.cu,
+// stack_ws_chain_bwd.cu): the consumers store the step's output, order their stores before the
+// async proxy and arrive on `stored` (256 arrivals); the producer waits for that phase and fences
+// too before its tensor copies of the next step. After an item's last step the consumers arrive
+// only after the CTA's last item, and only where the launch drops that step's input (drop_last):
+// the producer then drops it. Every other item's last-step input is dropped by the producer once
+// the next item's first step is stored (each consumer arrived for it after finishing the
+// previous item), so `stored` never runs two phases ahead of the producer's wait.
+__device__ __forceinline__ void ws_chain_wait(uint64_t* stored, uint32_t& parity) {
+  ws_bar_wait(stored, parity);
+  parity ^= 1u;
+  ws_fence_proxy_global();
+}
+__device__ __forceinline__ void ws_chain_stored(uint64_t* stored, int step, int nsteps, bool drop_last, int k,
+                                                int nitems) {
+  if (step + 1 < nsteps || (drop_last && k + static_cast<int>(gridDim.x) >= nitems)) {
+    ws_fence_proxy_global();
+    ws_bar_arrive(stored);
+  }
+}
+// The producer's drops of the last steps' inputs in a chained launch (ws_chain_stored says when
+// they are read): the item whose last-step input, rows of buf, is still to drop.
+struct WsChainDrops {
+  const float* buf;
+  int prev = -1;
+  // After the fill of an item's step t: at t = 1 (the item's step 0 stored) the previous item's.
+  __device__ __forceinline__ void after_fill(int t, int ntiles, int Ec, int ROW) {
+    if (t != 1 || prev < 0) return;
+    ws_drop_item(buf, prev, ntiles, Ec, ROW);
+    prev = -1;
+  }
+  // After the CTA's last item, whose consumers arrived on stored after its last step.
+  __device__ __forceinline__ void finish(uint64_t* stored, uint32_t parity, int ntiles, int Ec, int ROW) {
+    if (prev < 0) return;
+    ws_bar_wait(stored, parity);
+    ws_drop_item(buf, prev, ntiles, Ec, ROW);
+  }
+};
 // Whether the chained launches may drop hand-over rows of buffers buf0, buf1 (ws_drop_rows'
 // alignment; SEZM_CUDA_CHAIN_DISCARD=0: never, for an A/B in one binary).
 inline bool ws_may_drop(const Dims& d, const float* buf0, const float* buf1) {
