@@ -78,13 +78,13 @@ int use_stack_ws(const Dims& d) {
   // Default 1: every layer on the WS tile (H200, 4,096 atoms: lean 69.5 / fast
   // 59.3 ms, against 81.6 / 70.5 with the gated backward on wg_tile before its WS forms,
   // docs/performance.md).
-  // SEZM_CUDA_STACK_WS=2 keeps the gated backward on wg_tile, =3 runs the forward a launch per
-  // layer (not chained: stack_ws_chain.cu), =0 wg_tile for every layer. Other shapes keep wg_tile
-  // silently.
+  // SEZM_CUDA_STACK_WS=2 keeps the gated backward on wg_tile, =3 runs every layer in a launch of
+  // its own, forward and backward (not chained: stack_ws_chain.cu, stack_ws_chain_bwd.cu), =4 the
+  // backward alone, =0 wg_tile for every layer. Other shapes keep wg_tile silently.
   if (!d.wgmma || !ws_shape(d)) return 0;
   const char* env = std::getenv("SEZM_CUDA_STACK_WS");
   const std::string v(env ? env : "");
-  return v == "0" ? 0 : v == "2" ? 2 : v == "3" ? 3 : 1;
+  return v == "0" ? 0 : v == "2" ? 2 : v == "3" ? 3 : v == "4" ? 4 : 1;
 }
 
 }  // namespace cuda

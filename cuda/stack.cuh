@@ -22,7 +22,7 @@ void launch_stack_ws_linear(const Dims& d, const BlockWDev& w, int layer, int Ec
 void launch_stack_ws_gated(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out, float* z,
                            bool bwd, cudaStream_t s);
 // The chained forward (stack_ws_chain.cu): every layer of a chunk's stack in one launch on the
-// warp-specialised tile, where stack_ws_chain(d) (Dims::stack_ws 1 or 2, ws_shape, at most four
+// warp-specialised tile, where stack_ws_chain(d) (Dims::stack_ws 1, 2 or 4, ws_shape, at most four
 // layers). Layer k reads buf[k % 2] and writes buf[(k + 1) % 2], as the one-layer launches
 // ping-pong, but the last layer writes `out` where that is not null (fast mode's kept stack
 // output); zsave (null, or one pointer per layer) keeps gated layer k's pre-activations at
@@ -33,7 +33,7 @@ float* launch_stack_chain_forward(const Dims& d, const BlockWDev& w, int Ec, flo
                                   float* const* zsave, float* out, cudaStream_t s);
 // The chained backward (stack_ws_chain_bwd.cu): every layer's backward of a chunk's stack in one
 // launch, where stack_ws_chain_bwd(d) (Dims::stack_ws 1, ws_shape, two to four layers;
-// SEZM_CUDA_CHAIN_BWD=0: never). Step t (layer nL - 1 - t) reads buf[t % 2] and writes
+// SEZM_CUDA_STACK_WS=3 or 4: never). Step t (layer nL - 1 - t) reads buf[t % 2] and writes
 // buf[(t + 1) % 2], as the one-layer launches ping-pong from buf0 = the stack output's adjoint;
 // z: the gated layers' saved pre-activations (one pointer per gated layer). Returns the buffer
 // holding the adjoint of the stack's input (buf[nL % 2]).

@@ -136,7 +136,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_fwd_k(const __gr
 }  // namespace
 
 bool stack_ws_chain(const Dims& d) {
-  return (d.stack_ws == 1 || d.stack_ws == 2) && ws_shape(d) && d.nL <= kChainMax && d.ngated <= d.nL;
+  const bool on = d.stack_ws == 1 || d.stack_ws == 2 || d.stack_ws == 4;  // not 3: a launch per layer
+  return on && ws_shape(d) && d.nL <= kChainMax && d.ngated <= d.nL;
 }
 
 float* launch_stack_chain_forward(const Dims& d, const BlockWDev& w, int Ec, float* buf0, float* buf1,

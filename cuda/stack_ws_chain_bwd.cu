@@ -15,7 +15,7 @@
 // only g in, z and the input adjoint out touch HBM (2.5 + 5.1 kB read, 2.5 kB written).
 // A chained backward in 116 KB of code measured no faster in fp32 on 2026-12-03 (its hand-over
 // then went through HBM; docs/performance.md); this one is to be measured against the one-layer
-// launches in one binary: SEZM_CUDA_CHAIN_BWD=0 turns it off.
+// launches in one binary: SEZM_CUDA_STACK_WS=4 turns it off (device.cu, use_stack_ws).
 // Layout: activations focus-major (F, Ec, ROW) in two buffers, step t (layer nL - 1 - t) reading
 // buf[t % 2] and writing buf[(t + 1) % 2], as chunk_backward's one-layer launches ping-pong.
 // Items from the chunk's last (aggregate_backward, just before, wrote the last rows last).
@@ -104,8 +104,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_bwd_k(const __gr
 }  // namespace
 
 bool stack_ws_chain_bwd(const Dims& d) {
-  static const bool off = [] { const char* e = std::getenv("SEZM_CUDA_CHAIN_BWD"); return e && *e == '0'; }();
-  return !off && d.stack_ws == 1 && ws_shape(d) && d.nL >= 2 && d.nL <= kChainMax && d.ngated <= d.nL;
+  return d.stack_ws == 1 && ws_shape(d) && d.nL >= 2 && d.nL <= kChainMax && d.ngated <= d.nL;
 }
 
 float* launch_stack_chain_backward(const Dims& d, const BlockWDev& w, int Ec, float* buf0, float* buf1,

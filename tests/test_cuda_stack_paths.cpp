@@ -1,0 +1,69 @@
+// The SO(2) mixing stack's launch arrangements on the warp-specialised tile (Hopper, Cf = 32,
+// L = 3; cuda/stack_ws*.cu) give the same bits: every layer of a chunk pass chained in one launch,
+// forward and backward (the default: stack_ws_chain.cu, stack_ws_chain_bwd.cu, which also drop
+// the hand-over rows they have read from L2), the backward a launch per layer
+// (SEZM_CUDA_STACK_WS=4) and every layer a launch of its own (=3). Each work item's arithmetic is
+// the same in all three; only the launches and the order in which items are taken differ. The
+// case is big enough for several items per CTA (a 2 x 2 x 2 supercell of the mixed C/Cu cell,
+// one or two chunks of tens of thousands of edges), and again in chunks of 20,000 edges (partial
+// last tiles); both modes and precisions; each engine twice (a call after the drops gives the same
+// bits). Where the GPU has no warp-specialised tile all three are one path and agree trivially.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "api/potential.h"
+#include "cuda_test_util.h"
+#include "ghost_graph.h"
+#include "neighbor/neighbor_list.h"
+#include "ref_data.h"
+#include "test_util.h"
+#ifdef SEZM_HAVE_CUDA
+#include "sezm_cuda.h"
+#endif
+
+namespace {
+
+using namespace sezm_cuda_test;
+
+// Mode and precision: bit 0 fast, bit 1 `precision tf32`.
+class CudaStackPaths : public ::testing::TestWithParam<int> {};
+INSTANTIATE_TEST_SUITE_P(ModesPrecisions, CudaStackPaths, ::testing::Values(0, 1, 2, 3), [](const auto& info) {
+  return std::string(mode_name(info.param & 1)) + precision_suffix(info.param >> 1);
+});
+
+TEST_P(CudaStackPaths, ChainedLaunchesAreBitIdenticalToALaunchPerLayer) {
+  SEZM_REQUIRE_GPU();
+#ifdef SEZM_HAVE_CUDA
+  const auto c = sezm::test::read_ref(sezm_test::data_path("ref_c32_l3_f2_float64.json")).configs[3];
+  const sezm_test::Supercell sc = sezm_test::replicate(c.coords.data(), c.types.data(), c.natoms, c.cell.data(), 2);
+  const sezm::Graph g = sezm::build_graph(sc.pos.data(), sc.types.data(), sc.n, sc.cell.data(), 6.0);
+  ASSERT_GT(g.n_edges(), 20000 * 2);
+  const auto w = sezm::load_model_weights(sezm_test::data_path("c32_l3_f2_float64.pt"));
+  const int p = GetParam();
+  for (const int chunk : {0, 20000}) {  // 0: the mode's default chunk
+    SCOPED_TRACE("chunk " + std::to_string(chunk));
+    // The engine under SEZM_CUDA_STACK_WS=stack_ws (null: unset), read by its constructor.
+    auto run = [&](const char* stack_ws, int calls) {
+      if (stack_ws) setenv("SEZM_CUDA_STACK_WS", stack_ws, 1);
+      sezm::CudaEngine gpu(w, 0, cuda_mode(p & 1));
+      if (stack_ws) unsetenv("SEZM_CUDA_STACK_WS");
+      if (p & 2) gpu.set_precision(sezm::Precision::kTf32);
+      if (chunk) gpu.set_chunk_edges(chunk);
+      std::vector<sezm::EngineResult> r;
+      for (int k = 0; k < calls; ++k) r.push_back(gpu.compute(g, true));
+      return r;
+    };
+    const std::vector<sezm::EngineResult> chained = run(nullptr, 2), bwd_layers = run("4", 1), layers = run("3", 1);
+    for (const sezm::EngineResult* r : {&chained[1], &bwd_layers[0], &layers[0]}) {
+      EXPECT_EQ(chained[0].energy, r->energy);
+      EXPECT_EQ(chained[0].atom_energy, r->atom_energy);
+      EXPECT_EQ(chained[0].edge_grad, r->edge_grad);
+    }
+  }
+#endif
+}
+
+}  // namespace
