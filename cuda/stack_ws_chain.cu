@@ -42,10 +42,7 @@ struct WsChainFwd {
   float* buf[2];
   float* last;  // the last layer's output (buf[nL % 2] or fast mode's kept stack output)
   int nL, ngated, Ec, ROW, ntiles, nitems;
-  // EXPERIMENT: an item's hand-over rows dropped from L2 once read for the last time (ws_drop_rows):
-  // the input of the last layer (drop_last) and of the layer before it (drop_mid), where no later
-  // layer of the item writes those rows again. SEZM_CUDA_CHAIN_DISCARD=0: neither.
-  int drop_mid, drop_last;
+  int drop;  // EXPERIMENT: the layers after the first drop their input rows from L2 once read (ws_drop_group)
 };
 
 // Item k of the launch's order is the chunk's item nitems - 1 - k: the chunk's last rows first,
@@ -60,9 +57,10 @@ __device__ __forceinline__ int chain_item(const WsChainFwd& p, int k) { return w
 // that the kernel holds one copy of each (the 3xTF32 residual, ws_product's kRes, switched on at
 // run time for the identity layers; the gated epilogues add theirs). Why one copy: the two layer
 // kinds' code inlined apart made a 150 KB kernel, past the SM's instruction cache, and the chain
-// ran 11 % slower than the one-layer launches (docs/performance.md, 2026-12-03).
+// ran 11 % slower than the one-layer launches (docs/performance.md, 2026-12-03). drop: each group's
+// input columns dropped from L2 after its epilogue (ws_drop_group).
 template <int kStages, int kStage, bool kOne>
-__device__ __forceinline__ void chain_unit(bool gated, const WsIo& io, int f, int row0, const float* ring,
+__device__ __forceinline__ void chain_unit(bool gated, bool drop, const WsIo& io, int f, int row0, const float* ring,
                                            uint64_t* full, uint64_t* empty, WsPipe& pp, int ct, float4* stash4) {
   constexpr int N0 = 128, N1 = 192;
   constexpr bool kRes = !kOne;
@@ -76,10 +74,12 @@ __device__ __forceinline__ void chain_unit(bool gated, const WsIo& io, int f, in
     else ws_epilogue<N0, kRes>(io.in, io.out, fo, io.ROW, row0, io.Ec, ct, acc);
   }
   if (gated) gated_fwd_gate<kStages, kStage, kOne>(io, fo, row0, live, z00, ring, full, empty, pp, ct, stash4);
+  if (drop) ws_drop_group<N0>(io.in, fo, io.ROW, row0, io.Ec, ct);
   float acc[N1 / 2];
   ws_multiply<N1, N1, kStages, kStage, kOne, WsAsIs, kRes>(ring, full, empty, pp, ct, acc, WsAsIs{}, !gated);
   if (gated) gated_fwd_m1_epilogue<kOne>(io, fo, row0, live, acc, ct, stash4);
   else ws_epilogue<N1, kRes>(io.in, io.out, fo + N0, io.ROW, row0, io.Ec, ct, acc);
+  if (drop) ws_drop_group<N1>(io.in, fo + N0, io.ROW, row0, io.Ec, ct);
 }
 
 template <bool kOne>
@@ -97,7 +97,6 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_fwd_k(const __gr
     ws_regs_dec<kWsProducerRegs>();
     if (threadIdx.x >= 32) return;
     uint32_t parity = 0;  // the parity of stored's next phase
-    WsChainDrops drops{p.buf[(p.nL - 1) & 1]};  // the last step's inputs (p.drop_last)
     for (int k = blockIdx.x; k < p.nitems; k += ws_grid()) {
       const int i = chain_item(p, k), f = i / p.ntiles, y = (i - f * p.ntiles) * kWsRows;
 #pragma unroll 1
@@ -110,13 +109,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_fwd_k(const __gr
           group_fill<128, R::kStages, R::kStage, kOne>(p.layer[l].g.B0, ring, full, empty, pp, tm, f, y);
           group_fill<192, R::kStages, R::kStage, kOne>(p.layer[l].g.B1, ring, full, empty, pp, tm, f, y);
         }
-        drops.after_fill(l, p.ntiles, p.Ec, p.ROW);  // behind the fill, while the consumers work through it
-        // And this item's layer l - 1's input, read by now (drop_mid: the output goes elsewhere).
-        if (p.drop_mid && l >= 2 && l + 1 == p.nL) ws_drop_rows(p.buf[(l - 1) & 1], f, y, p.Ec, p.ROW);
       }
-      if (p.drop_last) drops.prev = i;
     }
-    drops.finish(&stored, parity, p.ntiles, p.Ec, p.ROW);
     return;
   }
   ws_regs_inc<kWsConsumerRegs>();
@@ -127,8 +121,9 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_fwd_k(const __gr
 #pragma unroll 1
     for (int l = 0; l < p.nL; ++l) {
       const WsIo io{p.buf[l & 1], l + 1 == p.nL ? p.last : p.buf[(l + 1) & 1], p.layer[l].zsave, p.Ec, p.ROW};
-      chain_unit<R::kStages, R::kStage, kOne>(l < p.ngated, io, f, row0, ring, full, empty, pp, ct, stash4);
-      ws_chain_stored(&stored, l, p.nL, p.drop_last, k, p.nitems);  // to the next step, or to be dropped
+      chain_unit<R::kStages, R::kStage, kOne>(l < p.ngated, p.drop && l > 0, io, f, row0, ring, full, empty, pp, ct,
+                                              stash4);
+      ws_chain_stored(&stored, l, p.nL);  // to the item's next layer
     }
   }
 }
@@ -165,12 +160,12 @@ float* launch_stack_chain_forward(const Dims& d, const BlockWDev& w, int Ec, flo
   p.nL = d.nL;
   p.ngated = d.ngated;
   set_ws_items(p, d, Ec);
-  // The drops (ws_drop_rows): never the rows of the output, nor the stack's input
-  // (rotate_condition's U0: layer 0's input is never dropped). Every row the call reads later is
-  // in `out` or a kept z (engine.cu: the backward reads the stack's output and z only).
-  const bool drop = ws_may_drop(d, buf0, buf1);
-  p.drop_last = drop && d.nL >= 2 && out != p.buf[(d.nL - 1) & 1];
-  p.drop_mid = drop && d.nL >= 3 && out != p.buf[(d.nL - 2) & 1];
+  // The drops (ws_drop_group): the inputs of layers 1 .. nL - 1, the hand-over rows, which only
+  // the next layer reads; never the stack's input (rotate_condition's U0, layer 0's). Every row the
+  // call reads later is in `out` or a kept z (engine.cu: the backward reads the stack's output and
+  // z only); where `out` is a layer's input (lean: buf[nL % 2]), the last layer writes it after
+  // that layer's drop, ordered by the hand-over.
+  p.drop = ws_may_drop(d, buf0, buf1) ? 1 : 0;
   k<<<std::min(p.nitems, sms), kWsThreads, bytes, s>>>(p, activations_map(d, Ec, buf0), activations_map(d, Ec, buf1));
   SEZM_LAUNCH("stack_ws_chain_fwd_k");
   return out;

@@ -1,21 +1,22 @@
-// EXPERIMENT (not yet run on a GPU): the stack's backward, every layer in one persistent launch on
-// the warp-specialised tile, the mirror of the chained forward (stack_ws_chain.cu): each CTA takes
-// its items (a focus's 128-row tile) one at a time through every layer's backward from the last
-// layer to the first, a gated layer's as the one-layer launch does it (gated_bwd_item's four
-// phases) and an identity layer's through the same item code with its gate steps off (phases 2
-// and 4, the hooks passing g through: G' = g + g W^T, the one-layer identity launches'
-// arithmetic, stack_ws.cu). So each item's arithmetic is the one-layer launches': the same bits.
-// An item's step t + 1 reads only the rows its step t stored (the hand-over inside the CTA, as in
-// the forward: stores, fence.proxy.async, the `stored` barrier, the producer's fence and copies).
+// The stack's backward, every layer in one persistent launch on the warp-specialised tile, the
+// mirror of the chained forward (stack_ws_chain.cu): each CTA takes its items (a focus's 128-row
+// tile) one at a time through every layer's backward from the last layer to the first, a gated
+// layer's as the one-layer launch does it (gated_bwd_item's four phases) and an identity layer's
+// through the same item code with its gate steps off (phases 2 and 4, the hooks passing g through:
+// G' = g + g W^T, the one-layer identity launches' arithmetic, stack_ws.cu). So each item's
+// arithmetic is the one-layer launches': the same bits. An item's step t + 1 reads only the rows
+// its step t stored (the hand-over inside the CTA, as in the forward: stores, fence.proxy.async,
+// the `stored` barrier, the producer's fence and copies).
 // Why: one launch per layer sends every layer's output adjoint through HBM and reads it back
-// (per edge and block at C.pt, 3 layers: 12.8 kB read, 7.7 kB written, the z rows included; the
-// stack's gated backward ran at ~2.9 TB/s under `precision tf32`, docs/performance.md
-// 2026-12-05 tenth session); chained, the hand-over rows stay in L2 (160 KiB per CTA and item)
-// and the last step's input is dropped from L2 once read (ws_drop_rows), so per edge and block
-// only g in, z and the input adjoint out touch HBM (2.5 + 5.1 kB read, 2.5 kB written).
-// A chained backward in 116 KB of code measured no faster in fp32 on 2026-12-03 (its hand-over
-// then went through HBM; docs/performance.md); this one is to be measured against the one-layer
-// launches in one binary: SEZM_CUDA_STACK_WS=4 turns it off (device.cu, use_stack_ws).
+// (per edge and block at C.pt, 3 layers: 12.8 kB read, 7.7 kB written, the z rows included).
+// Measured (H200, 4,096 atoms, `precision tf32` fast, kernel-times; docs/performance.md
+// 2026-12-05 twelfth session): the stack's backward 9.60 ms in 30 one-layer launches (DRAM 19.3 GB
+// read, 10.0 written), 9.13 ms in 10 chained ones (11.3, 9.6); per call fast 39.8 ms either way,
+// tf32 fast 34.3 -> 33.7. SEZM_CUDA_STACK_WS=4 turns it off (device.cu, use_stack_ws).
+// The hand-over rows read from L2 but still written back (dropped an item later, they had been
+// evicted): EXPERIMENT, each step's input dropped right after its last read (ws_drop_group), so
+// that per edge and block only g in, z and the input adjoint out touch HBM (2.5 + 5.1 kB read,
+// 2.5 kB written).
 // Layout: activations focus-major (F, Ec, ROW) in two buffers, step t (layer nL - 1 - t) reading
 // buf[t % 2] and writing buf[(t + 1) % 2], as chunk_backward's one-layer launches ping-pong.
 // Items from the chunk's last (aggregate_backward, just before, wrote the last rows last).
@@ -41,8 +42,7 @@ struct WsChainBwd {
   WsBwdImages layer[kChainMax];  // by layer (identity layers': B0, B1)
   float* buf[2];
   int nL, ngated, Ec, ROW, ntiles, nitems;
-  int drop_last;  // the last step's input dropped from L2 once read (ws_drop_rows)
-  int zevict;     // EXPERIMENT (stack_ws_gated_bwd.cu): z's last reads evict-first
+  int drop;  // EXPERIMENT: every step's input dropped from L2 once read (ws_drop_group)
 };
 
 template <bool kOne>
@@ -61,9 +61,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_bwd_k(const __gr
   if (threadIdx.x < 128) {
     ws_regs_dec<kWsProducerRegs>();
     if (threadIdx.x >= 32) return;
-    const uint64_t zlast = p.zevict ? ws_policy_evict_first() : 0;
     uint32_t parity = 0;  // the parity of stored's next phase
-    WsChainDrops drops{p.buf[(p.nL - 1) & 1]};  // the last step's inputs (p.drop_last)
     for (int k = blockIdx.x; k < p.nitems; k += ws_grid()) {
       const int i = ws_item(k, p.nitems, 1), f = i / p.ntiles, y = (i - f * p.ntiles) * kWsRows;
 #pragma unroll 1
@@ -72,19 +70,15 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_bwd_k(const __gr
         const int l = p.nL - 1 - t;
         const WsBwdImages& g = p.layer[l];
         if (l < p.ngated) {
-          gated_bwd_fill<R::kStages, R::kStage, R::kZoff, kOne>(g, ring, full, empty, pp, &m.a[t & 1], &m.z[l], f, y,
-                                                                zlast);
+          gated_bwd_fill<R::kStages, R::kStage, R::kZoff, kOne>(g, ring, full, empty, pp, &m.a[t & 1], &m.z[l], f, y);
         } else {  // an identity layer: the |m| = 1 product's blocks, then the m = 0 product's (phases 2, 4)
           ws_fill<N1, N1, R::kStages, R::kStage, kOne>(ring, full, empty, pp, &m.a[t & 1],
                                                        WsItem{N0, y, f, g.B1 + static_cast<size_t>(f) * 2 * N1 * N1});
           ws_fill<N0, N0, R::kStages, R::kStage, kOne>(ring, full, empty, pp, &m.a[t & 1],
                                                        WsItem{0, y, f, g.B0 + static_cast<size_t>(f) * 2 * N0 * N0});
         }
-        drops.after_fill(t, p.ntiles, p.Ec, p.ROW);  // behind the fill, while the consumers work through it
       }
-      if (p.drop_last) drops.prev = i;
     }
-    drops.finish(&stored, parity, p.ntiles, p.Ec, p.ROW);
     return;
   }
   ws_regs_inc<kWsConsumerRegs>();
@@ -95,8 +89,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_bwd_k(const __gr
 #pragma unroll 1
     for (int t = 0; t < p.nL; ++t) {
       const WsIo io{p.buf[t & 1], p.buf[(t + 1) & 1], nullptr, p.Ec, p.ROW};
-      gated_bwd_item<R, kOne>(p.nL - 1 - t < p.ngated, io, f, row0, ring, full, empty, pp, ct, scratch);
-      ws_chain_stored(&stored, t, p.nL, p.drop_last, k, p.nitems);  // to the next step, or to be dropped
+      gated_bwd_item<R, kOne>(p.nL - 1 - t < p.ngated, p.drop != 0, io, f, row0, ring, full, empty, pp, ct, scratch);
+      ws_chain_stored(&stored, t, p.nL);  // to the item's next step
     }
   }
 }
@@ -132,11 +126,12 @@ float* launch_stack_chain_backward(const Dims& d, const BlockWDev& w, int Ec, fl
   p.nL = d.nL;
   p.ngated = d.ngated;
   set_ws_items(p, d, Ec);
+  // The drops (ws_drop_group): every step's input, the output adjoint g (step 0's, which step 1
+  // overwrites: the one-layer launches' ping-pong, engine_backward.cu) and the hand-over rows.
   // Every row the call reads afterwards is in `out` (source_backward reads the stack's input
-  // adjoint; engine_backward.cu), and no later step writes the last step's input again.
-  p.drop_last = ws_may_drop(d, buf0, buf1) ? 1 : 0;
-  static const bool no_evict = [] { const char* e = std::getenv("SEZM_CUDA_Z_EVICT"); return e && *e == '0'; }();
-  p.zevict = no_evict ? 0 : 1;
+  // adjoint); a step that writes rows dropped before writes them after the drop, ordered by the
+  // hand-over.
+  p.drop = ws_may_drop(d, buf0, buf1) ? 1 : 0;
   m.a[0] = activations_map(d, Ec, buf0);
   m.a[1] = activations_map(d, Ec, buf1);
   for (int l = 0; l < d.ngated; ++l) m.z[l] = activations_map(d, Ec, z[l]);

@@ -183,61 +183,46 @@ __device__ __forceinline__ void group_fill(const float* B, float* ring, uint64_t
   ws_fill<N, N, kStages, kStage, kOne>(ring, full, empty, pp, tmA,
                                        WsItem{N == 128 ? 0 : 128, y, f, B + static_cast<size_t>(f) * 2 * N * N});
 }
-// An item's rows of buf (focus f, the rows row0 .. of its tile that exist, rows ROW floats) dropped
-// from L2 without their write-back (ws_discard_l2), by the producer warp's 32 lanes: the chained
-// launches' hand-over rows that nothing reads again (stack_ws_chain.cu, stack_ws_chain_bwd.cu).
-// Whole 128-byte lines: buf 128-byte aligned and ROW % 32 == 0 (the launchers check). Not
-// inlined: inlined into the chained forward, it cost the consumers' code spills.
-inline __device__ __noinline__ void ws_drop_rows(const float* buf, int f, int row0, int Ec, int ROW) {
-  const int rows = min(kWsRows, Ec - row0), lines = rows * (ROW / 32);
-  const char* base = reinterpret_cast<const char*>(buf + (static_cast<size_t>(f) * Ec + row0) * ROW);
-  for (int j = threadIdx.x & 31; j < lines; j += 32) ws_discard_l2(base + static_cast<size_t>(j) * 128);
-}
-// ws_drop_rows of item i (focus-major items, ntiles tiles per focus; set_ws_items).
-__device__ __forceinline__ void ws_drop_item(const float* buf, int i, int ntiles, int Ec, int ROW) {
-  const int f = i / ntiles;
-  ws_drop_rows(buf, f, (i - f * ntiles) * kWsRows, Ec, ROW);
+// EXPERIMENT: the item's rows of a step's input, one |m| group's columns (N: 128, the m = 0 columns
+// at base; 192, the |m| = 1 columns), dropped from L2 without their write-back (ws_discard_l2)
+// right after the group's epilogue, their last read (the product's tensor copies completed before
+// it; one pass, the epilogue's residual loads, consumed before the __syncwarp). Why: in the chained
+// launches every hand-over row went to HBM (the forward wrote 16.0 GB per 4,096-atom tf32 fast
+// call where its z and output are 9.7, the backward 9.6 where its output is 3.2; kernel-times,
+// docs/performance.md 2026-12-05 twelfth session); dropped by the producer an item later, the
+// lines had been evicted already. The rows of thread ct are its wgmma rows (ws_row); the four
+// lanes that share them (ct & 3) take every fourth 128-byte line. A later step of the item may
+// write the rows again (ordered after the drop through the `stored` hand-over). Whole lines:
+// ws_may_drop's alignment.
+template <int N>
+__device__ __forceinline__ void ws_drop_group(const float* in, size_t base, int ROW, int row0, int Ec, int ct) {
+  __syncwarp();
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = row0 + ws_row(ct, h);
+    if (r >= Ec) continue;
+    const char* row = reinterpret_cast<const char*>(in + base + static_cast<size_t>(r) * ROW);
+#pragma unroll
+    for (int j = ct & 3; j < N / 32; j += 4) ws_discard_l2(row + 128 * j);
+  }
 }
 // The chained launches' hand-over of an item's step to its next (stack_ws_chain.cu,
 // stack_ws_chain_bwd.cu): the consumers store the step's output, order their stores before the
-// async proxy and arrive on `stored` (256 arrivals); the producer waits for that phase and fences
-// too before its tensor copies of the next step. After an item's last step the consumers arrive
-// only after the CTA's last item, and only where the launch drops that step's input (drop_last):
-// the producer then drops it. Every other item's last-step input is dropped by the producer once
-// the next item's first step is stored (each consumer arrived for it after finishing the
-// previous item), so `stored` never runs two phases ahead of the producer's wait.
+// async proxy and arrive on `stored` (256 arrivals) after every step but the item's last; the
+// producer waits for that phase and fences too before its tensor copies of the next step.
 __device__ __forceinline__ void ws_chain_wait(uint64_t* stored, uint32_t& parity) {
   ws_bar_wait(stored, parity);
   parity ^= 1u;
   ws_fence_proxy_global();
 }
-__device__ __forceinline__ void ws_chain_stored(uint64_t* stored, int step, int nsteps, bool drop_last, int k,
-                                                int nitems) {
-  if (step + 1 < nsteps || (drop_last && k + static_cast<int>(gridDim.x) >= nitems)) {
+__device__ __forceinline__ void ws_chain_stored(uint64_t* stored, int step, int nsteps) {
+  if (step + 1 < nsteps) {
     ws_fence_proxy_global();
     ws_bar_arrive(stored);
   }
 }
-// The producer's drops of the last steps' inputs in a chained launch (ws_chain_stored says when
-// they are read): the item whose last-step input, rows of buf, is still to drop.
-struct WsChainDrops {
-  const float* buf;
-  int prev = -1;
-  // After the fill of an item's step t: at t = 1 (the item's step 0 stored) the previous item's.
-  __device__ __forceinline__ void after_fill(int t, int ntiles, int Ec, int ROW) {
-    if (t != 1 || prev < 0) return;
-    ws_drop_item(buf, prev, ntiles, Ec, ROW);
-    prev = -1;
-  }
-  // After the CTA's last item, whose consumers arrived on stored after its last step.
-  __device__ __forceinline__ void finish(uint64_t* stored, uint32_t parity, int ntiles, int Ec, int ROW) {
-    if (prev < 0) return;
-    ws_bar_wait(stored, parity);
-    ws_drop_item(buf, prev, ntiles, Ec, ROW);
-  }
-};
-// Whether the chained launches may drop hand-over rows of buffers buf0, buf1 (ws_drop_rows'
-// alignment; SEZM_CUDA_CHAIN_DISCARD=0: never, for an A/B in one binary).
+// Whether the chained launches may drop hand-over rows of buffers buf0, buf1 (ws_drop_group's
+// whole lines; EXPERIMENT: SEZM_CUDA_CHAIN_DISCARD=0: never, for an A/B in one binary).
 inline bool ws_may_drop(const Dims& d, const float* buf0, const float* buf1) {
   static const bool off = [] { const char* e = std::getenv("SEZM_CUDA_CHAIN_DISCARD"); return e && *e == '0'; }();
   return !off && d.ROW % 32 == 0 && reinterpret_cast<uintptr_t>(buf0) % 128 == 0 &&

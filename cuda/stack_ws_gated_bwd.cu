@@ -28,7 +28,6 @@
 // (stack_ws_chain_bwd.cu) shares.
 // CPU twin: the mixing stack's backward in engine/so2_convolution.h.
 #include <cstdint>
-#include <cstdlib>
 
 #include "stack_ws_gated_bwd.cuh"
 
@@ -41,7 +40,6 @@ struct WsGatedBwd {
   WsBwdImages g;    // the layer's images
   int Ec, ROW, ntiles, nitems;
   int rev;  // items from the last (ws_bwd_reverse)
-  int zevict;  // EXPERIMENT: z's last reads evict-first (SEZM_CUDA_Z_EVICT=0: not)
 };
 
 template <bool kOne>
@@ -57,14 +55,11 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_backward_k(const
   if (threadIdx.x < 128) {
     ws_regs_dec<kWsProducerRegs>();
     if (threadIdx.x >= 32) return;
-    // z's last reads (phase 2's |m| = 1 columns, phase 4's m = 0 columns; phases 1 and 3 read the
-    // m = 0 columns first) evict-first: L2 keeps the rows this launch writes for the next one.
-    const uint64_t zlast = p.zevict ? ws_policy_evict_first() : 0;
     for (int i0 = blockIdx.x; i0 < p.nitems; i0 += ws_grid()) {
       const int i = ws_item(i0, p.nitems, p.rev);
       const int f = i / p.ntiles;
       gated_bwd_fill<R::kStages, R::kStage, R::kZoff, kOne>(p.g, ring, full, empty, pp, &tmA, &tmZ, f,
-                                                            (i - f * p.ntiles) * kWsRows, zlast);
+                                                            (i - f * p.ntiles) * kWsRows);
     }
     return;
   }
@@ -74,7 +69,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_gated_backward_k(const
   for (int i0 = blockIdx.x; i0 < p.nitems; i0 += gridDim.x) {
     const int i = ws_item(i0, p.nitems, p.rev);
     const int f = i / p.ntiles;
-    gated_bwd_item<R, kOne>(true, io, f, (i - f * p.ntiles) * kWsRows, ring, full, empty, pp, ct,
+    gated_bwd_item<R, kOne>(true, false, io, f, (i - f * p.ntiles) * kWsRows, ring, full, empty, pp, ct,
                             reinterpret_cast<float4*>(ws_dsmem) + ct);
   }
 }
@@ -97,8 +92,6 @@ void launch_gated_backward(const Dims& d, const BlockWDev& w, int layer, int Ec,
   p.g = gated_bwd_images(d, w, layer);
   set_ws_items(p, d, Ec);
   p.rev = ws_bwd_reverse(d, layer);
-  static const bool no_evict = [] { const char* e = std::getenv("SEZM_CUDA_Z_EVICT"); return e && *e == '0'; }();
-  p.zevict = no_evict ? 0 : 1;
   k<<<std::min(p.nitems, sms), kWsThreads, bytes, s>>>(p, activations_map(d, Ec, in), activations_map(d, Ec, z));
   SEZM_LAUNCH("stack_ws_gated_backward_k");
 }

@@ -39,22 +39,19 @@ inline WsBwdImages gated_bwd_images(const Dims& d, const BlockWDev& w, int layer
 
 // The producer warp's fills of item (focus f, rows y ..) of a gated layer, in the consumers' phase
 // order: z00 with G's image; g1 and z1 with W1^T's; g0 and z0 (the columns Cf ..) with G^T's; g0
-// and z0 with A^T's. zlast: the L2 policy of z's last reads (phases 2 and 4), or 0.
+// and z0 with A^T's.
 template <int kStages, int kStage, int kZoff, bool kOne>
 __device__ __forceinline__ void gated_bwd_fill(const WsBwdImages& g, float* ring, uint64_t* full, uint64_t* empty,
-                                               WsPipe& pp, const CUtensorMap* tmA, const CUtensorMap* tmZ, int f, int y,
-                                               uint64_t zlast) {
+                                               WsPipe& pp, const CUtensorMap* tmA, const CUtensorMap* tmZ, int f, int y) {
   constexpr int N0 = 128, N1 = 192, NG = 128, NGT = 64;
   ws_fill<NG, kCf, kStages, kStage, kOne>(ring, full, empty, pp, tmZ,
                                           WsItem{0, y, f, g.BG + static_cast<size_t>(f) * 2 * kCf * NG});
   ws_fill<N1, N1, kStages, kStage, kOne, true, kZoff>(
-      ring, full, empty, pp, tmA, WsItem{N0, y, f, g.B1 + static_cast<size_t>(f) * 2 * N1 * N1}, 0, N1 / kWsK, tmZ,
-      zlast);
+      ring, full, empty, pp, tmA, WsItem{N0, y, f, g.B1 + static_cast<size_t>(f) * 2 * N1 * N1}, 0, N1 / kWsK, tmZ);
   ws_fill<NGT, kLC, kStages, kStage, kOne, true, kZoff>(
       ring, full, empty, pp, tmA, WsItem{kCf, y, f, g.BGT + static_cast<size_t>(f) * 2 * kLC * NGT}, 0, kLC / kWsK, tmZ);
   ws_fill<N0, N0, kStages, kStage, kOne, true, kZoff>(
-      ring, full, empty, pp, tmA, WsItem{0, y, f, g.B0 + static_cast<size_t>(f) * 2 * N0 * N0}, 0, N0 / kWsK, tmZ,
-      zlast);
+      ring, full, empty, pp, tmA, WsItem{0, y, f, g.B0 + static_cast<size_t>(f) * 2 * N0 * N0}, 0, N0 / kWsK, tmZ);
 }
 
 __device__ __forceinline__ float4 mul4(float4 a, float4 b) { return make_float4(a.x * b.x, a.y * b.y, a.z * b.z, a.w * b.w); }
@@ -113,8 +110,10 @@ struct M0Hook {
 // identity layer's (!gated: phases 2 and 4 only, the hooks off; the producer's fills then carry
 // no z): io.out = the input adjoint from io.in, the output adjoint. scratch: the kernel's scratch
 // as float4 (WsBwdRing's), + ct. Called by the 256 consumer threads (ct = threadIdx.x - 128).
+// drop (the chained backward): io.in's |m| = 1 columns dropped from L2 after phase 2, its m = 0
+// columns after phase 4, their last reads (ws_drop_group).
 template <class R, bool kOne>
-__device__ __forceinline__ void gated_bwd_item(bool gated, const WsIo& io, int f, int row0, const float* ring,
+__device__ __forceinline__ void gated_bwd_item(bool gated, bool drop, const WsIo& io, int f, int row0, const float* ring,
                                                uint64_t* full, uint64_t* empty, WsPipe& pp, int ct, float4* scratch) {
   constexpr int N0 = 128, N1 = 192, NG = 128, NGT = 64;
   constexpr bool kRes = !kOne;  // 3xTF32: the products add the residual (ws_epilogue)
@@ -139,6 +138,7 @@ __device__ __forceinline__ void gated_bwd_item(bool gated, const WsIo& io, int f
                                                                              M1Hook<R::kZoff>{S, sbar, ra0, gated});
     ws_epilogue<N1, kRes>(io.in, io.out, fo + N0, io.ROW, row0, io.Ec, ct, acc);
   }
+  if (drop) ws_drop_group<N1>(io.in, fo + N0, io.ROW, row0, io.Ec, ct);
   if (gated) {  // 3. eta G^T (s_bar completed by g0 z0 in the hook), into s_bar's slots once every s_bar value is read
     float eg[NGT / 2];
     ws_multiply<NGT, kLC, R::kStages, R::kStage, kOne>(ring, full, empty, pp, ct, eg, EtaHook<R::kZoff>{S, sbar, ra0});
@@ -150,6 +150,7 @@ __device__ __forceinline__ void gated_bwd_item(bool gated, const WsIo& io, int f
                                                                              M0Hook<R::kZoff>{S, sbar, ra0, gated});
     ws_epilogue<N0, kRes>(io.in, io.out, fo, io.ROW, row0, io.Ec, ct, acc);
   }
+  if (drop) ws_drop_group<N0>(io.in, fo, io.ROW, row0, io.Ec, ct);
 }
 
 }  // namespace

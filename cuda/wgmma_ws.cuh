@@ -107,14 +107,13 @@ __device__ __forceinline__ void ws_init(uint64_t (&full)[kStages], uint64_t (&em
 // A's box alone, for a pass without a product; kARows: the rows of A's box, tmA's (64: a ring of
 // one consumer warpgroup, bench/stack_probe_ws.cuh's ping-pong); kZoff > 0: also the box of tmZ
 // at the same coordinates at kZoff floats into the stage, for an AX hook that reads both,
-// ws_land_a; zpol != 0: that box's L2 lines under that eviction policy, for a last read,
-// ws_policy_evict_first), each once the consumers released its stage. Called by the 32 lanes of the producer warp; lane 0
+// ws_land_a), each once the consumers released its stage. Called by the 32 lanes of the producer warp; lane 0
 // issues the copies.
 template <int N, int K, int kStages, int kStage, bool kOne = false, bool kA = true, int kZoff = 0, bool kB = true,
           int kARows = kWsRows>
 __device__ __forceinline__ void ws_fill(float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, const CUtensorMap* tmA,
                                         const WsItem& it, int kb0 = 0, int kb1 = K / kWsK,
-                                        const CUtensorMap* tmZ = nullptr, uint64_t zpol = 0) {
+                                        const CUtensorMap* tmZ = nullptr) {
   constexpr int kAFloats = kARows * kWsK, kBFloats = ws_b_floats(N, kOne), kBlock = wg_stage_floats(N, kWsKs);
   constexpr uint32_t kABytes = kAFloats * sizeof(float), kBBytes = kBFloats * sizeof(float);
   static_assert(kAFloats + kBFloats <= kStage && kStage % 32 == 0, "a stage holds A's box and B's block, 128-byte aligned");
@@ -129,10 +128,7 @@ __device__ __forceinline__ void ws_fill(float* ring, uint64_t* full, uint64_t* e
       ws_bar_expect(&full[pp.stage], kBytes);
       if (kB) ws_bulk(dst + kAFloats, it.B + static_cast<size_t>(kb) * kBlock, kBBytes, &full[pp.stage]);
       if (kA) ws_tma_3d(dst, tmA, it.x + kb * kWsK, it.y, it.z, &full[pp.stage]);
-      if (kZoff > 0) {
-        if (zpol != 0) ws_tma_3d(dst + kZoff, tmZ, it.x + kb * kWsK, it.y, it.z, &full[pp.stage], zpol);
-        else ws_tma_3d(dst + kZoff, tmZ, it.x + kb * kWsK, it.y, it.z, &full[pp.stage]);
-      }
+      if (kZoff > 0) ws_tma_3d(dst + kZoff, tmZ, it.x + kb * kWsK, it.y, it.z, &full[pp.stage]);
     }
     ws_advance<kStages>(pp);
   }

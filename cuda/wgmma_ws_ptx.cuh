@@ -60,16 +60,6 @@ __device__ __forceinline__ void ws_bulk(float* dst, const float* src, uint32_t b
                : "memory");
 #endif
 }
-// An L2 eviction policy for a last read (the gated backward's saved z, stack_ws_gated_bwd.cu):
-// evict-first, so that L2 keeps what the launch writes, which the next launch reads first
-// (ws_bwd_reverse).
-__device__ __forceinline__ uint64_t ws_policy_evict_first() {
-  uint64_t pol = 0;
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-#endif
-  return pol;
-}
 // The box at (x, y, z) of the 3-D tensor map tm into shared dst, completing on barrier b.
 __device__ __forceinline__ void ws_tma_3d(float* dst, const CUtensorMap* tm, int x, int y, int z, uint64_t* b) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -77,17 +67,6 @@ __device__ __forceinline__ void ws_tma_3d(float* dst, const CUtensorMap* tm, int
       "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
       "[%5];" ::"r"(ws_smem(dst)),
       "l"(reinterpret_cast<uint64_t>(tm)), "r"(x), "r"(y), "r"(z), "r"(ws_smem(b))
-      : "memory");
-#endif
-}
-// The same, its L2 lines under eviction policy pol (ws_policy_evict_first).
-__device__ __forceinline__ void ws_tma_3d(float* dst, const CUtensorMap* tm, int x, int y, int z, uint64_t* b,
-                                          uint64_t pol) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint "
-      "[%0], [%1, {%2, %3, %4}], [%5], %6;" ::"r"(ws_smem(dst)),
-      "l"(reinterpret_cast<uint64_t>(tm)), "r"(x), "r"(y), "r"(z), "r"(ws_smem(b)), "l"(pol)
       : "memory");
 #endif
 }
