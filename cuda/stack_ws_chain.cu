@@ -42,7 +42,7 @@ struct WsChainFwd {
   float* buf[2];
   float* last;  // the last layer's output (buf[nL % 2] or fast mode's kept stack output)
   int nL, ngated, Ec, ROW, ntiles, nitems;
-  int drop;  // EXPERIMENT: the layers after the first drop their input rows from L2 once read (ws_drop_group)
+  int drop;  // the layers after the first drop their input rows from L2 once read (ws_drop_group)
 };
 
 // Item k of the launch's order is the chunk's item nitems - 1 - k: the chunk's last rows first,

@@ -183,14 +183,16 @@ __device__ __forceinline__ void group_fill(const float* B, float* ring, uint64_t
   ws_fill<N, N, kStages, kStage, kOne>(ring, full, empty, pp, tmA,
                                        WsItem{N == 128 ? 0 : 128, y, f, B + static_cast<size_t>(f) * 2 * N * N});
 }
-// EXPERIMENT: the item's rows of a step's input, one |m| group's columns (N: 128, the m = 0 columns
-// at base; 192, the |m| = 1 columns), dropped from L2 without their write-back (ws_discard_l2)
-// right after the group's epilogue, their last read (the product's tensor copies completed before
-// it; one pass, the epilogue's residual loads, consumed before the __syncwarp). Why: in the chained
+// The item's rows of a step's input, one |m| group's columns (N: 128, the m = 0 columns at base;
+// 192, the |m| = 1 columns), dropped from L2 without their write-back (ws_discard_l2) right after
+// the group's epilogue, their last read (the product's tensor copies completed before it; one
+// pass, the epilogue's residual loads, consumed before the __syncwarp). Why: in the chained
 // launches every hand-over row went to HBM (the forward wrote 16.0 GB per 4,096-atom tf32 fast
-// call where its z and output are 9.7, the backward 9.6 where its output is 3.2; kernel-times,
-// docs/performance.md 2026-12-05 twelfth session); dropped by the producer an item later, the
-// lines had been evicted already. The rows of thread ct are its wgmma rows (ws_row); the four
+// call where its z and output are 9.7, the backward 9.6 where its output is 3.2); dropped by the
+// producer an item later, the lines had been evicted already and nothing changed. Dropped here
+// (H100, the same binary, kernel-times): the forward 16.4 -> 13.5 GB written, the backward 9.9 ->
+// 8.3, per call `precision tf32` fast 39.7 -> 37.5 ms, fp32 unchanged (docs/performance.md,
+// 2026-12-05 twelfth session). The rows of thread ct are its wgmma rows (ws_row); the four
 // lanes that share them (ct & 3) take every fourth 128-byte line. A later step of the item may
 // write the rows again (ordered after the drop through the `stored` hand-over). Whole lines:
 // ws_may_drop's alignment.
@@ -222,7 +224,7 @@ __device__ __forceinline__ void ws_chain_stored(uint64_t* stored, int step, int 
   }
 }
 // Whether the chained launches may drop hand-over rows of buffers buf0, buf1 (ws_drop_group's
-// whole lines; EXPERIMENT: SEZM_CUDA_CHAIN_DISCARD=0: never, for an A/B in one binary).
+// whole lines; SEZM_CUDA_CHAIN_DISCARD=0: never, for an A/B in one binary).
 inline bool ws_may_drop(const Dims& d, const float* buf0, const float* buf1) {
   static const bool off = [] { const char* e = std::getenv("SEZM_CUDA_CHAIN_DISCARD"); return e && *e == '0'; }();
   return !off && d.ROW % 32 == 0 && reinterpret_cast<uintptr_t>(buf0) % 128 == 0 &&

@@ -80,8 +80,8 @@ __device__ __forceinline__ void ws_fence_proxy_global() {
 }
 // The 128-byte line at p (128-byte aligned, global) dropped from L2 without its write-back: a
 // weak write of an indeterminate value (PTX ISA, `discard`). For rows that nothing reads again,
-// whose write-back to HBM would be wasted: the chained forward's hand-over rows
-// (stack_ws_chain.cu).
+// whose write-back to HBM would be wasted: the chained launches' hand-over rows
+// (ws_drop_group, stack_ws_gated.cuh).
 __device__ __forceinline__ void ws_discard_l2(const void* p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("discard.global.L2 [%0], 128;" ::"l"(p) : "memory");
