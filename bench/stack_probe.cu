@@ -40,6 +40,7 @@
 #include "stack_probe_mc.cuh"
 #include "stack_probe_ws.cuh"
 #include "stack_probe_ws110.cuh"
+#include "stack_probe_f16.cuh"
 
 // The stack's tile product alone, C (rows x N) = A (rows x K, row stride lda) B (K x N), N <= 192.
 // variants 0-3 in IEEE fp32 FFMA: 0 the 64-row tile; 1: 128 rows (8 per thread, one CTA per SM);
@@ -249,6 +250,7 @@ double median_ms(int repeat, cudaStream_t s, F launch) {
 }
 
 #include "stack_probe_ws_runs.cuh"  // (uses DevBuf and median_ms above)
+#include "stack_probe_f16_runs.cuh"  // variant 111 (EXPERIMENT, exp-f16); the same
 
 int arg_int(int argc, char** argv, const std::string& name, int def) {
   for (int i = 1; i + 1 < argc; ++i)
@@ -369,6 +371,7 @@ int main(int argc, char** argv) {
                       2.0 * rows * K * K / (ms * 1e9), err.c_str(), info.c_str());
         }
       if (wg_ok) probe_ws_schedules(rows, K, d.ROW, A.p, Bimg2.p, R, rng, s);
+      if (wg_ok) probe_f16_tile(rows, K, d.ROW, A.p, hbw, Bimg2.p, exact, R, s);
 #ifdef SEZM_PROBE_CUBLAS
       // The vendor's fp32 GEMM at the same shape, IEEE fp32 (pedantic math: no TF32), as a
       // reference ceiling. Row-major C = A B is column-major C^T = B^T A^T.
