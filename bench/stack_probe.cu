@@ -1,6 +1,7 @@
 // sezm-stack-probe: where the SO(2) stack's time goes, kernel by kernel, on synthetic data.
 //
 //   sezm-stack-probe [--edges E] [--repeat R] [--L L] [--cf Cf] [--focus F]
+//   SEZM_PROBE_F16_ONLY=1: only 106 against the FP16 tile (111, EXPERIMENT exp-f16), part 1 alone.
 //
 // Part 1 times the stack's tile product alone (launch_tile_probe below, on cuda/stack_tile.cuh)
 // at the two shapes of a layer (the m = 0 group, K = N = (L+1)Cf, and the |m| = 1 group, K = N = 2 L Cf),
@@ -288,6 +289,7 @@ int main(int argc, char** argv) {
     // ---- part 1: the tile product alone ----
     const int rows = E * d.F;
     std::printf("tile product alone, %d rows (edges x foci), median of %d:\n", rows, R);
+    const bool f16_only = std::getenv("SEZM_PROBE_F16_ONLY") != nullptr;
     for (int K : {d.M0, 2 * d.M1}) {
       DevBuf A((size_t)rows * d.ROW, &rng, 1.0f), B((size_t)K * K, &rng, 0.1f), C((size_t)rows * K);
       static const char* names[] = {"IEEE FFMA, 64-row tile (SIMT)", "IEEE FFMA, 128 rows, 1 CTA/SM",
@@ -328,6 +330,11 @@ int main(int argc, char** argv) {
             const double a = ha[(size_t)r * d.ROW + k];
             for (int n = 0; n < K; ++n) exact[(size_t)r * K + n] += a * hb[(size_t)k * K + n];
           }
+      }
+      // SEZM_PROBE_F16_ONLY=1: 106 against 111 alone (EXPERIMENT, exp-f16), then no part 2.
+      if (f16_only) {
+        if (wg_ok) probe_f16_tile(rows, K, d.ROW, A.p, hbw, Bimg2.p, exact, R, s);
+        continue;
       }
       for (int v = 0; v < kVariants; ++v)
         for (bool hbm : {true, false}) {
@@ -393,6 +400,7 @@ int main(int argc, char** argv) {
 #endif
     }
 
+    if (f16_only) return 0;
     // ---- part 2: the layer kernels ----
     const int LC = d.L * d.Cf;
     const float sa = 1.0f / std::sqrt((float)d.M0), s1 = 1.0f / std::sqrt(2.0f * d.M1);
