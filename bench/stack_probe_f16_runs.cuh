@@ -1,7 +1,7 @@
 #pragma once
-// sezm-stack-probe part 1, variant 111's run (EXPERIMENT, branch exp-f16; the kernel:
-// stack_probe_f16.cuh): 106 and 111 on the same A and B, each one's time, useful TFLOP/s and error
-// against the exact product. Included by bench/stack_probe.cu only, after DevBuf and median_ms.
+// sezm-stack-probe part 1, variants 111 / 112's run (EXPERIMENT, branch exp-f16; the kernels:
+// stack_probe_f16.cuh): 106 and 111, then 106 in one TF32 pass and 112, on the same A and B, each
+// one's time, useful TFLOP/s and error against the exact product. Included by bench/stack_probe.cu only, after DevBuf and median_ms.
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -53,11 +53,27 @@ void probe_f16_tile(int rows, int K, int lda, const float* A, const std::vector<
   SEZM_CUDA(cudaMemset(C111.p, 0x7F, n * sizeof(float)));  // an element left unwritten shows as error
   const WsF16ProbeArgs a{rows, Bimg16.p, C111.p, Rs.p, 1.0f / bs};
   const double ms111 = median_ms(R, s, [&] {
-    info = K == 192 ? launch_wgws_f16_probe<192>(a, A, lda, s) : launch_wgws_f16_probe<128>(a, A, lda, s);
+    info = K == 192 ? launch_wgws_f16_probe<192, false>(a, A, lda, s) : launch_wgws_f16_probe<128, false>(a, A, lda, s);
   });
   const double e111 = err_vs_exact(C111.p);
   std::printf("  K = N = %3d, 3xFP16 WS, rows scaled (111) %8.3f ms  %6.2f TFLOP/s  vs exact %.1e%s\n", K, ms111,
               2.0 * rows * K * K / (ms111 * 1e9), e111, info.c_str());
+  // One pass: 106's tile in one TF32 pass, then 112 (one FP16 pass).
+  SEZM_CUDA(cudaMemset(C106.p, 0x7F, n * sizeof(float)));
+  const WsProbeArgs a1{rows, Bimg2, C106.p, nullptr, nullptr};
+  const double ms1 = median_ms(R, s, [&] {
+    info = K == 192 ? launch_wgws_one_probe<192>(a1, A, lda, s) : launch_wgws_one_probe<128>(a1, A, lda, s);
+  });
+  const double e1 = err_vs_exact(C106.p);
+  std::printf("  K = N = %3d, 1xTF32 WS (106, one pass)    %8.3f ms  %6.2f TFLOP/s  vs exact %.1e%s\n", K, ms1,
+              2.0 * rows * K * K / (ms1 * 1e9), e1, info.c_str());
+  SEZM_CUDA(cudaMemset(C111.p, 0x7F, n * sizeof(float)));
+  const double ms112 = median_ms(R, s, [&] {
+    info = K == 192 ? launch_wgws_f16_probe<192, true>(a, A, lda, s) : launch_wgws_f16_probe<128, true>(a, A, lda, s);
+  });
+  const double e112 = err_vs_exact(C111.p);
+  std::printf("  K = N = %3d, 1xFP16 WS, rows scaled (112) %8.3f ms  %6.2f TFLOP/s  vs exact %.1e%s\n", K, ms112,
+              2.0 * rows * K * K / (ms112 * 1e9), e112, info.c_str());
 }
 
 }  // namespace

@@ -17,17 +17,24 @@
 namespace sezm::cuda {
 namespace {
 
-// Floats of one ring stage: A (128 rows x 16 fp32) and the FP16 image's block (16 N floats).
-SEZM_WG_HD constexpr int ws_f16_stage_floats(int N) { return kWsRows * kWsK + ws_f16_b_halves(N, false) / 2; }
-SEZM_WG_HD constexpr int ws_f16_stages(int N) { return N > 128 ? 9 : 12; }
-SEZM_WG_HD constexpr int ws_f16_smem_bytes(int N) { return ws_f16_stages(N) * ws_f16_stage_floats(N) * 4; }
+// Floats of one ring stage: A (128 rows x 16 fp32) and the FP16 image's block (16 N floats; one
+// pass: its hi plane, 8 N floats, the block's first half).
+SEZM_WG_HD constexpr int ws_f16_stage_floats(int N, bool one = false) {
+  return kWsRows * kWsK + ws_f16_b_halves(N, one) / 2;
+}
+// ~180-192 KiB of stages, as the TF32 ring: 9 x 20 KiB / 12 x 16 KiB; one pass 13 x 14 / 16 x 12.
+SEZM_WG_HD constexpr int ws_f16_stages(int N, bool one = false) { return one ? (N > 128 ? 13 : 16) : (N > 128 ? 9 : 12); }
+SEZM_WG_HD constexpr int ws_f16_smem_bytes(int N, bool one = false) {
+  return ws_f16_stages(N, one) * ws_f16_stage_floats(N, one) * 4;
+}
 
 // The producer warp's part of one product of item `it` (it.B: the FP16 image, wgmma_b_image_f16,
 // passed as floats): each k block's A box and image block into the ring, as ws_fill.
-template <int N, int K, int kStages, int kStage>
+template <int N, int K, int kStages, int kStage, bool kOne = false>
 __device__ __forceinline__ void ws_fill_f16(float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp,
                                             const CUtensorMap* tmA, const WsItem& it) {
-  constexpr int kAFloats = kWsRows * kWsK, kBFloats = ws_f16_b_halves(N, false) / 2;
+  constexpr int kAFloats = kWsRows * kWsK, kBFloats = ws_f16_b_halves(N, kOne) / 2;
+  constexpr int kBlock = ws_f16_b_halves(N, false) / 2;  // the image's block (both planes)
   constexpr uint32_t kABytes = kAFloats * sizeof(float), kBBytes = kBFloats * sizeof(float);
   static_assert(kAFloats + kBFloats <= kStage && kStage % 32 == 0, "a stage holds A's box and B's block, 128-byte aligned");
 #pragma unroll 1
@@ -36,7 +43,7 @@ __device__ __forceinline__ void ws_fill_f16(float* ring, uint64_t* full, uint64_
     float* dst = ring + pp.stage * kStage;
     if ((threadIdx.x & 31) == 0) {
       ws_bar_expect(&full[pp.stage], kABytes + kBBytes);
-      ws_bulk(dst + kAFloats, it.B + static_cast<size_t>(kb) * kBFloats, kBBytes, &full[pp.stage]);
+      ws_bulk(dst + kAFloats, it.B + static_cast<size_t>(kb) * kBlock, kBBytes, &full[pp.stage]);
       ws_tma_3d(dst, tmA, it.x + kb * kWsK, it.y, it.z, &full[pp.stage]);
     }
     ws_advance<kStages>(pp);
@@ -143,12 +150,69 @@ __device__ __forceinline__ void ws_product_f16(const float* ring, uint64_t* full
   }
 }
 
-// ws_gemm for the FP16 product (K = N): rs[row] the scale of each of the rows rows (1 past them),
-// binv = 1 / the image's scale; launched with ws_f16_smem_bytes(N).
-template <int N, class Item, class Epi>
+// One FP16 pass (a candidate for `precision tf32`: one TF32 pass's error, measured on the CPU): the
+// rows scaled and rounded to binary16, every block's full-width m64nNk16 product accumulated by the
+// tensor cores over all of K (ws_product_one's schedule), then the scale taken off once.
+template <int N, int K, int kStages, int kStage>
+__device__ __forceinline__ void ws_product_f16_one(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp,
+                                                   int ct, float (&acc)[N / 2], float s0, float s1, float binv) {
+  constexpr int kNkb = K / kWsK, kAFloats = kWsRows * kWsK;
+  static_assert(K % kWsK == 0 && N % 16 == 0 && N <= 256 && kNkb <= 12, "whole blocks, a wgmma width, a short unroll");
+  const int t = ct & 3;
+  const int ra0 = ws_row(ct, 0), ra1 = ws_row(ct, 1);
+  const bool leader = (ct & 31) == 0;
+  uint32_t a[2][4];
+  auto next_block = [&](uint32_t (&h)[4]) {
+    const int cur = pp.stage;
+    ws_bar_wait(&full[cur], pp.phase);
+    ws_advance<kStages>(pp);
+    const float* sA = ring + cur * kStage;
+    const float4 x0 = *reinterpret_cast<const float4*>(sA + ws_a_offset(ra0, 4 * t));
+    const float4 x1 = *reinterpret_cast<const float4*>(sA + ws_a_offset(ra1, 4 * t));
+    const __half2 h0 = __floats2half2_rn(s0 * x0.x, s0 * x0.y), h1 = __floats2half2_rn(s1 * x1.x, s1 * x1.y);
+    const __half2 h2 = __floats2half2_rn(s0 * x0.z, s0 * x0.w), h3 = __floats2half2_rn(s1 * x1.z, s1 * x1.w);
+    h[0] = *reinterpret_cast<const uint32_t*>(&h0);
+    h[1] = *reinterpret_cast<const uint32_t*>(&h1);
+    h[2] = *reinterpret_cast<const uint32_t*>(&h2);
+    h[3] = *reinterpret_cast<const uint32_t*>(&h3);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(h[e]));  // written before the fence
+    return cur;
+  };
+  auto release = [&](int st) {
+    __syncwarp();
+    if (leader) ws_bar_arrive(&empty[st]);
+  };
+#pragma unroll
+  for (int j = 0; j < N / 2; ++j) acc[j] = 0.0f;
+  int st[2];
+#pragma unroll
+  for (int j = 0; j < kNkb; ++j) {
+    const int u = j & 1;
+    st[u] = next_block(a[u]);
+    if (j == 0) wg_pin(acc);
+    wg_fence();
+    WgmmaF16<N>::mma(acc, a[u], wg_desc(ring + st[u] * kStage + kAFloats), 1);
+    wg_commit();
+    if (j > 0) {
+      ws_wait1();
+      release(st[u ^ 1]);
+    }
+  }
+  wg_wait0();
+  wg_pin(acc);
+  release(st[(kNkb - 1) & 1]);
+  const float inv0 = binv / s0, inv1 = binv / s1;
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) acc[i] *= (i >> 1) & 1 ? inv1 : inv0;
+}
+
+// ws_gemm for the FP16 product (K = N; kOne: one pass): rs[row] the scale of each of the rows rows
+// (1 past them), binv = 1 / the image's scale; launched with ws_f16_smem_bytes(N, kOne).
+template <int N, bool kOne, class Item, class Epi>
 __device__ __forceinline__ void ws_gemm_f16(int n_items, const CUtensorMap* tmA, Item item, Epi epi, const float* rs,
                                             int rows, float binv) {
-  constexpr int kStages = ws_f16_stages(N), kStage = ws_f16_stage_floats(N);
+  constexpr int kStages = ws_f16_stages(N, kOne), kStage = ws_f16_stage_floats(N, kOne);
   extern __shared__ __align__(128) float ws_dsmem[];
   __shared__ uint64_t full[kStages], empty[kStages];
   ws_init(full, empty);
@@ -157,7 +221,7 @@ __device__ __forceinline__ void ws_gemm_f16(int n_items, const CUtensorMap* tmA,
     ws_regs_dec<kWsProducerRegs>();
     if (threadIdx.x >= 32) return;
     for (int i = blockIdx.x; i < n_items; i += ws_grid())
-      ws_fill_f16<N, N, kStages, kStage>(ws_dsmem, full, empty, pp, tmA, item(i));
+      ws_fill_f16<N, N, kStages, kStage, kOne>(ws_dsmem, full, empty, pp, tmA, item(i));
     return;
   }
   ws_regs_inc<kWsConsumerRegs>();
@@ -166,7 +230,8 @@ __device__ __forceinline__ void ws_gemm_f16(int n_items, const CUtensorMap* tmA,
   for (int i = blockIdx.x; i < n_items; i += gridDim.x) {
     const int r0 = i * kWsRows + ws_row(ct, 0), r1 = i * kWsRows + ws_row(ct, 1);
     const float s0 = r0 < rows ? rs[r0] : 1.0f, s1 = r1 < rows ? rs[r1] : 1.0f;
-    ws_product_f16<N, N, kStages, kStage>(ws_dsmem, full, empty, pp, ct, acc, s0, s1, binv);
+    if constexpr (kOne) ws_product_f16_one<N, N, kStages, kStage>(ws_dsmem, full, empty, pp, ct, acc, s0, s1, binv);
+    else ws_product_f16<N, N, kStages, kStage>(ws_dsmem, full, empty, pp, ct, acc, s0, s1, binv);
     epi(i, acc, ct);
   }
 }
