@@ -37,43 +37,21 @@ TAIL = """
 """
 
 
-def wrapper(n):
+def wrapper(n, f16=False):
+    """`Wgmma<n>` (m64nNk8 TF32) or, f16, `WgmmaF16<n>` (m64nNk16 FP16, B K-major: imm-trans-b 0)."""
     nd = n // 2
     regs = ", ".join(f"%{i}" for i in range(nd))
     a = ", ".join(f"%{nd + i}" for i in range(4))
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(nd))
+    name, shape, tail = ("WgmmaF16", f"m64n{n}k16.f32.f16.f16", ", 0") if f16 else ("Wgmma", f"m64n{n}k8.f32.tf32.tf32", "")
     return f"""
 template <>
-struct Wgmma<{n}> {{
+struct {name}<{n}> {{
   static __device__ __forceinline__ void mma(float (&d)[{nd}], const uint32_t (&a)[4], uint64_t desc, int scale_d) {{
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     asm volatile(
         "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nd + 5}, 0;\\n"
-        "wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32 {{{regs}}}, {{{a}}}, %{nd + 4}, p, 1, 1;\\n}}\\n"
-        : {outs}
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
-#else
-    (void)d; (void)a; (void)desc; (void)scale_d;
-    __trap();
-#endif
-  }}
-}};
-"""
-
-
-def wrapper_f16(n):
-    nd = n // 2
-    regs = ", ".join(f"%{i}" for i in range(nd))
-    a = ", ".join(f"%{nd + i}" for i in range(4))
-    outs = ", ".join(f'"+f"(d[{i}])' for i in range(nd))
-    return f"""
-template <>
-struct WgmmaF16<{n}> {{
-  static __device__ __forceinline__ void mma(float (&d)[{nd}], const uint32_t (&a)[4], uint64_t desc, int scale_d) {{
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    asm volatile(
-        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nd + 5}, 0;\\n"
-        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16 {{{regs}}}, {{{a}}}, %{nd + 4}, p, 1, 1, 0;\\n}}\\n"
+        "wgmma.mma_async.sync.aligned.{shape} {{{regs}}}, {{{a}}}, %{nd + 4}, p, 1, 1{tail};\\n}}\\n"
         : {outs}
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
 #else
@@ -87,7 +65,7 @@ struct WgmmaF16<{n}> {{
 
 def main():
     out = pathlib.Path(__file__).resolve().parent.parent / "cuda" / "wgmma_ops.cuh"
-    out.write_text(HEAD + "".join(wrapper(n) for n in WIDTHS) + "".join(wrapper_f16(n) for n in F16_WIDTHS) + TAIL)
+    out.write_text(HEAD + "".join(wrapper(n) for n in WIDTHS) + "".join(wrapper(n, True) for n in F16_WIDTHS) + TAIL)
     print("wrote", out)
 
 
