@@ -175,6 +175,10 @@ struct Dims {
   // stays on wg_tile; 3: as 1 with a forward launch per layer; 0: wg_tile for every layer. With
   // tf32_one_pass in one TF32 pass there.
   int stack_ws;
+  // The chained stack launches' products in 3xFP16 (wgmma_ws_f16.cuh) instead of 3xTF32, the FP16
+  // images uploaded (BlockWDev::*_f16): 1 with SEZM_CUDA_STACK_F16=1 where both chains run
+  // (device.cu, use_stack_f16). `precision tf32` keeps its one TF32 pass.
+  int stack_f16;
   // The radial folds (with the degree mixer: the kernel values and logit bias from the radial MLP's
   // hidden layer, radial_tables.cu; the blocks' radial adjoint from the kernel and logit adjoints,
   // radial.cu): 1, or 0 with SEZM_CUDA_RADIAL_LEGACY=1 at the engine's construction (the route

@@ -4,6 +4,7 @@
 // formed here in double and converted once. A C++ file, not .cu: its Eigen code must be the same
 // as sezm_core's (cuda/CMakeLists.txt).
 #include "device_weights.cuh"
+#include "wgmma_f16_layout.h"
 #include "wgmma_layout.h"
 #include "wgmma_ws_layout.h"
 
@@ -55,6 +56,26 @@ class Arena {
       const std::vector<float> img = wgmma_b_image(f.data(), K, N, N, ks > 0 ? ks : wg_ks(N));
       if (img.size() != 2 * f.size())  // K % 32 == 0 for every shape stack.cu sends there
         throw Error("device cuda: the wgmma image of a " + std::to_string(K) + " x " + std::to_string(N) +
+                    " weight is not 2 K N floats");
+      h_.insert(h_.end(), img.begin(), img.end());
+    }
+    align();
+  }
+  // Several K x N matrices as the warp-specialised tile's FP16 images (wgmma_b_image_f16_ws: 2 K N
+  // floats each, as put_wg's), back to back. `what` names them in the error of a weight too large
+  // for binary16 under the images' scale.
+  void put_f16(const float*& slot, const std::vector<Mat<double>>& ms, const char* what) {
+    slots_.emplace_back(&slot, h_.size());
+    for (const auto& m : ms) {
+      const std::vector<float> f = to_float(m.data(), m.size());
+      for (float x : f)
+        if (!(std::fabs(x) < kWsF16BMax))
+          throw Error(std::string("device cuda: SEZM_CUDA_STACK_F16=1: a weight of the stack's ") + what + " is " +
+                      std::to_string(x) + ", beyond the FP16 images' range (|w| < 128); unset SEZM_CUDA_STACK_F16");
+      const int K = static_cast<int>(m.rows()), N = static_cast<int>(m.cols());
+      const std::vector<float> img = wgmma_b_image_f16_ws(f.data(), K, N, N);
+      if (img.size() != 2 * f.size())
+        throw Error("device cuda: the FP16 image of a " + std::to_string(K) + " x " + std::to_string(N) +
                     " weight is not 2 K N floats");
       h_.insert(h_.end(), img.begin(), img.end());
     }
@@ -367,6 +388,14 @@ void DeviceWeights::upload(const ModelW<double>& w, const Dims& d, MemCounter* m
         };
         if (!Gs.empty()) a.put_wg(x.G_ws, padded(Gs), kWsKs);
         if (!GTs.empty()) a.put_wg(x.GT_ws, padded(GTs), kWsKs);
+        if (d.stack_f16) {  // the chained launches' 3xFP16 images (Dims::stack_f16)
+          a.put_f16(x.A_f16, As, "A");
+          a.put_f16(x.AT_f16, ATs, "A");
+          a.put_f16(x.W1_f16, W1s, "W1");
+          a.put_f16(x.W1T_f16, W1Ts, "W1");
+          if (!Gs.empty()) a.put_f16(x.G_f16, padded(Gs), "gate");
+          if (!GTs.empty()) a.put_f16(x.GT_f16, padded(GTs), "gate");
+        }
       }
     }
     if (d.F > 1) a.put(x.fc_w, b.focus_compete_w);

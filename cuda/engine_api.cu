@@ -14,7 +14,7 @@ std::string CudaEngine::description() const {
   return "CUDA device " + std::to_string(impl_->device) + " (" + impl_->name + "), mode " +
          cuda_mode_name(impl_->mode) + ", " + std::to_string(impl_->effective_chunk_edges()) + " edges per chunk, " +
          (impl_->d.tf32_one_pass ? "precision tf32 (one TF32 pass)" : "precision fp32") +
-         (impl_->d.wgmma ? std::string(", stack on wgmma (") + (impl_->d.tf32_one_pass ? "one TF32 pass" : "3xTF32") +
+         (impl_->d.wgmma ? std::string(", stack on wgmma (") + (impl_->d.tf32_one_pass ? "one TF32 pass" : impl_->d.stack_f16 ? "3xTF32, chains in 3xFP16" : "3xTF32") +
                                (impl_->d.stack_ws == 2 ? ", WS tile but the gated backward"
                                 : impl_->d.stack_ws    ? ", WS tile"
                                                        : "") +

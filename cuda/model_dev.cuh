@@ -94,6 +94,9 @@ struct BlockWDev {
   // G^T (L Cf x Cf) padded the same way (96 x 64), as the same images: the gated backward's eta G^T
   // (stack_ws_gated_bwd.cu), per (gated layer, focus) 2 L Cf 64 floats, or null.
   const float *GT_ws;
+  // A_ws, AT_ws, W1_wg, W1T_wg, G_ws, GT_ws as FP16 images (wgmma_b_image_f16_ws: the same sizes
+  // and offsets; Dims::stack_f16), or null.
+  const float *A_f16, *AT_f16, *W1_f16, *W1T_f16, *G_f16, *GT_f16;
   const float *fc_w, *fc_norm;        // (Cf, F), (F, Cf) or null
   const float *qk_norm, *gate_norm;   // (F, Cf)
   const float *Wq, *Wk;               // (F, Cf, Cf)

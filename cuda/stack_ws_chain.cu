@@ -59,34 +59,34 @@ __device__ __forceinline__ int chain_item(const WsChainFwd& p, int k) { return w
 // kinds' code inlined apart made a 150 KB kernel, past the SM's instruction cache, and the chain
 // ran 11 % slower than the one-layer launches (docs/performance.md, 2026-12-03). drop: each group's
 // input columns dropped from L2 after its epilogue (ws_drop_group).
-template <int kStages, int kStage, bool kOne>
+template <int kStages, int kStage, int kAr>
 __device__ __forceinline__ void chain_unit(bool gated, bool drop, const WsIo& io, int f, int row0, const float* ring,
                                            uint64_t* full, uint64_t* empty, WsPipe& pp, int ct, float4* stash4) {
   constexpr int N0 = 128, N1 = 192;
-  constexpr bool kRes = !kOne;
+  constexpr bool kRes = !ws_one_pass(kAr);
   const size_t fo = static_cast<size_t>(f) * io.Ec * io.ROW;
   const bool live[2] = {row0 + ws_row(ct, 0) < io.Ec, row0 + ws_row(ct, 1) < io.Ec};
   float4 z00[4];
   {
     float acc[N0 / 2];
-    ws_multiply<N0, N0, kStages, kStage, kOne, WsAsIs, kRes>(ring, full, empty, pp, ct, acc, WsAsIs{}, !gated);
+    ws_multiply<N0, N0, kStages, kStage, kAr, WsAsIs, kRes>(ring, full, empty, pp, ct, acc, WsAsIs{}, !gated);
     if (gated) gated_fwd_park(acc, z00, stash4);
     else ws_epilogue<N0, kRes>(io.in, io.out, fo, io.ROW, row0, io.Ec, ct, acc);
   }
-  if (gated) gated_fwd_gate<kStages, kStage, kOne>(io, fo, row0, live, z00, ring, full, empty, pp, ct, stash4);
+  if (gated) gated_fwd_gate<kStages, kStage, kAr>(io, fo, row0, live, z00, ring, full, empty, pp, ct, stash4);
   if (drop) ws_drop_group<N0>(io.in, fo, io.ROW, row0, io.Ec, ct);
   float acc[N1 / 2];
-  ws_multiply<N1, N1, kStages, kStage, kOne, WsAsIs, kRes>(ring, full, empty, pp, ct, acc, WsAsIs{}, !gated);
-  if (gated) gated_fwd_m1_epilogue<kOne>(io, fo, row0, live, acc, ct, stash4);
+  ws_multiply<N1, N1, kStages, kStage, kAr, WsAsIs, kRes>(ring, full, empty, pp, ct, acc, WsAsIs{}, !gated);
+  if (gated) gated_fwd_m1_epilogue<kAr>(io, fo, row0, live, acc, ct, stash4);
   else ws_epilogue<N1, kRes>(io.in, io.out, fo + N0, io.ROW, row0, io.Ec, ct, acc);
   if (drop) ws_drop_group<N1>(io.in, fo + N0, io.ROW, row0, io.Ec, ct);
 }
 
-template <bool kOne>
+template <int kAr>
 __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_fwd_k(const __grid_constant__ WsChainFwd p,
                                                                       const __grid_constant__ CUtensorMap tm0,
                                                                       const __grid_constant__ CUtensorMap tm1) {
-  using R = WsTcRing<kOne>;  // the gated layers' scratch and ring; the identity layers use the ring
+  using R = WsTcRing<kAr>;  // the gated layers' scratch and ring; the identity layers use the ring
   extern __shared__ __align__(128) float ws_dsmem[];
   __shared__ uint64_t full[R::kStages], empty[R::kStages], stored;
   float* const ring = ws_dsmem + R::kScratch;
@@ -104,10 +104,10 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_fwd_k(const __gr
         if (l > 0) ws_chain_wait(&stored, parity);  // the item's layer l - 1 stored
         const CUtensorMap* tm = (l & 1) ? &tm1 : &tm0;
         if (l < p.ngated) {
-          gated_fwd_fill<R::kStages, R::kStage, kOne>(p.layer[l].g, ring, full, empty, pp, tm, f, y);
+          gated_fwd_fill<R::kStages, R::kStage, kAr>(p.layer[l].g, ring, full, empty, pp, tm, f, y);
         } else {  // an identity layer: the m = 0 product's blocks, then the |m| = 1 product's
-          group_fill<128, R::kStages, R::kStage, kOne>(p.layer[l].g.B0, ring, full, empty, pp, tm, f, y);
-          group_fill<192, R::kStages, R::kStage, kOne>(p.layer[l].g.B1, ring, full, empty, pp, tm, f, y);
+          group_fill<128, R::kStages, R::kStage, kAr>(p.layer[l].g.B0, ring, full, empty, pp, tm, f, y);
+          group_fill<192, R::kStages, R::kStage, kAr>(p.layer[l].g.B1, ring, full, empty, pp, tm, f, y);
         }
       }
     }
@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_fwd_k(const __gr
 #pragma unroll 1
     for (int l = 0; l < p.nL; ++l) {
       const WsIo io{p.buf[l & 1], l + 1 == p.nL ? p.last : p.buf[(l + 1) & 1], p.layer[l].zsave, p.Ec, p.ROW};
-      chain_unit<R::kStages, R::kStage, kOne>(l < p.ngated, p.drop && l > 0, io, f, row0, ring, full, empty, pp, ct,
+      chain_unit<R::kStages, R::kStage, kAr>(l < p.ngated, p.drop && l > 0, io, f, row0, ring, full, empty, pp, ct,
                                               stash4);
       ws_chain_stored(&stored, l, p.nL);  // to the item's next layer
     }
@@ -145,14 +145,16 @@ float* launch_stack_chain_forward(const Dims& d, const BlockWDev& w, int Ec, flo
     throw Error("launch_stack_chain_forward: two distinct 16-byte aligned activation buffers expected");
   if (out == nullptr) out = d.nL % 2 ? buf1 : buf0;
   if (Ec == 0) return out;
-  const bool one = d.tf32_one_pass != 0;
-  const auto k = one ? stack_ws_chain_fwd_k<true> : stack_ws_chain_fwd_k<false>;
-  const int bytes = one ? WsTcRing<true>::kBytes : WsTcRing<false>::kBytes;
+  const int ar = ws_arithmetic(d);
+  const auto k = ar == kAr1xTf32  ? stack_ws_chain_fwd_k<kAr1xTf32>
+                 : ar == kAr3xF16 ? stack_ws_chain_fwd_k<kAr3xF16>
+                                  : stack_ws_chain_fwd_k<kAr3xTf32>;
+  const int bytes = ws_one_plane(ar) ? WsTcRing<kAr1xTf32>::kBytes : WsTcRing<kAr3xTf32>::kBytes;
   const int sms = ws_prepare(reinterpret_cast<const void*>(k), bytes, "stack_ws_chain_fwd_k");
   WsChainFwd p{};
   for (int l = 0; l < d.nL; ++l) {  // an identity layer: A and W1 images only, nothing kept
     const bool gated = l < d.ngated;
-    p.layer[l] = WsChainLayer{gated_images(d, w, l, gated), gated && zsave ? zsave[l] : nullptr};
+    p.layer[l] = WsChainLayer{gated_images(d, w, l, gated, ar == kAr3xF16), gated && zsave ? zsave[l] : nullptr};
   }
   p.buf[0] = buf0;
   p.buf[1] = buf1;

@@ -45,10 +45,11 @@ struct WsChainBwd {
   int drop;  // every step's input dropped from L2 once read (ws_drop_group)
 };
 
-template <bool kOne>
+template <int kAr>
 __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_bwd_k(const __grid_constant__ WsChainBwd p,
                                                                       const __grid_constant__ WsChainBwdMaps m) {
-  using R = WsBwdRing<kOne>;
+  using R = WsBwdRing<kAr>;
+  constexpr bool kOne = ws_one_plane(kAr);  // the stages' layout
   constexpr int N0 = 128, N1 = 192;
   extern __shared__ __align__(128) float ws_dsmem[];
   __shared__ uint64_t full[R::kStages], empty[R::kStages], stored;
@@ -70,7 +71,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_bwd_k(const __gr
         const int l = p.nL - 1 - t;
         const WsBwdImages& g = p.layer[l];
         if (l < p.ngated) {
-          gated_bwd_fill<R::kStages, R::kStage, R::kZoff, kOne>(g, ring, full, empty, pp, &m.a[t & 1], &m.z[l], f, y);
+          gated_bwd_fill<R::kStages, R::kStage, R::kZoff, kAr>(g, ring, full, empty, pp, &m.a[t & 1], &m.z[l], f, y);
         } else {  // an identity layer: the |m| = 1 product's blocks, then the m = 0 product's (phases 2, 4)
           ws_fill<N1, N1, R::kStages, R::kStage, kOne>(ring, full, empty, pp, &m.a[t & 1],
                                                        WsItem{N0, y, f, g.B1 + static_cast<size_t>(f) * 2 * N1 * N1});
@@ -89,7 +90,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_bwd_k(const __gr
 #pragma unroll 1
     for (int t = 0; t < p.nL; ++t) {
       const WsIo io{p.buf[t & 1], p.buf[(t + 1) & 1], nullptr, p.Ec, p.ROW};
-      gated_bwd_item<R, kOne>(p.nL - 1 - t < p.ngated, p.drop != 0, io, f, row0, ring, full, empty, pp, ct, scratch);
+      gated_bwd_item<R, kAr>(p.nL - 1 - t < p.ngated, p.drop != 0, io, f, row0, ring, full, empty, pp, ct, scratch);
       ws_chain_stored(&stored, t, p.nL);  // to the item's next step
     }
   }
@@ -114,13 +115,15 @@ float* launch_stack_chain_backward(const Dims& d, const BlockWDev& w, int Ec, fl
       throw Error("launch_stack_chain_backward: the gated layers' saved pre-activations (16-byte aligned) expected");
   float* const out = d.nL % 2 ? buf1 : buf0;
   if (Ec == 0) return out;
-  const bool one = d.tf32_one_pass != 0;
-  const auto k = one ? stack_ws_chain_bwd_k<true> : stack_ws_chain_bwd_k<false>;
-  const int bytes = one ? WsBwdRing<true>::kBytes : WsBwdRing<false>::kBytes;
+  const int ar = ws_arithmetic(d);
+  const auto k = ar == kAr1xTf32  ? stack_ws_chain_bwd_k<kAr1xTf32>
+                 : ar == kAr3xF16 ? stack_ws_chain_bwd_k<kAr3xF16>
+                                  : stack_ws_chain_bwd_k<kAr3xTf32>;
+  const int bytes = ws_one_plane(ar) ? WsBwdRing<kAr1xTf32>::kBytes : WsBwdRing<kAr3xTf32>::kBytes;
   const int sms = ws_prepare(reinterpret_cast<const void*>(k), bytes, "stack_ws_chain_bwd_k");
   WsChainBwd p{};
   WsChainBwdMaps m{};
-  for (int l = 0; l < d.nL; ++l) p.layer[l] = gated_bwd_images(d, w, l, l < d.ngated);
+  for (int l = 0; l < d.nL; ++l) p.layer[l] = gated_bwd_images(d, w, l, l < d.ngated, ar == kAr3xF16);
   p.buf[0] = buf0;
   p.buf[1] = buf1;
   p.nL = d.nL;

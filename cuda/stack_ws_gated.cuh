@@ -177,11 +177,11 @@ struct WsIo {
 // The producer warp's fills of one group's product (N = K: 128, the m = 0 columns 0 ..; 192, the
 // |m| = 1 columns 128 ..) of item (focus f, rows y ..), B the layer's image of that group (focus
 // f's at B + f 2 N N).
-template <int N, int kStages, int kStage, bool kOne>
+template <int N, int kStages, int kStage, int kAr>
 __device__ __forceinline__ void group_fill(const float* B, float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp,
                                            const CUtensorMap* tmA, int f, int y) {
-  ws_fill<N, N, kStages, kStage, kOne>(ring, full, empty, pp, tmA,
-                                       WsItem{N == 128 ? 0 : 128, y, f, B + static_cast<size_t>(f) * 2 * N * N});
+  ws_fill<N, N, kStages, kStage, ws_one_plane(kAr)>(ring, full, empty, pp, tmA,
+                                                    WsItem{N == 128 ? 0 : 128, y, f, B + static_cast<size_t>(f) * 2 * N * N});
 }
 // The item's rows of a step's input, one |m| group's columns (N: 128, the m = 0 columns at base;
 // 192, the |m| = 1 columns), dropped from L2 without their write-back (ws_discard_l2) right after
@@ -229,6 +229,12 @@ inline bool ws_may_drop(const Dims& d, const float* buf0, const float* buf1) {
   static const bool off = [] { const char* e = std::getenv("SEZM_CUDA_CHAIN_DISCARD"); return e && *e == '0'; }();
   return !off && d.ROW % 32 == 0 && reinterpret_cast<uintptr_t>(buf0) % 128 == 0 &&
          reinterpret_cast<uintptr_t>(buf1) % 128 == 0;
+}
+
+// The chained launches' arithmetic: one TF32 pass with `precision tf32`, else 3xFP16 where the
+// FP16 images were built (Dims::stack_f16), else 3xTF32.
+inline int ws_arithmetic(const Dims& d) {
+  return d.tf32_one_pass ? kAr1xTf32 : d.stack_f16 ? kAr3xF16 : kAr3xTf32;
 }
 
 // ---- the gated layers' shapes ----

@@ -16,8 +16,8 @@ namespace {
 // Shared memory: the consumers' scratch (S, then s_bar / eta G^T: 48 floats each per thread), then
 // the ring, stages of A's box, B's block and z's box: three of 40 KiB (one pass: four of 28).
 constexpr int kZBox = kWsRows * kWsK;
-template <bool kOne>
-struct WsBwdRing : WsScratchRing<2 * 48, kOne ? 4 : 3, ws_stage_floats(192, kOne) + kZBox> {
+template <int kAr>
+struct WsBwdRing : WsScratchRing<2 * 48, ws_one_plane(kAr) ? 4 : 3, ws_stage_floats(192, ws_one_plane(kAr)) + kZBox> {
   static constexpr int kZoff = WsBwdRing::kStage - kZBox;  // z's box: the stage's last
 };
 
@@ -28,22 +28,25 @@ struct WsBwdImages {
   const float *B0, *B1, *BG, *BGT;
 };
 
-// Host: layer `layer`'s backward images (BlockWDev's, built by Dims::stack_ws); an identity layer
-// (gated false) has no G images (BG, BGT null).
-inline WsBwdImages gated_bwd_images(const Dims& d, const BlockWDev& w, int layer, bool gated = true) {
+// Host: layer `layer`'s backward images (BlockWDev's, built by Dims::stack_ws; f16: the FP16
+// images of Dims::stack_f16, at the same offsets); an identity layer (gated false) has no G images
+// (BG, BGT null).
+inline WsBwdImages gated_bwd_images(const Dims& d, const BlockWDev& w, int layer, bool gated = true, bool f16 = false) {
   const size_t lf = static_cast<size_t>(layer) * d.F;
-  return WsBwdImages{w.AT_ws + lf * 2 * d.M0 * d.M0,
-                     w.W1T_wg + lf * 2 * static_cast<size_t>(2 * d.M1) * (2 * d.M1),
-                     gated ? w.G_ws + lf * 2 * d.Cf * 128 : nullptr, gated ? w.GT_ws + lf * 2 * d.L * d.Cf * 64 : nullptr};
+  return WsBwdImages{(f16 ? w.AT_f16 : w.AT_ws) + lf * 2 * d.M0 * d.M0,
+                     (f16 ? w.W1T_f16 : w.W1T_wg) + lf * 2 * static_cast<size_t>(2 * d.M1) * (2 * d.M1),
+                     gated ? (f16 ? w.G_f16 : w.G_ws) + lf * 2 * d.Cf * 128 : nullptr,
+                     gated ? (f16 ? w.GT_f16 : w.GT_ws) + lf * 2 * d.L * d.Cf * 64 : nullptr};
 }
 
 // The producer warp's fills of item (focus f, rows y ..) of a gated layer, in the consumers' phase
 // order: z00 with G's image; g1 and z1 with W1^T's; g0 and z0 (the columns Cf ..) with G^T's; g0
 // and z0 with A^T's.
-template <int kStages, int kStage, int kZoff, bool kOne>
+template <int kStages, int kStage, int kZoff, int kAr>
 __device__ __forceinline__ void gated_bwd_fill(const WsBwdImages& g, float* ring, uint64_t* full, uint64_t* empty,
                                                WsPipe& pp, const CUtensorMap* tmA, const CUtensorMap* tmZ, int f, int y) {
   constexpr int N0 = 128, N1 = 192, NG = 128, NGT = 64;
+  constexpr bool kOne = ws_one_plane(kAr);  // the stages' layout
   ws_fill<NG, kCf, kStages, kStage, kOne>(ring, full, empty, pp, tmZ,
                                           WsItem{0, y, f, g.BG + static_cast<size_t>(f) * 2 * kCf * NG});
   ws_fill<N1, N1, kStages, kStage, kOne, true, kZoff>(
@@ -112,18 +115,18 @@ struct M0Hook {
 // as float4 (WsBwdRing's), + ct. Called by the 256 consumer threads (ct = threadIdx.x - 128).
 // drop (the chained backward): io.in's |m| = 1 columns dropped from L2 after phase 2, its m = 0
 // columns after phase 4, their last reads (ws_drop_group).
-template <class R, bool kOne>
+template <class R, int kAr>
 __device__ __forceinline__ void gated_bwd_item(bool gated, bool drop, const WsIo& io, int f, int row0, const float* ring,
                                                uint64_t* full, uint64_t* empty, WsPipe& pp, int ct, float4* scratch) {
   constexpr int N0 = 128, N1 = 192, NG = 128, NGT = 64;
-  constexpr bool kRes = !kOne;  // 3xTF32: the products add the residual (ws_epilogue)
+  constexpr bool kRes = !ws_one_pass(kAr);  // a 3x split: the products add the residual (ws_epilogue)
   const int ra0 = ws_row(ct, 0);
   float4* const S = scratch;          // S's 48 accumulators (slot_quad's groups)
   float4* const sbar = S + 12 * 256;  // s_bar, then eta G^T's 32 accumulators
   const size_t fo = static_cast<size_t>(f) * io.Ec * io.ROW;
   if (gated) {  // 1. S = sigmoid(z00 G)
     float g[NG / 2];
-    ws_multiply<NG, kCf, R::kStages, R::kStage, kOne>(ring, full, empty, pp, ct, g);
+    ws_multiply<NG, kCf, R::kStages, R::kStage, kAr>(ring, full, empty, pp, ct, g);
 #pragma unroll
     for (int j = 0; j < kLC / 2; ++j) g[j] = sigmoidf_(g[j]);
 #pragma unroll
@@ -134,19 +137,19 @@ __device__ __forceinline__ void gated_bwd_item(bool gated, bool drop, const WsIo
   }
   {  // 2. G1' = g1 + (g1 S) W1^T
     float acc[N1 / 2];
-    ws_multiply<N1, N1, R::kStages, R::kStage, kOne, M1Hook<R::kZoff>, kRes>(ring, full, empty, pp, ct, acc,
+    ws_multiply<N1, N1, R::kStages, R::kStage, kAr, M1Hook<R::kZoff>, kRes>(ring, full, empty, pp, ct, acc,
                                                                              M1Hook<R::kZoff>{S, sbar, ra0, gated});
     ws_epilogue<N1, kRes>(io.in, io.out, fo + N0, io.ROW, row0, io.Ec, ct, acc);
   }
   if (drop) ws_drop_group<N1>(io.in, fo + N0, io.ROW, row0, io.Ec, ct);
   if (gated) {  // 3. eta G^T (s_bar completed by g0 z0 in the hook), into s_bar's slots once every s_bar value is read
     float eg[NGT / 2];
-    ws_multiply<NGT, kLC, R::kStages, R::kStage, kOne>(ring, full, empty, pp, ct, eg, EtaHook<R::kZoff>{S, sbar, ra0});
+    ws_multiply<NGT, kLC, R::kStages, R::kStage, kAr>(ring, full, empty, pp, ct, eg, EtaHook<R::kZoff>{S, sbar, ra0});
     set_slots<NGT / 2>(sbar, eg);
   }
   {  // 4. G0' = g0 + z_bar0 A^T
     float acc[N0 / 2];
-    ws_multiply<N0, N0, R::kStages, R::kStage, kOne, M0Hook<R::kZoff>, kRes>(ring, full, empty, pp, ct, acc,
+    ws_multiply<N0, N0, R::kStages, R::kStage, kAr, M0Hook<R::kZoff>, kRes>(ring, full, empty, pp, ct, acc,
                                                                              M0Hook<R::kZoff>{S, sbar, ra0, gated});
     ws_epilogue<N0, kRes>(io.in, io.out, fo, io.ROW, row0, io.Ec, ct, acc);
   }

@@ -10,7 +10,7 @@
 // a thread's epilogues need is in its own accumulators (the product's output quad (q4, h) and A's
 // quad (kb = q4, h) are the same rows and columns 16 q4 + 4 t): S stays in registers through the
 // m = 0 epilogue, then takes z0's place in shared memory for the |m| = 1 epilogue. No gate pass, no T.
-// Numerics: S_pre in 3xTF32 (kOne: one TF32 pass) from the product's z00, which is also the z00 kept
+// Numerics: S_pre in the products' arithmetic (kAr: 3xTF32, one TF32 pass or 3xFP16) from the product's z00, which is also the z00 kept
 // and put through silu; the backward (stack_ws_gated_bwd.cu) recomputes S by the same product from
 // the kept z00, so to the bit.
 // CPU twin: the mixing stack in engine/so2_convolution.h.
@@ -40,8 +40,8 @@ __device__ __forceinline__ void set_quad(float (&acc)[M], int q4, int h, float4 
 // runs 7-8 % slower, and loads that skip L1 are slower still (docs/performance.md, 2026-12-04
 // third session). Here, 4,096 atoms: fast -1.1 ms, lean -0.3; `precision tf32` fast -1.7, lean
 // -1.0; the same bits.
-template <bool kOne>
-using WsTcRing = WsScratchRing<kM0 / 2, kOne ? 6 : 4, ws_stage_floats(192, kOne)>;
+template <int kAr>
+using WsTcRing = WsScratchRing<kM0 / 2, ws_one_plane(kAr) ? 6 : 4, ws_stage_floats(192, ws_one_plane(kAr))>;
 
 // One gated layer's images: A (kS 2), focus f's at B0 + f 2 M0 M0; G padded to kNG columns, at
 // BG + f 2 Cf kNG; W1 (kS 2), at B1 + f 2 (2 M1)^2.
@@ -49,23 +49,24 @@ struct WsGatedImages {
   const float *B0, *BG, *B1;
 };
 
-// Host: layer `layer`'s images (BlockWDev's, built by Dims::stack_ws); an identity layer
-// (gated false) has no G image (BG null).
-inline WsGatedImages gated_images(const Dims& d, const BlockWDev& w, int layer, bool gated = true) {
+// Host: layer `layer`'s images (BlockWDev's, built by Dims::stack_ws; f16: the FP16 images of
+// Dims::stack_f16, at the same offsets); an identity layer (gated false) has no G image (BG null).
+inline WsGatedImages gated_images(const Dims& d, const BlockWDev& w, int layer, bool gated = true, bool f16 = false) {
   const size_t lf = static_cast<size_t>(layer) * d.F;
-  return WsGatedImages{w.A_ws + lf * 2 * d.M0 * d.M0, gated ? w.G_ws + lf * 2 * d.Cf * kNG : nullptr,
-                       w.W1_wg + lf * 2 * static_cast<size_t>(2 * d.M1) * (2 * d.M1)};
+  return WsGatedImages{(f16 ? w.A_f16 : w.A_ws) + lf * 2 * d.M0 * d.M0,
+                       gated ? (f16 ? w.G_f16 : w.G_ws) + lf * 2 * d.Cf * kNG : nullptr,
+                       (f16 ? w.W1_f16 : w.W1_wg) + lf * 2 * static_cast<size_t>(2 * d.M1) * (2 * d.M1)};
 }
 
 // The producer warp's fills of item (focus f, rows y ..): A's m = 0 blocks with A's image, G's
 // B-only blocks, A's |m| = 1 blocks with W1's image. Called by the 32 lanes of the producer warp.
-template <int kStages, int kStage, bool kOne>
+template <int kStages, int kStage, int kAr>
 __device__ __forceinline__ void gated_fwd_fill(const WsGatedImages& g, float* ring, uint64_t* full, uint64_t* empty,
                                                WsPipe& pp, const CUtensorMap* tmA, int f, int y) {
-  group_fill<128, kStages, kStage, kOne>(g.B0, ring, full, empty, pp, tmA, f, y);
-  ws_fill<kNG, kCf, kStages, kStage, kOne, false>(ring, full, empty, pp, tmA,
-                                                  WsItem{0, y, f, g.BG + static_cast<size_t>(f) * 2 * kCf * kNG});
-  group_fill<192, kStages, kStage, kOne>(g.B1, ring, full, empty, pp, tmA, f, y);
+  group_fill<128, kStages, kStage, kAr>(g.B0, ring, full, empty, pp, tmA, f, y);
+  ws_fill<kNG, kCf, kStages, kStage, ws_one_plane(kAr), false>(
+      ring, full, empty, pp, tmA, WsItem{0, y, f, g.BG + static_cast<size_t>(f) * 2 * kCf * kNG});
+  group_fill<192, kStages, kStage, kAr>(g.B1, ring, full, empty, pp, tmA, f, y);
 }
 
 // The consumers' part of item (focus f, rows row0 ..): the products from the ring as
@@ -100,14 +101,14 @@ __device__ __forceinline__ void store_z(const WsIo& io, size_t fo, int row0, con
 }
 
 // (live: whether the thread's rows h = 0, 1 are edges of the chunk)
-template <int kStages, int kStage, bool kOne>
+template <int kStages, int kStage, int kAr>
 __device__ __forceinline__ void gated_fwd_gate(const WsIo& io, size_t fo, int row0, const bool (&live)[2],
                                                const float4 (&z00)[4], const float* ring, uint64_t* full,
                                                uint64_t* empty, WsPipe& pp, int ct, float4* stash4) {
   constexpr int N0 = 128;
   const int ra0 = ws_row(ct, 0);
   float g[kNG / 2];  // S_pre, then S (its quads 0 .. 5; 6, 7 are the padding's, left alone)
-  ws_multiply<kNG, kCf, kStages, kStage, kOne>(ring, full, empty, pp, ct, g, [&](int row, int k, float4) {
+  ws_multiply<kNG, kCf, kStages, kStage, kAr>(ring, full, empty, pp, ct, g, [&](int row, int k, float4) {
     const bool h1 = row != ra0;
     return k < kWsK ? (h1 ? z00[1] : z00[0]) : (h1 ? z00[3] : z00[2]);
   });
@@ -139,14 +140,14 @@ __device__ __forceinline__ void gated_fwd_gate(const WsIo& io, size_t fo, int ro
 }
 
 // U1' = U1 + z1 * S (the sigmoid of the component's degree), z1 in acc.
-template <bool kOne>
+template <int kAr>
 __device__ __forceinline__ void gated_fwd_m1_epilogue(const WsIo& io, size_t fo, int row0, const bool (&live)[2],
                                                       float (&acc)[96], int ct, const float4* stash4) {
   constexpr int N0 = 128, N1 = 192;
   // U1's quads, in flight during the gating and the z stores (one pass: with them and acc live
   // together ptxas spills 72 bytes, so they are read after the stores, as before)
   float4 res[N1 / 8];
-  if constexpr (!kOne) residual_load<N1>(io.in, fo + N0, io.ROW, row0, io.Ec, ct, res);
+  if constexpr (!ws_one_pass(kAr)) residual_load<N1>(io.in, fo + N0, io.ROW, row0, io.Ec, ct, res);
   if (io.zsave) store_z<N1>(io, fo, row0, live, ct, acc, N0);
 #pragma unroll
   for (int q4 = 0; q4 < N1 / 16; ++q4)
@@ -158,11 +159,11 @@ __device__ __forceinline__ void gated_fwd_m1_epilogue(const WsIo& io, size_t fo,
       const float4 sg = slot_quad(stash4, 16 * sq, h);
       set_quad(acc, q4, h, make_float4(z.x * sg.x, z.y * sg.y, z.z * sg.z, z.w * sg.w));
     }
-  if constexpr (kOne) residual_load<N1>(io.in, fo + N0, io.ROW, row0, io.Ec, ct, res);
+  if constexpr (ws_one_pass(kAr)) residual_load<N1>(io.in, fo + N0, io.ROW, row0, io.Ec, ct, res);
   residual_store<N1>(res, io.out, fo + N0, io.ROW, row0, io.Ec, ct, acc);
 }
 
-template <int kStages, int kStage, bool kOne>
+template <int kStages, int kStage, int kAr>
 __device__ __forceinline__ void gated_fwd_item(const WsIo& io, int f, int row0, const float* ring, uint64_t* full,
                                                uint64_t* empty, WsPipe& pp, int ct, float4* stash4) {
   constexpr int N0 = 128, N1 = 192;  // M0, 2 M1
@@ -171,13 +172,13 @@ __device__ __forceinline__ void gated_fwd_item(const WsIo& io, int f, int row0, 
   float4 z00[4];
   {
     float acc[N0 / 2];
-    ws_multiply<N0, N0, kStages, kStage, kOne>(ring, full, empty, pp, ct, acc);
+    ws_multiply<N0, N0, kStages, kStage, kAr>(ring, full, empty, pp, ct, acc);
     gated_fwd_park(acc, z00, stash4);
   }
-  gated_fwd_gate<kStages, kStage, kOne>(io, fo, row0, live, z00, ring, full, empty, pp, ct, stash4);
+  gated_fwd_gate<kStages, kStage, kAr>(io, fo, row0, live, z00, ring, full, empty, pp, ct, stash4);
   float acc[N1 / 2];
-  ws_multiply<N1, N1, kStages, kStage, kOne>(ring, full, empty, pp, ct, acc);
-  gated_fwd_m1_epilogue<kOne>(io, fo, row0, live, acc, ct, stash4);
+  ws_multiply<N1, N1, kStages, kStage, kAr>(ring, full, empty, pp, ct, acc);
+  gated_fwd_m1_epilogue<kAr>(io, fo, row0, live, acc, ct, stash4);
 }
 
 }  // namespace

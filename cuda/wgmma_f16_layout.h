@@ -1,7 +1,7 @@
 #pragma once
-// EXPERIMENT (branch exp-f16; nothing uses it yet): the index maps and the B image of a
-// warp-specialised tile product on the FP16 tensor cores (wgmma m64nNk16.f32.f16.f16, twice the
-// TF32 rate), in plain C++ so that tests/test_wgmma_f16_layout.cpp checks them on the CPU.
+// The index maps and the B image of the warp-specialised tile's product on the FP16 tensor cores
+// (wgmma m64nNk16.f32.f16.f16, twice the TF32 rate; wgmma_ws_f16.cuh, Dims::stack_f16), in plain
+// C++ so that tests/test_wgmma_f16_layout.cpp checks them on the CPU.
 //
 // Why FP16 (the note of 2026-12-05, thirteenth session; the stack's real operands of C.pt emulated
 // against float64): with each A row scaled by a power of two that puts its max in [2^7, 2^8) and B
@@ -29,6 +29,11 @@
 namespace sezm::cuda {
 
 constexpr int kF16K = 16;  // k per instruction and per stage block
+// B's scale in the engine's images (wgmma_b_image_f16_ws): a stack weight's |b| of ~0.01 .. 1 lands
+// in [2.5, 256] (its low part normal down to |b| ~ 5e-4); the upload refuses |b| >= 2^7 (the scaled
+// value must stay below binary16's 65504, with A's rows scaled to 2^8 the products below 2^23).
+constexpr float kWsF16BScale = 256.0f;
+constexpr float kWsF16BMax = 128.0f;
 
 // Physical k (0..15) of the stage that instruction k j (0..15) multiplies.
 SEZM_WG_HD constexpr int ws_f16_phys_k(int j) { return 4 * ((j % 8) / 2) + (j % 2) + 2 * (j / 8); }
@@ -105,6 +110,19 @@ inline std::vector<uint16_t> wgmma_b_image_f16(const float* B, int K, int N, int
         img[o + plane] = lo;
       }
   return img;
+}
+
+// The engine's FP16 image of B (K x N, K % 16 == 0): wgmma_b_image_f16 with the scale kWsF16BScale,
+// each 16-k block (16 N floats' worth of halves) followed by 16 N floats of zeros, so that block kb
+// starts at float 32 N kb as in the TF32 image (wgmma_b_image, kS = 2) and the image is 2 K N
+// floats: ws_fill's one-plane copies and every image offset serve both.
+inline std::vector<float> wgmma_b_image_f16_ws(const float* B, int K, int N, int ldb) {
+  const std::vector<uint16_t> img = wgmma_b_image_f16(B, K, N, ldb, kWsF16BScale);
+  const size_t halves = static_cast<size_t>(ws_f16_b_halves(N, false));  // a block: 32 N halves = 16 N floats
+  const size_t nkb = img.size() / halves;
+  std::vector<float> out(nkb * halves, 0.0f);  // 32 N floats per block
+  for (size_t kb = 0; kb < nkb; ++kb) std::memcpy(out.data() + kb * halves, img.data() + kb * halves, halves * 2);
+  return out;
 }
 
 }  // namespace sezm::cuda

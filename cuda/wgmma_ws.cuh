@@ -55,6 +55,14 @@
 namespace sezm::cuda {
 namespace {
 
+// The products' arithmetic, a template argument of every kernel on the tile: 3xTF32 (the default),
+// one TF32 pass (`precision tf32`, Dims::tf32_one_pass) or 3xFP16 (Dims::stack_f16,
+// wgmma_ws_f16.cuh). A stage of the last two receives 16 N floats of B's block (one TF32 plane, or
+// the FP16 image's hi and lo planes of 16 k: wgmma_f16_layout.h), so they share one ring layout.
+constexpr int kAr3xTf32 = 0, kAr1xTf32 = 1, kAr3xF16 = 2;
+SEZM_WG_HD constexpr bool ws_one_plane(int ar) { return ar != kAr3xTf32; }
+SEZM_WG_HD constexpr bool ws_one_pass(int ar) { return ar == kAr1xTf32; }
+
 constexpr int kWsThreads = 384;  // producer warpgroup + two consumer warpgroups
 constexpr int kWsProducerRegs = 24, kWsConsumerRegs = 240;  // 24 x 128 + 240 x 256 = 168 x 384
 // Floats of one ring stage: A (128 rows x 16) and the B image's block (hi, lo planes of 2 steps;
@@ -376,58 +384,6 @@ __device__ __forceinline__ void ws_product_one(const float* ring, uint64_t* full
   wg_wait0();
   wg_pin(acc);
   release(st[(kNkb - 1) & 1]);
-}
-
-// One product on the consumers: ws_product (3xTF32) or, kOne, ws_product_one.
-// kRes: ws_product's (3xTF32 only: the one pass accumulates in the tensor cores' registers, where
-// nothing may be added while its products run).
-template <int N, int K, int kStages, int kStage, bool kOne = false, class AX = WsAsIs, bool kRes = false>
-__device__ __forceinline__ void ws_multiply(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, int ct,
-                                            float (&acc)[N / 2], AX ax = AX{}, bool res = true) {
-  static_assert(!(kRes && kOne), "no residual in the one-pass product");
-  if constexpr (kOne) ws_product_one<N, K, kStages, kStage>(ring, full, empty, pp, ct, acc, ax);
-  else ws_product<N, K, kStages, kStage, AX, kRes>(ring, full, empty, pp, ct, acc, ax, res);
-}
-
-// The whole persistent tile for one product shape (kOne: in one TF32 pass), called by all 384
-// threads of a CTA launched with ws_smem_bytes(N, kOne) of dynamic shared memory (__launch_bounds__(kWsThreads, 1)). Items
-// blockIdx.x, + gridDim.x, .. (< n_items). `item(i)` gives WsItem i (called by the producer warp,
-// in its 24 registers: keep it simple); `epi(i, acc, ct)` consumes item i's accumulators (float
-// (&)[N / 2], free to be overwritten), consumer thread ct (0..255) holding rows ws_row(ct, h) and,
-// as wg_quad(acc, q4, h), the quads at columns wg_quad_col(q4) (see ws_for_each_quad). A's tensor
-// map tmA: boxes of 16 x kWsRows x 1 floats, no swizzle (the box lands as ws_a_offset's dense rows).
-// kRes (K == N, 3xTF32): the accumulators handed to epi hold A + A B (ws_product).
-template <int N, int K, bool kOne = false, bool kRes = false, class Item, class Epi>
-__device__ __forceinline__ void ws_gemm(int n_items, const CUtensorMap* tmA, Item item, Epi epi) {
-  constexpr int kStages = ws_stages(N, kOne), kStage = ws_stage_floats(N, kOne);
-  extern __shared__ __align__(128) float ws_dsmem[];  // 128-byte aligned stages: tensor copies' destinations
-  __shared__ uint64_t full[kStages], empty[kStages];
-  ws_init(full, empty);
-  WsPipe pp;
-  if (threadIdx.x < 128) {  // the producer warpgroup: warp 0 fills the ring, the rest leave
-    ws_regs_dec<kWsProducerRegs>();
-    if (threadIdx.x >= 32) return;
-    for (int i = blockIdx.x; i < n_items; i += ws_grid())
-      ws_fill<N, K, kStages, kStage, kOne>(ws_dsmem, full, empty, pp, tmA, item(i));
-    return;
-  }
-  ws_regs_inc<kWsConsumerRegs>();
-  const int ct = threadIdx.x - 128;
-  float acc[N / 2];
-  for (int i = blockIdx.x; i < n_items; i += gridDim.x) {
-    ws_multiply<N, K, kStages, kStage, kOne, WsAsIs, kRes>(ws_dsmem, full, empty, pp, ct, acc);
-    epi(i, acc, ct);
-  }
-}
-
-// f(row, col, quad) for each of consumer thread ct's quads of an item: tile row (0..127), first
-// logical column (a multiple of 4), the four accumulators of columns col .. col + 3.
-template <int M, class F>
-__device__ __forceinline__ void ws_for_each_quad(const float (&acc)[M], int ct, F f) {
-#pragma unroll
-  for (int q4 = 0; q4 < M / 8; ++q4)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) f(ws_row(ct, h), wg_quad_col(q4), wg_quad(acc, q4, h));
 }
 
 }  // namespace

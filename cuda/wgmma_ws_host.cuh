@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "cuda_common.cuh"
-#include "wgmma_ws.cuh"
+#include "wgmma_ws_gemm.cuh"
 
 namespace sezm::cuda {
 namespace {
