@@ -1,7 +1,7 @@
 // sezm-stack-probe: where the SO(2) stack's time goes, kernel by kernel, on synthetic data.
 //
 //   sezm-stack-probe [--edges E] [--repeat R] [--L L] [--cf Cf] [--focus F]
-//   SEZM_PROBE_F16_ONLY=1: only 106 against the FP16 tile (111, EXPERIMENT exp-f16), part 1 alone.
+//   SEZM_PROBE_F16_ONLY=1: only 106 against the FP16 tile (111, cuda/wgmma_ws_f16.cuh), part 1 alone.
 //
 // Part 1 times the stack's tile product alone (launch_tile_probe below, on cuda/stack_tile.cuh)
 // at the two shapes of a layer (the m = 0 group, K = N = (L+1)Cf, and the |m| = 1 group, K = N = 2 L Cf),
@@ -251,7 +251,7 @@ double median_ms(int repeat, cudaStream_t s, F launch) {
 }
 
 #include "stack_probe_ws_runs.cuh"  // (uses DevBuf and median_ms above)
-#include "stack_probe_f16_runs.cuh"  // variant 111 (EXPERIMENT, exp-f16); the same
+#include "stack_probe_f16_runs.cuh"  // variant 111; the same
 
 int arg_int(int argc, char** argv, const std::string& name, int def) {
   for (int i = 1; i + 1 < argc; ++i)
@@ -331,7 +331,7 @@ int main(int argc, char** argv) {
             for (int n = 0; n < K; ++n) exact[(size_t)r * K + n] += a * hb[(size_t)k * K + n];
           }
       }
-      // SEZM_PROBE_F16_ONLY=1: 106 against 111 alone (EXPERIMENT, exp-f16), then no part 2.
+      // SEZM_PROBE_F16_ONLY=1: 106 against 111 alone, then no part 2.
       if (f16_only) {
         if (wg_ok) probe_f16_tile(rows, K, d.ROW, A.p, hbw, Bimg2.p, exact, R, s);
         continue;

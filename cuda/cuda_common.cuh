@@ -176,8 +176,9 @@ struct Dims {
   // tf32_one_pass in one TF32 pass there.
   int stack_ws;
   // The chained stack launches' products in 3xFP16 (wgmma_ws_f16.cuh) instead of 3xTF32, the FP16
-  // images uploaded (BlockWDev::*_f16): 1 with SEZM_CUDA_STACK_F16=1 where both chains run
-  // (device.cu, use_stack_f16). `precision tf32` keeps its one TF32 pass.
+  // images uploaded (BlockWDev::*_f16): 1, the default where both chains run and the weights fit
+  // binary16 under the images' scale (device.cu, use_stack_f16; SEZM_CUDA_STACK_F16=0: 3xTF32).
+  // `precision tf32` keeps its one TF32 pass.
   int stack_f16;
   // The radial folds (with the degree mixer: the kernel values and logit bias from the radial MLP's
   // hidden layer, radial_tables.cu; the blocks' radial adjoint from the kernel and logit adjoints,

@@ -7,6 +7,7 @@
 
 #include "sezm_cuda.h"
 #include "stack.cuh"
+#include "wgmma_f16_layout.h"
 
 namespace sezm {
 
@@ -87,9 +88,10 @@ int use_stack_ws(const Dims& d) {
   return v == "0" ? 0 : v == "2" ? 2 : v == "3" ? 3 : v == "4" ? 4 : 1;
 }
 
-int use_stack_f16(const Dims& d) {
+int use_stack_f16(const Dims& d, float weight_max) {
   const char* env = std::getenv("SEZM_CUDA_STACK_F16");
-  return env && std::string(env) == "1" && stack_ws_chain(d) && stack_ws_chain_bwd(d) ? 1 : 0;
+  if (env && std::string(env) == "0") return 0;
+  return stack_ws_chain(d) && stack_ws_chain_bwd(d) && weight_max < kWsF16BMax ? 1 : 0;
 }
 
 }  // namespace cuda

@@ -20,8 +20,9 @@ int use_wgmma(const Dims& d, const cudaDeviceProp& prop);
 // stack_ws_chain.cu) unless SEZM_CUDA_STACK_WS says 0 (none), 2 (all but the gated backward) or 3
 // (as 1 with a forward launch per layer).
 int use_stack_ws(const Dims& d);
-// Dims::stack_f16 (after Dims::stack_ws): 1 with SEZM_CUDA_STACK_F16=1 where both chained stack
-// launches run (stack_ws_chain, stack_ws_chain_bwd), else 0.
-int use_stack_f16(const Dims& d);
+// Dims::stack_f16 (after Dims::stack_ws): 1 where both chained stack launches run (stack_ws_chain,
+// stack_ws_chain_bwd) and the stack's largest |w| (weight_max, stack_weight_max) fits the FP16
+// images (below kWsF16BMax), unless SEZM_CUDA_STACK_F16=0 (3xTF32 there too: tests, A/B); else 0.
+int use_stack_f16(const Dims& d, float weight_max);
 
 }  // namespace sezm::cuda

@@ -62,16 +62,16 @@ class Arena {
     align();
   }
   // Several K x N matrices as the warp-specialised tile's FP16 images (wgmma_b_image_f16_ws: 2 K N
-  // floats each, as put_wg's), back to back. `what` names them in the error of a weight too large
-  // for binary16 under the images' scale.
+  // floats each, as put_wg's), back to back. use_stack_f16 checked the weights' range; `what`
+  // names them should that check and this one ever disagree.
   void put_f16(const float*& slot, const std::vector<Mat<double>>& ms, const char* what) {
     slots_.emplace_back(&slot, h_.size());
     for (const auto& m : ms) {
       const std::vector<float> f = to_float(m.data(), m.size());
       for (float x : f)
         if (!(std::fabs(x) < kWsF16BMax))
-          throw Error(std::string("device cuda: SEZM_CUDA_STACK_F16=1: a weight of the stack's ") + what + " is " +
-                      std::to_string(x) + ", beyond the FP16 images' range (|w| < 128); unset SEZM_CUDA_STACK_F16");
+          throw Error(std::string("device cuda: a weight of the stack's ") + what + " is " + std::to_string(x) +
+                      ", beyond the FP16 images' range (|w| < 128): run with SEZM_CUDA_STACK_F16=0");
       const int K = static_cast<int>(m.rows()), N = static_cast<int>(m.cols());
       const std::vector<float> img = wgmma_b_image_f16_ws(f.data(), K, N, N);
       if (img.size() != 2 * f.size())
@@ -198,6 +198,24 @@ void upload_grid_net(Arena& a, const GridNetW<double>& g, GridNetDev& x) {
 }
 
 }  // namespace
+
+float stack_weight_max(const ModelW<double>& w) {
+  float m = 0.0f;
+  const auto scan = [&](const std::vector<Mat<double>>& ms) {
+    for (const auto& x : ms)
+      for (Eigen::Index i = 0; i < x.size(); ++i) {
+        const float v = std::fabs(static_cast<float>(x.data()[i]));
+        m = v == v ? std::fmax(m, v) : INFINITY;  // a NaN weight: no FP16 image
+      }
+  };
+  for (const auto& b : w.blocks)
+    for (const auto& layer : b.layers) {
+      scan(layer.A);
+      scan(layer.W1);
+      scan(layer.G);
+    }
+  return m;
+}
 
 Dims model_dims(const ModelW<double>& w) {
   Dims d{};

@@ -12,6 +12,9 @@ namespace sezm::cuda {
 
 // The model's dimensions; throws sezm::Error when the model is outside the kernels' limits.
 Dims model_dims(const ModelW<double>& w);
+// The largest |w| of the mixing stacks' weights (A, W1, G of every layer and focus), as floats:
+// whether the FP16 images can hold them (use_stack_f16).
+float stack_weight_max(const ModelW<double>& w);
 
 struct DeviceWeights {
   ModelWDev mw{};               // embedding, radial MLP, read-out, S2 grid

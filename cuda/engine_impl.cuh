@@ -68,7 +68,7 @@ struct CudaEngine::Impl : EngineBuffers {
     check_stack_fits(d, prop);
     d.wgmma = use_wgmma(d, prop);
     d.stack_ws = use_stack_ws(d);
-    d.stack_f16 = use_stack_f16(d);
+    d.stack_f16 = use_stack_f16(d, stack_weight_max(w));
     d.radial_fold = !env_on("SEZM_CUDA_RADIAL_LEGACY");
     SEZM_CUDA(cudaStreamCreate(&s));
     const char* tv = std::getenv("SEZM_CUDA_TIMING");

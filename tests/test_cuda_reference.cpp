@@ -106,7 +106,8 @@ class CudaReference : public ::testing::TestWithParam<std::tuple<Case, int, int>
 // same per edge and per node) and forces and virials within 1e-5 of the largest value (only the
 // order of the geometry adjoints' sums differs: per (block, chunk) share mapped into dE/dv).
 // The default on Hopper with Cf = 32, L = 3 runs every layer's products on the warp-specialised
-// tile (the gated backward too). Variant 4 ("_ws2"): fp32 with the gated backward on the warpgroup
+// tile (the gated backward too), the chained launches in 3xFP16 (Dims::stack_f16; the variants
+// that run a launch per layer, 11 and 4, in 3xTF32). Variant 4 ("_ws2"): fp32 with the gated backward on the warpgroup
 // tile wg_tile (SEZM_CUDA_STACK_WS=2 at construction; elsewhere the default path again): the same
 // bounds. Variant 5 ("_wg"): SEZM_CUDA_STACK_WS=0, every layer on wg_tile. Variant 6 ("_tf32ws2"):
 // `precision tf32` with the gated backward on wg_tile (its one-pass form): the tf32 bounds.

@@ -8,6 +8,8 @@
 // one or two chunks of tens of thousands of edges), and again in chunks of 20,000 edges (partial
 // last tiles); both modes and precisions; each engine twice (a call after the drops gives the same
 // bits). Where the GPU has no warp-specialised tile all three are one path and agree trivially.
+// The chains run here in 3xTF32 (SEZM_CUDA_STACK_F16=0), the one-layer launches' arithmetic; their
+// default 3xFP16 (Dims::stack_f16) is checked against float64 by test_cuda_reference.cpp.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -45,10 +47,13 @@ TEST_P(CudaStackPaths, ChainedLaunchesAreBitIdenticalToALaunchPerLayer) {
   const int p = GetParam();
   for (const int chunk : {0, 20000}) {  // 0: the mode's default chunk
     SCOPED_TRACE("chunk " + std::to_string(chunk));
-    // The engine under SEZM_CUDA_STACK_WS=stack_ws (null: unset), read by its constructor.
+    // The engine under SEZM_CUDA_STACK_WS=stack_ws (null: unset), read by its constructor; the
+    // chains in 3xTF32 (SEZM_CUDA_STACK_F16=0), the one-layer launches' arithmetic.
     auto run = [&](const char* stack_ws, int calls) {
       if (stack_ws) setenv("SEZM_CUDA_STACK_WS", stack_ws, 1);
+      setenv("SEZM_CUDA_STACK_F16", "0", 1);
       sezm::CudaEngine gpu(w, 0, cuda_mode(p & 1));
+      unsetenv("SEZM_CUDA_STACK_F16");
       if (stack_ws) unsetenv("SEZM_CUDA_STACK_WS");
       if (p & 2) gpu.set_precision(sezm::Precision::kTf32);
       if (chunk) gpu.set_chunk_edges(chunk);

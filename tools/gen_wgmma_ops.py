@@ -3,7 +3,7 @@
 `wgmma.mma_async ... m64nNk8.f32.tf32.tf32`, one per width N the stack needs: A from registers and
 B from a shared-memory descriptor (`Wgmma<N>`, cuda/wgmma_tile.cuh, cuda/wgmma_ws.cuh); and the FP16
 products `m64nNk16.f32.f16.f16` (`WgmmaF16<N>`: A as four registers of two halves each, B K-major;
-EXPERIMENT, branch exp-f16, cuda/wgmma_f16_layout.h). PTX asm
+cuda/wgmma_ws_f16.cuh, cuda/wgmma_f16_layout.h). PTX asm
 takes no operand lists built at compile time, so each width's 96-odd operands are spelled out here
 once.
 Usage: python3 tools/gen_wgmma_ops.py
