@@ -206,6 +206,51 @@ __device__ __forceinline__ int ws_land_a(const float* ring, uint64_t* full, WsPi
   return cur;
 }
 
+// k blocks per unrolled segment of a split product's k loop (ws_split_schedule).
+SEZM_WG_HD constexpr int ws_seg_blocks(int K) { return K / kWsK <= 8 ? K / kWsK : K / kWsK / 2; }
+
+// The commit-group schedule of a split product (ws_product, 3xTF32; ws_product_f16, 3xFP16):
+// group g = kNQ j + q (block j of a segment, chunk q of kNQ = N / 64) forms its partial from zero
+// in pb[g % 2]; while it runs, the previous group's partial is folded into the accumulators, and a
+// block's stage is released once its last chunk's group completed. The k loop runs in segments
+// of ws_seg_blocks(K) blocks, each unrolled whole and ending with nothing in flight: a partial in
+// flight across a loop's back edge makes nvcc copy its registers (phi moves) and ptxas then
+// serialises every wgmma (C7514); and one unrolled run of 12 blocks (K = N = 192) spilled.
+// The product's parts: next(u, seg, j) lands block seg * kSeg + j's A fragments into set u (the
+// block's parity: a block's fragments stay live until its last chunk is folded, during the next
+// block's first chunk) and returns its stage; issue(d, u, st, q) forms chunk q's partial of that
+// block (stage st) in d as one commit group; fold(d, q, u) adds a completed partial of chunk q of
+// the block in set u to the accumulators; release(st) frees a stage.
+template <int N, int K, class Next, class Issue, class Fold, class Release>
+__device__ __forceinline__ void ws_split_schedule(float (&pb)[2][kWsChunk / 2], Next next, Issue issue, Fold fold,
+                                                  Release release) {
+  constexpr int kNQ = N / kWsChunk, kNkb = K / kWsK, kSeg = ws_seg_blocks(K);
+  static_assert(N % kWsChunk == 0 && K % kWsK == 0 && kNkb % kSeg == 0 && kSeg <= 8, "whole chunks, blocks, segments");
+#pragma unroll 1
+  for (int seg = 0; seg < kNkb / kSeg; ++seg) {
+    int st[2];  // the stages of the current and the previous block (by block parity)
+#pragma unroll
+    for (int j = 0; j < kSeg; ++j) {
+      const int u = j & 1;
+      st[u] = next(u, seg, j);
+#pragma unroll
+      for (int q = 0; q < kNQ; ++q) {
+        const int g = kNQ * j + q;
+        issue(pb[g & 1], u, st[u], q);
+        if (g > 0) {  // group g - 1: chunk q - 1 of this block, or (q == 0) the previous block's last
+          ws_wait1();
+          fold(pb[(g - 1) & 1], (g - 1) % kNQ, q == 0 ? u ^ 1 : u);
+          if (q == 0) release(st[u ^ 1]);
+        }
+      }
+    }
+    constexpr int uLast = (kSeg - 1) & 1;  // the segment's last group
+    wg_wait0();
+    fold(pb[(kNQ * kSeg - 1) & 1], kNQ - 1, uLast);
+    release(st[uLast]);
+  }
+}
+
 // kRes (K == N): the landed A (before ax) is also the residual, added to the accumulators as it
 // lands: a thread's A quad of block kb (rows ra0, ra1, k = 16 kb + 4 t) is its output quad
 // (kb, h), so C = A + A B (as A's value is added among the partials, its rounding differs from
@@ -219,11 +264,9 @@ template <int N, int K, int kStages, int kStage, class AX = WsAsIs, bool kRes = 
 __device__ __forceinline__ void ws_product(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, int ct,
                                            float (&acc)[N / 2], AX ax = AX{}, bool res = true) {
   static_assert(!kRes || K == N, "the residual is A itself");
-  constexpr int kNQ = N / kWsChunk, kNkb = K / kWsK;
-  constexpr int kSeg = kNkb <= 8 ? kNkb : kNkb / 2;  // k blocks per unrolled segment
+  constexpr int kNkb = K / kWsK, kSeg = ws_seg_blocks(K);
   constexpr int kAFloats = kARows * kWsK;
   constexpr int kBPlane = kWsKs * 8 * N;  // the lo plane's offset in a B block
-  static_assert(N % kWsChunk == 0 && K % kWsK == 0 && kNkb % kSeg == 0 && kSeg <= 8, "whole chunks, blocks, segments");
   const int t = ct & 3;
   const int ra0 = ws_row(ct, 0), ra1 = ws_row(ct, 1);
   const bool leader = (ct & 31) == 0;
@@ -232,14 +275,12 @@ __device__ __forceinline__ void ws_product(const float* ring, uint64_t* full, ui
   for (int b = 0; b < 2; ++b)
 #pragma unroll
     for (int i = 0; i < kWsChunk / 2; ++i) pb[b][i] = 0.0f;  // read by the asm only (scale-d 0)
-  // TF32 hi / lo fragments of two consecutive blocks (u = block parity): a block's fragments stay
-  // live until its last chunk's products completed, during the next block's first chunk.
+  // TF32 hi / lo fragments of two consecutive blocks (u = block parity).
   uint32_t hi[2][kWsKs][4], lo[2][kWsKs][4];
-  // The next block: wait until its stage is full, split this thread's A fragments into hi / lo[u];
-  // returns its stage.
-  // Block kb = seg kSeg + j (j a compile-time index: the residual's quad indices must be constants,
-  // or acc would live in local memory).
-  auto next_block = [&](uint32_t (&h)[kWsKs][4], uint32_t (&l)[kWsKs][4], int seg, int j) {
+  // Block kb = seg kSeg + j into set u (j a compile-time index: the residual's quad indices must be
+  // constants, or acc would live in local memory): wait until its stage is full, split this
+  // thread's A fragments into hi / lo[u]; returns its stage.
+  auto next_block = [&](int u, int seg, int j) {
     float f[kWsKs][4];
     float4 r0, r1;
     const int cur = ws_land_a<kStages, kStage>(ring, full, pp, ra0, ra1, t, seg * kSeg + j, ax, f, r0, r1);
@@ -255,30 +296,28 @@ __device__ __forceinline__ void ws_product(const float* ring, uint64_t* full, ui
     for (int s = 0; s < kWsKs; ++s)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        h[s][e] = wg_tf32(f[s][e]);
-        l[s][e] = wg_tf32_lo(f[s][e] - __uint_as_float(h[s][e]));
+        hi[u][s][e] = wg_tf32(f[s][e]);
+        lo[u][s][e] = wg_tf32_lo(f[s][e] - __uint_as_float(hi[u][s][e]));
       }
     return cur;
   };
-  // The 3xTF32 partial of chunk q of a block (stage st) from zero into d: one commit group.
-  auto issue = [&](float (&d)[kWsChunk / 2], const uint32_t (&h)[kWsKs][4], const uint32_t (&l)[kWsKs][4], int st,
-                   int q) {
+  // The 3xTF32 partial of chunk q of the block in set u (stage st) from zero into d: one commit group.
+  auto issue = [&](float (&d)[kWsChunk / 2], int u, int st, int q) {
     const float* sB = ring + st * kStage + kAFloats + ws_b_chunk_offset(q);
     wg_pin(d);
     wg_fence();
 #pragma unroll
     for (int s = 0; s < kWsKs; ++s) {
       const uint64_t dh = wg_desc(sB + s * 8 * N), dl = wg_desc(sB + kBPlane + s * 8 * N);
-      Wgmma<kWsChunk>::mma(d, l[s], dh, s != 0);
-      Wgmma<kWsChunk>::mma(d, h[s], dl, 1);
-      Wgmma<kWsChunk>::mma(d, h[s], dh, 1);
+      Wgmma<kWsChunk>::mma(d, lo[u][s], dh, s != 0);
+      Wgmma<kWsChunk>::mma(d, hi[u][s], dl, 1);
+      Wgmma<kWsChunk>::mma(d, hi[u][s], dh, 1);
     }
     wg_commit();
   };
-  // The previous group (partial d of chunk q), once complete, added to the accumulators; the group
-  // just issued keeps the tensor cores busy meanwhile.
-  auto fold = [&](float (&d)[kWsChunk / 2], int q) {
-    ws_wait1();
+  // A completed partial d of chunk q added to the accumulators; the group just issued keeps the
+  // tensor cores busy meanwhile.
+  auto fold = [&](float (&d)[kWsChunk / 2], int q, int) {
     wg_pin(d);
 #pragma unroll
     for (int i = 0; i < kWsChunk / 2; ++i) {
@@ -290,37 +329,9 @@ __device__ __forceinline__ void ws_product(const float* ring, uint64_t* full, ui
     __syncwarp();
     if (leader) ws_bar_arrive(&empty[st]);
   };
-  // Group g = kNQ j + q (block j of a segment, chunk q) forms its partial in buffer g % 2. The k loop
-  // runs in segments of kSeg blocks, each unrolled whole and ending with nothing in flight: a
-  // partial in flight across a loop's back edge makes nvcc copy its registers (phi moves) and ptxas
-  // then serialises every wgmma (C7514); and one unrolled run of 12 blocks (K = N = 192) spilled.
 #pragma unroll
   for (int j = 0; j < N / 2; ++j) acc[j] = 0.0f;
-#pragma unroll 1
-  for (int seg = 0; seg < kNkb / kSeg; ++seg) {
-    int st[2];  // the stages of the current and the previous block (by block parity)
-#pragma unroll
-    for (int j = 0; j < kSeg; ++j) {
-      const int u = j & 1;
-      st[u] = next_block(hi[u], lo[u], seg, j);
-#pragma unroll
-      for (int q = 0; q < kNQ; ++q) {
-        const int g = kNQ * j + q;
-        issue(pb[g & 1], hi[u], lo[u], st[u], q);
-        if (g > 0) {
-          fold(pb[(g - 1) & 1], (g - 1) % kNQ);
-          if (q == 0) release(st[u ^ 1]);  // that was the previous block's last chunk
-        }
-      }
-    }
-    // The segment's last group.
-    constexpr int kLast = (kNQ * kSeg - 1) & 1;
-    wg_wait0();
-    wg_pin(pb[kLast]);
-#pragma unroll
-    for (int j = 0; j < kWsChunk / 2; ++j) acc[ws_acc_index(kNQ - 1, j)] += pb[kLast][j];
-    release(st[(kSeg - 1) & 1]);
-  }
+  ws_split_schedule<N, K>(pb, next_block, issue, fold, release);
 }
 
 // ws_product in one TF32 pass (`precision tf32`, Dims::tf32_one_pass; wg_tile's kM = 1 arithmetic:

@@ -44,18 +44,16 @@ __device__ __forceinline__ float2 ws_f16_row_scale(float m) {
   return make_float2(__int_as_float((261 - e) << 23), __int_as_float((e - 15) << 23));  // 2^(134-e), 2^(e-142)
 }
 
-// ws_product (its arguments, AX hook, kRes residual and schedule) on the FP16 tensor cores: B the
+// ws_product (its arguments, AX hook, kRes residual and schedule, ws_split_schedule) on the FP16 tensor cores: B the
 // image wgmma_b_image_f16_ws (ws_fill with one plane stages it). Ends with nothing in flight.
 template <int N, int K, int kStages, int kStage, class AX = WsAsIs, bool kRes = false>
 __device__ __forceinline__ void ws_product_f16(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, int ct,
                                                float (&acc)[N / 2], AX ax = AX{}, bool res = true) {
   static_assert(!kRes || K == N, "the residual is A itself");
   static_assert(kWsK == kF16K, "one k16 instruction per stage block");
-  constexpr int kNQ = N / kWsChunk, kNkb = K / kWsK;
-  constexpr int kSeg = kNkb <= 8 ? kNkb : kNkb / 2;
+  constexpr int kNkb = K / kWsK, kSeg = ws_seg_blocks(K);
   constexpr int kAFloats = kWsRows * kWsK;
   constexpr int kBPlaneBytes = 2 * kF16K * N;  // the lo plane's byte offset in a B block
-  static_assert(N % kWsChunk == 0 && K % kWsK == 0 && kNkb % kSeg == 0 && kSeg <= 8, "whole chunks, blocks, segments");
   const int t = ct & 3;
   const int ra0 = ws_row(ct, 0), ra1 = ws_row(ct, 1);
   const bool leader = (ct & 31) == 0;
@@ -64,11 +62,11 @@ __device__ __forceinline__ void ws_product_f16(const float* ring, uint64_t* full
   for (int b = 0; b < 2; ++b)
 #pragma unroll
     for (int i = 0; i < kWsChunk / 2; ++i) pb[b][i] = 0.0f;  // read by the asm only (scale-d 0)
-  // Fragments and fold factors of two consecutive blocks (u = block parity), live until the
-  // block's last chunk is folded, during the next block's first chunk.
+  // FP16 hi / lo fragments and fold factors (rows ra0, ra1) of two consecutive blocks (u = block parity).
   uint32_t hi[2][4], lo[2][4];
   float inv[2][2];
-  auto next_block = [&](uint32_t (&h)[4], uint32_t (&l)[4], float (&iv)[2], int seg, int j) {
+  // Block kb = seg kSeg + j into set u, as ws_product's, scaled per row and split into binary16.
+  auto next_block = [&](int u, int seg, int j) {
     float f[kWsKs][4];
     float4 r0, r1;
     const int cur = ws_land_a<kStages, kStage>(ring, full, pp, ra0, ra1, t, seg * kSeg + j, ax, f, r0, r1);
@@ -85,36 +83,35 @@ __device__ __forceinline__ void ws_product_f16(const float* ring, uint64_t* full
     const float v0[4] = {f[0][0], f[0][2], f[1][0], f[1][2]}, v1[4] = {f[0][1], f[0][3], f[1][1], f[1][3]};
     const float2 c0 = ws_f16_row_scale(fmaxf(fmaxf(fabsf(v0[0]), fabsf(v0[1])), fmaxf(fabsf(v0[2]), fabsf(v0[3]))));
     const float2 c1 = ws_f16_row_scale(fmaxf(fmaxf(fabsf(v1[0]), fabsf(v1[1])), fmaxf(fabsf(v1[2]), fabsf(v1[3]))));
-    iv[0] = c0.y;
-    iv[1] = c1.y;
-    ws_f16_split2(c0.x * v0[0], c0.x * v0[1], h[0], l[0]);
-    ws_f16_split2(c1.x * v1[0], c1.x * v1[1], h[1], l[1]);
-    ws_f16_split2(c0.x * v0[2], c0.x * v0[3], h[2], l[2]);
-    ws_f16_split2(c1.x * v1[2], c1.x * v1[3], h[3], l[3]);
+    inv[u][0] = c0.y;
+    inv[u][1] = c1.y;
+    ws_f16_split2(c0.x * v0[0], c0.x * v0[1], hi[u][0], lo[u][0]);
+    ws_f16_split2(c1.x * v1[0], c1.x * v1[1], hi[u][1], lo[u][1]);
+    ws_f16_split2(c0.x * v0[2], c0.x * v0[3], hi[u][2], lo[u][2]);
+    ws_f16_split2(c1.x * v1[2], c1.x * v1[3], hi[u][3], lo[u][3]);
 #pragma unroll
-    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(h[e]), "+r"(l[e]));  // written before the fence
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(hi[u][e]), "+r"(lo[u][e]));  // written before the fence
     return cur;
   };
-  // The 3x partial of chunk q of a block (stage st) from zero into d: one commit group.
-  auto issue = [&](float (&d)[kWsChunk / 2], const uint32_t (&h)[4], const uint32_t (&l)[4], int st, int q) {
+  // The 3x partial of chunk q of the block in set u (stage st) from zero into d: one commit group.
+  auto issue = [&](float (&d)[kWsChunk / 2], int u, int st, int q) {
     const char* sB = reinterpret_cast<const char*>(ring + st * kStage + kAFloats) + 2 * ws_f16_b_chunk_offset(q);
     const uint64_t dh = wg_desc(reinterpret_cast<const float*>(sB));
     const uint64_t dl = wg_desc(reinterpret_cast<const float*>(sB + kBPlaneBytes));
     wg_pin(d);
     wg_fence();
-    WgmmaF16<kWsChunk>::mma(d, l, dh, 0);
-    WgmmaF16<kWsChunk>::mma(d, h, dl, 1);
-    WgmmaF16<kWsChunk>::mma(d, h, dh, 1);
+    WgmmaF16<kWsChunk>::mma(d, lo[u], dh, 0);
+    WgmmaF16<kWsChunk>::mma(d, hi[u], dl, 1);
+    WgmmaF16<kWsChunk>::mma(d, hi[u], dh, 1);
     wg_commit();
   };
-  // The previous group's partial d (chunk q, fold factors iv of its rows), once complete, into the
-  // accumulators (accumulator register i belongs to row ra0 when (i / 2) % 2 == 0, else ra1).
-  auto fold = [&](float (&d)[kWsChunk / 2], int q, const float (&iv)[2]) {
-    ws_wait1();
+  // A completed partial d of chunk q of the block in set u into the accumulators, its rows' scales
+  // taken off (accumulator register i belongs to row ra0 when (i / 2) % 2 == 0, else ra1).
+  auto fold = [&](float (&d)[kWsChunk / 2], int q, int u) {
     wg_pin(d);
 #pragma unroll
     for (int i = 0; i < kWsChunk / 2; ++i) {
-      acc[ws_acc_index(q, i)] = fmaf(d[i], iv[(i >> 1) & 1], acc[ws_acc_index(q, i)]);
+      acc[ws_acc_index(q, i)] = fmaf(d[i], inv[u][(i >> 1) & 1], acc[ws_acc_index(q, i)]);
       asm volatile("" : "+f"(acc[ws_acc_index(q, i)])::"memory");  // the add before the next issue
     }
   };
@@ -124,33 +121,7 @@ __device__ __forceinline__ void ws_product_f16(const float* ring, uint64_t* full
   };
 #pragma unroll
   for (int j = 0; j < N / 2; ++j) acc[j] = 0.0f;
-#pragma unroll 1
-  for (int seg = 0; seg < kNkb / kSeg; ++seg) {
-    int st[2];
-#pragma unroll
-    for (int j = 0; j < kSeg; ++j) {
-      const int u = j & 1;
-      st[u] = next_block(hi[u], lo[u], inv[u], seg, j);
-#pragma unroll
-      for (int q = 0; q < kNQ; ++q) {
-        const int g = kNQ * j + q;
-        issue(pb[g & 1], hi[u], lo[u], st[u], q);
-        if (g > 0) {
-          // group g - 1: this block's chunk q - 1, or (q == 0) the previous block's last chunk
-          fold(pb[(g - 1) & 1], (g - 1) % kNQ, inv[q == 0 ? u ^ 1 : u]);
-          if (q == 0) release(st[u ^ 1]);
-        }
-      }
-    }
-    constexpr int kLast = (kNQ * kSeg - 1) & 1;
-    constexpr int uLast = (kSeg - 1) & 1;
-    wg_wait0();
-    wg_pin(pb[kLast]);
-#pragma unroll
-    for (int i = 0; i < kWsChunk / 2; ++i)
-      acc[ws_acc_index(kNQ - 1, i)] = fmaf(pb[kLast][i], inv[uLast][(i >> 1) & 1], acc[ws_acc_index(kNQ - 1, i)]);
-    release(st[uLast]);
-  }
+  ws_split_schedule<N, K>(pb, next_block, issue, fold, release);
 }
 
 }  // namespace

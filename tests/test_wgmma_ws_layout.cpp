@@ -14,6 +14,7 @@
 #include <set>
 #include <vector>
 
+#include "ws_tile_emulation.h"
 #include "../cuda/wgmma_ws_layout.h"
 
 namespace {
@@ -143,20 +144,8 @@ double emulated_tile_error(int K, int N, bool one, std::mt19937& rng) {
         }
       }
   }
-  std::vector<double> c(static_cast<size_t>(kWsRows) * N, NAN);
-  std::vector<int> hits(static_cast<size_t>(kWsRows) * N, 0);
-  for (int ct = 0; ct < 256; ++ct)
-    for (int p = 0; p < N / 16; ++p)
-      for (int h = 0; h < 2; ++h) {
-        const int row = ws_row(ct, h), col = 16 * p + 4 * (ct & 3);
-        const int idx[4] = {8 * p + 2 * h, 8 * p + 2 * h + 1, 8 * p + 4 + 2 * h, 8 * p + 5 + 2 * h};
-        for (int e = 0; e < 4; ++e) {
-          c[static_cast<size_t>(row) * N + col + e] = acc[ct][idx[e]];
-          ++hits[static_cast<size_t>(row) * N + col + e];
-        }
-      }
-  for (int h : hits)
-    if (h != 1) return INFINITY;
+  std::vector<double> c;
+  if (!sezm_test::ws_store_quads(acc, N, c)) return INFINITY;
   double err = 0.0;
   for (int r = 0; r < kWsRows; ++r)
     for (int n = 0; n < N; ++n) {
