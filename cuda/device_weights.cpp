@@ -46,40 +46,35 @@ class Arena {
     }
     align();
   }
-  // Several K x N matrices as the warpgroup tile's B images (wgmma_layout.h), back to back.
-  // ks > 0: k blocks of ks steps (the warp-specialised tile's kWsKs) instead of wg_ks(N).
-  void put_wg(const float*& slot, const std::vector<Mat<double>>& ms, int ks = 0) {
+  // Several K x N matrices as tile B images, back to back: image(f, K, N) of each one's floats, 2 K N
+  // floats (`what` names the kind in the error should an image not be that size).
+  template <class Image>
+  void put_images(const float*& slot, const std::vector<Mat<double>>& ms, const char* what, Image image) {
     slots_.emplace_back(&slot, h_.size());
     for (const auto& m : ms) {
       const std::vector<float> f = to_float(m.data(), m.size());
       const int K = static_cast<int>(m.rows()), N = static_cast<int>(m.cols());
-      const std::vector<float> img = wgmma_b_image(f.data(), K, N, N, ks > 0 ? ks : wg_ks(N));
+      const std::vector<float> img = image(f, K, N);
       if (img.size() != 2 * f.size())  // K % 32 == 0 for every shape stack.cu sends there
-        throw Error("device cuda: the wgmma image of a " + std::to_string(K) + " x " + std::to_string(N) +
-                    " weight is not 2 K N floats");
+        throw Error(std::string("device cuda: the ") + what + " image of a " + std::to_string(K) + " x " +
+                    std::to_string(N) + " weight is not 2 K N floats");
       h_.insert(h_.end(), img.begin(), img.end());
     }
     align();
   }
-  // Several K x N matrices as the warp-specialised tile's FP16 images (wgmma_b_image_f16_ws: 2 K N
-  // floats each, as put_wg's), back to back. use_stack_f16 checked the weights' range; `what`
-  // names them should that check and this one ever disagree.
-  void put_f16(const float*& slot, const std::vector<Mat<double>>& ms, const char* what) {
-    slots_.emplace_back(&slot, h_.size());
-    for (const auto& m : ms) {
-      const std::vector<float> f = to_float(m.data(), m.size());
-      for (float x : f)
-        if (!(std::fabs(x) < kWsF16BMax))
-          throw Error(std::string("device cuda: a weight of the stack's ") + what + " is " + std::to_string(x) +
-                      ", beyond the FP16 images' range (|w| < 128): run with SEZM_CUDA_STACK_F16=0");
-      const int K = static_cast<int>(m.rows()), N = static_cast<int>(m.cols());
-      const std::vector<float> img = wgmma_b_image_f16_ws(f.data(), K, N, N);
-      if (img.size() != 2 * f.size())
-        throw Error("device cuda: the FP16 image of a " + std::to_string(K) + " x " + std::to_string(N) +
-                    " weight is not 2 K N floats");
-      h_.insert(h_.end(), img.begin(), img.end());
-    }
-    align();
+  // The warpgroup tile's images (wgmma_layout.h); ks > 0: k blocks of ks steps (the
+  // warp-specialised tile's kWsKs) instead of wg_ks(N).
+  void put_wg(const float*& slot, const std::vector<Mat<double>>& ms, int ks = 0) {
+    put_images(slot, ms, "wgmma", [&](const std::vector<float>& f, int K, int N) {
+      return wgmma_b_image(f.data(), K, N, N, ks > 0 ? ks : wg_ks(N));
+    });
+  }
+  // The warp-specialised tile's FP16 images (wgmma_b_image_f16_ws; Dims::stack_f16, whose
+  // use_stack_f16 checked the weights' range).
+  void put_f16(const float*& slot, const std::vector<Mat<double>>& ms) {
+    put_images(slot, ms, "FP16", [](const std::vector<float>& f, int K, int N) {
+      return wgmma_b_image_f16_ws(f.data(), K, N, N);
+    });
   }
   // Integer tables in the same arena: their bits are copied as they are (never converted).
   void put_int(const int*& slot, const std::vector<int>& v) {
@@ -407,12 +402,12 @@ void DeviceWeights::upload(const ModelW<double>& w, const Dims& d, MemCounter* m
         if (!Gs.empty()) a.put_wg(x.G_ws, padded(Gs), kWsKs);
         if (!GTs.empty()) a.put_wg(x.GT_ws, padded(GTs), kWsKs);
         if (d.stack_f16) {  // the chained launches' 3xFP16 images (Dims::stack_f16)
-          a.put_f16(x.A_f16, As, "A");
-          a.put_f16(x.AT_f16, ATs, "A");
-          a.put_f16(x.W1_f16, W1s, "W1");
-          a.put_f16(x.W1T_f16, W1Ts, "W1");
-          if (!Gs.empty()) a.put_f16(x.G_f16, padded(Gs), "gate");
-          if (!GTs.empty()) a.put_f16(x.GT_f16, padded(GTs), "gate");
+          a.put_f16(x.A_f16, As);
+          a.put_f16(x.AT_f16, ATs);
+          a.put_f16(x.W1_f16, W1s);
+          a.put_f16(x.W1T_f16, W1Ts);
+          if (!Gs.empty()) a.put_f16(x.G_f16, padded(Gs));
+          if (!GTs.empty()) a.put_f16(x.GT_f16, padded(GTs));
         }
       }
     }
@@ -483,42 +478,6 @@ void DeviceWeights::upload(const ModelW<double>& w, const Dims& d, MemCounter* m
   atom_bias_.upload(w.atom_bias.data(), w.atom_bias.size(), s);
   fit.atom_bias = atom_bias_.data();
   upload_wigner(mem, s);
-}
-
-void DeviceWeights::upload_wigner(MemCounter* mem, cudaStream_t s) {
-  std::vector<int> ckb;
-  std::vector<CkTermF> ck;
-  std::vector<RealTermF> rt;
-  std::vector<GenNzF> jnz;
-  for (int l = 0; l <= 3; ++l) {
-    const auto& tb = detail::wigner_block_tables(l);
-    wt.ck_begin_off[l] = static_cast<int>(ckb.size());
-    wt.ck_off[l] = static_cast<int>(ck.size());
-    wt.rt_off[l] = static_cast<int>(rt.size());
-    for (int e = 0; e <= tb.n_entries; ++e) ckb.push_back(tb.ck_begin[e]);
-    for (int t = 0; t < tb.ck_begin[tb.n_entries]; ++t)
-      ck.push_back(CkTermF{static_cast<float>(tb.ck[t].coef), tb.ck[t].a, tb.ck[t].b});
-    for (int e = 0; e < 4 * tb.n_entries; ++e)
-      rt.push_back(RealTermF{tb.rt[e].idx, static_cast<float>(tb.rt[e].cre), static_cast<float>(tb.rt[e].cim)});
-    for (int a = 0; a < 2; ++a) {
-      wt.jnz_off[l][a] = static_cast<int>(jnz.size());
-      wt.jnz_n[l][a] = tb.J_nnz[a];
-      for (int z = 0; z < tb.J_nnz[a]; ++z)
-        jnz.push_back(GenNzF{tb.J_nz[a][z].i, tb.J_nz[a][z].k, static_cast<float>(tb.J_nz[a][z].val)});
-    }
-  }
-  wt_ckb_.set_counter(mem);
-  wt_ck_.set_counter(mem);
-  wt_rt_.set_counter(mem);
-  wt_jnz_.set_counter(mem);
-  wt_ckb_.upload(ckb.data(), ckb.size(), s);
-  wt_ck_.upload(ck.data(), ck.size(), s);
-  wt_rt_.upload(rt.data(), rt.size(), s);
-  wt_jnz_.upload(jnz.data(), jnz.size(), s);
-  wt.ck_begin = wt_ckb_.data();
-  wt.ck = wt_ck_.data();
-  wt.rt = wt_rt_.data();
-  wt.jnz = wt_jnz_.data();
 }
 
 }  // namespace sezm::cuda
