@@ -251,6 +251,27 @@ __device__ __forceinline__ void ws_split_schedule(float (&pb)[2][kWsChunk / 2], 
   }
 }
 
+// ws_land_a for block kb = seg ws_seg_blocks(K) + j of a split product (ws_product,
+// ws_product_f16), with kRes its landed A (before ax) added to the accumulators as the residual
+// (j a compile-time index: the residual's quad indices must be constants, or acc would live in
+// local memory). Returns the block's stage.
+template <int kStages, int kStage, int K, bool kRes, class AX, int M>
+__device__ __forceinline__ int ws_land_split(const float* ring, uint64_t* full, WsPipe& pp, int ra0, int ra1, int t,
+                                             int seg, int j, AX& ax, float (&f)[kWsKs][4], float (&acc)[M], bool res) {
+  constexpr int kNkb = K / kWsK, kSeg = ws_seg_blocks(K);
+  float4 r0, r1;
+  const int cur = ws_land_a<kStages, kStage>(ring, full, pp, ra0, ra1, t, seg * kSeg + j, ax, f, r0, r1);
+  if constexpr (kRes) {
+#pragma unroll
+    for (int sg = 0; sg < kNkb / kSeg; ++sg)
+      if (sg == seg && res) {
+        ws_add_quad(acc, sg * kSeg + j, 0, r0);
+        ws_add_quad(acc, sg * kSeg + j, 1, r1);
+      }
+  }
+  return cur;
+}
+
 // kRes (K == N): the landed A (before ax) is also the residual, added to the accumulators as it
 // lands: a thread's A quad of block kb (rows ra0, ra1, k = 16 kb + 4 t) is its output quad
 // (kb, h), so C = A + A B (as A's value is added among the partials, its rounding differs from
@@ -264,7 +285,6 @@ template <int N, int K, int kStages, int kStage, class AX = WsAsIs, bool kRes = 
 __device__ __forceinline__ void ws_product(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, int ct,
                                            float (&acc)[N / 2], AX ax = AX{}, bool res = true) {
   static_assert(!kRes || K == N, "the residual is A itself");
-  constexpr int kNkb = K / kWsK, kSeg = ws_seg_blocks(K);
   constexpr int kAFloats = kARows * kWsK;
   constexpr int kBPlane = kWsKs * 8 * N;  // the lo plane's offset in a B block
   const int t = ct & 3;
@@ -277,21 +297,11 @@ __device__ __forceinline__ void ws_product(const float* ring, uint64_t* full, ui
     for (int i = 0; i < kWsChunk / 2; ++i) pb[b][i] = 0.0f;  // read by the asm only (scale-d 0)
   // TF32 hi / lo fragments of two consecutive blocks (u = block parity).
   uint32_t hi[2][kWsKs][4], lo[2][kWsKs][4];
-  // Block kb = seg kSeg + j into set u (j a compile-time index: the residual's quad indices must be
-  // constants, or acc would live in local memory): wait until its stage is full, split this
-  // thread's A fragments into hi / lo[u]; returns its stage.
+  // Block kb = seg kSeg + j into set u (ws_land_split): split this thread's A fragments into
+  // hi / lo[u]; returns its stage.
   auto next_block = [&](int u, int seg, int j) {
     float f[kWsKs][4];
-    float4 r0, r1;
-    const int cur = ws_land_a<kStages, kStage>(ring, full, pp, ra0, ra1, t, seg * kSeg + j, ax, f, r0, r1);
-    if constexpr (kRes) {
-#pragma unroll
-      for (int sg = 0; sg < kNkb / kSeg; ++sg)
-        if (sg == seg && res) {
-          ws_add_quad(acc, sg * kSeg + j, 0, r0);
-          ws_add_quad(acc, sg * kSeg + j, 1, r1);
-        }
-    }
+    const int cur = ws_land_split<kStages, kStage, K, kRes>(ring, full, pp, ra0, ra1, t, seg, j, ax, f, acc, res);
 #pragma unroll
     for (int s = 0; s < kWsKs; ++s)
 #pragma unroll

@@ -51,7 +51,6 @@ __device__ __forceinline__ void ws_product_f16(const float* ring, uint64_t* full
                                                float (&acc)[N / 2], AX ax = AX{}, bool res = true) {
   static_assert(!kRes || K == N, "the residual is A itself");
   static_assert(kWsK == kF16K, "one k16 instruction per stage block");
-  constexpr int kNkb = K / kWsK, kSeg = ws_seg_blocks(K);
   constexpr int kAFloats = kWsRows * kWsK;
   constexpr int kBPlaneBytes = 2 * kF16K * N;  // the lo plane's byte offset in a B block
   const int t = ct & 3;
@@ -65,19 +64,10 @@ __device__ __forceinline__ void ws_product_f16(const float* ring, uint64_t* full
   // FP16 hi / lo fragments and fold factors (rows ra0, ra1) of two consecutive blocks (u = block parity).
   uint32_t hi[2][4], lo[2][4];
   float inv[2][2];
-  // Block kb = seg kSeg + j into set u, as ws_product's, scaled per row and split into binary16.
+  // Block kb = seg kSeg + j into set u (ws_land_split), scaled per row and split into binary16.
   auto next_block = [&](int u, int seg, int j) {
     float f[kWsKs][4];
-    float4 r0, r1;
-    const int cur = ws_land_a<kStages, kStage>(ring, full, pp, ra0, ra1, t, seg * kSeg + j, ax, f, r0, r1);
-    if constexpr (kRes) {
-#pragma unroll
-      for (int sg = 0; sg < kNkb / kSeg; ++sg)
-        if (sg == seg && res) {
-          ws_add_quad(acc, sg * kSeg + j, 0, r0);
-          ws_add_quad(acc, sg * kSeg + j, 1, r1);
-        }
-    }
+    const int cur = ws_land_split<kStages, kStage, K, kRes>(ring, full, pp, ra0, ra1, t, seg, j, ax, f, acc, res);
     // This thread's k 4t .. 4t + 3 of rows ra0 (v0) and ra1 (v1), undoing ws_land_a's TF32 order;
     // the FP16 image holds them at instruction k {2t, 2t + 1} and {2t + 8, 2t + 9} (ws_f16_phys_k).
     const float v0[4] = {f[0][0], f[0][2], f[1][0], f[1][2]}, v1[4] = {f[0][1], f[0][3], f[1][1], f[1][3]};
