@@ -8,16 +8,19 @@
 // one or two chunks of tens of thousands of edges), and again in chunks of 20,000 edges (partial
 // last tiles); both modes and precisions; each engine twice (a call after the drops gives the same
 // bits). Where the GPU has no warp-specialised tile all three are one path and agree trivially.
-// The chains run here in 3xTF32 (SEZM_CUDA_STACK_F16=0), the one-layer launches' arithmetic; their
+// Below them: the 3xFP16 chains against the stack weights' range. The chains run here in 3xTF32 (SEZM_CUDA_STACK_F16=0), the one-layer launches' arithmetic; their
 // default 3xFP16 (Dims::stack_f16) is checked against float64 by test_cuda_reference.cpp.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "api/potential.h"
 #include "cuda_test_util.h"
+#include "engine/sezm_model.h"
 #include "ghost_graph.h"
 #include "neighbor/neighbor_list.h"
 #include "ref_data.h"
@@ -67,6 +70,46 @@ TEST_P(CudaStackPaths, ChainedLaunchesAreBitIdenticalToALaunchPerLayer) {
       EXPECT_EQ(chained[0].atom_energy, r->atom_energy);
       EXPECT_EQ(chained[0].edge_grad, r->edge_grad);
     }
+  }
+#endif
+}
+
+// The 3xFP16 chains follow the stack weights' range (use_stack_f16): a model whose largest stack
+// weight reaches 128 or more (beyond the FP16 images' binary16 range under their scale of 2^8) runs
+// its chains in 3xTF32, and one whose stack weights are all small (scaled by 2^-6: most of the
+// images' low parts then subnormal) in 3xFP16; both within the fp32 bounds of the float64 engine
+// on the same weights. What runs is read from the engine's description. Where the GPU has no
+// warp-specialised tile neither description names 3xFP16 and both cases still compare.
+TEST_P(CudaStackPaths, Fp16ChainsFollowTheWeightsRange) {
+  SEZM_REQUIRE_GPU();
+#ifdef SEZM_HAVE_CUDA
+  if (GetParam() & 2) GTEST_SKIP() << "the FP16 chains serve the fp32-accurate precision only";
+  const auto c = sezm::test::read_ref(sezm_test::data_path("ref_c32_l3_f2_float64.json")).configs[0];
+  for (const double scale : {0.015625, 1.0}) {
+    SCOPED_TRACE("stack weights x " + std::to_string(scale));
+    sezm::ModelW<double> w = fp32_rounded_weights(sezm_test::data_path("c32_l3_f2_float64.pt"));
+    for (auto& b : w.blocks)
+      for (auto& layer : b.layers)
+        for (auto* ms : {&layer.A, &layer.W1, &layer.G})
+          for (auto& m : *ms) m *= scale;  // powers of two: still fp32 values
+    const bool large = scale == 1.0;
+    if (large) w.blocks[0].layers[0].A[0](3, 5) = 200.0;  // one weight past the FP16 images' range
+    const sezm::Graph g = sezm::build_graph(c.coords.data(), c.types.data(), c.natoms,
+                                            c.periodic ? c.cell.data() : nullptr, w.cfg.rcut);
+    const sezm::SezmEngine<double> cpu(w);
+    const sezm::Evaluation a = sezm::make_evaluation(g, cpu.compute(g, true), true, false);
+    sezm::CudaEngine gpu(w, 0, cuda_mode(GetParam() & 1));
+    const std::string what = gpu.description();
+    if (large) EXPECT_EQ(what.find("3xFP16"), std::string::npos) << what;
+    if (!large && what.find("WS tile") != std::string::npos) EXPECT_NE(what.find("3xFP16"), std::string::npos) << what;
+    const sezm::Evaluation b = sezm::make_evaluation(g, gpu.compute(g, true), true, false);
+    std::printf("[cuda %s] stack weights x %g%s: E %.2e F %.2e W %.2e | %s\n", mode_name(GetParam() & 1), scale,
+                large ? " and one of 200" : "", std::fabs(b.energy - a.energy) / std::fabs(a.energy),
+                max_diff(b.forces, a.forces) / max_abs(a.forces), max_diff(b.virial, a.virial) / max_abs(a.virial),
+                what.c_str());
+    EXPECT_NEAR(b.energy, a.energy, 1e-6 * std::fabs(a.energy));
+    EXPECT_LE(max_diff(b.forces, a.forces), 1e-5 * max_abs(a.forces));
+    EXPECT_LE(max_diff(b.virial, a.virial), 1e-5 * max_abs(a.virial));
   }
 #endif
 }
