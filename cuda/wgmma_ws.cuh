@@ -1,11 +1,12 @@
 #pragma once
 // The warp-specialised Hopper tile (sm_90a): C (work item's 128 rows x N) = A (rows x K) B (K x N),
-// K = N = 128 or 192, in the 3xTF32 split or one TF32 pass, on a persistent CTA (grid <= #SMs, one per SM, 384
+// K = N = 128 or 192, in the 3xTF32 split or one TF32 pass (the 3xFP16 split: wgmma_ws_f16.cuh, on
+// this file's ring and schedule; one product in any of them: wgmma_ws_gemm.cuh), on a persistent CTA (grid <= #SMs, one per SM, 384
 // threads): a producer warp streams each item's A k blocks (one 3-D tensor-map copy, TMA, box 16 k x
 // 128 rows x 1) and B image blocks (one bulk copy) into a ring of stages with full / empty mbarriers;
 // two consumer warpgroups (64 rows each) multiply every stage and hand the finished accumulators
-// to the caller's epilogue. Users: the stack's layers (stack_ws.cu, Dims::stack_ws) and
-// sezm-stack-probe variant 106 (bench/stack_probe_ws.cuh). The engine's default tile is wg_tile
+// to the caller's epilogue. Users: the stack's layers (stack_ws*.cu, Dims::stack_ws) and
+// sezm-stack-probe variants 106 and 111 (bench/stack_probe_ws.cuh, stack_probe_f16.cuh). The engine's default tile is wg_tile
 // (wgmma_tile.cuh), whose accuracy scheme this keeps exactly.
 //
 // Why (docs/performance.md, 2026-12-02: 87.9 / 108.1 useful TFLOP/s at K = N = 128 / 192 against
@@ -33,7 +34,7 @@
 // from zero, then one IEEE add per accumulator, blocks in k order), so C matches wg_tile's bit for
 // bit for the same image (kS = 2: the engine's N = 192 image; at N = 128 the engine's kS = 4 image
 // groups k differently into partials, so there the bits differ by the partials' rounding).
-// One TF32 pass (kOne: `precision tf32`, Dims::tf32_one_pass; ws_product_one): wg_tile's kM = 1
+// One TF32 pass (kAr1xTf32: `precision tf32`, Dims::tf32_one_pass; ws_product_one): wg_tile's kM = 1
 // arithmetic (A rounded by cvt.rna, B's hi plane, the tensor cores accumulating over all of K); a
 // stage then receives only the image block's hi plane (ws_b_floats: the same image), so the ring
 // has more, smaller stages (ws_stages). The same instructions in the same order as wg_tile's one
