@@ -80,10 +80,14 @@ TEST_P(CudaStackPaths, ChainedLaunchesAreBitIdenticalToALaunchPerLayer) {
 // images' low parts then subnormal) in 3xFP16; both within the fp32 bounds of the float64 engine
 // on the same weights. What runs is read from the engine's description. Where the GPU has no
 // warp-specialised tile neither description names 3xFP16 and both cases still compare.
-TEST_P(CudaStackPaths, Fp16ChainsFollowTheWeightsRange) {
+// The fp32-accurate precision only (the FP16 chains serve no other): the two modes.
+class CudaStackF16Range : public ::testing::TestWithParam<int> {};
+INSTANTIATE_TEST_SUITE_P(Modes, CudaStackF16Range, ::testing::Values(0, 1),
+                         [](const auto& info) { return std::string(mode_name(info.param)); });
+
+TEST_P(CudaStackF16Range, Fp16ChainsFollowTheWeightsRange) {
   SEZM_REQUIRE_GPU();
 #ifdef SEZM_HAVE_CUDA
-  if (GetParam() & 2) GTEST_SKIP() << "the FP16 chains serve the fp32-accurate precision only";
   const auto c = sezm::test::read_ref(sezm_test::data_path("ref_c32_l3_f2_float64.json")).configs[0];
   for (const double scale : {0.015625, 1.0}) {
     SCOPED_TRACE("stack weights x " + std::to_string(scale));
@@ -98,12 +102,12 @@ TEST_P(CudaStackPaths, Fp16ChainsFollowTheWeightsRange) {
                                             c.periodic ? c.cell.data() : nullptr, w.cfg.rcut);
     const sezm::SezmEngine<double> cpu(w);
     const sezm::Evaluation a = sezm::make_evaluation(g, cpu.compute(g, true), true, false);
-    sezm::CudaEngine gpu(w, 0, cuda_mode(GetParam() & 1));
+    sezm::CudaEngine gpu(w, 0, cuda_mode(GetParam()));
     const std::string what = gpu.description();
     if (large) EXPECT_EQ(what.find("3xFP16"), std::string::npos) << what;
     if (!large && what.find("WS tile") != std::string::npos) EXPECT_NE(what.find("3xFP16"), std::string::npos) << what;
     const sezm::Evaluation b = sezm::make_evaluation(g, gpu.compute(g, true), true, false);
-    std::printf("[cuda %s] stack weights x %g%s: E %.2e F %.2e W %.2e | %s\n", mode_name(GetParam() & 1), scale,
+    std::printf("[cuda %s] stack weights x %g%s: E %.2e F %.2e W %.2e | %s\n", mode_name(GetParam()), scale,
                 large ? " and one of 200" : "", std::fabs(b.energy - a.energy) / std::fabs(a.energy),
                 max_diff(b.forces, a.forces) / max_abs(a.forces), max_diff(b.virial, a.virial) / max_abs(a.virial),
                 what.c_str());
