@@ -2,6 +2,7 @@
 // Global -> shared copies for the latency-bound segment sums (value_path.cu, source_sums.cu,
 // source_backward.cu): staging loops issue all their loads at once and wait before the CTA's
 // barrier (or, pipelined, for all but the newest groups).
+#include <cstdint>
 #include <type_traits>
 
 namespace sezm::cuda {
@@ -25,6 +26,18 @@ __device__ __forceinline__ void copy_async(float* sm, const float* gm) {
 }
 __device__ __forceinline__ void copy_async16(float* sm, const float* gm) { copy_async<16>(sm, gm); }
 __device__ __forceinline__ void copy_async4(float* sm, const float* gm) { copy_async<4>(sm, gm); }
+// n floats gm[0, n) -> sm[0, n) by threads t = 0 .. nt - 1, every copy issued before any wait:
+// 16-byte pieces where both ends are 16-byte aligned, else 4-byte ones. The caller waits
+// (copy_async_wait) before its barrier. Why not a load-and-store loop: that holds one load per
+// thread in flight, and its trips wait on memory one after another.
+__device__ __forceinline__ void copy_async_span(float* sm, const float* gm, int n, int t, int nt) {
+  int head = 0;
+  if (((reinterpret_cast<uintptr_t>(gm) | reinterpret_cast<uintptr_t>(sm)) & 15) == 0) {
+    head = n & ~3;
+    for (int i = 4 * t; i < head; i += 4 * nt) copy_async16(sm + i, gm + i);
+  }
+  for (int i = head + t; i < n; i += nt) copy_async4(sm + i, gm + i);
+}
 __device__ __forceinline__ void copy_async_wait() {
 #if __CUDA_ARCH__ >= 800
   asm volatile("cp.async.wait_all;\n" ::: "memory");

@@ -9,6 +9,7 @@
 #include <cfloat>
 #include <cstdlib>
 
+#include "async_copy.cuh"
 #include "geometry.cuh"
 #include "wigner_rows.cuh"
 
@@ -146,15 +147,16 @@ __device__ __forceinline__ void edge_length_forward(const Dims& d, int e, const 
 }
 
 // vec_bar before the tilt term (both backward kernels): the edge's own adjoint plus the length's,
-// r_bar from the edge envelope and the radial basis phi_n = sin(w r)/r E7(r).
+// r_bar from the edge envelope and the radial basis phi_n = sin(w r)/r E7(r); rbf_bar_e is the
+// edge's row of the basis adjoint (global or staged), freqs the frequencies (global or staged).
 __device__ __forceinline__ void vec_bar_radial(const Dims& d, int e, const float (&v)[3], float r,
                                                const float* env_bar, const float* denv, const float* freqs,
-                                               const float* rbf_bar, const float* vec_bar, float (&vb)[3]) {
+                                               const float* rbf_bar_e, const float* vec_bar, float (&vb)[3]) {
   float rb = env_bar[e] * denv[e];
   const float e7 = envelope_d(r, d.rcut, d.p_rbf), de7 = envelope_dr_d(r, d.rcut, d.p_rbf);
   for (int n = 0; n < d.nr; ++n) {
     const float w = freqs[n], sw = sinf(w * r), cw = cosf(w * r);
-    rb += rbf_bar[(size_t)e * d.nr + n] * ((w * cw / r - sw / (r * r)) * e7 + sw / r * de7);
+    rb += rbf_bar_e[n] * ((w * cw / r - sw / (r * r)) * e7 + sw / r * de7);
   }
   for (int a = 0; a < 3; ++a) vb[a] = vec_bar[3 * (size_t)e + a] + rb * v[a] / r;
 }
@@ -188,13 +190,19 @@ __global__ void geometry_forward_k(Dims d, int E, const double* __restrict__ vec
   }
 }
 
+// One thread per entry (e, n) of the basis: the stores coalesce. A thread per edge wrote its nr
+// entries nr floats apart, one frequency load and store after another (long-scoreboard stalls 77 %
+// of the warp samples, 147 us for 647,168 edges on an H100; docs/performance.md, 2026-12-05
+// sixteenth session). The envelope is formed per entry by the same arithmetic: the same bits.
 __global__ void radial_basis_forward_k(Dims d, int E, const float* __restrict__ r_i, const float* __restrict__ freqs,
-                                       float* rbf_o) {
-  const int e = blockIdx.x * blockDim.x + threadIdx.x;
-  if (e >= E) return;
+                                       float* __restrict__ rbf_o) {
+  const size_t x = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (x >= static_cast<size_t>(E) * d.nr) return;
+  const size_t e = x / d.nr;
+  const int n = static_cast<int>(x - e * d.nr);
   const float r = r_i[e];
   const float e7 = envelope_d(r, d.rcut, d.p_rbf);
-  for (int n = 0; n < d.nr; ++n) rbf_o[(size_t)e * d.nr + n] = sinf(freqs[n] * r) / r * e7;
+  rbf_o[x] = sinf(freqs[n] * r) / r * e7;
 }
 
 __global__ void geometry_backward_k(Dims d, int E, const float* __restrict__ vecf, const float* __restrict__ r_i,
@@ -207,7 +215,7 @@ __global__ void geometry_backward_k(Dims d, int E, const float* __restrict__ vec
   const float v[3] = {vecf[3 * (size_t)e], vecf[3 * (size_t)e + 1], vecf[3 * (size_t)e + 2]};
   const float r = r_i[e];
   float vb[3];
-  vec_bar_radial(d, e, v, r, env_bar, denv, freqs, rbf_bar, vec_bar, vb);
+  vec_bar_radial(d, e, v, r, env_bar, denv, freqs, rbf_bar + (size_t)e * d.nr, vec_bar, vb);
   // Tilt formula (docs/model.md §7.5) with the full D recomputed from v; Dbar lives on rows |m| <= 1.
   float q[4], D[kMaxW];
   edge_quaternion_d(v, d.eps, q);
@@ -232,12 +240,16 @@ __global__ void geometry_backward_k(Dims d, int E, const float* __restrict__ vec
 
 // ---- fast kernels: lmax L = 1..3 at compile time ----
 constexpr int kGeoT = 128;  // edges (threads) per CTA
+constexpr int kStageNr = 32;  // the backward stages rbf_bar's rows (16 KiB) for nr up to this
 
 // The CTA's rows of a per-edge table (E, w) between global and shared memory, coalesced: the CTA's
-// edges e_base.. are contiguous (w floats each).
+// edges e_base.. are contiguous (w floats each). stage_in issues every copy before it waits
+// (copy_async_span): a load-then-store loop held one load per thread in flight, and the
+// backward's wait on its Dc_bar rows took half its warp samples (docs/performance.md, 2026-12-05
+// sixteenth session). The caller's barrier follows.
 __device__ __forceinline__ void stage_in(const float* __restrict__ g, float* sh, int e_base, int ne, int w) {
-  const float* src = g + (size_t)e_base * w;
-  for (int i = threadIdx.x; i < ne * w; i += blockDim.x) sh[i] = src[i];
+  copy_async_span(sh, g + (size_t)e_base * w, ne * w, threadIdx.x, blockDim.x);
+  copy_async_wait();
 }
 __device__ __forceinline__ void stage_out(const float* sh, float* __restrict__ g, int e_base, int ne, int w) {
   float* dst = g + (size_t)e_base * w;
@@ -296,9 +308,12 @@ __global__ void __launch_bounds__(kGeoT) geometry_backward_fast_k(Dims d, int E,
                                                                   const float* __restrict__ Dc_bar,
                                                                   const float* __restrict__ vec_bar, double* edge_grad) {
   constexpr int kDc = 1 + 3 * ((L + 1) * (L + 1) - 1);
-  __shared__ float sdb[kGeoT * kDc];
+  __shared__ __align__(16) float sdb[kGeoT * kDc];
+  __shared__ __align__(16) float srb[kGeoT * kStageNr];  // rbf_bar's rows where nr <= kStageNr
+  __shared__ float sfreq[kStageNr];
   __shared__ float jd[L][30];  // [l - 1][a * 15 + ri * 5 + m_k + 2]
   const int e_base = blockIdx.x * kGeoT, ne = min(kGeoT, E - e_base);
+  const bool stage_rbf = d.nr <= kStageNr;
   for (int i = threadIdx.x; i < L * 30; i += blockDim.x) (&jd[0][0])[i] = 0.0f;
   __syncthreads();
   // Each (i, k) appears once per generator: plain stores, no sums.
@@ -309,6 +324,10 @@ __global__ void __launch_bounds__(kGeoT) geometry_backward_fast_k(Dims d, int E,
         const int ri = nz.i - (l - 1), mk = nz.k - l;
         if (ri >= 0 && ri <= 2 && mk >= -2 && mk <= 2) jd[l - 1][a * 15 + ri * 5 + mk + 2] = nz.val;
       }
+  if (stage_rbf) {
+    for (int n = threadIdx.x; n < d.nr; n += blockDim.x) sfreq[n] = freqs[n];
+    stage_in(rbf_bar, srb, e_base, ne, d.nr);
+  }
   stage_in(Dc_bar, sdb, e_base, ne, kDc);
   __syncthreads();
   const int e = e_base + threadIdx.x;
@@ -316,7 +335,8 @@ __global__ void __launch_bounds__(kGeoT) geometry_backward_fast_k(Dims d, int E,
   const float v[3] = {vecf[3 * (size_t)e], vecf[3 * (size_t)e + 1], vecf[3 * (size_t)e + 2]};
   const float r = r_i[e];
   float vb[3];
-  vec_bar_radial(d, e, v, r, env_bar, denv, freqs, rbf_bar, vec_bar, vb);
+  vec_bar_radial(d, e, v, r, env_bar, denv, stage_rbf ? sfreq : freqs,
+                 stage_rbf ? srb + threadIdx.x * d.nr : rbf_bar + (size_t)e * d.nr, vec_bar, vb);
   float qe[4], q[4];
   edge_quaternion_d(v, d.eps, qe);
   quat_nrm(qe, d.eps, q);
@@ -363,7 +383,7 @@ void launch_geometry_forward(const Dims& d, const GeometryForwardArgs& a, cudaSt
 void launch_radial_basis_forward(const Dims& d, int E, const float* r, const float* freqs, float* rbf,
                                  cudaStream_t s) {
   if (E == 0) return;
-  radial_basis_forward_k<<<div_up(E, kThreads), kThreads, 0, s>>>(d, E, r, freqs, rbf);
+  radial_basis_forward_k<<<div_up(static_cast<long>(E) * d.nr, kThreads), kThreads, 0, s>>>(d, E, r, freqs, rbf);
   SEZM_LAUNCH("radial_basis_forward");
 }
 void launch_geometry_backward(const Dims& d, const GeometryBackwardArgs& a, cudaStream_t s) {

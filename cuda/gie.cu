@@ -9,6 +9,7 @@
 // bit-identical.
 #include <cstdlib>
 
+#include "async_copy.cuh"
 #include "embeddings.cuh"
 
 namespace sezm::cuda {
@@ -114,9 +115,11 @@ __global__ void __launch_bounds__(32 * kFoldWarps) gie_forward_fold_k(Dims d, Mo
   for (int b = eb; b < ee; b += 32) {
     const int cnt = min(32, ee - b);
     __syncwarp();  // the previous batch's rows are read
-    for (int x = k; x < cnt * nr; x += 32) st[L.rb + x] = __ldg(rbf + (size_t)b * nr + x);
-    for (int x = k; x < cnt * dcs; x += 32) st[L.dc + x] = __ldg(Dc + (size_t)b * dcs + x);
+    // Every copy in flight before the warp waits (copy_async_span).
+    copy_async_span(st + L.rb, rbf + (size_t)b * nr, cnt * nr, k, 32);
+    copy_async_span(st + L.dc, Dc + (size_t)b * dcs, cnt * dcs, k, 32);
     if (k < cnt) st[L.eg + k] = gate ? env[b + k] * gate[b + k] : env[b + k];
+    copy_async_wait();
     __syncwarp();
     for (int i = 0; i < cnt; ++i) {
       const float* r = st + L.rb + i * nr;
