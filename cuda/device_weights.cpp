@@ -280,6 +280,7 @@ void DeviceWeights::upload(const ModelW<double>& w, const Dims& d, MemCounter* m
   a.put(mw.es_g1, w.es_g1);
   a.put(mw.es_g2, w.es_g2);
   a.put(mw.es_out, w.es_out);
+  a.put_t(mw.es_out_t, w.es_out);
   if (w.film_norm) {
     a.put(mw.film_s, w.film_scale_norm);
     a.put(mw.film_h, w.film_shift_norm);
@@ -417,6 +418,13 @@ void DeviceWeights::upload(const ModelW<double>& w, const Dims& d, MemCounter* m
     a.put(x.gate_norm, b.gate_norm);
     a.put(x.Wq, b.q_proj);
     a.put(x.Wk, b.k_proj);
+    {
+      std::vector<Mat<double>> qt, kt;
+      for (const auto& m : b.q_proj) qt.push_back(m.transpose());
+      for (const auto& m : b.k_proj) kt.push_back(m.transpose());
+      a.put(x.Wq_t, qt);
+      a.put(x.Wk_t, kt);
+    }
     // Radial logit bias R0 . u_f with u_f = W_rh[:, f-block] W_logit[:, f] (or W_logit placed).
     Mat<double> U = Mat<double>::Zero(d.F, d.C);
     for (int f = 0; f < d.F; ++f) {

@@ -18,12 +18,14 @@ __global__ void degree_forward_k(int N, const int* __restrict__ off, const float
   isd[n] = rsqrtf(deg + 0.25f);
 }
 
+// A warp per node, lanes over its edges (each edge's entry is its own: no order to keep); a thread
+// per node walked its ~160 edges one load after another (40 us at 4,096 atoms on an H100).
 __global__ void degree_backward_k(int N, const int* __restrict__ off, const float* __restrict__ env,
                                   const float* __restrict__ isd, const float* __restrict__ isd_bar, float* env_bar) {
-  const int n = blockIdx.x * blockDim.x + threadIdx.x;
+  const int n = static_cast<int>((static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5);
   if (n >= N) return;
   const float db = -0.5f * isd[n] * isd[n] * isd[n] * isd_bar[n];
-  for (int e = off[n]; e < off[n + 1]; ++e) env_bar[e] += 2.0f * env[e] * db;
+  for (int e = off[n] + (threadIdx.x & 31); e < off[n + 1]; e += 32) env_bar[e] += 2.0f * env[e] * db;
 }
 
 constexpr int kMaxHid = 256;
@@ -83,10 +85,20 @@ __device__ void film_args(const Dims& d, const ModelWDev& w, const float* f, int
 }
 
 // Per node: A = isd sum seed g^T, G = A^T A[:, :ax], f = vec(G) W_out, FiLM -> X0 row 0.
-// One CTA per node, threads over the entries of A and then of f (a thread per node left the GPU
-// idle for small systems: its serial loops set the latency of every MD step). Each entry is
-// accumulated in the order of the serial version.
-constexpr int kNodeT = 128;
+// One CTA per node, threads over the entries of A, of G and then of f (a thread per node left the
+// GPU idle for small systems: its serial loops set the latency of every MD step). Each entry is
+// accumulated in the order of the serial version. The loops over a node's edges and over G load
+// kBatch terms before they add them (in order): a loop that loaded one term and added it waited on
+// memory at every trip (docs/performance.md, 2026-12-05 sixteenth session); G is formed once per
+// node, not once per output.
+constexpr int kNodeT = 128, kBatch = 8;
+
+// The FiLM norms' scales rs, rh (film_rms) formed by thread 0 and shared through rr[2]; the
+// caller's barrier follows before rr is read.
+__device__ __forceinline__ void film_rms_once(const Dims& d, const float* f, int C, float* rr) {
+  if (threadIdx.x == 0) film_rms(d, f, C, rr[0], rr[1]);
+}
+
 __global__ void __launch_bounds__(kNodeT) env_seed_node_forward_k(Dims d, ModelWDev w, int N,
                                                                   const int* __restrict__ off,
                                                                   const int* __restrict__ types,
@@ -95,35 +107,58 @@ __global__ void __launch_bounds__(kNodeT) env_seed_node_forward_k(Dims d, ModelW
                                                                   const float* __restrict__ isd,
                                                                   const float* __restrict__ gate, float* A_o,
                                                                   float* f_o, float* X0) {
-  __shared__ float A[4 * 128], f[2 * kMaxC];
+  __shared__ float A[4 * 128], f[2 * kMaxC], G[128 * 8], rr[2];
   const int n = blockIdx.x, t = threadIdx.x;
-  const int emb = d.es_emb, ax = d.es_ax, C = d.C;
+  const int emb = d.es_emb, ax = d.es_ax, C = d.C, e0 = off[n], e1 = off[n + 1];
   for (int idx = t; idx < 4 * emb; idx += kNodeT) {
     const int k = idx / emb, i = idx % emb;
     float a = 0.0f;
-    if (gate)  // bridging: each edge's outer product times its source gate
-      for (int e = off[n]; e < off[n + 1]; ++e) a += seed[4 * (size_t)e + k] * (gate[e] * g[(size_t)e * emb + i]);
-    else
-      for (int e = off[n]; e < off[n + 1]; ++e) a += seed[4 * (size_t)e + k] * g[(size_t)e * emb + i];
+    // bridging: each edge's outer product times its source gate
+    auto term = [&](int e) { return gate ? gate[e] * g[(size_t)e * emb + i] : g[(size_t)e * emb + i]; };
+    int e = e0;
+    for (; e + kBatch <= e1; e += kBatch) {
+      float s[kBatch], v[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        s[u] = seed[4 * (size_t)(e + u) + k];
+        v[u] = term(e + u);
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) a += s[u] * v[u];
+    }
+    for (; e < e1; ++e) a += seed[4 * (size_t)e + k] * term(e);
     a *= isd[n];
     A[idx] = a;
     A_o[(size_t)n * 4 * emb + idx] = a;
   }
   __syncthreads();
+  const int nij = emb * ax;
+  for (int ij = t; ij < nij; ij += kNodeT) {
+    const int i = ij / ax, j = ij % ax;
+    float Gij = 0.0f;
+    for (int k = 0; k < 4; ++k) Gij += A[k * emb + i] * A[k * emb + j];
+    G[ij] = Gij;
+  }
+  __syncthreads();
   for (int o = t; o < 2 * C; o += kNodeT) {
+    const float* wo = w.es_out + o;
     float v = 0.0f;
-    for (int i = 0; i < emb; ++i)
-      for (int j = 0; j < ax; ++j) {
-        float Gij = 0.0f;
-        for (int k = 0; k < 4; ++k) Gij += A[k * emb + i] * A[k * emb + j];
-        v += Gij * w.es_out[(size_t)(i * ax + j) * 2 * C + o];
-      }
+    int ij = 0;
+    for (; ij + kBatch <= nij; ij += kBatch) {
+      float x[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) x[u] = wo[(size_t)(ij + u) * 2 * C];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) v += G[ij + u] * x[u];
+    }
+    for (; ij < nij; ++ij) v += G[ij] * wo[(size_t)ij * 2 * C];
     f[o] = v;
     f_o[(size_t)n * 2 * C + o] = v;
   }
   __syncthreads();
-  float rs, rh;
-  film_rms(d, f, C, rs, rh);
+  film_rms_once(d, f, C, rr);
+  __syncthreads();
+  const float rs = rr[0], rh = rr[1];
   const float* te = w.type_emb + (size_t)types[n] * C;
   for (int c = t; c < C; c += kNodeT) {
     float sn, hn;
@@ -132,8 +167,10 @@ __global__ void __launch_bounds__(kNodeT) env_seed_node_forward_k(Dims d, ModelW
   }
 }
 
-// One CTA per node: FiLM and norm backward (threads over channels), G_bar = f_bar W_out^T
-// (threads over (i, j)), A_bar (threads over its entries, each summed in the serial order).
+// One CTA per node: FiLM and norm backward (threads over channels; the norms' sums by thread 0),
+// G_bar = f_bar W_out^T (threads over (i, j), reading W_out^T's rows: coalesced; each row of W_out
+// was 2 C floats apart from the next thread's, a line per lane), A_bar (threads over its entries,
+// each summed in the serial order).
 __global__ void __launch_bounds__(kNodeT) env_seed_node_backward_k(Dims d, ModelWDev w, int N,
                                                                    const int* __restrict__ types,
                                                                    const float* __restrict__ A_i,
@@ -141,13 +178,14 @@ __global__ void __launch_bounds__(kNodeT) env_seed_node_backward_k(Dims d, Model
                                                                    const float* __restrict__ isd,
                                                                    const float* __restrict__ X0_bar, float* A_bar_o,
                                                                    float* isd_bar) {
-  __shared__ float fb[2 * kMaxC], A[4 * 128], Ab[4 * 128], Gb[128 * 8];
+  __shared__ float fb[2 * kMaxC], A[4 * 128], Ab[4 * 128], Gb[128 * 8], rr[4];
   const int n = blockIdx.x, t = threadIdx.x;
   const int emb = d.es_emb, ax = d.es_ax, C = d.C;
   const float* f = f_i + (size_t)n * 2 * C;
   for (int i = t; i < 4 * emb; i += kNodeT) A[i] = A_i[(size_t)n * 4 * emb + i];
-  float rs, rh;
-  film_rms(d, f, C, rs, rh);
+  film_rms_once(d, f, C, rr);
+  __syncthreads();
+  const float rs = rr[0], rh = rr[1];
   const float* te = w.type_emb + (size_t)types[n] * C;
   const float* xb = X0_bar + (size_t)n * d.D * C;
   for (int c = t; c < C; c += kNodeT) {
@@ -159,22 +197,36 @@ __global__ void __launch_bounds__(kNodeT) env_seed_node_backward_k(Dims d, Model
   }
   __syncthreads();
   if (d.edge_norm) {
-    float ds = 0.0f, dh = 0.0f;
-    for (int c = 0; c < C; ++c) {
-      ds += fb[c] * w.film_s[c] * f[c] * rs;
-      dh += fb[C + c] * w.film_h[c] * f[C + c] * rh;
+    if (t == 0) {
+      float ds = 0.0f, dh = 0.0f;
+      for (int c = 0; c < C; ++c) {
+        ds += fb[c] * w.film_s[c] * f[c] * rs;
+        dh += fb[C + c] * w.film_h[c] * f[C + c] * rh;
+      }
+      rr[2] = ds;
+      rr[3] = dh;
     }
-    __syncthreads();  // every thread has read fb before it is overwritten
+    __syncthreads();  // ds, dh are formed from every fb before fb is overwritten
+    const float ds = rr[2], dh = rr[3];
     for (int c = t; c < C; c += kNodeT) {
       fb[c] = rs * (fb[c] * w.film_s[c] - f[c] * rs * ds / C);
       fb[C + c] = rh * (fb[C + c] * w.film_h[c] - f[C + c] * rh * dh / C);
     }
     __syncthreads();
   }
-  for (int ij = t; ij < emb * ax; ij += kNodeT) {
-    const float* wo = w.es_out + (size_t)ij * 2 * C;
+  const int nij = emb * ax;
+  for (int ij = t; ij < nij; ij += kNodeT) {
+    const float* wo = w.es_out_t + ij;  // W_out[ij, o] = wo[o nij]
     float v = 0.0f;
-    for (int o = 0; o < 2 * C; ++o) v += fb[o] * wo[o];
+    int o = 0;
+    for (; o + kBatch <= 2 * C; o += kBatch) {
+      float x[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) x[u] = wo[(size_t)(o + u) * nij];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) v += fb[o + u] * x[u];
+    }
+    for (; o < 2 * C; ++o) v += fb[o] * wo[(size_t)o * nij];
     Gb[ij] = v;
   }
   __syncthreads();
@@ -278,7 +330,7 @@ void launch_degree_forward(const DegreeArgs& a, cudaStream_t s) {
 }
 void launch_degree_backward(const DegreeArgs& a, cudaStream_t s) {
   if (a.N == 0) return;
-  degree_backward_k<<<div_up(a.N, kThreads), kThreads, 0, s>>>(a.N, a.off, a.env, a.isd, a.isd_bar, a.env_bar);
+  degree_backward_k<<<div_up(32L * a.N, kThreads), kThreads, 0, s>>>(a.N, a.off, a.env, a.isd, a.isd_bar, a.env_bar);
   SEZM_LAUNCH("degree_backward");
 }
 void launch_env_seed_forward(const Dims& d, const ModelWDev& w, const EnvSeedArgs& a, cudaStream_t s) {

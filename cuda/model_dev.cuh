@@ -100,6 +100,7 @@ struct BlockWDev {
   const float *fc_w, *fc_norm;        // (Cf, F), (F, Cf) or null
   const float *qk_norm, *gate_norm;   // (F, Cf)
   const float *Wq, *Wk;               // (F, Cf, Cf)
+  const float *Wq_t, *Wk_t;           // each focus's block transposed: attention_node_backward_k's coalesced rows
   const float *logit_u;               // (F, C): R0 . u_f is the radial logit bias
   // With the degree mixer: (round4(Kp + F), C), [mixp^T; logit_u] with W1^T folded in (W1's
   // degree-0 columns for the logit rows), zero rows to the multiple of 4: the radial MLP's
@@ -123,6 +124,7 @@ struct BlockWDev {
 struct ModelWDev {
   const float *freqs, *type_emb, *rad_w0, *rad_norm, *rad_w1;
   const float *es_p1, *es_p2, *es_tau, *es_g1, *es_g2, *es_out, *film_s, *film_h;
+  const float* es_out_t;  // es_out transposed, (2 C, emb ax): env_seed_node_backward_k's coalesced rows
   float film_as, film_ah;
   const float *ro_w1, *ro_w2;
   const float *gridT, *gridP;  // (G, D), (D, G)
