@@ -274,6 +274,8 @@ void DeviceWeights::upload(const ModelW<double>& w, const Dims& d, MemCounter* m
   a.put(mw.rad_w0, w.radial_w0);
   if (w.radial_norm) a.put(mw.rad_norm, w.radial_norm_scale);
   a.put(mw.rad_w1, w.radial_w1);
+  a.put_t(mw.rad_w1_t, w.radial_w1);
+  a.put(mw.rad_eye, Mat<double>(Mat<double>::Identity(d.C, d.C)));
   a.put(mw.es_p1, w.es_proj1);
   a.put(mw.es_p2, w.es_proj2);
   a.put(mw.es_tau, w.es_type_embedding);

@@ -64,5 +64,18 @@ void launch_gie_rho_backward(const Dims& d, const GieArgs& a, cudaStream_t s);
 // rho_bar table (E, L + 1, C) written whole, row l = 0 zero (no clearing needed). The isd share
 // stays with launch_gie_backward (E = 0).
 void launch_gie_edge_backward(const Dims& d, const GieArgs& a, cudaStream_t s);
+// The same edge shares from the radial MLP's hidden layer (gie_fold_backward.cu): no rho read, no
+// rho_bar formed; instead G (E, C) = W1 rho_bar, which the radial backward takes as it is
+// (RadialMlpArgs::plain). A chunk's N centres from n0 (off absolute, its edges from e0: Dc, rbf,
+// env, gate, Dc_bar, gate_bar and G at the chunk's first edge). Where gie_backward_folds (C = 32,
+// lmax 1..3, the radial tile takes G; not with SEZM_CUDA_GIE_LEGACY=1).
+struct GieFoldArgs {
+  int n0, N, e0;
+  const int* off;
+  const float *Dc, *rbf, *env, *gate, *isd, *X0_bar;
+  float *Dc_bar, *gate_bar, *G;
+};
+bool gie_backward_folds(const Dims& d);
+void launch_gie_edge_backward_folded(const Dims& d, const ModelWDev& w, const GieFoldArgs& a, cudaStream_t s);
 
 }  // namespace sezm::cuda

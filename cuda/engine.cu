@@ -176,6 +176,7 @@ void CudaEngine::Impl::prepare_call(const Graph& gv, bool gradients) {
   fold_prep = d.radial_fold && radial_prep_folds(d);
   fold_bwd = d.radial_fold && radial_backward_folds(d) && source_backward_fused(d);
   gie_fold = d.radial_fold && gie_forward_folds(d);
+  gie_fold_bwd = gradients && gie_backward_folds(d);
   // Fast mode keeps no rho either where the GIE's forward needs none: its memory pays for keeping
   // the blocks' stack input side instead (keep_src).
   rho_chunk = fold_prep && (mode == CudaMode::kLean || gie_fold);
@@ -389,21 +390,11 @@ EngineResult CudaEngine::Impl::compute(const Graph& gv, bool gradients, FeatureE
     gn.E = 0;
     launch_gie_backward(d, gn, s);
     for (const Chunk& c : chunks) {
-      if (rho_chunk) {  // the chunk's radial features again (rho holds one chunk's rows)
+      if (rho_chunk && !gie_fold_bwd) {  // the chunk's radial features again (rho holds one chunk's rows)
         mark("bwd: recompute radial");
         radial_forward_chunk(c);
       }
-      mark("bwd: GIE");
-      GieArgs gc = gie;  // the chunk's edges: Wigner-row (and gate) adjoints and rho_bar (written whole)
-      const size_t e0 = c.e0;
-      gc.E = c.e1 - c.e0; gc.dst = dst.data() + e0; gc.Dc = Dc.data() + e0 * d.dc_size; gc.rho = rho_v(c) + e0 * W;
-      gc.Dc_bar = Dc_bar.data() + e0 * d.dc_size;
-      gc.rho_bar = rho_bar_c.data();
-      if (gc.gate) gc.gate += e0;
-      if (gc.gate_bar) gc.gate_bar += e0;
-      launch_gie_edge_backward(d, gc, s);
-      mark("bwd: radial");
-      radial_backward_chunk(c);
+      gie_radial_backward_chunk(c, rho_v(c) + static_cast<size_t>(c.e0) * W);
     }
     mark("bwd: degree");
     deg.isd_bar = isd_bar.data(); deg.env_bar = env_bar.data();

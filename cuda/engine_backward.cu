@@ -168,6 +168,38 @@ void CudaEngine::Impl::radial_backward_chunk(const Chunk& c, const BlockWDev* fo
   launch_radial_backward(d, dw.mw, a, s);
 }
 
+void CudaEngine::Impl::gie_radial_backward_chunk(const Chunk& c, const float* rho) {
+  const int Ec = c.e1 - c.e0;
+  const size_t e0 = c.e0;
+  const EdgeGeomDev geo = geom_at(c);
+  const EdgeGeomBarDev bar = geom_bar_at(c);
+  const float* gate = bridge.gate();
+  float* gate_bar = bridge.gate_bar();
+  mark("bwd: GIE");
+  if (gie_fold_bwd) {  // G = W1 rho_bar into rho_bar_c's first Ec C floats (gie_fold_backward.cu)
+    const GieFoldArgs ga{c.n0, c.n1 - c.n0, c.e0, off.data(), geo.Dc, geo.rbf, geo.env,
+                         gate ? gate + e0 : nullptr, isd.data(), Xb.data(), bar.Dc_bar,
+                         gate_bar ? gate_bar + e0 : nullptr, rho_bar_c.data()};
+    launch_gie_edge_backward_folded(d, dw.mw, ga, s);
+    mark("bwd: radial");
+    RadialMlpArgs a{};
+    a.E = Ec; a.rbf = geo.rbf; a.env = geo.env;
+    a.fold = dw.mw.rad_eye; a.kb = rho_bar_c.data(); a.plain = true;
+    a.env_bar = bar.env_bar; a.rbf_bar = bar.rbf_bar;
+    launch_radial_backward(d, dw.mw, a, s);
+    return;
+  }
+  GieArgs gc{};  // the chunk's edges (N = 0): Wigner-row (and gate) adjoints, then rho_bar (written whole)
+  gc.N = 0; gc.E = Ec; gc.dst = dst.data() + e0; gc.off = off.data();
+  gc.Dc = geo.Dc; gc.isd = isd.data(); gc.rho = rho;
+  gc.X0_bar = Xb.data(); gc.Dc_bar = bar.Dc_bar;
+  gc.gate = gate ? gate + e0 : nullptr; gc.gate_bar = gate_bar ? gate_bar + e0 : nullptr;
+  gc.rho_bar = rho_bar_c.data();
+  launch_gie_edge_backward(d, gc, s);
+  mark("bwd: radial");
+  radial_backward_chunk(c);
+}
+
 void CudaEngine::Impl::begin_block_backward() {
   grow_zero(q_bar, static_cast<size_t>(N) * d.Cw, s);
   grow_zero(k_bar, static_cast<size_t>(NT) * d.Cw, s);

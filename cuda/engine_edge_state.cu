@@ -121,7 +121,7 @@ void CudaEngine::Impl::embedding_backward_chunks() {
   for (const Chunk& c : plan.chunks) {
     const int Ec = c.e1 - c.e0;
     const size_t e0 = c.e0;
-    chunk_geometry(c, kGeo | kRho | kSeed);
+    chunk_geometry(c, gie_fold_bwd ? kGeo | kSeed : kGeo | kRho | kSeed);  // folded: no radial features read
     zero_chunk_bars(c);
     const EdgeGeomDev geo = geom_at(c);
     const EdgeGeomBarDev bar = geom_bar_at(c);
@@ -134,16 +134,7 @@ void CudaEngine::Impl::embedding_backward_chunks() {
     ee.A_bar = A_bar.data(); ee.rbf_bar = bar.rbf_bar; ee.vec_bar = bar.vec_bar;
     ee.gate = gate ? gate + e0 : nullptr; ee.gate_bar = gate_bar ? gate_bar + e0 : nullptr;
     launch_env_seed_backward(d, dw.mw, ee, s);
-    mark("bwd: GIE");
-    GieArgs gc{};  // the chunk's edges (N = 0): Wigner-row (and gate) adjoints, then rho_bar
-    gc.N = 0; gc.E = Ec; gc.dst = dst.data() + e0; gc.off = off.data();
-    gc.Dc = geo.Dc; gc.isd = isd.data(); gc.rho = rho_v(c) + e0 * W;
-    gc.X0_bar = Xb.data(); gc.Dc_bar = bar.Dc_bar;
-    gc.gate = gate ? gate + e0 : nullptr; gc.gate_bar = gate_bar ? gate_bar + e0 : nullptr;
-    gc.rho_bar = rho_bar_c.data();  // written whole
-    launch_gie_edge_backward(d, gc, s);
-    mark("bwd: radial");
-    radial_backward_chunk(c);
+    gie_radial_backward_chunk(c, gie_fold_bwd ? nullptr : rho_v(c) + e0 * W);
     mark("bwd: degree");
     DegreeArgs dg{};
     dg.N = c.n1 - c.n0; dg.off = off.data() + c.n0; dg.env = ev(env, 1, c); dg.isd = isd.data() + c.n0;

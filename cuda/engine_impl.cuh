@@ -97,6 +97,9 @@ struct CudaEngine::Impl : EngineBuffers {
   // This call: the GIE's forward from the radial MLP's hidden layer (launch_gie_forward_folded), so
   // the embedding's forward reads no radial features; every edge state and mode alike (same bits).
   bool gie_fold = false;
+  // This call: the GIE's edge backward from the radial MLP's hidden layer too (gie_backward_folds):
+  // no radial features recomputed for it, no rho_bar; the radial backward takes its G rows.
+  bool gie_fold_bwd = false;
   size_t fixed_bytes = 0;  // held from construction on (the weights): not the call's to reuse
   size_t checked_keep_bytes = 0;  // the largest kept-edge-state call found to fit (prepare_call)
   // chunk_geo: the chunk whose rows the edge buffers hold, and which of them are computed.
@@ -271,6 +274,10 @@ struct CudaEngine::Impl : EngineBuffers {
   // rho_bar_c (the chunk's rows) through the radial MLP's backward into env_bar and rbf_bar; with
   // `fold`, that block's kernel adjoint (kb: the chunk's rows) and logit adjoint instead.
   void radial_backward_chunk(const Chunk& c, const BlockWDev* fold = nullptr, const float* kb = nullptr);
+  // The GIE's edge shares of chunk c (Wigner-row and gate adjoints) and, through the radial MLP's
+  // backward, its radial share: folded (gie_fold_bwd) or through rho_bar (rho: the chunk's radial
+  // features, read by the unfolded route only).
+  void gie_radial_backward_chunk(const Chunk& c, const float* rho);
 
   void begin_block_backward();
 

@@ -123,6 +123,7 @@ struct BlockWDev {
 };
 struct ModelWDev {
   const float *freqs, *type_emb, *rad_w0, *rad_norm, *rad_w1;
+  const float *rad_w1_t, *rad_eye;  // W1^T (W, C) and the C x C identity: the folded GIE backward's
   const float *es_p1, *es_p2, *es_tau, *es_g1, *es_g2, *es_out, *film_s, *film_h;
   const float* es_out_t;  // es_out transposed, (2 C, emb ax): env_seed_node_backward_k's coalesced rows
   float film_as, film_ah;

@@ -423,8 +423,18 @@ void launch_radial_forward(const Dims& d, const ModelWDev& w, const RadialMlpArg
 }
 namespace {
 RadialFold radial_fold(const Dims& d, const RadialMlpArgs& a) {
+  if (a.plain) return RadialFold{a.fold, a.kb, nullptr, d.C, 0, d.C, ((d.C / 4) | 1) * 4};
   const int Kp = padded_kernel_size(d), KF = (Kp + d.F + 3) / 4 * 4;
   return RadialFold{a.fold, a.kb, a.lbar, Kp, d.F, KF, ((KF / 4) | 1) * 4};
+}
+// The folded tile's shapes: fold takes W1^T's place (KF <= W), the rows the rho_bar rows' (RSF <= RS).
+bool fold_fits(const Dims& d, const RadialFold& f) {
+  if (d.C != 16 && d.C != 32 && d.C != 64) return false;
+  const BwdSmem L(d, d.C);
+  const void* fn = d.C == 32   ? reinterpret_cast<const void*>(radial_backward_tile_k<32, true>)
+                   : d.C == 16 ? reinterpret_cast<const void*>(radial_backward_tile_k<16, true>)
+                               : reinterpret_cast<const void*>(radial_backward_tile_k<64, true>);
+  return f.KF <= L.W && f.RSF <= L.RS && resident_grid(fn, kTT, L.total * sizeof(float), 1) > 0;
 }
 // The tile kernel (C = 16, 32, 64) on as many CTAs as are resident; false where it does not apply
 // or fit (launch_tiles).
@@ -445,21 +455,20 @@ bool launch_backward_tiles(const Dims& d, const ModelWDev& w, const RadialMlpArg
 }  // namespace
 
 bool radial_backward_folds(const Dims& d) {
-  if (!d.degree_mixer || (d.C != 16 && d.C != 32 && d.C != 64)) return false;
-  const BwdSmem L(d, d.C);
-  // fold takes W1^T's place (KF <= W) and the [kb | lbar] rows the rho_bar rows' (RSF <= RS).
-  const RadialFold f = radial_fold(d, RadialMlpArgs{});
-  const void* fn = d.C == 32   ? reinterpret_cast<const void*>(radial_backward_tile_k<32, true>)
-                   : d.C == 16 ? reinterpret_cast<const void*>(radial_backward_tile_k<16, true>)
-                               : reinterpret_cast<const void*>(radial_backward_tile_k<64, true>);
-  return f.KF <= L.W && f.RSF <= L.RS && resident_grid(fn, kTT, L.total * sizeof(float), 1) > 0;
+  return d.degree_mixer && fold_fits(d, radial_fold(d, RadialMlpArgs{}));
+}
+bool radial_backward_plain(const Dims& d) {
+  RadialMlpArgs a{};
+  a.plain = true;
+  return fold_fits(d, radial_fold(d, a));
 }
 
 void launch_radial_backward(const Dims& d, const ModelWDev& w, const RadialMlpArgs& a, cudaStream_t s) {
   const int E = a.E;
   if (E == 0) return;
   check_quads(d, w, a.fold ? nullptr : a.rho_bar, "radial_backward");
-  if (a.fold && (reinterpret_cast<uintptr_t>(a.kb) % 16 != 0 || !radial_backward_folds(d)))
+  if (a.fold && (reinterpret_cast<uintptr_t>(a.kb) % 16 != 0 ||
+                 !(a.plain ? radial_backward_plain(d) : radial_backward_folds(d))))
     throw Error("device cuda: launch_radial_backward: a fold outside its shapes (radial_backward_folds)");
   bool done = a.fold ? launch_backward_tiles<true>(d, w, a, s) : launch_backward_tiles<false>(d, w, a, s);
   if (a.fold && !done) throw Error("device cuda: launch_radial_backward: the folded tile did not launch");

@@ -20,12 +20,17 @@ struct RadialMlpArgs {
   // Backward from a block's kernel and logit adjoints instead of rho_bar (fold != null): kb (E, Kp)
   // and lbar (E, F), with fold = BlockWDev::rad_fold, so g = W1 rho_bar = [kb | lbar] fold.
   const float *fold, *kb, *lbar;
+  // plain: kb holds g = W1 rho_bar itself (E, C; the folded GIE backward's G), fold the C x C
+  // identity (ModelWDev::rad_eye), lbar unused: the folded tile with Kp = C, F = 0.
+  bool plain;
 };
 void launch_radial_forward(const Dims& d, const ModelWDev& w, const RadialMlpArgs& a, cudaStream_t s);
 void launch_radial_backward(const Dims& d, const ModelWDev& w, const RadialMlpArgs& a, cudaStream_t s);
 // Whether launch_radial_backward takes a fold on this model and device (the tile kernel's channel
 // counts, 16, 32 and 64, and its shared memory); the engine forms rho_bar otherwise.
 bool radial_backward_folds(const Dims& d);
+// Whether it takes a plain fold (RadialMlpArgs::plain) on this model and device.
+bool radial_backward_plain(const Dims& d);
 
 #ifdef __CUDACC__
 // ---- The radial MLP's tile pieces (radial.cu's tile kernels; radial_tables.cu's folded kernel values) ----
