@@ -8,8 +8,9 @@
 // every per-edge activation of the SO(2) value path lives only in chunk-sized scratch, so device
 // memory is O(E * geometry + chunk * activations). In lean mode the backward recomputes each
 // chunk's rotation and whole stack, and with the degree mixer it keeps no radial features: the
-// GIE's forward reads none (launch_gie_forward_folded), its backward recomputes them per chunk
-// (CallShape::rho_chunk); in fast mode the forward keeps the gated layers'
+// GIE's forward reads none (launch_gie_forward_folded), nor for C = 32 its backward
+// (launch_gie_edge_backward_folded; other widths recompute them per chunk, CallShape::rho_chunk);
+// in fast mode the forward keeps the gated layers'
 // pre-activations and the stack output of every edge (the blocks before the last), and the
 // backward recomputes only the radial tables, the rotation's source sums and the focus competition.
 //
