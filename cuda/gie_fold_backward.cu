@@ -17,8 +17,8 @@
 // and W0 are staged, Y formed once in shared memory, then its four warps take contiguous quarters
 // of its in-edges, 32 edges' basis and Wigner rows staged at a time as gie_forward_fold_k does;
 // lane k forms a_e[k] by the forward's arithmetic, G[e, k] (p ascending), and its terms of v, which
-// a warp reduce-scatter sums (cta_reduce.cuh). Each edge's outputs are its own: no order between
-// edges to keep, and repeated runs are bit-identical.
+// a warp reduce-scatter sums (cta_reduce.cuh) and lane p adds to the edge's entry p. Each edge's
+// outputs are its own: no order between edges to keep, and repeated runs are bit-identical.
 #include "async_copy.cuh"
 #include "cta_reduce.cuh"
 #include "embeddings.cuh"
@@ -30,27 +30,38 @@ namespace {
 constexpr int kWarps = 4, kC = 32, kMaxP = 15;
 
 // Shared memory (floats): W0 (nr x C), the centre's X0_bar rows p >= 1 and Y (P x C each), then per
-// warp its staging: 32 edges' basis rows, Wigner rows, envelopes and gates.
+// warp its staging: 32 edges' basis rows, Wigner rows, envelopes and gates, and the 16 slots that
+// hand an edge's sums v[p] to lane p.
 struct FoldBwdSmem {
-  int w0, xs, ys, stage, rb, dc, en, ga, per_warp, total;
+  int w0, xs, ys, stage, rb, dc, en, ga, vs, per_warp, total;
   explicit FoldBwdSmem(const Dims& d) {
     const int P = d.D - 1;
     w0 = 0;
     xs = w0 + (d.nr * kC + 3) / 4 * 4;
     ys = xs + P * kC;
     stage = ys + P * kC;
-    rb = 0; dc = 32 * d.nr; en = dc + 32 * ((d.dc_size + 3) / 4 * 4); ga = en + 32;
-    per_warp = ga + 32;
+    rb = 0; dc = 32 * d.nr; en = dc + 32 * ((d.dc_size + 3) / 4 * 4); ga = en + 32; vs = ga + 32;
+    per_warp = vs + 16;
     total = stage + kWarps * per_warp;
   }
 };
 
-template <int L>
+// The offset in a compact Wigner row of packed row p + 1's entry on the edge frame's m = 0 row of
+// block l(p + 1).
+__device__ __forceinline__ int zrow_offset(int p) {
+  const int l = degree_of_packed(p + 1), j = p + 1 - l * l;
+  return dc_off(l) + (2 * l + 1) + j;
+}
+
+// NR: n_radial at compile time (W0's column in registers), 0: at run time (read from shared memory).
+template <int L, int NR>
 __global__ void __launch_bounds__(32 * kWarps) gie_edge_backward_fold_k(Dims d, ModelWDev w, FoldBwdSmem S,
                                                                         GieFoldArgs a) {
   constexpr int P = (L + 1) * (L + 1) - 1;
+  static_assert(P <= 16, "lane p < P holds the entry p of an edge's Wigner-row adjoint");
   extern __shared__ __align__(16) float fsm[];
-  const int n = a.n0 + blockIdx.x, warp = threadIdx.x / 32, k = threadIdx.x % 32, nr = d.nr, dcs = d.dc_size;
+  const int n = a.n0 + blockIdx.x, warp = threadIdx.x / 32, k = threadIdx.x % 32, nr = NR > 0 ? NR : d.nr;
+  const int dcs = d.dc_size;
   float* w0s = fsm + S.w0;
   float* xs = fsm + S.xs;
   float* ys = fsm + S.ys;
@@ -70,9 +81,20 @@ __global__ void __launch_bounds__(32 * kWarps) gie_edge_backward_fold_k(Dims d, 
     ys[t] = y;
   }
   __syncthreads();
+  // The centre's Y column k and W0's column k stay in registers for all its edges.
+  float yv[P];
+#pragma unroll
+  for (int p = 0; p < P; ++p) yv[p] = ys[p * kC + k];
+  float w0r[NR > 0 ? NR : 1];
+#pragma unroll
+  for (int q = 0; q < NR; ++q) w0r[q] = w0s[q * kC + k];
   const float nk = d.edge_norm ? w.rad_norm[k] : 1.0f, sc = a.isd[n];
   const int e0 = a.off[n] - a.e0, ne = a.off[n + 1] - a.off[n];
   const int eb = e0 + (int)((long)ne * warp / kWarps), ee = e0 + (int)((long)ne * (warp + 1) / kWarps);
+  // Lane p < P writes entry p of each edge's Wigner-row adjoint: its old value is loaded an edge
+  // ahead (the row is this warp's alone), so the add does not wait on memory.
+  const int my_o = k < P ? zrow_offset(k) : 0;
+  float old_nxt = k < P && eb < ee ? a.Dc_bar[(size_t)eb * dcs + my_o] : 0.0f;
   for (int b = eb; b < ee; b += 32) {
     const int cnt = min(32, ee - b);
     __syncwarp();  // the previous batch's rows are read
@@ -86,33 +108,36 @@ __global__ void __launch_bounds__(32 * kWarps) gie_edge_backward_fold_k(Dims d, 
     __syncwarp();
     for (int i = 0; i < cnt; ++i) {
       const int e = b + i;  // chunk-relative
+      const float old = old_nxt;
+      if (k < P && e + 1 < ee) old_nxt = a.Dc_bar[(size_t)(e + 1) * dcs + my_o];
       // a_e[k] as the forward forms it (gie_forward_fold_k, the radial tiles)
       const float* r = st + S.rb + i * nr;
       float h = 0.0f;
-      for (int q = 0; q < nr; ++q) h += r[q] * w0s[q * kC + k];
+      if constexpr (NR > 0) {
+#pragma unroll
+        for (int q = 0; q < NR; ++q) h += r[q] * w0r[q];
+      } else {
+        for (int q = 0; q < nr; ++q) h += r[q] * w0s[q * kC + k];
+      }
       float y = h;
       if (d.edge_norm) y = h * rsqrtf(warp_sum(h * h) / kC + 1e-7f) * nk;
       const float ea = st[S.en + i] * siluf_(y), ge = st[S.ga + i];
       const float* zr = st + S.dc + i * dcs;
-      float z[P];
-#pragma unroll
-      for (int p = 0; p < P; ++p) {
-        const int l = degree_of_packed(p + 1), j = p + 1 - l * l;
-        z[p] = zr[dc_off(l) + (2 * l + 1) + j];  // the edge frame's m = 0 row of block l
-      }
       float g = 0.0f;
 #pragma unroll
-      for (int p = 0; p < P; ++p) g += z[p] * ys[p * kC + k];
+      for (int p = 0; p < P; ++p) g += zr[zrow_offset(p)] * yv[p];
       if (a.gate) g *= ge;
       a.G[(size_t)e * kC + k] = sc * g;
-      float gp = 0.0f;  // this lane's share of gate_bar: its values v[p] times Dc[e, p]
-      warp_sum_scatter<P>([&](int p) { return ea * ys[p * kC + k]; }, k,
-                          [&](int p, float v) {  // p is the owning lane's: z read again by offset
-                            const int l = degree_of_packed(p + 1), j = p + 1 - l * l;
-                            const int o = dc_off(l) + (2 * l + 1) + j;
-                            gp += v * zr[o];
-                            a.Dc_bar[(size_t)e * dcs + o] += sc * (a.gate ? v * ge : v);
-                          });
+      // v[p] = sum_k ea[k] Y[p, k], each to its slot, then lane p's entry and gate term.
+      warp_sum_scatter<P>([&](int p) { return ea * yv[p]; }, k, [&](int p, float v) { st[S.vs + p] = v; });
+      __syncwarp();
+      float gp = 0.0f;
+      if (k < P) {
+        const float v = st[S.vs + k];
+        gp = v * zr[my_o];
+        a.Dc_bar[(size_t)e * dcs + my_o] = old + sc * (a.gate ? v * ge : v);
+      }
+      __syncwarp();  // the slots are read before the next edge's sums land
       if (a.gate) {
         gp = warp_sum(gp);
         if (k == 0) a.gate_bar[e] += sc * gp;
@@ -136,9 +161,10 @@ void launch_gie_edge_backward_folded(const Dims& d, const ModelWDev& w, const Gi
   const FoldBwdSmem S(d);
   const size_t bytes = S.total * sizeof(float);
   auto run = [&](auto kernel) { kernel<<<a.N, 32 * kWarps, bytes, s>>>(d, w, S, a); };
-  if (d.L == 1) run(gie_edge_backward_fold_k<1>);
-  else if (d.L == 2) run(gie_edge_backward_fold_k<2>);
-  else run(gie_edge_backward_fold_k<3>);
+  const bool nr16 = d.nr == 16;  // the shipped potentials' n_radial
+  if (d.L == 1) nr16 ? run(gie_edge_backward_fold_k<1, 16>) : run(gie_edge_backward_fold_k<1, 0>);
+  else if (d.L == 2) nr16 ? run(gie_edge_backward_fold_k<2, 16>) : run(gie_edge_backward_fold_k<2, 0>);
+  else nr16 ? run(gie_edge_backward_fold_k<3, 16>) : run(gie_edge_backward_fold_k<3, 0>);
   SEZM_LAUNCH("gie_edge_backward_fold");
 }
 
