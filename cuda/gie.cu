@@ -91,55 +91,67 @@ struct FoldSmem {  // floats: W0, the warps' partial tables, then per warp its s
     total = stage + kFoldWarps * per_warp;
   }
 };
-__global__ void __launch_bounds__(32 * kFoldWarps) gie_forward_fold_k(Dims d, ModelWDev w, FoldSmem L, int N,
+// L, NR: lmax and n_radial at compile time (NR = 0: n_radial at run time, W0 read from shared
+// memory; else its column k in registers); the same sums in the same order either way.
+template <int L, int NR>
+__global__ void __launch_bounds__(32 * kFoldWarps) gie_forward_fold_k(Dims d, ModelWDev w, FoldSmem S, int N,
                                                                      const int* __restrict__ off,
                                                                      const float* __restrict__ Dc,
                                                                      const float* __restrict__ isd,
                                                                      const float* __restrict__ rbf,
                                                                      const float* __restrict__ env,
                                                                      const float* __restrict__ gate, float* X0) {
-  constexpr int C = kFoldC;
+  constexpr int C = kFoldC, P = (L + 1) * (L + 1) - 1;
+  static_assert(P <= kFoldMaxP, "the partial tables hold kFoldMaxP rows");
   extern __shared__ __align__(16) float fsm[];
-  const int n = blockIdx.x, warp = threadIdx.x / 32, k = threadIdx.x % 32, P = d.D - 1, nr = d.nr, dcs = d.dc_size;
-  float* w0s = fsm + L.w0;
-  float* zs = fsm + L.zs;
-  float* st = fsm + L.stage + warp * L.per_warp;
-  for (int i = threadIdx.x; i < nr * C; i += blockDim.x) w0s[i] = w.rad_w0[i];
+  const int n = blockIdx.x, warp = threadIdx.x / 32, k = threadIdx.x % 32, nr = NR > 0 ? NR : d.nr;
+  const int dcs = d.dc_size;
+  float* w0s = fsm + S.w0;
+  float* zs = fsm + S.zs;
+  float* st = fsm + S.stage + warp * S.per_warp;
+  copy_async_span(w0s, w.rad_w0, nr * C, threadIdx.x, blockDim.x);
+  copy_async_wait();
   const float nk = d.edge_norm ? w.rad_norm[k] : 1.0f;
   __syncthreads();
-  float z[kFoldMaxP];
+  float w0r[NR > 0 ? NR : 1];
 #pragma unroll
-  for (int p = 0; p < kFoldMaxP; ++p) z[p] = 0.0f;
+  for (int q = 0; q < NR; ++q) w0r[q] = w0s[q * C + k];
+  float z[P];
+#pragma unroll
+  for (int p = 0; p < P; ++p) z[p] = 0.0f;
   const int e0 = off[n], ne = off[n + 1] - e0;
   const int eb = e0 + (int)((long)ne * warp / kFoldWarps), ee = e0 + (int)((long)ne * (warp + 1) / kFoldWarps);
   for (int b = eb; b < ee; b += 32) {
     const int cnt = min(32, ee - b);
     __syncwarp();  // the previous batch's rows are read
     // Every copy in flight before the warp waits (copy_async_span).
-    copy_async_span(st + L.rb, rbf + (size_t)b * nr, cnt * nr, k, 32);
-    copy_async_span(st + L.dc, Dc + (size_t)b * dcs, cnt * dcs, k, 32);
-    if (k < cnt) st[L.eg + k] = gate ? env[b + k] * gate[b + k] : env[b + k];
+    copy_async_span(st + S.rb, rbf + (size_t)b * nr, cnt * nr, k, 32);
+    copy_async_span(st + S.dc, Dc + (size_t)b * dcs, cnt * dcs, k, 32);
+    if (k < cnt) st[S.eg + k] = gate ? env[b + k] * gate[b + k] : env[b + k];
     copy_async_wait();
     __syncwarp();
     for (int i = 0; i < cnt; ++i) {
-      const float* r = st + L.rb + i * nr;
+      const float* r = st + S.rb + i * nr;
       float h = 0.0f;
-      for (int q = 0; q < nr; ++q) h += r[q] * w0s[q * C + k];
+      if constexpr (NR > 0) {
+#pragma unroll
+        for (int q = 0; q < NR; ++q) h += r[q] * w0r[q];
+      } else {
+        for (int q = 0; q < nr; ++q) h += r[q] * w0s[q * C + k];
+      }
       float y = h;
       if (d.edge_norm) y = h * rsqrtf(warp_sum(h * h) / C + 1e-7f) * nk;
-      const float m = siluf_(y) * st[L.eg + i];
-      const float* zr = st + L.dc + i * dcs;
+      const float m = siluf_(y) * st[S.eg + i];
+      const float* zr = st + S.dc + i * dcs;
 #pragma unroll
-      for (int p = 0; p < kFoldMaxP; ++p) {
-        if (p >= P) break;
+      for (int p = 0; p < P; ++p) {
         const int l = degree_of_packed(p + 1), j = p + 1 - l * l;
         z[p] += zr[dc_off(l) + (2 * l + 1) + j] * m;  // the edge frame's m = 0 row of block l
       }
     }
   }
 #pragma unroll
-  for (int p = 0; p < kFoldMaxP; ++p)
-    if (p < P) zs[(warp * kFoldMaxP + p) * C + k] = z[p];
+  for (int p = 0; p < P; ++p) zs[(warp * kFoldMaxP + p) * C + k] = z[p];
   __syncthreads();
   for (int t = threadIdx.x; t < P * C; t += blockDim.x) {  // Z: the warps' partials in warp order
     float v = zs[t];
@@ -362,8 +374,14 @@ void launch_gie_forward_folded(const Dims& d, const ModelWDev& w, const GieArgs&
   if (!gie_forward_folds(d) || a.rbf == nullptr || a.env == nullptr)
     throw Error("device cuda: launch_gie_forward_folded outside its shapes (gie_forward_folds)");
   const FoldSmem L(d);
-  gie_forward_fold_k<<<a.N, 32 * kFoldWarps, L.total * sizeof(float), s>>>(d, w, L, a.N, a.off, a.Dc, a.isd, a.rbf,
-                                                                          a.env, a.gate, a.X0);
+  auto run = [&](auto kernel) {
+    kernel<<<a.N, 32 * kFoldWarps, L.total * sizeof(float), s>>>(d, w, L, a.N, a.off, a.Dc, a.isd, a.rbf, a.env,
+                                                                 a.gate, a.X0);
+  };
+  const bool nr16 = d.nr == 16;  // the shipped potentials' n_radial
+  if (d.L == 1) nr16 ? run(gie_forward_fold_k<1, 16>) : run(gie_forward_fold_k<1, 0>);
+  else if (d.L == 2) nr16 ? run(gie_forward_fold_k<2, 16>) : run(gie_forward_fold_k<2, 0>);
+  else nr16 ? run(gie_forward_fold_k<3, 16>) : run(gie_forward_fold_k<3, 0>);
   SEZM_LAUNCH("gie_forward_fold");
 }
 void launch_gie_rho_backward(const Dims& d, const GieArgs& a, cudaStream_t s) {
