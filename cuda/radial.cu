@@ -244,12 +244,20 @@ __global__ void __launch_bounds__(kTT) radial_forward_tile_k(Dims d, ModelWDev w
 // the NQ lanes of the edge (consecutive lanes of one warp; every lane gets the same bits). The
 // hidden adjoint goes to shared memory (over the dead rho_bar rows) for rbf_bar = h_bar W0^T, one
 // thread per (edge, n), sum over c in order.
+// RSF = 0: the rho_bar tile (W1^T, W x KC; rb holds TE rows of RS floats). RSF > 0: the folded
+// tile: fold (KF x KC) in W1^T's place, and two sets of the row buffers (rb: TE rows of RSF floats,
+// or the hidden adjoint's TE x (KC + 1) overlaid on them; rbs; es), so that the next tile's rows
+// are copied while this one is worked on (nb = 2; rbsz, rbssz the sizes of one set's).
 struct BwdSmem {
-  int W, TE, RS, w1t, w0, nrm, rb, rbs, hs, rs, es, total;
-  __host__ __device__ BwdSmem(const Dims& d, int KC) {
+  int W, TE, RS, nb, rbsz, rbssz, w1t, w0, nrm, rb, rbs, hs, rs, es, total;
+  __host__ __device__ BwdSmem(const Dims& d, int KC, int KF = 0, int RSF = 0) {
     W = (d.L + 1) * KC; TE = 2048 / KC; RS = ((W / 4) | 1) * 4;
-    w1t = 0; w0 = w1t + W * KC; nrm = w0 + tile_round4(d.nr * (KC + 1)); rb = nrm + tile_round4(KC);
-    rbs = rb + TE * RS; hs = rbs + tile_round4(TE * (d.nr + 1)); rs = hs + tile_round4(TE * (KC + 1)); es = rs + TE; total = es + TE;
+    nb = RSF > 0 ? 2 : 1;
+    rbsz = RSF > 0 ? tile_round4(TE * RSF > TE * (KC + 1) ? TE * RSF : TE * (KC + 1)) : TE * RS;
+    rbssz = tile_round4(TE * (d.nr + 1));
+    w1t = 0; w0 = w1t + (RSF > 0 ? KF : W) * KC; nrm = w0 + tile_round4(d.nr * (KC + 1)); rb = nrm + tile_round4(KC);
+    rbs = rb + nb * rbsz; hs = rbs + nb * rbssz; rs = hs + tile_round4(TE * (KC + 1)); es = rs + TE;
+    total = es + nb * TE;
   }
 };
 
@@ -272,12 +280,11 @@ __global__ void __launch_bounds__(kTT) radial_backward_tile_k(Dims d, ModelWDev 
   static_assert(NQ * QT == kTT / 2 && 32 % NQ == 0, "128 threads, one per (edge quad, channel quad); whole warps");
   extern __shared__ float4 smem4[];
   float* sm = reinterpret_cast<float*>(smem4);
-  const BwdSmem L(d, KC);
+  const BwdSmem L(d, KC, kFold ? fo.KF : 0, kFold ? fo.RSF : 0);
   const int W = L.W, RS = L.RS, tid = threadIdx.x, nr = d.nr;
-  float *w1t = sm + L.w1t, *w0s = sm + L.w0, *nrm = sm + L.nrm, *rb = sm + L.rb, *rbs = sm + L.rbs, *hs = sm + L.hs,
-        *rs = sm + L.rs, *es = sm + L.es;
-  float* hb = rb;  // the hidden adjoint, TE x (KC+1), once the rho_bar rows are dead
-  if (kFold) {  // fold (KF x KC) as it is, in W1^T's place (KF <= W: radial_backward_folds)
+  float *w1t = sm + L.w1t, *w0s = sm + L.w0, *nrm = sm + L.nrm, *rb0 = sm + L.rb, *rbs0 = sm + L.rbs,
+        *hs = sm + L.hs, *rs = sm + L.rs, *es0 = sm + L.es;
+  if (kFold) {  // fold (KF x KC) as it is, in W1^T's place
     for (int i = tid; i < fo.KF * KC / 4; i += kTT)
       reinterpret_cast<float4*>(w1t)[i] = __ldg(reinterpret_cast<const float4*>(fo.fold) + i);
   } else {
@@ -292,9 +299,11 @@ __global__ void __launch_bounds__(kTT) radial_backward_tile_k(Dims d, ModelWDev 
   stage_w0<KC>(d, w, w0s, nrm);
   const int tq = tid % NQ, te = tid / NQ, ntiles = (E + TE - 1) / TE;
   const bool mul = tid < NQ * QT;  // warps 0-3 take g and the tail
-  for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+  // A tile's rows into row-buffer set `set` (asynchronous copies; rows past the last edge zeros).
+  auto stage = [&](int tile, int set) {
     const int e0 = tile * TE, ne = min(TE, E - e0);
-    stage_rows<TE>(nr, e0, ne, rbf, env, rbs, es);
+    float* rb = rb0 + set * L.rbsz;
+    stage_rows<TE>(nr, e0, ne, rbf, env, rbs0 + set * L.rbssz, es0 + set * TE);
     if (kFold) {
       // Row e: kb's Kp values (quads), lbar's F, zeros to KF (rewritten per tile: hb overlays rb).
       const int Q = fo.KF / 4;
@@ -320,8 +329,22 @@ __global__ void __launch_bounds__(kTT) radial_backward_tile_k(Dims d, ModelWDev 
         else *reinterpret_cast<float4*>(rb + e * RS + o) = make_float4(0.f, 0.f, 0.f, 0.f);
       }
     }
+  };
+  // Folded, the next tile's rows are copied into the other set while a tile is worked on (its set
+  // was last read by the tile before, behind that tile's last barrier); else one set, staged at
+  // each tile's start.
+  if (kFold && blockIdx.x < ntiles) stage(blockIdx.x, 0);
+  int set = 0;
+  for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x, set ^= kFold ? 1 : 0) {
+    const int e0 = tile * TE, ne = min(TE, E - e0);
+    if (!kFold) stage(tile, 0);
+    float* rb = rb0 + set * L.rbsz;
+    float* rbs = rbs0 + set * L.rbssz;
+    float* es = es0 + set * TE;
+    float* hb = rb;  // the hidden adjoint, TE x (KC+1), once the tile's rows are dead
     copy_async_wait();
     __syncthreads();
+    if (kFold && tile + (int)gridDim.x < ntiles) stage(tile + gridDim.x, set ^ 1);
     {
       float h[HPT];
       tile_hidden<KC, TE>(d, w0s, rbs, hs, rs, h);
@@ -427,23 +450,23 @@ RadialFold radial_fold(const Dims& d, const RadialMlpArgs& a) {
   const int Kp = padded_kernel_size(d), KF = (Kp + d.F + 3) / 4 * 4;
   return RadialFold{a.fold, a.kb, a.lbar, Kp, d.F, KF, ((KF / 4) | 1) * 4};
 }
-// The folded tile's shapes: fold takes W1^T's place (KF <= W), the rows the rho_bar rows' (RSF <= RS).
+// Whether the folded tile (fold in W1^T's place, two sets of row buffers) is resident on this device.
 bool fold_fits(const Dims& d, const RadialFold& f) {
   if (d.C != 16 && d.C != 32 && d.C != 64) return false;
-  const BwdSmem L(d, d.C);
+  const BwdSmem L(d, d.C, f.KF, f.RSF);
   const void* fn = d.C == 32   ? reinterpret_cast<const void*>(radial_backward_tile_k<32, true>)
                    : d.C == 16 ? reinterpret_cast<const void*>(radial_backward_tile_k<16, true>)
                                : reinterpret_cast<const void*>(radial_backward_tile_k<64, true>);
-  return f.KF <= L.W && f.RSF <= L.RS && resident_grid(fn, kTT, L.total * sizeof(float), 1) > 0;
+  return resident_grid(fn, kTT, L.total * sizeof(float), 1) > 0;
 }
 // The tile kernel (C = 16, 32, 64) on as many CTAs as are resident; false where it does not apply
 // or fit (launch_tiles).
 template <bool kFold>
 bool launch_backward_tiles(const Dims& d, const ModelWDev& w, const RadialMlpArgs& a, cudaStream_t s) {
-  const BwdSmem L(d, d.C);
+  const RadialFold fo = kFold ? radial_fold(d, a) : RadialFold{};
+  const BwdSmem L(d, d.C, fo.KF, fo.RSF);
   const size_t bytes = L.total * sizeof(float);
   const int tiles = div_up(a.E, L.TE);
-  const RadialFold fo = kFold ? radial_fold(d, a) : RadialFold{};
   const auto go = [&](auto fn) {
     return launch_tiles(fn, kTT, bytes, tiles, s, d, w, a.E, a.rbf, a.env, a.rho_bar, a.env_bar, a.rbf_bar, fo);
   };
