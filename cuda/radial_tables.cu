@@ -250,13 +250,16 @@ __global__ void __launch_bounds__(kMT) mixer_adjoint_k(Dims d, int Ec, const flo
 // owns edges 4te..4te+3 and columns 4tq..4tq+3 (KP = round4(Kp + F) columns: Kp % 4 == 0, so a
 // quad is all kernel values or all logit biases): per c one 16-byte load of a and one of kern_w
 // for 16 FMAs, summed over c in order from zero.
+// Two sets (rbssz, ssz apart) of a tile's staged rows (rbs, es) and edge indices (ix: src, dst), so
+// that the next tile's are copied while one is worked on; tt the tile's types.
 struct FoldSmem {
-  int Kp, KP, w0, nrm, kw, rbs, hs, rs, es, as, tt, total;
+  int Kp, KP, rbssz, w0, nrm, kw, rbs, hs, rs, es, as, tt, ix, total;
   __host__ __device__ FoldSmem(const Dims& d, int KC) {
     Kp = padded_kernel_size(d); KP = (Kp + d.F + 3) / 4 * 4;
+    rbssz = tile_round4(kMTE * (d.nr + 1));
     w0 = 0; nrm = w0 + tile_round4(d.nr * (KC + 1)); kw = nrm + tile_round4(KC); rbs = kw + KC * KP;
-    hs = rbs + tile_round4(kMTE * (d.nr + 1)); rs = hs + tile_round4(kMTE * (KC + 1)); es = rs + kMTE;
-    as = es + kMTE; tt = as + KC * kMTE; total = tt + 2 * kMTE;
+    hs = rbs + 2 * rbssz; rs = hs + tile_round4(kMTE * (KC + 1)); es = rs + kMTE;
+    as = es + 2 * kMTE; tt = as + KC * kMTE; ix = tt + 2 * kMTE; total = ix + 4 * kMTE;
   }
 };
 
@@ -270,22 +273,40 @@ __global__ void __launch_bounds__(kTT) mixer_prep_fold_k(Dims d, ModelWDev mw, c
   float* sm = reinterpret_cast<float*>(smem4);
   const FoldSmem L(d, KC);
   const int Kp = L.Kp, KP = L.KP, NQ = KP / 4, tid = threadIdx.x;
-  float *w0s = sm + L.w0, *nrm = sm + L.nrm, *kw = sm + L.kw, *rbs = sm + L.rbs, *hs = sm + L.hs, *rs = sm + L.rs,
-        *es = sm + L.es, *as = sm + L.as;
+  float *w0s = sm + L.w0, *nrm = sm + L.nrm, *kw = sm + L.kw, *rbs0 = sm + L.rbs, *hs = sm + L.hs, *rs = sm + L.rs,
+        *es0 = sm + L.es, *as = sm + L.as;
   int* tt = reinterpret_cast<int*>(sm + L.tt);
+  int* ix0 = reinterpret_cast<int*>(sm + L.ix);
   stage_w0<KC>(d, mw, w0s, nrm);
   for (int i = tid; i < KC * KP / 4; i += kTT)
     reinterpret_cast<float4*>(kw)[i] = __ldg(reinterpret_cast<const float4*>(kern_w) + i);
   const int tq = tid % NQ, te = tid / NQ, ntiles = (in.Ec + TE - 1) / TE;
-  for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+  // A tile's rows and edge indices into set `set` (asynchronous copies); the set was last read by
+  // the tile before it, behind that tile's last barrier.
+  auto stage = [&](int tile, int set) {
     const int t0 = tile * TE, ne = min(TE, in.Ec - t0);
+    int* ix = ix0 + set * 2 * TE;
     for (int i = tid; i < ne; i += kTT) {
-      tt[i] = in.types[in.src[in.e0 + t0 + i]];
-      tt[TE + i] = in.types[in.dst[in.e0 + t0 + i]];
+      copy_async4(reinterpret_cast<float*>(ix + i), reinterpret_cast<const float*>(in.src + in.e0 + t0 + i));
+      copy_async4(reinterpret_cast<float*>(ix + TE + i), reinterpret_cast<const float*>(in.dst + in.e0 + t0 + i));
     }
-    stage_rows<TE>(d.nr, t0, ne, in.rbf, in.env, rbs, es);
+    stage_rows<TE>(d.nr, t0, ne, in.rbf, in.env, rbs0 + set * L.rbssz, es0 + set * TE);
+  };
+  if (blockIdx.x < ntiles) stage(blockIdx.x, 0);
+  int set = 0;
+  for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x, set ^= 1) {
+    const int t0 = tile * TE, ne = min(TE, in.Ec - t0);
+    float* rbs = rbs0 + set * L.rbssz;
+    float* es = es0 + set * TE;
     copy_async_wait();
     __syncthreads();
+    if (tile + (int)gridDim.x < ntiles) stage(tile + gridDim.x, set ^ 1);
+    // The types (read in the epilogue, behind tile_activations' barriers).
+    const int* ix = ix0 + set * 2 * TE;
+    for (int i = tid; i < ne; i += kTT) {
+      tt[i] = in.types[ix[i]];
+      tt[TE + i] = in.types[ix[TE + i]];
+    }
     tile_activations<KC, TE>(d, w0s, nrm, rbs, hs, rs, as);
     __syncthreads();
     if (tid < (TE / 4) * NQ) {
@@ -323,7 +344,7 @@ __global__ void __launch_bounds__(kTT) mixer_prep_fold_k(Dims d, ModelWDev mw, c
         }
       }
     }
-    __syncthreads();  // the next tile overwrites tt, rbs, es, as
+    __syncthreads();  // the next tile overwrites tt, as, hs, rs and this set
   }
 }
 
