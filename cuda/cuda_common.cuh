@@ -194,6 +194,12 @@ __host__ __device__ inline int degree_of_packed(int p) {
   while ((l + 1) * (l + 1) <= p) ++l;
   return l;
 }
+// Packed row p >= 1's entry in an edge's compact Wigner row on the edge frame's m = 0 row of block
+// l(p): what the GIE reads of the Wigner rows (gie.cu, gie_fold_backward.cu).
+__host__ __device__ inline int dc_m0(int p) {
+  const int l = degree_of_packed(p);
+  return dc_off(l) + (2 * l + 1) + p - l * l;
+}
 // Reduced m-major row j: l and m (mmax = 1).
 __host__ __device__ inline int red_l(int j, int L) { return j <= L ? j : (j <= 2 * L ? j - L : j - 2 * L); }
 __host__ __device__ inline int red_m(int j, int L) { return j <= L ? 0 : (j <= 2 * L ? -1 : 1); }

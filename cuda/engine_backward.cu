@@ -147,9 +147,10 @@ void CudaEngine::Impl::chunk_backward(int b, const Chunk& c, float* Uf) {
 }
 
 // rho_bar_c (the chunk's rows), or with `fold` that block's kernel and logit adjoints (kb: the
-// chunk's kernel-adjoint rows, src_rows(b, c).kern; and lbar), through the radial MLP's backward
-// into env_bar and rbf_bar.
-void CudaEngine::Impl::radial_backward_chunk(const Chunk& c, const BlockWDev* fold, const float* kb) {
+// chunk's kernel-adjoint rows, src_rows(b, c).kern; and lbar), or with `plain` G = W1 rho_bar's rows
+// in kb (the folded GIE backward; the identity fold), through the radial MLP's backward into
+// env_bar and rbf_bar.
+void CudaEngine::Impl::radial_backward_chunk(const Chunk& c, const BlockWDev* fold, const float* kb, bool plain) {
   RadialMlpArgs a{};
   a.E = c.e1 - c.e0;
   const EdgeGeomDev geo = geom_at(c);
@@ -157,11 +158,12 @@ void CudaEngine::Impl::radial_backward_chunk(const Chunk& c, const BlockWDev* fo
   a.rbf = geo.rbf;
   a.env = geo.env;
   a.rho_bar = rho_bar_c.data();
-  if (fold) {
-    a.fold = fold->rad_fold;
-    if (!kb) throw Error("CudaEngine: the folded radial backward needs the kernel adjoint's rows");
+  if (fold || plain) {
+    if (!kb) throw Error("CudaEngine: the folded radial backward needs the adjoint's rows");
+    a.fold = plain ? dw.mw.rad_eye : fold->rad_fold;
     a.kb = kb;
-    a.lbar = lbar.data();
+    a.lbar = plain ? nullptr : lbar.data();
+    a.plain = plain;
   }
   a.env_bar = bar.env_bar;
   a.rbf_bar = bar.rbf_bar;
@@ -182,11 +184,7 @@ void CudaEngine::Impl::gie_radial_backward_chunk(const Chunk& c, const float* rh
                          gate_bar ? gate_bar + e0 : nullptr, rho_bar_c.data()};
     launch_gie_edge_backward_folded(d, dw.mw, ga, s);
     mark("bwd: radial");
-    RadialMlpArgs a{};
-    a.E = Ec; a.rbf = geo.rbf; a.env = geo.env;
-    a.fold = dw.mw.rad_eye; a.kb = rho_bar_c.data(); a.plain = true;
-    a.env_bar = bar.env_bar; a.rbf_bar = bar.rbf_bar;
-    launch_radial_backward(d, dw.mw, a, s);
+    radial_backward_chunk(c, nullptr, rho_bar_c.data(), true);
     return;
   }
   GieArgs gc{};  // the chunk's edges (N = 0): Wigner-row (and gate) adjoints, then rho_bar (written whole)

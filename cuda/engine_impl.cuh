@@ -272,8 +272,10 @@ struct CudaEngine::Impl : EngineBuffers {
   void chunk_backward(int b, const Chunk& c, float* Uf);
 
   // rho_bar_c (the chunk's rows) through the radial MLP's backward into env_bar and rbf_bar; with
-  // `fold`, that block's kernel adjoint (kb: the chunk's rows) and logit adjoint instead.
-  void radial_backward_chunk(const Chunk& c, const BlockWDev* fold = nullptr, const float* kb = nullptr);
+  // `fold`, that block's kernel adjoint (kb: the chunk's rows) and logit adjoint instead; with
+  // `plain`, G = W1 rho_bar's rows in kb (the folded GIE backward).
+  void radial_backward_chunk(const Chunk& c, const BlockWDev* fold = nullptr, const float* kb = nullptr,
+                             bool plain = false);
   // The GIE's edge shares of chunk c (Wigner-row and gate adjoints) and, through the radial MLP's
   // backward, its radial share: folded (gie_fold_bwd) or through rho_bar (rho: the chunk's radial
   // features, read by the unfolded route only).

@@ -144,10 +144,7 @@ __global__ void __launch_bounds__(32 * kFoldWarps) gie_forward_fold_k(Dims d, Mo
       const float m = siluf_(y) * st[S.eg + i];
       const float* zr = st + S.dc + i * dcs;
 #pragma unroll
-      for (int p = 0; p < P; ++p) {
-        const int l = degree_of_packed(p + 1), j = p + 1 - l * l;
-        z[p] += zr[dc_off(l) + (2 * l + 1) + j] * m;  // the edge frame's m = 0 row of block l
-      }
+      for (int p = 0; p < P; ++p) z[p] += zr[dc_m0(p + 1)] * m;
     }
   }
 #pragma unroll

@@ -46,13 +46,6 @@ struct FoldBwdSmem {
   }
 };
 
-// The offset in a compact Wigner row of packed row p + 1's entry on the edge frame's m = 0 row of
-// block l(p + 1).
-__device__ __forceinline__ int zrow_offset(int p) {
-  const int l = degree_of_packed(p + 1), j = p + 1 - l * l;
-  return dc_off(l) + (2 * l + 1) + j;
-}
-
 // NR: n_radial at compile time (W0's column in registers), 0: at run time (read from shared memory).
 template <int L, int NR>
 __global__ void __launch_bounds__(32 * kWarps) gie_edge_backward_fold_k(Dims d, ModelWDev w, FoldBwdSmem S,
@@ -93,7 +86,7 @@ __global__ void __launch_bounds__(32 * kWarps) gie_edge_backward_fold_k(Dims d, 
   const int eb = e0 + (int)((long)ne * warp / kWarps), ee = e0 + (int)((long)ne * (warp + 1) / kWarps);
   // Lane p < P writes entry p of each edge's Wigner-row adjoint: its old value is loaded an edge
   // ahead (the row is this warp's alone), so the add does not wait on memory.
-  const int my_o = k < P ? zrow_offset(k) : 0;
+  const int my_o = k < P ? dc_m0(k + 1) : 0;
   float old_nxt = k < P && eb < ee ? a.Dc_bar[(size_t)eb * dcs + my_o] : 0.0f;
   for (int b = eb; b < ee; b += 32) {
     const int cnt = min(32, ee - b);
@@ -125,7 +118,7 @@ __global__ void __launch_bounds__(32 * kWarps) gie_edge_backward_fold_k(Dims d, 
       const float* zr = st + S.dc + i * dcs;
       float g = 0.0f;
 #pragma unroll
-      for (int p = 0; p < P; ++p) g += zr[zrow_offset(p)] * yv[p];
+      for (int p = 0; p < P; ++p) g += zr[dc_m0(p + 1)] * yv[p];
       if (a.gate) g *= ge;
       a.G[(size_t)e * kC + k] = sc * g;
       // v[p] = sum_k ea[k] Y[p, k], each to its slot, then lane p's entry and gate term.
