@@ -4,9 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include <Eigen/Core>
-
-#include "common/matrix.h"
+#include "common/matrix.h"  // Eigen/Core (behind matrix.h's pragma on GCC 12's AVX-512 warning)
 
 namespace sezm {
 
