@@ -51,7 +51,8 @@ void EngineBuffers::size_for_call(const Graph& gv, const Dims& d, const CallShap
   for (auto [b, stride] : {std::pair<DBuf<float>*, size_t>{&vecf, 3}, {&r, 1}, {&env, 1}, {&denv, 1}, {&rbf, d.nr},
                            {&Dc, d.dc_size}, {&g, d.es_emb}, {&seed, 4}})
     edge(*b, stride, chunk_geo);
-  edge(rho, W, chunk_geo || cs.rho_chunk);
+  if (cs.no_rho) rho.free();
+  else edge(rho, W, chunk_geo || cs.rho_chunk);
   grow(isd, N); grow(A, static_cast<size_t>(N) * 4 * d.es_emb); grow(f, static_cast<size_t>(N) * 2 * d.C);
   const int nb = n_blocks;
   X.resize(nb + 1); H.resize(nb); q.resize(nb); k.resize(nb); qk_rho.resize(nb); gate_rho.resize(nb);
@@ -173,7 +174,7 @@ size_t call_device_bytes(const Dims& d, const CallShape& c) {
   for (size_t stride : {size_t(3), size_t(1), size_t(1), size_t(1), size_t(d.nr), size_t(d.dc_size),
                         size_t(d.es_emb), size_t(4)})
     add(Eg * stride + pad, f);
-  add(c.chunk_geo || c.rho_chunk ? Ec * W + 4 : E * W, f);  // rho
+  if (!c.no_rho) add(c.chunk_geo || c.rho_chunk ? Ec * W + 4 : E * W, f);  // rho
   if (c.gradients) {
     for (size_t stride : {size_t(d.dc_size), size_t(d.nr), size_t(1), size_t(3)}) add(Eg * stride + pad, f);
     if (c.chunk_geo) add(3 * Ec, f8);

@@ -91,7 +91,9 @@ struct ChunkScratch {
 // whatever the edge state (lean mode where the blocks read none, radial_prep_folds: only the GIE
 // does, and recomputes them per chunk); keep_src: with keep_stack, the blocks before the last
 // also keep the stack's input side per edge (kernel values, S_src, the focus competition);
-// compact_bytes: the graph's compact geometry as uploaded (compact_upload_bytes; 0: vec itself).
+// compact_bytes: the graph's compact geometry as uploaded (compact_upload_bytes; 0: vec itself);
+// no_rho: nothing of the call reads radial features (the blocks take the folded tables, the GIE's
+// forward and backward the radial MLP's hidden layer): no rows of them at all.
 struct CallShape {
   int N, NT;
   long E;
@@ -99,6 +101,7 @@ struct CallShape {
   bool gradients, keep_stack, chunk_geo, rho_chunk, keep_src;
   int node_batch;
   size_t compact_bytes = 0;
+  bool no_rho = false;
 };
 
 // Floats per edge of one block's kept stack input side (CallShape::keep_src; ChunkScratch's

@@ -182,9 +182,13 @@ void CudaEngine::Impl::prepare_call(const Graph& gv, bool gradients) {
   // the blocks' stack input side instead (keep_src).
   rho_chunk = fold_prep && (mode == CudaMode::kLean || gie_fold);
   keep_src = keep_stack && d.degree_mixer && rho_chunk;
+  // The blocks folded, and the GIE's forward and backward from the radial MLP's hidden layer: no
+  // kernel of the call reads radial features (C.pt: 512 B per chunk edge less).
+  no_rho = fold_prep && gie_fold && (!gradients || gie_fold_bwd);
   CallShape shape{gv.n_nodes, gv.n_total, gv.n_edges(), plan.max_edges(), plan.max_nodes(), cfg.n_blocks,
                   gradients,  keep_stack, false,        rho_chunk,        keep_src, node_batch,
                   geometry_from ? 0 : compact_upload_bytes(gv)};
+  shape.no_rho = no_rho;
   const size_t keep_bytes = call_device_bytes(d, shape);
   shape.chunk_geo = true;
   const size_t chunk_bytes = call_device_bytes(d, shape);
@@ -395,7 +399,7 @@ EngineResult CudaEngine::Impl::compute(const Graph& gv, bool gradients, FeatureE
         mark("bwd: recompute radial");
         radial_forward_chunk(c);
       }
-      gie_radial_backward_chunk(c, rho_v(c) + static_cast<size_t>(c.e0) * W);
+      gie_radial_backward_chunk(c, gie_fold_bwd ? nullptr : rho_v(c) + static_cast<size_t>(c.e0) * W);
     }
     mark("bwd: degree");
     deg.isd_bar = isd_bar.data(); deg.env_bar = env_bar.data();

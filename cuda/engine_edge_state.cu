@@ -33,6 +33,7 @@ void CudaEngine::Impl::chunk_geometry(const Chunk& c, unsigned need) {
 }
 
 void CudaEngine::Impl::radial_forward_chunk(const Chunk& c) {
+  if (no_rho) throw Error("CudaEngine: radial features asked for in a call that keeps none (no_rho)");
   const EdgeGeomDev geo = geom_at(c);
   RadialMlpArgs rad{};
   rad.E = c.e1 - c.e0; rad.rbf = geo.rbf; rad.env = geo.env;

@@ -100,6 +100,8 @@ struct CudaEngine::Impl : EngineBuffers {
   // This call: the GIE's edge backward from the radial MLP's hidden layer too (gie_backward_folds):
   // no radial features recomputed for it, no rho_bar; the radial backward takes its G rows.
   bool gie_fold_bwd = false;
+  // This call: nothing reads radial features (CallShape::no_rho): rho holds no rows, rho_v is null.
+  bool no_rho = false;
   size_t fixed_bytes = 0;  // held from construction on (the weights): not the call's to reuse
   size_t checked_keep_bytes = 0;  // the largest kept-edge-state call found to fit (prepare_call)
   // chunk_geo: the chunk whose rows the edge buffers hold, and which of them are computed.
@@ -147,6 +149,7 @@ struct CudaEngine::Impl : EngineBuffers {
   }
   // The radial features: the call's rows, or one chunk's (chunk_geo, rho_chunk) shifted as ev's.
   float* rho_v(const Chunk& c) const {
+    if (no_rho) return nullptr;
     return ev(rho, static_cast<size_t>(d.L + 1) * d.C, c, chunk_geo || rho_chunk);
   }
   EdgeRadialIn radial_in(const Chunk& c) const {
