@@ -2,6 +2,7 @@
 // CudaEngine::Impl, the CUDA engine's state and the steps of its orchestration (the order and
 // names of the CPU engine, src/engine/sezm_model.cpp). Its forward, the call and the public
 // wrappers are defined in engine.cu, the backward steps in engine_backward.cu; engine-private.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -42,8 +43,22 @@ struct CudaEngine::Impl : EngineBuffers {
   int device = 0;
   std::string name;
   cudaStream_t s = nullptr;
-  int chunk_edges = 0;  // 0: the mode's default (default_chunk_edges)
-  int effective_chunk_edges() const { return chunk_edges > 0 ? chunk_edges : default_chunk_edges(mode); }
+  int chunk_edges = 0;  // 0: the mode's default (default_chunk_chains)
+  int sms = 0;          // the GPU's multiprocessors: the chained stack's persistent grid
+  int effective_chunk_edges() const { return chunk_edges > 0 ? chunk_edges : default_chunk_chains(); }
+  // The mode's default (default_chunk_edges), in fast mode on the chained stack rounded to the
+  // nearest multiple of 128 sms / F edges: a chunk's F ceil(Ec / 128) items (128 rows of one
+  // focus) then fill whole rounds of the persistent grid (a CTA per SM). C.pt on 132 SMs: 131,072
+  // -> 135,168 edges, 16 full rounds a chunk where the last of 16 left 64 CTAs idle; at 4,096 atoms
+  // 77 rounds per chunk pass instead of 79 (docs/performance.md, 2026-12-05 seventeenth session).
+  // Lean's chunk stays: the same rounding measured no faster there (fifteenth session, "Tried").
+  int default_chunk_chains() const {
+    const int base = default_chunk_edges(mode);
+    if (mode != CudaMode::kFast || !d.wgmma || !d.stack_ws || sms <= 0) return base;
+    const long unit = 128L * sms % d.F == 0 ? 128L * sms / d.F : 128L * sms;
+    const long k = std::max(1L, (base + unit / 2) / unit);
+    return static_cast<int>(k * unit);
+  }
 
   DeviceWeights dw;
   ChunkPlan plan;
@@ -64,6 +79,7 @@ struct CudaEngine::Impl : EngineBuffers {
       : cfg(w.cfg), mode(m), device(dev), key(edge_geometry_key(w)) {
     const cudaDeviceProp prop = open_device(dev);
     name = prop.name;
+    sms = prop.multiProcessorCount;
     d = model_dims(w);
     check_stack_fits(d, prop);
     d.wgmma = use_wgmma(d, prop);
