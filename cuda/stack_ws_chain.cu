@@ -3,10 +3,11 @@
 // stack_ws.cu and stack_ws_gated_fwd.cu) through all the layers, gated (gated_fwd_item's steps)
 // and identity (both |m| groups), with the layers' products and epilogues unchanged (chain_unit).
 // An item's layer k + 1 reads only that item's rows of layer k's output, which the same CTA wrote:
-// no grid-wide wait between layers, only a hand-over inside the CTA. The consumers store an item's
-// output, order their stores before the async proxy (fence.proxy.async.global) and arrive on the
-// `stored` barrier; the producer waits on it (and fences too) before its tensor copies of the
-// item's next layer.
+// no grid-wide wait between layers, only a hand-over inside the CTA, one per |m| group: the
+// consumers store a group's columns of the item's output, order their stores before the async
+// proxy (fence.proxy.async.global) and arrive on that group's barrier (`stored0` after the m = 0
+// epilogue, `stored1` after the |m| = 1 one); the producer waits on it (and fences too) before its
+// tensor copies of the next layer's product of that group (stack_ws_gated.cuh, ws_chain_wait).
 // One item at a time: the rows handed over live in L2 between two layers of an item, 160 KiB per
 // item and CTA, ~21 MiB for the grid, which L2 keeps; items taken in pairs, interleaved by layer
 // so that one's hand-over overlapped the other's products, held twice that, and the hand-over rows
@@ -59,9 +60,12 @@ __device__ __forceinline__ int chain_item(const WsChainFwd& p, int k) { return w
 // kinds' code inlined apart made a 150 KB kernel, past the SM's instruction cache, and the chain
 // ran 11 % slower than the one-layer launches (docs/performance.md, 2026-12-03). drop: each group's
 // input columns dropped from L2 after its epilogue (ws_drop_group).
+// stored0: the m = 0 columns' hand-over (arrived on after their epilogue and drop), or null (the
+// item's last layer).
 template <int kStages, int kStage, int kAr>
 __device__ __forceinline__ void chain_unit(bool gated, bool drop, const WsIo& io, int f, int row0, const float* ring,
-                                           uint64_t* full, uint64_t* empty, WsPipe& pp, int ct, float4* stash4) {
+                                           uint64_t* full, uint64_t* empty, WsPipe& pp, int ct, float4* stash4,
+                                           uint64_t* stored0) {
   constexpr int N0 = 128, N1 = 192;
   constexpr bool kRes = !ws_one_pass(kAr);
   const size_t fo = static_cast<size_t>(f) * io.Ec * io.ROW;
@@ -75,6 +79,10 @@ __device__ __forceinline__ void chain_unit(bool gated, bool drop, const WsIo& io
   }
   if (gated) gated_fwd_gate<kStages, kStage, kAr>(io, fo, row0, live, z00, ring, full, empty, pp, ct, stash4);
   if (drop) ws_drop_group<N0>(io.in, fo, io.ROW, row0, io.Ec, ct);
+  if (stored0) {  // the next layer's m = 0 product may start
+    ws_fence_proxy_global();
+    ws_bar_arrive(stored0);
+  }
   float acc[N1 / 2];
   ws_multiply<N1, N1, kStages, kStage, kAr, WsAsIs, kRes>(ring, full, empty, pp, ct, acc, WsAsIs{}, !gated);
   if (gated) gated_fwd_m1_epilogue<kAr>(io, fo, row0, live, acc, ct, stash4);
@@ -88,27 +96,32 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_fwd_k(const __gr
                                                                       const __grid_constant__ CUtensorMap tm1) {
   using R = WsTcRing<kAr>;  // the gated layers' scratch and ring; the identity layers use the ring
   extern __shared__ __align__(128) float ws_dsmem[];
-  __shared__ uint64_t full[R::kStages], empty[R::kStages], stored;
+  __shared__ uint64_t full[R::kStages], empty[R::kStages], stored[2];  // the m = 0, |m| = 1 columns' hand-overs
   float* const ring = ws_dsmem + R::kScratch;
-  if (threadIdx.x == 0) ws_bar_init(&stored, 256);  // every consumer thread, after its stores (before ws_init's fence)
+  if (threadIdx.x == 0) {  // every consumer thread, after its stores (before ws_init's fence)
+    ws_bar_init(&stored[0], 256);
+    ws_bar_init(&stored[1], 256);
+  }
   ws_init(full, empty);
   WsPipe pp;
   if (threadIdx.x < 128) {
     ws_regs_dec<kWsProducerRegs>();
     if (threadIdx.x >= 32) return;
-    uint32_t parity = 0;  // the parity of stored's next phase
+    uint32_t parity[2] = {0, 0};  // the parities of stored's next phases
     for (int k = blockIdx.x; k < p.nitems; k += ws_grid()) {
       const int i = chain_item(p, k), f = i / p.ntiles, y = (i - f * p.ntiles) * kWsRows;
 #pragma unroll 1
       for (int l = 0; l < p.nL; ++l) {
-        if (l > 0) ws_chain_wait(&stored, parity);  // the item's layer l - 1 stored
         const CUtensorMap* tm = (l & 1) ? &tm1 : &tm0;
-        if (l < p.ngated) {
-          gated_fwd_fill<R::kStages, R::kStage, kAr>(p.layer[l].g, ring, full, empty, pp, tm, f, y);
-        } else {  // an identity layer: the m = 0 product's blocks, then the |m| = 1 product's
+        // The m = 0 product's blocks (a gated layer's G blocks after them), once layer l - 1's
+        // m = 0 columns are stored; the |m| = 1 product's once its |m| = 1 columns are.
+        if (l > 0) ws_chain_wait(&stored[0], parity[0]);
+        if (l < p.ngated)
+          gated_fwd_fill_m0<R::kStages, R::kStage, kAr>(p.layer[l].g, ring, full, empty, pp, tm, f, y);
+        else
           group_fill<128, R::kStages, R::kStage, kAr>(p.layer[l].g.B0, ring, full, empty, pp, tm, f, y);
-          group_fill<192, R::kStages, R::kStage, kAr>(p.layer[l].g.B1, ring, full, empty, pp, tm, f, y);
-        }
+        if (l > 0) ws_chain_wait(&stored[1], parity[1]);
+        group_fill<192, R::kStages, R::kStage, kAr>(p.layer[l].g.B1, ring, full, empty, pp, tm, f, y);
       }
     }
     return;
@@ -122,8 +135,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_fwd_k(const __gr
     for (int l = 0; l < p.nL; ++l) {
       const WsIo io{p.buf[l & 1], l + 1 == p.nL ? p.last : p.buf[(l + 1) & 1], p.layer[l].zsave, p.Ec, p.ROW};
       chain_unit<R::kStages, R::kStage, kAr>(l < p.ngated, p.drop && l > 0, io, f, row0, ring, full, empty, pp, ct,
-                                              stash4);
-      ws_chain_stored(&stored, l, p.nL);  // to the item's next layer
+                                              stash4, l + 1 < p.nL ? &stored[0] : nullptr);
+      ws_chain_stored(&stored[1], l, p.nL);  // the |m| = 1 columns, to the item's next layer
     }
   }
 }

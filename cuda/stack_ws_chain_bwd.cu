@@ -6,7 +6,8 @@
 // G' = g + g W^T, the one-layer identity launches' arithmetic, stack_ws.cu). So each item's
 // arithmetic is the one-layer launches': the same bits. An item's step t + 1 reads only the rows
 // its step t stored (the hand-over inside the CTA, as in the forward: stores, fence.proxy.async,
-// the `stored` barrier, the producer's fence and copies).
+// a `stored` barrier per |m| group, the producer's fence and copies; here the |m| = 1 columns come
+// first, after phase 2, and a gated step's z00 blocks wait for neither).
 // Why: one launch per layer sends every layer's output adjoint through HBM and reads it back
 // (per edge and block at C.pt, 3 layers: 12.8 kB read, 7.7 kB written, the z rows included).
 // Measured (H200, 4,096 atoms, `precision tf32` fast, kernel-times; docs/performance.md
@@ -52,32 +53,43 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_bwd_k(const __gr
   constexpr bool kOne = ws_one_plane(kAr);  // the stages' layout
   constexpr int N0 = 128, N1 = 192;
   extern __shared__ __align__(128) float ws_dsmem[];
-  __shared__ uint64_t full[R::kStages], empty[R::kStages], stored;
+  __shared__ uint64_t full[R::kStages], empty[R::kStages], stored[2];  // the m = 0, |m| = 1 columns' hand-overs
   float* const ring = ws_dsmem + R::kScratch;
   // The chained forward's start, written out: with the setmaxnreg steps in a shared helper (sm_90a
   // ptxas) the consumers spilled 0.6-2.6 KB.
-  if (threadIdx.x == 0) ws_bar_init(&stored, 256);  // every consumer thread, after its stores (before ws_init's fence)
+  if (threadIdx.x == 0) {  // every consumer thread, after its stores (before ws_init's fence)
+    ws_bar_init(&stored[0], 256);
+    ws_bar_init(&stored[1], 256);
+  }
   ws_init(full, empty);
   WsPipe pp;
   if (threadIdx.x < 128) {
     ws_regs_dec<kWsProducerRegs>();
     if (threadIdx.x >= 32) return;
-    uint32_t parity = 0;  // the parity of stored's next phase
+    uint32_t parity[2] = {0, 0};  // the parities of stored's next phases
     for (int k = blockIdx.x; k < p.nitems; k += ws_grid()) {
       const int i = ws_item(k, p.nitems, 1), f = i / p.ntiles, y = (i - f * p.ntiles) * kWsRows;
 #pragma unroll 1
       for (int t = 0; t < p.nL; ++t) {
-        if (t > 0) ws_chain_wait(&stored, parity);  // the item's step t - 1 stored
         const int l = p.nL - 1 - t;
         const WsBwdImages& g = p.layer[l];
-        if (l < p.ngated) {
-          gated_bwd_fill<R::kStages, R::kStage, R::kZoff, kAr>(g, ring, full, empty, pp, &m.a[t & 1], &m.z[l], f, y);
-        } else {  // an identity layer: the |m| = 1 product's blocks, then the m = 0 product's (phases 2, 4)
+        const bool gated = l < p.ngated;
+        // A gated step's z00 blocks read no adjoint; its |m| = 1 product's blocks wait for step
+        // t - 1's |m| = 1 columns, the rest (an identity layer's m = 0 product, phase 4; a gated
+        // layer's phases 3 and 4) for its m = 0 columns.
+        if (gated) gated_bwd_fill_z<R::kStages, R::kStage, kAr>(g, ring, full, empty, pp, &m.z[l], f, y);
+        if (t > 0) ws_chain_wait(&stored[1], parity[1]);
+        if (gated)
+          gated_bwd_fill_m1<R::kStages, R::kStage, R::kZoff, kAr>(g, ring, full, empty, pp, &m.a[t & 1], &m.z[l], f, y);
+        else
           ws_fill<N1, N1, R::kStages, R::kStage, kOne>(ring, full, empty, pp, &m.a[t & 1],
                                                        WsItem{N0, y, f, g.B1 + static_cast<size_t>(f) * 2 * N1 * N1});
+        if (t > 0) ws_chain_wait(&stored[0], parity[0]);
+        if (gated)
+          gated_bwd_fill_m0<R::kStages, R::kStage, R::kZoff, kAr>(g, ring, full, empty, pp, &m.a[t & 1], &m.z[l], f, y);
+        else
           ws_fill<N0, N0, R::kStages, R::kStage, kOne>(ring, full, empty, pp, &m.a[t & 1],
                                                        WsItem{0, y, f, g.B0 + static_cast<size_t>(f) * 2 * N0 * N0});
-        }
       }
     }
     return;
@@ -90,8 +102,9 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_bwd_k(const __gr
 #pragma unroll 1
     for (int t = 0; t < p.nL; ++t) {
       const WsIo io{p.buf[t & 1], p.buf[(t + 1) & 1], nullptr, p.Ec, p.ROW};
-      gated_bwd_item<R, kAr>(p.nL - 1 - t < p.ngated, p.drop != 0, io, f, row0, ring, full, empty, pp, ct, scratch);
-      ws_chain_stored(&stored, t, p.nL);  // to the item's next step
+      gated_bwd_item<R, kAr>(p.nL - 1 - t < p.ngated, p.drop != 0, io, f, row0, ring, full, empty, pp, ct, scratch,
+                             t + 1 < p.nL ? &stored[1] : nullptr);
+      ws_chain_stored(&stored[0], t, p.nL);  // the m = 0 columns, to the item's next step
     }
   }
 }

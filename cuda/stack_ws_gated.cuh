@@ -209,9 +209,14 @@ __device__ __forceinline__ void ws_drop_group(const float* in, size_t base, int 
   }
 }
 // The chained launches' hand-over of an item's step to its next (stack_ws_chain.cu,
-// stack_ws_chain_bwd.cu): the consumers store the step's output, order their stores before the
-// async proxy and arrive on `stored` (256 arrivals) after every step but the item's last; the
-// producer waits for that phase and fences too before its tensor copies of the next step.
+// stack_ws_chain_bwd.cu), one per |m| group: the consumers store a group's columns of the step's
+// output, order their stores before the async proxy and arrive on that group's `stored` barrier
+// (256 arrivals) after every step but the item's last; the producer waits for that phase and
+// fences too before its tensor copies of the next step's products that read those columns (the
+// SO(2) products of one group read only that group's columns). So the next step's first group
+// is copied in while the consumers still work on this step's second group, and the ring does
+// not run dry at every step (one barrier for the whole step did: the producer's copies of a step
+// waited for all of the step before it, then the consumers for the copies).
 __device__ __forceinline__ void ws_chain_wait(uint64_t* stored, uint32_t& parity) {
   ws_bar_wait(stored, parity);
   parity ^= 1u;

@@ -40,21 +40,39 @@ inline WsBwdImages gated_bwd_images(const Dims& d, const BlockWDev& w, int layer
 }
 
 // The producer warp's fills of item (focus f, rows y ..) of a gated layer, in the consumers' phase
-// order: z00 with G's image; g1 and z1 with W1^T's; g0 and z0 (the columns Cf ..) with G^T's; g0
-// and z0 with A^T's.
+// order: z00 with G's image (gated_bwd_fill_z: no output adjoint read); g1 and z1 with W1^T's
+// (gated_bwd_fill_m1: the adjoint's |m| = 1 columns); g0 and z0 (the columns Cf ..) with G^T's, g0
+// and z0 with A^T's (gated_bwd_fill_m0: its m = 0 columns).
+template <int kStages, int kStage, int kAr>
+__device__ __forceinline__ void gated_bwd_fill_z(const WsBwdImages& g, float* ring, uint64_t* full, uint64_t* empty,
+                                                 WsPipe& pp, const CUtensorMap* tmZ, int f, int y) {
+  constexpr int NG = 128;
+  ws_fill<NG, kCf, kStages, kStage, ws_one_plane(kAr)>(ring, full, empty, pp, tmZ,
+                                                       WsItem{0, y, f, g.BG + static_cast<size_t>(f) * 2 * kCf * NG});
+}
 template <int kStages, int kStage, int kZoff, int kAr>
-__device__ __forceinline__ void gated_bwd_fill(const WsBwdImages& g, float* ring, uint64_t* full, uint64_t* empty,
-                                               WsPipe& pp, const CUtensorMap* tmA, const CUtensorMap* tmZ, int f, int y) {
-  constexpr int N0 = 128, N1 = 192, NG = 128, NGT = 64;
-  constexpr bool kOne = ws_one_plane(kAr);  // the stages' layout
-  ws_fill<NG, kCf, kStages, kStage, kOne>(ring, full, empty, pp, tmZ,
-                                          WsItem{0, y, f, g.BG + static_cast<size_t>(f) * 2 * kCf * NG});
-  ws_fill<N1, N1, kStages, kStage, kOne, true, kZoff>(
+__device__ __forceinline__ void gated_bwd_fill_m1(const WsBwdImages& g, float* ring, uint64_t* full, uint64_t* empty,
+                                                  WsPipe& pp, const CUtensorMap* tmA, const CUtensorMap* tmZ, int f, int y) {
+  constexpr int N0 = 128, N1 = 192;
+  ws_fill<N1, N1, kStages, kStage, ws_one_plane(kAr), true, kZoff>(
       ring, full, empty, pp, tmA, WsItem{N0, y, f, g.B1 + static_cast<size_t>(f) * 2 * N1 * N1}, 0, N1 / kWsK, tmZ);
+}
+template <int kStages, int kStage, int kZoff, int kAr>
+__device__ __forceinline__ void gated_bwd_fill_m0(const WsBwdImages& g, float* ring, uint64_t* full, uint64_t* empty,
+                                                  WsPipe& pp, const CUtensorMap* tmA, const CUtensorMap* tmZ, int f, int y) {
+  constexpr int N0 = 128, NGT = 64;
+  constexpr bool kOne = ws_one_plane(kAr);  // the stages' layout
   ws_fill<NGT, kLC, kStages, kStage, kOne, true, kZoff>(
       ring, full, empty, pp, tmA, WsItem{kCf, y, f, g.BGT + static_cast<size_t>(f) * 2 * kLC * NGT}, 0, kLC / kWsK, tmZ);
   ws_fill<N0, N0, kStages, kStage, kOne, true, kZoff>(
       ring, full, empty, pp, tmA, WsItem{0, y, f, g.B0 + static_cast<size_t>(f) * 2 * N0 * N0}, 0, N0 / kWsK, tmZ);
+}
+template <int kStages, int kStage, int kZoff, int kAr>
+__device__ __forceinline__ void gated_bwd_fill(const WsBwdImages& g, float* ring, uint64_t* full, uint64_t* empty,
+                                               WsPipe& pp, const CUtensorMap* tmA, const CUtensorMap* tmZ, int f, int y) {
+  gated_bwd_fill_z<kStages, kStage, kAr>(g, ring, full, empty, pp, tmZ, f, y);
+  gated_bwd_fill_m1<kStages, kStage, kZoff, kAr>(g, ring, full, empty, pp, tmA, tmZ, f, y);
+  gated_bwd_fill_m0<kStages, kStage, kZoff, kAr>(g, ring, full, empty, pp, tmA, tmZ, f, y);
 }
 
 __device__ __forceinline__ float4 mul4(float4 a, float4 b) { return make_float4(a.x * b.x, a.y * b.y, a.z * b.z, a.w * b.w); }
@@ -114,10 +132,13 @@ struct M0Hook {
 // no z): io.out = the input adjoint from io.in, the output adjoint. scratch: the kernel's scratch
 // as float4 (WsBwdRing's), + ct. Called by the 256 consumer threads (ct = threadIdx.x - 128).
 // drop (the chained backward): io.in's |m| = 1 columns dropped from L2 after phase 2, its m = 0
-// columns after phase 4, their last reads (ws_drop_group).
+// columns after phase 4, their last reads (ws_drop_group). stored1 (the chained backward, an
+// item's step before its last): the |m| = 1 columns' hand-over, arrived on after phase 2's
+// epilogue and drop (ws_chain_wait); null: none.
 template <class R, int kAr>
 __device__ __forceinline__ void gated_bwd_item(bool gated, bool drop, const WsIo& io, int f, int row0, const float* ring,
-                                               uint64_t* full, uint64_t* empty, WsPipe& pp, int ct, float4* scratch) {
+                                               uint64_t* full, uint64_t* empty, WsPipe& pp, int ct, float4* scratch,
+                                               uint64_t* stored1 = nullptr) {
   constexpr int N0 = 128, N1 = 192, NG = 128, NGT = 64;
   constexpr bool kRes = !ws_one_pass(kAr);  // a 3x split: the products add the residual (ws_epilogue)
   const int ra0 = ws_row(ct, 0);
@@ -142,6 +163,10 @@ __device__ __forceinline__ void gated_bwd_item(bool gated, bool drop, const WsIo
     ws_epilogue<N1, kRes>(io.in, io.out, fo + N0, io.ROW, row0, io.Ec, ct, acc);
   }
   if (drop) ws_drop_group<N1>(io.in, fo + N0, io.ROW, row0, io.Ec, ct);
+  if (stored1) {  // the next step's |m| = 1 product may start
+    ws_fence_proxy_global();
+    ws_bar_arrive(stored1);
+  }
   if (gated) {  // 3. eta G^T (s_bar completed by g0 z0 in the hook), into s_bar's slots once every s_bar value is read
     float eg[NGT / 2];
     ws_multiply<NGT, kLC, R::kStages, R::kStage, kAr>(ring, full, empty, pp, ct, eg, EtaHook<R::kZoff>{S, sbar, ra0});

@@ -59,13 +59,19 @@ inline WsGatedImages gated_images(const Dims& d, const BlockWDev& w, int layer, 
 }
 
 // The producer warp's fills of item (focus f, rows y ..): A's m = 0 blocks with A's image, G's
-// B-only blocks, A's |m| = 1 blocks with W1's image. Called by the 32 lanes of the producer warp.
+// B-only blocks (gated_fwd_fill_m0: what reads the input's m = 0 columns), A's |m| = 1 blocks
+// with W1's image. Called by the 32 lanes of the producer warp.
 template <int kStages, int kStage, int kAr>
-__device__ __forceinline__ void gated_fwd_fill(const WsGatedImages& g, float* ring, uint64_t* full, uint64_t* empty,
-                                               WsPipe& pp, const CUtensorMap* tmA, int f, int y) {
+__device__ __forceinline__ void gated_fwd_fill_m0(const WsGatedImages& g, float* ring, uint64_t* full, uint64_t* empty,
+                                                  WsPipe& pp, const CUtensorMap* tmA, int f, int y) {
   group_fill<128, kStages, kStage, kAr>(g.B0, ring, full, empty, pp, tmA, f, y);
   ws_fill<kNG, kCf, kStages, kStage, ws_one_plane(kAr), false>(
       ring, full, empty, pp, tmA, WsItem{0, y, f, g.BG + static_cast<size_t>(f) * 2 * kCf * kNG});
+}
+template <int kStages, int kStage, int kAr>
+__device__ __forceinline__ void gated_fwd_fill(const WsGatedImages& g, float* ring, uint64_t* full, uint64_t* empty,
+                                               WsPipe& pp, const CUtensorMap* tmA, int f, int y) {
+  gated_fwd_fill_m0<kStages, kStage, kAr>(g, ring, full, empty, pp, tmA, f, y);
   group_fill<192, kStages, kStage, kAr>(g.B1, ring, full, empty, pp, tmA, f, y);
 }
 
