@@ -11,6 +11,7 @@
 
 #include "async_copy.cuh"
 #include "embeddings.cuh"
+#include "radial.cuh"
 
 namespace sezm::cuda {
 namespace {
@@ -111,11 +112,8 @@ __global__ void __launch_bounds__(32 * kFoldWarps) gie_forward_fold_k(Dims d, Mo
   float* st = fsm + S.stage + warp * S.per_warp;
   copy_async_span(w0s, w.rad_w0, nr * C, threadIdx.x, blockDim.x);
   copy_async_wait();
-  const float nk = d.edge_norm ? w.rad_norm[k] : 1.0f;
   __syncthreads();
-  float w0r[NR > 0 ? NR : 1];
-#pragma unroll
-  for (int q = 0; q < NR; ++q) w0r[q] = w0s[q * C + k];
+  const FoldHidden<NR> hid(w0s, nr, C, k, d.edge_norm ? w.rad_norm[k] : 1.0f, d.edge_norm);
   float z[P];
 #pragma unroll
   for (int p = 0; p < P; ++p) z[p] = 0.0f;
@@ -131,17 +129,7 @@ __global__ void __launch_bounds__(32 * kFoldWarps) gie_forward_fold_k(Dims d, Mo
     copy_async_wait();
     __syncwarp();
     for (int i = 0; i < cnt; ++i) {
-      const float* r = st + S.rb + i * nr;
-      float h = 0.0f;
-      if constexpr (NR > 0) {
-#pragma unroll
-        for (int q = 0; q < NR; ++q) h += r[q] * w0r[q];
-      } else {
-        for (int q = 0; q < nr; ++q) h += r[q] * w0s[q * C + k];
-      }
-      float y = h;
-      if (d.edge_norm) y = h * rsqrtf(warp_sum(h * h) / C + 1e-7f) * nk;
-      const float m = siluf_(y) * st[S.eg + i];
+      const float m = hid(st + S.rb + i * nr) * st[S.eg + i];
       const float* zr = st + S.dc + i * dcs;
 #pragma unroll
       for (int p = 0; p < P; ++p) z[p] += zr[dc_m0(p + 1)] * m;

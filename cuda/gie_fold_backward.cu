@@ -78,10 +78,8 @@ __global__ void __launch_bounds__(32 * kWarps) gie_edge_backward_fold_k(Dims d, 
   float yv[P];
 #pragma unroll
   for (int p = 0; p < P; ++p) yv[p] = ys[p * kC + k];
-  float w0r[NR > 0 ? NR : 1];
-#pragma unroll
-  for (int q = 0; q < NR; ++q) w0r[q] = w0s[q * kC + k];
-  const float nk = d.edge_norm ? w.rad_norm[k] : 1.0f, sc = a.isd[n];
+  const FoldHidden<NR> hid(w0s, nr, kC, k, d.edge_norm ? w.rad_norm[k] : 1.0f, d.edge_norm);
+  const float sc = a.isd[n];
   const int e0 = a.off[n] - a.e0, ne = a.off[n + 1] - a.off[n];
   const int eb = e0 + (int)((long)ne * warp / kWarps), ee = e0 + (int)((long)ne * (warp + 1) / kWarps);
   // Lane p < P writes entry p of each edge's Wigner-row adjoint: its old value is loaded an edge
@@ -104,17 +102,7 @@ __global__ void __launch_bounds__(32 * kWarps) gie_edge_backward_fold_k(Dims d, 
       const float old = old_nxt;
       if (k < P && e + 1 < ee) old_nxt = a.Dc_bar[(size_t)(e + 1) * dcs + my_o];
       // a_e[k] as the forward forms it (gie_forward_fold_k, the radial tiles)
-      const float* r = st + S.rb + i * nr;
-      float h = 0.0f;
-      if constexpr (NR > 0) {
-#pragma unroll
-        for (int q = 0; q < NR; ++q) h += r[q] * w0r[q];
-      } else {
-        for (int q = 0; q < nr; ++q) h += r[q] * w0s[q * kC + k];
-      }
-      float y = h;
-      if (d.edge_norm) y = h * rsqrtf(warp_sum(h * h) / kC + 1e-7f) * nk;
-      const float ea = st[S.en + i] * siluf_(y), ge = st[S.ga + i];
+      const float ea = st[S.en + i] * hid(st + S.rb + i * nr), ge = st[S.ga + i];
       const float* zr = st + S.dc + i * dcs;
       float g = 0.0f;
 #pragma unroll

@@ -175,4 +175,35 @@ bool launch_tiles(void (*fn)(P...), int threads, size_t bytes, int tiles, cudaSt
 }
 #endif
 
+// The radial MLP's hidden activation silu(y) of channel k for one edge, as the radial tiles form
+// it, where a warp's 32 lanes are the C = 32 channels (the folded GIE's forward and backward,
+// gie.cu, gie_fold_backward.cu): h = r W0[:, k] summed over n in order, y = h, or with the edge
+// norm h rsqrt(mean_c h^2 + 1e-7) nk over the warp. W0's column k sits in registers when the
+// basis size NR is a compile-time constant, else it is read from w0s (nr x C, shared memory).
+template <int NR>
+struct FoldHidden {
+  float w0r[NR > 0 ? NR : 1];
+  const float* w0s;
+  int nr, C, k;
+  float nk;  // the edge norm's scale of channel k (edge_norm), else unused
+  bool edge_norm;
+  __device__ __forceinline__ FoldHidden(const float* w0s_, int nr_, int C_, int k_, float nk_, bool norm)
+      : w0s(w0s_), nr(nr_), C(C_), k(k_), nk(nk_), edge_norm(norm) {
+#pragma unroll
+    for (int q = 0; q < NR; ++q) w0r[q] = w0s[q * C + k];
+  }
+  __device__ __forceinline__ float operator()(const float* r) const {
+    float h = 0.0f;
+    if constexpr (NR > 0) {
+#pragma unroll
+      for (int q = 0; q < NR; ++q) h += r[q] * w0r[q];
+    } else {
+      for (int q = 0; q < nr; ++q) h += r[q] * w0s[q * C + k];
+    }
+    float y = h;
+    if (edge_norm) y = h * rsqrtf(warp_sum(h * h) / C + 1e-7f) * nk;
+    return siluf_(y);
+  }
+};
+
 }  // namespace sezm::cuda
