@@ -13,9 +13,10 @@
 // instantiations); gated layers: both groups per item, one launch. Items focus-major, so the
 // CTAs working at once share a focus's weight image in L2.
 // Numerics: the 3xTF32 split of wg_tile (partials of 2 k steps from zero, added in IEEE fp32 in k
-// order); the residual added in IEEE fp32: by the identity layers and the gated backward as A
-// lands, among the partials (ws_product's kRes), by the gated forward and every one-pass product
-// after the product (u + z, as stack_forward_k / stack_backward_k do). So the bits differ from the
+// order); the residual added in IEEE fp32: in a 3x split by the identity layers and the gated
+// backward as A lands, among the partials (ws_multiply's kRes), by the gated forward and in one
+// TF32 pass after the product (u + z, as stack_forward_k / stack_backward_k do; u from the A the
+// product landed, kept in registers). So the bits differ from the
 // old kernel's in the last places. The
 // gated layers' gate products (S = sigmoid(z00 G), eta G^T) are tensor-core products as in the old
 // kernel, on other images and with s_bar summed in another order: their bits differ, and so do the
@@ -42,8 +43,7 @@ struct WsLinear {
 template <int N, bool kOne>
 __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_linear_k(const __grid_constant__ WsLinear p,
                                                                    const __grid_constant__ CUtensorMap tmA) {
-  constexpr bool kRes = !kOne;  // 3xTF32: the product adds the residual (ws_epilogue)
-  ws_gemm<N, N, kOne, kRes>(
+  ws_gemm<N, N, kOne, true>(  // the product adds the residual
       p.nitems, &tmA,
       [&](int i0) {
         const int i = ws_item(i0, p.nitems, p.rev);
@@ -53,7 +53,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_linear_k(const __grid_
       [&](int i0, float (&acc)[N / 2], int ct) {
         const int i = ws_item(i0, p.nitems, p.rev);
         const int f = i / p.ntiles, row0 = (i - f * p.ntiles) * kWsRows;
-        ws_epilogue<N, kRes>(p.in, p.out, static_cast<size_t>(f) * p.Ec * p.ROW + p.col0, p.ROW, row0, p.Ec, ct, acc);
+        store_epilogue<N>(p.out, static_cast<size_t>(f) * p.Ec * p.ROW + p.col0, p.ROW, row0, p.Ec, ct, acc);
       });
 }
 

@@ -55,8 +55,9 @@ __device__ __forceinline__ int chain_item(const WsChainFwd& p, int k) { return w
 
 // The consumers' part of one unit (an item's layer): a gated layer's (gated_fwd_item's steps) or
 // an identity layer's (io.out = io.in + io.in W per group), both through the same two products, so
-// that the kernel holds one copy of each (the 3xTF32 residual, ws_product's kRes, switched on at
-// run time for the identity layers; the gated epilogues add theirs). Why one copy: the two layer
+// that the kernel holds one copy of each (the residual, ws_multiply's kRes, switched on at run time
+// for the identity layers; the gated epilogues add theirs, in one TF32 pass from the quads the
+// product landed, in a 3x split read back). Why one copy: the two layer
 // kinds' code inlined apart made a 150 KB kernel, past the SM's instruction cache, and the chain
 // ran 11 % slower than the one-layer launches (docs/performance.md, 2026-12-03). drop: each group's
 // input columns dropped from L2 after its epilogue (ws_drop_group).
@@ -67,26 +68,32 @@ __device__ __forceinline__ void chain_unit(bool gated, bool drop, const WsIo& io
                                            uint64_t* full, uint64_t* empty, WsPipe& pp, int ct, float4* stash4,
                                            uint64_t* stored0) {
   constexpr int N0 = 128, N1 = 192;
-  constexpr bool kRes = !ws_one_pass(kAr);
+  constexpr bool kOne = ws_one_pass(kAr);  // the gated epilogues' residuals from the landed quads
   const size_t fo = static_cast<size_t>(f) * io.Ec * io.ROW;
   const bool live[2] = {row0 + ws_row(ct, 0) < io.Ec, row0 + ws_row(ct, 1) < io.Ec};
   float4 z00[4];
+  float4 u0[kOne ? N0 / 8 : 1];
   {
     float acc[N0 / 2];
-    ws_multiply<N0, N0, kStages, kStage, kAr, WsAsIs, kRes>(ring, full, empty, pp, ct, acc, WsAsIs{}, !gated);
+    ws_multiply<N0, N0, kStages, kStage, kAr, WsAsIs, true>(ring, full, empty, pp, ct, acc, WsAsIs{}, !gated,
+                                                           kOne ? u0 : nullptr);
     if (gated) gated_fwd_park(acc, z00, stash4);
-    else ws_epilogue<N0, kRes>(io.in, io.out, fo, io.ROW, row0, io.Ec, ct, acc);
+    else store_epilogue<N0>(io.out, fo, io.ROW, row0, io.Ec, ct, acc);
   }
-  if (gated) gated_fwd_gate<kStages, kStage, kAr>(io, fo, row0, live, z00, ring, full, empty, pp, ct, stash4);
+  if (gated)
+    gated_fwd_gate<kStages, kStage, kAr>(io, fo, row0, live, z00, ring, full, empty, pp, ct, stash4,
+                                         kOne ? u0 : nullptr);
   if (drop) ws_drop_group<N0>(io.in, fo, io.ROW, row0, io.Ec, ct);
   if (stored0) {  // the next layer's m = 0 product may start
     ws_fence_proxy_global();
     ws_bar_arrive(stored0);
   }
   float acc[N1 / 2];
-  ws_multiply<N1, N1, kStages, kStage, kAr, WsAsIs, kRes>(ring, full, empty, pp, ct, acc, WsAsIs{}, !gated);
-  if (gated) gated_fwd_m1_epilogue<kAr>(io, fo, row0, live, acc, ct, stash4);
-  else ws_epilogue<N1, kRes>(io.in, io.out, fo + N0, io.ROW, row0, io.Ec, ct, acc);
+  float4 u1[kOne ? N1 / 8 : 1];
+  ws_multiply<N1, N1, kStages, kStage, kAr, WsAsIs, true>(ring, full, empty, pp, ct, acc, WsAsIs{}, !gated,
+                                                         kOne ? u1 : nullptr);
+  if (gated) gated_fwd_m1_epilogue<kAr>(io, fo, row0, live, acc, ct, stash4, kOne ? u1 : nullptr);
+  else store_epilogue<N1>(io.out, fo + N0, io.ROW, row0, io.Ec, ct, acc);
   if (drop) ws_drop_group<N1>(io.in, fo + N0, io.ROW, row0, io.Ec, ct);
 }
 

@@ -1,8 +1,8 @@
 #pragma once
 // What the warp-specialised stack's kernels share (stack_ws.cu: identity layers;
 // stack_ws_gated_fwd.cu, stack_ws_gated_bwd.cu: the gated layers, one launch each): A's tensor map
-// over the focus-major activations, the residual epilogue, the items, the gated kernels' scratch
-// (the ring beside it, the per-thread slots) and the gated layers' shape.
+// over the focus-major activations, the epilogues' stores and residuals, the items, the gated
+// kernels' scratch (the ring beside it, the per-thread slots) and the gated layers' shape.
 // CPU twin: the mixing stack in engine/so2_convolution.h.
 #include <cstdint>
 #include <cstdlib>
@@ -71,27 +71,6 @@ __device__ __forceinline__ void residual_store(const float4 (&res)[N / 8], float
     for (int h = 0; h < 2; ++h) ws_add_quad(acc, q4, h, res[2 * q4 + h]);
   store_epilogue<N>(out, base, ROW, row0, Ec, ct, acc);
 }
-// out = in + acc. Every residual load before any store (in and out may be one buffer; the
-// compiler would otherwise keep each load behind the previous store).
-template <int N>
-__device__ __forceinline__ void residual_epilogue(const float* in, float* out, size_t base, int ROW, int row0, int Ec,
-                                                  int ct, float (&acc)[N / 2]) {
-  float4 res[N / 8];
-  residual_load<N>(in, base, ROW, row0, Ec, ct, res);
-  residual_store<N>(res, out, base, ROW, row0, Ec, ct, acc);
-}
-// out = in + acc (residual_epilogue) or, kRes, acc with the residual added by the product (the
-// identity layers' and the gated backward's 3xTF32 products: ws_product's kRes; the one-pass
-// product cannot, its accumulators being the tensor cores'). Why: the residual is the A the
-// product landed; read again here it cost each item a round trip to L2 before its stores
-// (docs/performance.md, 2026-12-03: those stack phases 5-6 % faster without it).
-template <int N, bool kRes>
-__device__ __forceinline__ void ws_epilogue(const float* in, float* out, size_t base, int ROW, int row0, int Ec, int ct,
-                                            float (&acc)[N / 2]) {
-  if constexpr (kRes) store_epilogue<N>(out, base, ROW, row0, Ec, ct, acc);
-  else residual_epilogue<N>(in, out, base, ROW, row0, Ec, ct, acc);
-}
-
 // The backward's item order per layer: its layers alternate, the last layer's (launched first) from
 // the chunk's last item, so that each launch starts on the rows the launch before it wrote last,
 // which L2 may still hold (1: items from the last; the chained forward does the same across its
@@ -185,8 +164,8 @@ __device__ __forceinline__ void group_fill(const float* B, float* ring, uint64_t
 }
 // The item's rows of a step's input, one |m| group's columns (N: 128, the m = 0 columns at base;
 // 192, the |m| = 1 columns), dropped from L2 without their write-back (ws_discard_l2) right after
-// the group's epilogue, their last read (the product's tensor copies completed before it; one
-// pass, the epilogue's residual loads, consumed before the __syncwarp). Why: in the chained
+// the group's epilogue, their last read (the product's tensor copies completed before it; the
+// gated forward's residual loads in a 3x split, consumed before the __syncwarp). Why: in the chained
 // launches every hand-over row went to HBM (the forward wrote 16.0 GB per 4,096-atom tf32 fast
 // call where its z and output are 9.7, the backward 9.6 where its output is 3.2); dropped by the
 // producer an item later, the lines had been evicted already and nothing changed. Dropped here

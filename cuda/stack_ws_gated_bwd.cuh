@@ -140,7 +140,6 @@ __device__ __forceinline__ void gated_bwd_item(bool gated, bool drop, const WsIo
                                                uint64_t* full, uint64_t* empty, WsPipe& pp, int ct, float4* scratch,
                                                uint64_t* stored1 = nullptr) {
   constexpr int N0 = 128, N1 = 192, NG = 128, NGT = 64;
-  constexpr bool kRes = !ws_one_pass(kAr);  // a 3x split: the products add the residual (ws_epilogue)
   const int ra0 = ws_row(ct, 0);
   float4* const S = scratch;          // S's 48 accumulators (slot_quad's groups)
   float4* const sbar = S + 12 * 256;  // s_bar, then eta G^T's 32 accumulators
@@ -158,9 +157,9 @@ __device__ __forceinline__ void gated_bwd_item(bool gated, bool drop, const WsIo
   }
   {  // 2. G1' = g1 + (g1 S) W1^T
     float acc[N1 / 2];
-    ws_multiply<N1, N1, R::kStages, R::kStage, kAr, M1Hook<R::kZoff>, kRes>(ring, full, empty, pp, ct, acc,
+    ws_multiply<N1, N1, R::kStages, R::kStage, kAr, M1Hook<R::kZoff>, true>(ring, full, empty, pp, ct, acc,
                                                                              M1Hook<R::kZoff>{S, sbar, ra0, gated});
-    ws_epilogue<N1, kRes>(io.in, io.out, fo + N0, io.ROW, row0, io.Ec, ct, acc);
+    store_epilogue<N1>(io.out, fo + N0, io.ROW, row0, io.Ec, ct, acc);  // the product added the residual
   }
   if (drop) ws_drop_group<N1>(io.in, fo + N0, io.ROW, row0, io.Ec, ct);
   if (stored1) {  // the next step's |m| = 1 product may start
@@ -174,9 +173,9 @@ __device__ __forceinline__ void gated_bwd_item(bool gated, bool drop, const WsIo
   }
   {  // 4. G0' = g0 + z_bar0 A^T
     float acc[N0 / 2];
-    ws_multiply<N0, N0, R::kStages, R::kStage, kAr, M0Hook<R::kZoff>, kRes>(ring, full, empty, pp, ct, acc,
+    ws_multiply<N0, N0, R::kStages, R::kStage, kAr, M0Hook<R::kZoff>, true>(ring, full, empty, pp, ct, acc,
                                                                              M0Hook<R::kZoff>{S, sbar, ra0, gated});
-    ws_epilogue<N0, kRes>(io.in, io.out, fo, io.ROW, row0, io.Ec, ct, acc);
+    store_epilogue<N0>(io.out, fo, io.ROW, row0, io.Ec, ct, acc);
   }
   if (drop) ws_drop_group<N0>(io.in, fo, io.ROW, row0, io.Ec, ct);
 }

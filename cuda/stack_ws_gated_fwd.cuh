@@ -106,11 +106,13 @@ __device__ __forceinline__ void store_z(const WsIo& io, size_t fo, int row0, con
   }
 }
 
-// (live: whether the thread's rows h = 0, 1 are edges of the chunk)
+// (live: whether the thread's rows h = 0, 1 are edges of the chunk; u0: U0's quads as the m = 0
+// product landed them (ws_multiply's kept, one TF32 pass), or null: read back)
 template <int kStages, int kStage, int kAr>
 __device__ __forceinline__ void gated_fwd_gate(const WsIo& io, size_t fo, int row0, const bool (&live)[2],
                                                const float4 (&z00)[4], const float* ring, uint64_t* full,
-                                               uint64_t* empty, WsPipe& pp, int ct, float4* stash4) {
+                                               uint64_t* empty, WsPipe& pp, int ct, float4* stash4,
+                                               const float4* u0 = nullptr) {
   constexpr int N0 = 128;
   const int ra0 = ws_row(ct, 0);
   float g[kNG / 2];  // S_pre, then S (its quads 0 .. 5; 6, 7 are the padding's, left alone)
@@ -120,7 +122,12 @@ __device__ __forceinline__ void gated_fwd_gate(const WsIo& io, size_t fo, int ro
   });
   {  // ---- m = 0 epilogue: U0' = U0 + [silu(z00), z0[:, Cf:] * S] ----
     float4 res[N0 / 8];  // U0's quads, in flight while the sigmoids run
-    residual_load<N0>(io.in, fo, io.ROW, row0, io.Ec, ct, res);
+    if (u0 != nullptr) {
+#pragma unroll
+      for (int j = 0; j < N0 / 8; ++j) res[j] = u0[j];
+    } else {
+      residual_load<N0>(io.in, fo, io.ROW, row0, io.Ec, ct, res);
+    }
 #pragma unroll
     for (int j = 0; j < kLC / 2; ++j) g[j] = sigmoidf_(g[j]);  // quads 6, 7 are G's padding: unused
     float acc[N0 / 2];
@@ -145,15 +152,22 @@ __device__ __forceinline__ void gated_fwd_gate(const WsIo& io, size_t fo, int ro
   set_slots<kLC / 2>(stash4, g);  // S's quads 0 .. 5
 }
 
-// U1' = U1 + z1 * S (the sigmoid of the component's degree), z1 in acc.
+// U1' = U1 + z1 * S (the sigmoid of the component's degree), z1 in acc; u1: U1's quads as the
+// product landed them (ws_multiply's kept, one TF32 pass), or null: read back.
 template <int kAr>
 __device__ __forceinline__ void gated_fwd_m1_epilogue(const WsIo& io, size_t fo, int row0, const bool (&live)[2],
-                                                      float (&acc)[96], int ct, const float4* stash4) {
+                                                      float (&acc)[96], int ct, const float4* stash4,
+                                                      const float4* u1 = nullptr) {
   constexpr int N0 = 128, N1 = 192;
-  // U1's quads, in flight during the gating and the z stores (one pass: with them and acc live
-  // together ptxas spills 72 bytes, so they are read after the stores, as before)
+  // U1's quads, in flight during the gating and the z stores (one pass read back: with them and
+  // acc live together ptxas spilled 72 bytes, so they were read after the stores)
   float4 res[N1 / 8];
-  if constexpr (!ws_one_pass(kAr)) residual_load<N1>(io.in, fo + N0, io.ROW, row0, io.Ec, ct, res);
+  if (u1 != nullptr) {
+#pragma unroll
+    for (int j = 0; j < N1 / 8; ++j) res[j] = u1[j];
+  } else if constexpr (!ws_one_pass(kAr)) {
+    residual_load<N1>(io.in, fo + N0, io.ROW, row0, io.Ec, ct, res);
+  }
   if (io.zsave) store_z<N1>(io, fo, row0, live, ct, acc, N0);
 #pragma unroll
   for (int q4 = 0; q4 < N1 / 16; ++q4)
@@ -165,7 +179,7 @@ __device__ __forceinline__ void gated_fwd_m1_epilogue(const WsIo& io, size_t fo,
       const float4 sg = slot_quad(stash4, 16 * sq, h);
       set_quad(acc, q4, h, make_float4(z.x * sg.x, z.y * sg.y, z.z * sg.z, z.w * sg.w));
     }
-  if constexpr (ws_one_pass(kAr)) residual_load<N1>(io.in, fo + N0, io.ROW, row0, io.Ec, ct, res);
+  if (ws_one_pass(kAr) && u1 == nullptr) residual_load<N1>(io.in, fo + N0, io.ROW, row0, io.Ec, ct, res);
   residual_store<N1>(res, io.out, fo + N0, io.ROW, row0, io.Ec, ct, acc);
 }
 
@@ -175,16 +189,20 @@ __device__ __forceinline__ void gated_fwd_item(const WsIo& io, int f, int row0, 
   constexpr int N0 = 128, N1 = 192;  // M0, 2 M1
   const size_t fo = static_cast<size_t>(f) * io.Ec * io.ROW;
   const bool live[2] = {row0 + ws_row(ct, 0) < io.Ec, row0 + ws_row(ct, 1) < io.Ec};
+  constexpr bool kOne = ws_one_pass(kAr);  // the residuals from the quads the products landed
   float4 z00[4];
+  float4 u0[kOne ? N0 / 8 : 1];
   {
     float acc[N0 / 2];
-    ws_multiply<N0, N0, kStages, kStage, kAr>(ring, full, empty, pp, ct, acc);
+    ws_multiply<N0, N0, kStages, kStage, kAr>(ring, full, empty, pp, ct, acc, WsAsIs{}, true, kOne ? u0 : nullptr);
     gated_fwd_park(acc, z00, stash4);
   }
-  gated_fwd_gate<kStages, kStage, kAr>(io, fo, row0, live, z00, ring, full, empty, pp, ct, stash4);
+  gated_fwd_gate<kStages, kStage, kAr>(io, fo, row0, live, z00, ring, full, empty, pp, ct, stash4,
+                                       kOne ? u0 : nullptr);
   float acc[N1 / 2];
-  ws_multiply<N1, N1, kStages, kStage, kAr>(ring, full, empty, pp, ct, acc);
-  gated_fwd_m1_epilogue<kAr>(io, fo, row0, live, acc, ct, stash4);
+  float4 u1[kOne ? N1 / 8 : 1];
+  ws_multiply<N1, N1, kStages, kStage, kAr>(ring, full, empty, pp, ct, acc, WsAsIs{}, true, kOne ? u1 : nullptr);
+  gated_fwd_m1_epilogue<kAr>(io, fo, row0, live, acc, ct, stash4, kOne ? u1 : nullptr);
 }
 
 }  // namespace

@@ -355,9 +355,13 @@ __device__ __forceinline__ void ws_product(const float* ring, uint64_t* full, ui
 // then (two sets, by block parity). The k loop is unrolled whole (<= 12 blocks; ws_product's
 // segments are for its partials' registers), so nothing is in flight across a back edge.
 // Arguments as ws_product's; ends with nothing in flight.
+// kept (K == N, non-null): this thread's landed A quads (before ax) handed back, kept[2 kb + h]
+// the quad of block kb and row ws_row(ct, h), i.e. its output quad (kb, h), in residual_load's
+// layout (stack_ws_gated.cuh): the residual of a layer whose A is its input, which the epilogue
+// then adds from registers (ws_multiply's kRes, residual_store) instead of reading it back from L2.
 template <int N, int K, int kStages, int kStage, class AX>
 __device__ __forceinline__ void ws_product_one(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, int ct,
-                                               float (&acc)[N / 2], AX ax) {
+                                               float (&acc)[N / 2], AX ax, float4* kept = nullptr) {
   constexpr int kNkb = K / kWsK, kAFloats = kWsRows * kWsK;
   static_assert(K % kWsK == 0 && N % 16 == 0 && N <= 256 && kNkb <= 12, "whole blocks, a wgmma width, a short unroll");
   const int t = ct & 3;
@@ -369,6 +373,10 @@ __device__ __forceinline__ void ws_product_one(const float* ring, uint64_t* full
     float f[kWsKs][4];
     float4 r0, r1;
     const int cur = ws_land_a<kStages, kStage>(ring, full, pp, ra0, ra1, t, kb, ax, f, r0, r1);
+    if (kept != nullptr) {
+      kept[2 * kb] = r0;
+      kept[2 * kb + 1] = r1;
+    }
 #pragma unroll
     for (int s = 0; s < kWsKs; ++s)
 #pragma unroll

@@ -9,14 +9,32 @@ namespace sezm::cuda {
 namespace {
 
 // One product on the consumers in arithmetic kAr: ws_product (3xTF32), ws_product_one (one TF32
-// pass) or ws_product_f16 (3xFP16). kRes: the 3x products' (the one pass accumulates in the tensor
-// cores' registers, where nothing may be added while its products run).
+// pass) or ws_product_f16 (3xFP16). kRes (K == N; applied where `res`): acc returns A + A B, A the
+// landed operand before ax. The 3x products add A among their partials; the one pass accumulates in
+// the tensor cores' registers, where nothing may be added while its products run, so it keeps A's
+// quads in registers and adds them after the product, as residual_store adds an epilogue's
+// residual: the same bits as reading it back, without that round trip to L2 before the stores (the
+// 3x products' stack phases ran 5-6 % faster without it, docs/performance.md, 2026-12-03). kept (one pass only,
+// K == N): the landed quads handed to the caller too (ws_product_one), for epilogues that add the
+// residual after other work (the gated forward's).
 template <int N, int K, int kStages, int kStage, int kAr = kAr3xTf32, class AX = WsAsIs, bool kRes = false>
 __device__ __forceinline__ void ws_multiply(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, int ct,
-                                            float (&acc)[N / 2], AX ax = AX{}, bool res = true) {
-  static_assert(!(kRes && ws_one_pass(kAr)), "no residual in the one-pass product");
-  if constexpr (kAr == kAr1xTf32) ws_product_one<N, K, kStages, kStage>(ring, full, empty, pp, ct, acc, ax);
-  else if constexpr (kAr == kAr3xF16) ws_product_f16<N, K, kStages, kStage, AX, kRes>(ring, full, empty, pp, ct, acc, ax, res);
+                                            float (&acc)[N / 2], AX ax = AX{}, bool res = true,
+                                            float4* kept = nullptr) {
+  if constexpr (kAr == kAr1xTf32) {
+    static_assert(!kRes || K == N, "the residual is A itself");
+    float4 own[kRes ? N / 8 : 1];
+    float4* const q = kept != nullptr ? kept : kRes ? own : nullptr;
+    ws_product_one<N, K, kStages, kStage>(ring, full, empty, pp, ct, acc, ax, q);
+    if constexpr (kRes) {
+      if (res) {
+#pragma unroll
+        for (int q4 = 0; q4 < N / 16; ++q4)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) ws_add_quad(acc, q4, h, q[2 * q4 + h]);
+      }
+    }
+  } else if constexpr (kAr == kAr3xF16) ws_product_f16<N, K, kStages, kStage, AX, kRes>(ring, full, empty, pp, ct, acc, ax, res);
   else ws_product<N, K, kStages, kStage, AX, kRes>(ring, full, empty, pp, ct, acc, ax, res);
 }
 
@@ -27,7 +45,7 @@ __device__ __forceinline__ void ws_multiply(const float* ring, uint64_t* full, u
 // (&)[N / 2], free to be overwritten), consumer thread ct (0..255) holding rows ws_row(ct, h) and,
 // as wg_quad(acc, q4, h), the quads at columns wg_quad_col(q4) (see ws_for_each_quad). A's tensor
 // map tmA: boxes of 16 x kWsRows x 1 floats, no swizzle (the box lands as ws_a_offset's dense rows).
-// kRes (K == N, a 3x split): the accumulators handed to epi hold A + A B (ws_product).
+// kRes (K == N): the accumulators handed to epi hold A + A B (ws_multiply).
 template <int N, int K, int kAr = kAr3xTf32, bool kRes = false, class Item, class Epi>
 __device__ __forceinline__ void ws_gemm(int n_items, const CUtensorMap* tmA, Item item, Epi epi) {
   constexpr bool kOne = ws_one_plane(kAr);  // the stages' layout
