@@ -92,7 +92,7 @@ __device__ __forceinline__ void chain_unit(bool gated, bool drop, const WsIo& io
   float4 u1[kOne ? N1 / 8 : 1];
   ws_multiply<N1, N1, kStages, kStage, kAr, WsAsIs, true>(ring, full, empty, pp, ct, acc, WsAsIs{}, !gated,
                                                          kOne ? u1 : nullptr);
-  if (gated) gated_fwd_m1_epilogue<kAr>(io, fo, row0, live, acc, ct, stash4, kOne ? u1 : nullptr);
+  if (gated) gated_fwd_m1_epilogue(io, fo, row0, live, acc, ct, stash4, kOne ? u1 : nullptr);
   else store_epilogue<N1>(io.out, fo + N0, io.ROW, row0, io.Ec, ct, acc);
   if (drop) ws_drop_group<N1>(io.in, fo + N0, io.ROW, row0, io.Ec, ct);
 }

@@ -61,16 +61,6 @@ __device__ __forceinline__ void residual_load(const float* in, size_t base, int 
                                : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
 }
-// out = res + acc, the residual (residual_load's) added in IEEE fp32.
-template <int N>
-__device__ __forceinline__ void residual_store(const float4 (&res)[N / 8], float* out, size_t base, int ROW, int row0,
-                                               int Ec, int ct, float (&acc)[N / 2]) {
-#pragma unroll
-  for (int q4 = 0; q4 < N / 16; ++q4)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) ws_add_quad(acc, q4, h, res[2 * q4 + h]);
-  store_epilogue<N>(out, base, ROW, row0, Ec, ct, acc);
-}
 // The backward's item order per layer: its layers alternate, the last layer's (launched first) from
 // the chunk's last item, so that each launch starts on the rows the launch before it wrote last,
 // which L2 may still hold (1: items from the last; the chained forward does the same across its

@@ -24,6 +24,14 @@ namespace {
 constexpr int kM0 = 128;  // M0 = (L + 1) Cf
 constexpr int kNG = 128;  // G's padded width: two 64-column chunks
 
+// u + z s per element as one FMA: the epilogues' residual added to the gated product in one
+// rounding, written out (the compiler had contracted them so where the residual's loads let it, in
+// every arithmetic but the one pass's |m| = 1 epilogue; now in all of them).
+__device__ __forceinline__ float4 fma4(float4 z, float4 s, float4 u) {
+  return make_float4(__fmaf_rn(z.x, s.x, u.x), __fmaf_rn(z.y, s.y, u.y), __fmaf_rn(z.z, s.z, u.z),
+                     __fmaf_rn(z.w, s.w, u.w));
+}
+
 // Quad (q4, h) of the accumulators (wg_quad's) set to v.
 template <int M>
 __device__ __forceinline__ void set_quad(float (&acc)[M], int q4, int h, float4 v) {
@@ -138,34 +146,27 @@ __device__ __forceinline__ void gated_fwd_gate(const WsIo& io, size_t fo, int ro
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const float4 z = wg_quad(acc, q4, h);
-        float4 v;
-        if (q4 < kCf / 16) {  // the scalar row's columns
-          v = make_float4(siluf_(z.x), siluf_(z.y), siluf_(z.z), siluf_(z.w));
-        } else {
-          const float4 sg = wg_quad(g, q4 - kCf / 16, h);  // S at column 16 q4 + 4 t - Cf
-          v = make_float4(z.x * sg.x, z.y * sg.y, z.z * sg.z, z.w * sg.w);
-        }
-        set_quad(acc, q4, h, v);
+        float4 sg;  // silu(z) = z sigmoid(z) on the scalar row's columns, else S at column 16 q4 + 4 t - Cf
+        if (q4 < kCf / 16) sg = make_float4(sigmoidf_(z.x), sigmoidf_(z.y), sigmoidf_(z.z), sigmoidf_(z.w));
+        else sg = wg_quad(g, q4 - kCf / 16, h);
+        set_quad(acc, q4, h, fma4(z, sg, res[2 * q4 + h]));
       }
-    residual_store<N0>(res, io.out, fo, io.ROW, row0, io.Ec, ct, acc);
+    store_epilogue<N0>(io.out, fo, io.ROW, row0, io.Ec, ct, acc);
   }
   set_slots<kLC / 2>(stash4, g);  // S's quads 0 .. 5
 }
 
 // U1' = U1 + z1 * S (the sigmoid of the component's degree), z1 in acc; u1: U1's quads as the
 // product landed them (ws_multiply's kept, one TF32 pass), or null: read back.
-template <int kAr>
 __device__ __forceinline__ void gated_fwd_m1_epilogue(const WsIo& io, size_t fo, int row0, const bool (&live)[2],
                                                       float (&acc)[96], int ct, const float4* stash4,
                                                       const float4* u1 = nullptr) {
   constexpr int N0 = 128, N1 = 192;
-  // U1's quads, in flight during the gating and the z stores (one pass read back: with them and
-  // acc live together ptxas spilled 72 bytes, so they were read after the stores)
-  float4 res[N1 / 8];
+  float4 res[N1 / 8];  // U1's quads (read back: in flight during the gating and the z stores)
   if (u1 != nullptr) {
 #pragma unroll
     for (int j = 0; j < N1 / 8; ++j) res[j] = u1[j];
-  } else if constexpr (!ws_one_pass(kAr)) {
+  } else {
     residual_load<N1>(io.in, fo + N0, io.ROW, row0, io.Ec, ct, res);
   }
   if (io.zsave) store_z<N1>(io, fo, row0, live, ct, acc, N0);
@@ -177,10 +178,9 @@ __device__ __forceinline__ void gated_fwd_m1_epilogue(const WsIo& io, size_t fo,
       // column c = 16 q4 + 4 t: degree red_l(L + 1 + c / Cf) - 1, S's quad 2 d + (c % Cf) / 16
       const int sq = 2 * (red_l(3 + 1 + q4 / 2, 3) - 1) + (q4 & 1);
       const float4 sg = slot_quad(stash4, 16 * sq, h);
-      set_quad(acc, q4, h, make_float4(z.x * sg.x, z.y * sg.y, z.z * sg.z, z.w * sg.w));
+      set_quad(acc, q4, h, fma4(z, sg, res[2 * q4 + h]));
     }
-  if (ws_one_pass(kAr) && u1 == nullptr) residual_load<N1>(io.in, fo + N0, io.ROW, row0, io.Ec, ct, res);
-  residual_store<N1>(res, io.out, fo + N0, io.ROW, row0, io.Ec, ct, acc);
+  store_epilogue<N1>(io.out, fo + N0, io.ROW, row0, io.Ec, ct, acc);
 }
 
 template <int kStages, int kStage, int kAr>
@@ -202,7 +202,7 @@ __device__ __forceinline__ void gated_fwd_item(const WsIo& io, int f, int row0, 
   float acc[N1 / 2];
   float4 u1[kOne ? N1 / 8 : 1];
   ws_multiply<N1, N1, kStages, kStage, kAr>(ring, full, empty, pp, ct, acc, WsAsIs{}, true, kOne ? u1 : nullptr);
-  gated_fwd_m1_epilogue<kAr>(io, fo, row0, live, acc, ct, stash4, kOne ? u1 : nullptr);
+  gated_fwd_m1_epilogue(io, fo, row0, live, acc, ct, stash4, kOne ? u1 : nullptr);
 }
 
 }  // namespace

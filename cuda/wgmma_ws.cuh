@@ -358,7 +358,8 @@ __device__ __forceinline__ void ws_product(const float* ring, uint64_t* full, ui
 // kept (K == N, non-null): this thread's landed A quads (before ax) handed back, kept[2 kb + h]
 // the quad of block kb and row ws_row(ct, h), i.e. its output quad (kb, h), in residual_load's
 // layout (stack_ws_gated.cuh): the residual of a layer whose A is its input, which the epilogue
-// then adds from registers (ws_multiply's kRes, residual_store) instead of reading it back from L2.
+// then adds from registers (ws_multiply's kRes, the gated forward's epilogues) instead of reading it
+// back from L2.
 template <int N, int K, int kStages, int kStage, class AX>
 __device__ __forceinline__ void ws_product_one(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, int ct,
                                                float (&acc)[N / 2], AX ax, float4* kept = nullptr) {

@@ -12,8 +12,8 @@ namespace {
 // pass) or ws_product_f16 (3xFP16). kRes (K == N; applied where `res`): acc returns A + A B, A the
 // landed operand before ax. The 3x products add A among their partials; the one pass accumulates in
 // the tensor cores' registers, where nothing may be added while its products run, so it keeps A's
-// quads in registers and adds them after the product, as residual_store adds an epilogue's
-// residual: the same bits as reading it back, without that round trip to L2 before the stores (the
+// quads in registers and adds them after the product, as an epilogue added the residual it read
+// back (acc + u in IEEE fp32): the same bits as reading it back, without that round trip to L2 before the stores (the
 // 3x products' stack phases ran 5-6 % faster without it, docs/performance.md, 2026-12-03). kept (one pass only,
 // K == N): the landed quads handed to the caller too (ws_product_one), for epilogues that add the
 // residual after other work (the gated forward's).
