@@ -10,13 +10,13 @@ namespace {
 
 // One product on the consumers in arithmetic kAr: ws_product (3xTF32), ws_product_one (one TF32
 // pass) or ws_product_f16 (3xFP16). kRes (K == N; applied where `res`): acc returns A + A B, A the
-// landed operand before ax. The 3x products add A among their partials; the one pass accumulates in
-// the tensor cores' registers, where nothing may be added while its products run, so it keeps A's
-// quads in registers and adds them after the product, as an epilogue added the residual it read
-// back (acc + u in IEEE fp32): the same bits as reading it back, without that round trip to L2 before the stores (the
-// 3x products' stack phases ran 5-6 % faster without it, docs/performance.md, 2026-12-03). kept (one pass only,
-// K == N): the landed quads handed to the caller too (ws_product_one), for epilogues that add the
-// residual after other work (the gated forward's).
+// landed operand before ax. The 3x products add A among their partials. The one pass accumulates
+// in the tensor cores' registers, where nothing may be added while its products run: it keeps A's
+// quads in registers and adds them after the product (acc + u in IEEE fp32, the sum an epilogue
+// made with the residual it read back: the same bits, without that round trip to L2 before the
+// stores, which cost the 3x products' stack phases 5-6 %, docs/performance.md, 2026-12-03).
+// kept (one pass only, K == N): the landed quads handed to the caller too (ws_product_one), for
+// epilogues that add the residual after other work (the gated forward's).
 template <int N, int K, int kStages, int kStage, int kAr = kAr3xTf32, class AX = WsAsIs, bool kRes = false>
 __device__ __forceinline__ void ws_multiply(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, int ct,
                                             float (&acc)[N / 2], AX ax = AX{}, bool res = true,
@@ -34,8 +34,11 @@ __device__ __forceinline__ void ws_multiply(const float* ring, uint64_t* full, u
           for (int h = 0; h < 2; ++h) ws_add_quad(acc, q4, h, q[2 * q4 + h]);
       }
     }
-  } else if constexpr (kAr == kAr3xF16) ws_product_f16<N, K, kStages, kStage, AX, kRes>(ring, full, empty, pp, ct, acc, ax, res);
-  else ws_product<N, K, kStages, kStage, AX, kRes>(ring, full, empty, pp, ct, acc, ax, res);
+  } else if constexpr (kAr == kAr3xF16) {
+    ws_product_f16<N, K, kStages, kStage, AX, kRes>(ring, full, empty, pp, ct, acc, ax, res);
+  } else {
+    ws_product<N, K, kStages, kStage, AX, kRes>(ring, full, empty, pp, ct, acc, ax, res);
+  }
 }
 
 // The whole persistent tile for one product shape in arithmetic kAr, called by all 384 threads of
