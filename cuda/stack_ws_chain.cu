@@ -165,6 +165,10 @@ float* launch_stack_chain_forward(const Dims& d, const BlockWDev& w, int Ec, flo
     throw Error("launch_stack_chain_forward: two distinct 16-byte aligned activation buffers expected");
   if (out == nullptr) out = d.nL % 2 ? buf1 : buf0;
   if (Ec == 0) return out;
+  if (stack_chain_regs(d)) {  // one pass: the rows stay in registers from layer to layer
+    launch_stack_chain_regs(d, w, Ec, buf0, zsave, out, s);
+    return out;
+  }
   const int ar = ws_arithmetic(d);
   const auto k = ar == kAr1xTf32  ? stack_ws_chain_fwd_k<kAr1xTf32>
                  : ar == kAr3xF16 ? stack_ws_chain_fwd_k<kAr3xF16>

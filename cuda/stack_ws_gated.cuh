@@ -21,6 +21,13 @@ void launch_gated_backward(const Dims& d, const BlockWDev& w, int layer, int Ec,
 // out = the layer applied to `in`, zsave its pre-activations (or null).
 void launch_gated_forward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* in, float* out,
                           float* zsave, cudaStream_t s);
+// The chained forward in one TF32 pass with each item's rows in registers between layers
+// (stack_ws_chain_regs.cu), where stack_chain_regs(d) (precision tf32, stack_ws_chain's shape, at
+// most two gated layers; SEZM_CUDA_CHAIN_REGS=0: never): launch_stack_chain_forward's contract,
+// reading `in` (the stack's input) and writing only `out` and zsave.
+bool stack_chain_regs(const Dims& d);
+void launch_stack_chain_regs(const Dims& d, const BlockWDev& w, int Ec, const float* in, float* const* zsave,
+                             float* out, cudaStream_t s);
 
 namespace {
 

@@ -40,6 +40,15 @@ __device__ __forceinline__ void set_quad(float (&acc)[M], int q4, int h, float4 
   acc[8 * q4 + 4 + 2 * h] = v.z;
   acc[8 * q4 + 5 + 2 * h] = v.w;
 }
+// The accumulators' quads in ws_product_one's kept layout (u[2 q4 + h] = quad (q4, h)): a layer's
+// output as the next layer's A (ws_product_one_regs).
+template <int M>
+__device__ __forceinline__ void ws_out_quads(const float (&acc)[M], float4* u) {
+#pragma unroll
+  for (int q4 = 0; q4 < M / 8; ++q4)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) u[2 * q4 + h] = wg_quad(acc, q4, h);
+}
 
 // Shared memory: the consumers' stash (64 floats per thread in 16-byte groups, thread-major), then
 // the ring, four stages of 32 KiB (one pass: six of 20 KiB). Not five (eight): 192 (184) KiB keep
@@ -114,20 +123,30 @@ __device__ __forceinline__ void store_z(const WsIo& io, size_t fo, int row0, con
   }
 }
 
-// (live: whether the thread's rows h = 0, 1 are edges of the chunk; u0: U0's quads as the m = 0
-// product landed them (ws_multiply's kept, one TF32 pass), or null: read back)
+// S_pre = z00 G into g (the gate product: A the consumer's own z00 quads, gated_fwd_park's, B G's
+// stages).
 template <int kStages, int kStage, int kAr>
-__device__ __forceinline__ void gated_fwd_gate(const WsIo& io, size_t fo, int row0, const bool (&live)[2],
-                                               const float4 (&z00)[4], const float* ring, uint64_t* full,
-                                               uint64_t* empty, WsPipe& pp, int ct, float4* stash4,
-                                               const float4* u0 = nullptr) {
-  constexpr int N0 = 128;
+__device__ __forceinline__ void gated_fwd_s_pre(const float4 (&z00)[4], const float* ring, uint64_t* full,
+                                                uint64_t* empty, WsPipe& pp, int ct, float (&g)[kNG / 2]) {
   const int ra0 = ws_row(ct, 0);
-  float g[kNG / 2];  // S_pre, then S (its quads 0 .. 5; 6, 7 are the padding's, left alone)
   ws_multiply<kNG, kCf, kStages, kStage, kAr>(ring, full, empty, pp, ct, g, [&](int row, int k, float4) {
     const bool h1 = row != ra0;
     return k < kWsK ? (h1 ? z00[1] : z00[0]) : (h1 ? z00[3] : z00[2]);
   });
+}
+
+// (live: whether the thread's rows h = 0, 1 are edges of the chunk; u0: U0's quads as the m = 0
+// product landed them (ws_multiply's kept, one TF32 pass), or null: read back.) kRegs
+// (stack_ws_chain_regs.cu): the output's quads also into uout (the next layer's A), stored only
+// where io.out is not null, and S not parked (that chain computes it again for the |m| = 1 group).
+template <int kStages, int kStage, int kAr, bool kRegs = false>
+__device__ __forceinline__ void gated_fwd_gate(const WsIo& io, size_t fo, int row0, const bool (&live)[2],
+                                               const float4 (&z00)[4], const float* ring, uint64_t* full,
+                                               uint64_t* empty, WsPipe& pp, int ct, float4* stash4,
+                                               const float4* u0 = nullptr, float4* uout = nullptr) {
+  constexpr int N0 = 128;
+  float g[kNG / 2];  // S_pre, then S (its quads 0 .. 5; 6, 7 are the padding's, left alone)
+  gated_fwd_s_pre<kStages, kStage, kAr>(z00, ring, full, empty, pp, ct, g);
   {  // ---- m = 0 epilogue: U0' = U0 + [silu(z00), z0[:, Cf:] * S] ----
     float4 res[N0 / 8];  // U0's quads, in flight while the sigmoids run
     if (u0 != nullptr) {
@@ -151,16 +170,23 @@ __device__ __forceinline__ void gated_fwd_gate(const WsIo& io, size_t fo, int ro
         else sg = wg_quad(g, q4 - kCf / 16, h);
         set_quad(acc, q4, h, fma4(z, sg, res[2 * q4 + h]));
       }
-    store_epilogue<N0>(io.out, fo, io.ROW, row0, io.Ec, ct, acc);
+    if constexpr (kRegs) {
+      ws_out_quads(acc, uout);
+      if (io.out) store_epilogue<N0>(io.out, fo, io.ROW, row0, io.Ec, ct, acc);
+    } else {
+      store_epilogue<N0>(io.out, fo, io.ROW, row0, io.Ec, ct, acc);
+    }
   }
-  set_slots<kLC / 2>(stash4, g);  // S's quads 0 .. 5
+  if constexpr (!kRegs) set_slots<kLC / 2>(stash4, g);  // S's quads 0 .. 5
 }
 
 // U1' = U1 + z1 * S (the sigmoid of the component's degree), z1 in acc; u1: U1's quads as the
-// product landed them (ws_multiply's kept, one TF32 pass), or null: read back.
+// product landed them (ws_multiply's kept, one TF32 pass), or null: read back. kRegs: as
+// gated_fwd_gate's (U1' into uout, stored only where io.out is not null).
+template <bool kRegs = false>
 __device__ __forceinline__ void gated_fwd_m1_epilogue(const WsIo& io, size_t fo, int row0, const bool (&live)[2],
                                                       float (&acc)[96], int ct, const float4* stash4,
-                                                      const float4* u1 = nullptr) {
+                                                      const float4* u1 = nullptr, float4* uout = nullptr) {
   constexpr int N0 = 128, N1 = 192;
   float4 res[N1 / 8];  // U1's quads (read back: in flight during the gating and the z stores)
   if (u1 != nullptr) {
@@ -180,7 +206,12 @@ __device__ __forceinline__ void gated_fwd_m1_epilogue(const WsIo& io, size_t fo,
       const float4 sg = slot_quad(stash4, 16 * sq, h);
       set_quad(acc, q4, h, fma4(z, sg, res[2 * q4 + h]));
     }
-  store_epilogue<N1>(io.out, fo + N0, io.ROW, row0, io.Ec, ct, acc);
+  if constexpr (kRegs) {
+    ws_out_quads(acc, uout);
+    if (io.out) store_epilogue<N1>(io.out, fo + N0, io.ROW, row0, io.Ec, ct, acc);
+  } else {
+    store_epilogue<N1>(io.out, fo + N0, io.ROW, row0, io.Ec, ct, acc);
+  }
 }
 
 template <int kStages, int kStage, int kAr>

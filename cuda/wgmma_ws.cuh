@@ -169,6 +169,17 @@ struct WsAsIs {
 // ws_frag_k(s, t + 4)) with the stage's index; ws_product and ws_product_one round / split them.
 // An AX with a member kZoff > 0 (ws_fill's) is called as ax(row, k, x, zx), zx the stage's Z box's
 // elements at the same place.
+// A thread's two landed quads (rows ra0, ra1; k = 4 t ..) in fragment order: step s, element e.
+__device__ __forceinline__ void ws_frag_order(float4 x0, float4 x1, float (&f)[kWsKs][4]) {
+  const float v0[4] = {x0.x, x0.y, x0.z, x0.w}, v1[4] = {x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+  for (int s = 0; s < kWsKs; ++s) {
+    f[s][0] = v0[2 * s];
+    f[s][1] = v1[2 * s];
+    f[s][2] = v0[2 * s + 1];
+    f[s][3] = v1[2 * s + 1];
+  }
+}
 template <class AX, class = void>
 struct WsZoff {
   static constexpr int value = 0;
@@ -196,14 +207,7 @@ __device__ __forceinline__ int ws_land_a(const float* ring, uint64_t* full, WsPi
     x0 = ax(ra0, kb * kWsK + 4 * t, raw0);
     x1 = ax(ra1, kb * kWsK + 4 * t, raw1);
   }
-  const float v0[4] = {x0.x, x0.y, x0.z, x0.w}, v1[4] = {x1.x, x1.y, x1.z, x1.w};
-#pragma unroll
-  for (int s = 0; s < kWsKs; ++s) {
-    f[s][0] = v0[2 * s];
-    f[s][1] = v1[2 * s];
-    f[s][2] = v0[2 * s + 1];
-    f[s][3] = v1[2 * s + 1];
-  }
+  ws_frag_order(x0, x1, f);
   return cur;
 }
 
@@ -345,45 +349,15 @@ __device__ __forceinline__ void ws_product(const float* ring, uint64_t* full, ui
   ws_split_schedule<N, K>(pb, next_block, issue, fold, release);
 }
 
-// ws_product in one TF32 pass (`precision tf32`, Dims::tf32_one_pass; wg_tile's kM = 1 arithmetic:
-// A rounded to TF32 by cvt.rna in registers, B the image's hi plane as ws_fill<.., true> stages it,
-// every product accumulated by the tensor cores into acc over all of K, no partials). Per block two
-// m64nNk8 products of the full width (both k steps), one commit group; block j's group stays in
-// flight while block j + 1's fragments are loaded and its group issued, and block j's stage is
-// released once wait_group 1 after that issue says it completed. Accumulating groups may be in
-// flight together (their accumulators are chained in order); a group's A fragments are kept until
-// then (two sets, by block parity). The k loop is unrolled whole (<= 12 blocks; ws_product's
-// segments are for its partials' registers), so nothing is in flight across a back edge.
-// Arguments as ws_product's; ends with nothing in flight.
-// kept (K == N, non-null): this thread's landed A quads (before ax) handed back, kept[2 kb + h]
-// the quad of block kb and row ws_row(ct, h), i.e. its output quad (kb, h), in residual_load's
-// layout (stack_ws_gated.cuh): the residual of a layer whose A is its input, which the epilogue
-// then adds from registers (ws_multiply's kRes, the gated forward's epilogues) instead of reading it
-// back from L2.
-template <int N, int K, int kStages, int kStage, class AX>
-__device__ __forceinline__ void ws_product_one(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, int ct,
-                                               float (&acc)[N / 2], AX ax, float4* kept = nullptr) {
+// The one pass's k loop (ws_product_one's schedule, below), block kb's TF32 fragments from
+// land(h, kb), which waits for its stage and returns it.
+template <int N, int K, int kStages, int kStage, class Land>
+__device__ __forceinline__ void ws_product_one_loop(const float* ring, uint64_t* empty, int ct, float (&acc)[N / 2],
+                                                    Land land) {
   constexpr int kNkb = K / kWsK, kAFloats = kWsRows * kWsK;
   static_assert(K % kWsK == 0 && N % 16 == 0 && N <= 256 && kNkb <= 12, "whole blocks, a wgmma width, a short unroll");
-  const int t = ct & 3;
-  const int ra0 = ws_row(ct, 0), ra1 = ws_row(ct, 1);
   const bool leader = (ct & 31) == 0;
   uint32_t a[2][kWsKs][4];  // TF32 fragments of two consecutive blocks (block parity)
-  // As ws_product's next_block, rounding only.
-  auto next_block = [&](uint32_t (&h)[kWsKs][4], int kb) {
-    float f[kWsKs][4];
-    float4 r0, r1;
-    const int cur = ws_land_a<kStages, kStage>(ring, full, pp, ra0, ra1, t, kb, ax, f, r0, r1);
-    if (kept != nullptr) {
-      kept[2 * kb] = r0;
-      kept[2 * kb + 1] = r1;
-    }
-#pragma unroll
-    for (int s = 0; s < kWsKs; ++s)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) h[s][e] = wg_tf32(f[s][e]);
-    return cur;
-  };
   auto release = [&](int st) {  // every warp's products that read stage st have completed
     __syncwarp();
     if (leader) ws_bar_arrive(&empty[st]);
@@ -394,7 +368,7 @@ __device__ __forceinline__ void ws_product_one(const float* ring, uint64_t* full
 #pragma unroll
   for (int j = 0; j < kNkb; ++j) {
     const int u = j & 1;
-    st[u] = next_block(a[u], j);
+    st[u] = land(a[u], j);
     const float* sB = ring + st[u] * kStage + kAFloats;
     // The registers the products read, written before the fence (the compiler may not sink the
     // writes past it): the fragments just rounded and, first, the zeroed accumulators.
@@ -415,6 +389,88 @@ __device__ __forceinline__ void ws_product_one(const float* ring, uint64_t* full
   wg_wait0();
   wg_pin(acc);
   release(st[(kNkb - 1) & 1]);
+}
+
+// ws_product in one TF32 pass (`precision tf32`, Dims::tf32_one_pass; wg_tile's kM = 1 arithmetic:
+// A rounded to TF32 by cvt.rna in registers, B the image's hi plane as ws_fill<.., true> stages it,
+// every product accumulated by the tensor cores into acc over all of K, no partials). Per block two
+// m64nNk8 products of the full width (both k steps), one commit group; block j's group stays in
+// flight while block j + 1's fragments are loaded and its group issued, and block j's stage is
+// released once wait_group 1 after that issue says it completed. Accumulating groups may be in
+// flight together (their accumulators are chained in order); a group's A fragments are kept until
+// then (two sets, by block parity). The k loop is unrolled whole (<= 12 blocks; ws_product's
+// segments are for its partials' registers), so nothing is in flight across a back edge.
+// Arguments as ws_product's; ends with nothing in flight.
+// kept (K == N, non-null): this thread's landed A quads (before ax) handed back, kept[2 kb + h]
+// the quad of block kb and row ws_row(ct, h), i.e. its output quad (kb, h), in residual_load's
+// layout (stack_ws_gated.cuh): the residual of a layer whose A is its input, which the epilogue
+// then adds from registers (ws_multiply's kRes, the gated forward's epilogues) instead of reading it
+// back from L2.
+template <int N, int K, int kStages, int kStage, class AX>
+__device__ __forceinline__ void ws_product_one(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, int ct,
+                                               float (&acc)[N / 2], AX ax, float4* kept = nullptr) {
+  const int t = ct & 3;
+  const int ra0 = ws_row(ct, 0), ra1 = ws_row(ct, 1);
+  // As ws_product's next_block, rounding only.
+  auto next_block = [&](uint32_t (&h)[kWsKs][4], int kb) {
+    float f[kWsKs][4];
+    float4 r0, r1;
+    const int cur = ws_land_a<kStages, kStage>(ring, full, pp, ra0, ra1, t, kb, ax, f, r0, r1);
+    if (kept != nullptr) {
+      kept[2 * kb] = r0;
+      kept[2 * kb + 1] = r1;
+    }
+#pragma unroll
+    for (int s = 0; s < kWsKs; ++s)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) h[s][e] = wg_tf32(f[s][e]);
+    return cur;
+  };
+  ws_product_one_loop<N, K, kStages, kStage>(ring, empty, ct, acc, next_block);
+}
+
+// ws_product_one with A from registers: a[2 kb + h] this thread's quad of block kb and row
+// ws_row(ct, h) (the layout of ws_product_one's kept, i.e. of its output quads (kb, h)), so that a
+// product's output, after its epilogue, is the next product's A without leaving the SM
+// (stack_ws_chain_regs.cu). The stages hold B's blocks alone (ws_fill's !kA) and are waited for
+// as ws_land_a waits; the fragments are ws_land_a's from the same quads: the same bits as landing
+// them.
+template <int N, int K, int kStages, int kStage>
+__device__ __forceinline__ void ws_product_one_regs(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp,
+                                                    int ct, float (&acc)[N / 2], const float4 (&a)[K / 8]) {
+  auto next_block = [&](uint32_t (&h)[kWsKs][4], int kb) {
+    const int cur = pp.stage;
+    ws_bar_wait(&full[cur], pp.phase);
+    ws_advance<kStages>(pp);
+    float f[kWsKs][4];
+    ws_frag_order(a[2 * kb], a[2 * kb + 1], f);
+#pragma unroll
+    for (int s = 0; s < kWsKs; ++s)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) h[s][e] = wg_tf32(f[s][e]);
+    return cur;
+  };
+  ws_product_one_loop<N, K, kStages, kStage>(ring, empty, ct, acc, next_block);
+}
+
+// The A quads of K / 16 stages that hold A's boxes alone (ws_fill's !kB) into q, in
+// ws_product_one's kept layout, each stage released once read: a chain's input, whose products
+// then take A from registers (ws_product_one_regs, stack_ws_chain_regs.cu).
+template <int K, int kStages, int kStage>
+__device__ __forceinline__ void ws_land_quads(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, int ct,
+                                              float4 (&q)[K / 8]) {
+  const int t = ct & 3, ra0 = ws_row(ct, 0), ra1 = ws_row(ct, 1);
+#pragma unroll
+  for (int kb = 0; kb < K / kWsK; ++kb) {
+    const int cur = pp.stage;
+    ws_bar_wait(&full[cur], pp.phase);
+    ws_advance<kStages>(pp);
+    const float* sA = ring + cur * kStage;
+    q[2 * kb] = *reinterpret_cast<const float4*>(sA + ws_a_offset(ra0, 4 * t));
+    q[2 * kb + 1] = *reinterpret_cast<const float4*>(sA + ws_a_offset(ra1, 4 * t));
+    __syncwarp();
+    if ((ct & 31) == 0) ws_bar_arrive(&empty[cur]);
+  }
 }
 
 }  // namespace

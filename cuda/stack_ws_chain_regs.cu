@@ -1,0 +1,203 @@
+// The stack's forward in one TF32 pass (`precision tf32`), every layer in one persistent launch,
+// each item's rows kept in the consumers' registers from one layer to the next.
+// stack_ws_chain.cu hands each layer's output to the next through L2 (stored, fenced, copied back
+// by the tensor unit: per item and layer 160 KiB each way; that chain ran at 81 % of L2 throughput,
+// docs/performance.md, 2026-12-06). In one pass a product's landed A quads are laid out as its
+// output quads (ws_product_one's kept), so a layer's output, after its epilogue, is the next
+// layer's A in registers (ws_product_one_regs), and rows cross L2 only where the call keeps them:
+// the stack's input (read once, by the tensor unit into A-only stages, ws_land_quads), the gated
+// layers' z and the last layer's output.
+// Registers hold one |m| group at a time (the |m| = 1 group's 96 A floats and 96 accumulators per
+// consumer thread), so an item runs group-major: its m = 0 columns through every layer, then its
+// |m| = 1 columns through every layer (the SO(2) products of one group read only that group's
+// columns). A gated layer's |m| = 1 epilogue needs its gate S = sigmoid(z00 G), formed in the
+// m = 0 pass: each gated layer's z00 quads (16 floats per thread) wait in shared memory, and S is
+// formed again before the |m| = 1 product, by the same product from the same z00 (2 more B-only
+// stages per gated layer). Shared memory: the consumers' park (z0 during a gate product in the
+// m = 0 pass, S in the |m| = 1 pass: 64 floats per thread), the z00 quads (16 per thread and
+// gated layer, at most kRegsGatedMax), then the ring (6 stages of 20 KiB; 216 KiB in all: this
+// kernel reads nothing through L1, so the larger carve-out costs it nothing that the others lose).
+// Numerics: stack_ws_chain.cu's in one pass, the same products, epilogues and order of every sum
+// (the same device functions), so the same bits (tests/test_cuda_stack_paths.cpp, the digests).
+// CPU twin: the mixing stack in engine/so2_convolution.h.
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "stack_ws_gated_fwd.cuh"
+
+namespace sezm::cuda {
+namespace {
+
+constexpr int kRegsGatedMax = 2;  // gated layers whose z00 the shared memory holds (C.pt: 2)
+constexpr int kRegsPark = 64;     // floats per consumer thread: z0 (m = 0 pass), S (|m| = 1 pass)
+template <int kStages>
+using RegsRing = WsScratchRing<kRegsPark + 16 * kRegsGatedMax, kStages, ws_stage_floats(192, true)>;
+
+struct WsChainRegs {
+  WsGatedImages g[kStackChainMax];  // an identity layer's images in B0, B1 (BG null)
+  float* zsave[kStackChainMax];     // a gated layer's pre-activations kept there, or null
+  float* last;                      // the last layer's output
+  int nL, ngated, Ec, ROW, ntiles, nitems;
+};
+
+// The producer warp's stages of one group (N: 128 the m = 0 columns, 192 the |m| = 1 columns) of
+// item (focus f, rows y ..): A's boxes alone (the item's input, once per group), B's blocks alone
+// (each layer's product), G's blocks (a gated layer's gate product).
+template <int N, int kStages, int kStage>
+__device__ __forceinline__ void regs_fill_a(float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp,
+                                            const CUtensorMap* tm, int f, int y) {
+  ws_fill<N, N, kStages, kStage, true, true, 0, false>(ring, full, empty, pp, tm, WsItem{N == 128 ? 0 : 128, y, f, nullptr});
+}
+template <int N, int kStages, int kStage>
+__device__ __forceinline__ void regs_fill_b(const float* B, float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp,
+                                            const CUtensorMap* tm, int f, int y) {
+  ws_fill<N, N, kStages, kStage, true, false>(ring, full, empty, pp, tm,
+                                              WsItem{0, y, f, B + static_cast<size_t>(f) * 2 * N * N});
+}
+template <int kStages, int kStage>
+__device__ __forceinline__ void regs_fill_g(const float* BG, float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp,
+                                            const CUtensorMap* tm, int f, int y) {
+  ws_fill<kNG, kCf, kStages, kStage, true, false>(ring, full, empty, pp, tm,
+                                                  WsItem{0, y, f, BG + static_cast<size_t>(f) * 2 * kCf * kNG});
+}
+
+template <int kStages>
+__global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_regs_k(const __grid_constant__ WsChainRegs p,
+                                                                       const __grid_constant__ CUtensorMap tm) {
+  using R = RegsRing<kStages>;
+  constexpr int kSt = R::kStages, kStg = R::kStage, kAr = kAr1xTf32, N0 = 128, N1 = 192;
+  extern __shared__ __align__(128) float ws_dsmem[];
+  __shared__ uint64_t full[kSt], empty[kSt];
+  float* const ring = ws_dsmem + R::kScratch;
+  ws_init(full, empty);
+  WsPipe pp;
+  if (threadIdx.x < 128) {
+    ws_regs_dec<kWsProducerRegs>();
+    if (threadIdx.x >= 32) return;
+    for (int k = blockIdx.x; k < p.nitems; k += ws_grid()) {
+      const int i = ws_item(k, p.nitems, 1), f = i / p.ntiles, y = (i - f * p.ntiles) * kWsRows;
+      regs_fill_a<N0, kSt, kStg>(ring, full, empty, pp, &tm, f, y);
+#pragma unroll 1
+      for (int l = 0; l < p.nL; ++l) {
+        regs_fill_b<N0, kSt, kStg>(p.g[l].B0, ring, full, empty, pp, &tm, f, y);
+        if (l < p.ngated) regs_fill_g<kSt, kStg>(p.g[l].BG, ring, full, empty, pp, &tm, f, y);
+      }
+      regs_fill_a<N1, kSt, kStg>(ring, full, empty, pp, &tm, f, y);
+#pragma unroll 1
+      for (int l = 0; l < p.nL; ++l) {
+        if (l < p.ngated) regs_fill_g<kSt, kStg>(p.g[l].BG, ring, full, empty, pp, &tm, f, y);
+        regs_fill_b<N1, kSt, kStg>(p.g[l].B1, ring, full, empty, pp, &tm, f, y);
+      }
+    }
+    return;
+  }
+  ws_regs_inc<kWsConsumerRegs>();
+  const int ct = threadIdx.x - 128;
+  float4* const park4 = reinterpret_cast<float4*>(ws_dsmem) + ct;  // the per-thread slots (set_slots)
+  float4* const z00s = park4 + 256 * (kRegsPark / 4);             // gated layer l's z00 quad q at [256 (4 l + q)]
+  for (int k = blockIdx.x; k < p.nitems; k += gridDim.x) {
+    const int i = ws_item(k, p.nitems, 1), f = i / p.ntiles, row0 = (i - f * p.ntiles) * kWsRows;
+    const size_t fo = static_cast<size_t>(f) * p.Ec * p.ROW;
+    const bool live[2] = {row0 + ws_row(ct, 0) < p.Ec, row0 + ws_row(ct, 1) < p.Ec};
+    {  // ---- the m = 0 columns through every layer ----
+      float4 u[N0 / 8];  // the layer's input quads, then its output's
+      ws_land_quads<N0, kSt, kStg>(ring, full, empty, pp, ct, u);
+#pragma unroll 1
+      for (int l = 0; l < p.nL; ++l) {
+        const bool last = l + 1 == p.nL;
+        float4 z00[4];
+        {
+          float acc[N0 / 2];
+          ws_product_one_regs<N0, N0, kSt, kStg>(ring, full, empty, pp, ct, acc, u);
+          if (l < p.ngated) {
+            gated_fwd_park(acc, z00, park4);
+#pragma unroll
+            for (int q = 0; q < 4; ++q) z00s[256 * (4 * l + q)] = z00[q];
+          } else {  // an identity layer: U' = U + U W
+#pragma unroll
+            for (int q4 = 0; q4 < N0 / 16; ++q4)
+#pragma unroll
+              for (int h = 0; h < 2; ++h) ws_add_quad(acc, q4, h, u[2 * q4 + h]);
+            ws_out_quads(acc, u);
+            if (last) store_epilogue<N0>(p.last, fo, p.ROW, row0, p.Ec, ct, acc);
+          }
+        }
+        if (l < p.ngated) {
+          const WsIo io{nullptr, last ? p.last : nullptr, p.zsave[l], p.Ec, p.ROW};
+          gated_fwd_gate<kSt, kStg, kAr, true>(io, fo, row0, live, z00, ring, full, empty, pp, ct, park4, u, u);
+        }
+      }
+    }
+    {  // ---- the |m| = 1 columns through every layer ----
+      float4 v[N1 / 8];
+      ws_land_quads<N1, kSt, kStg>(ring, full, empty, pp, ct, v);
+#pragma unroll 1
+      for (int l = 0; l < p.nL; ++l) {
+        const bool last = l + 1 == p.nL;
+        if (l < p.ngated) {  // S again, from the z00 the m = 0 pass kept, parked for the epilogue
+          float4 z00[4];
+#pragma unroll
+          for (int q = 0; q < 4; ++q) z00[q] = z00s[256 * (4 * l + q)];
+          float g[kNG / 2];
+          gated_fwd_s_pre<kSt, kStg, kAr>(z00, ring, full, empty, pp, ct, g);
+#pragma unroll
+          for (int j = 0; j < kLC / 2; ++j) g[j] = sigmoidf_(g[j]);
+          set_slots<kLC / 2>(park4, g);
+        }
+        float acc[N1 / 2];
+        ws_product_one_regs<N1, N1, kSt, kStg>(ring, full, empty, pp, ct, acc, v);
+        if (l < p.ngated) {
+          const WsIo io{nullptr, last ? p.last : nullptr, p.zsave[l], p.Ec, p.ROW};
+          gated_fwd_m1_epilogue<true>(io, fo, row0, live, acc, ct, park4, v, v);
+        } else {
+#pragma unroll
+          for (int q4 = 0; q4 < N1 / 16; ++q4)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) ws_add_quad(acc, q4, h, v[2 * q4 + h]);
+          ws_out_quads(acc, v);
+          if (last) store_epilogue<N1>(p.last, fo + N0, p.ROW, row0, p.Ec, ct, acc);
+        }
+      }
+    }
+  }
+}
+
+// SEZM_CUDA_CHAIN_REGS: 0 off (stack_ws_chain.cu's chain in one pass too), 4 a ring of four stages
+// (176 KiB, under the 196 KiB carve-out step), else six.
+int chain_regs_mode() {
+  static const int m = [] {
+    const char* e = std::getenv("SEZM_CUDA_CHAIN_REGS");
+    return e && *e == '0' ? 0 : e && *e == '4' ? 4 : 6;
+  }();
+  return m;
+}
+
+}  // namespace
+
+bool stack_chain_regs(const Dims& d) {
+  return d.tf32_one_pass && stack_ws_chain(d) && d.ngated <= kRegsGatedMax && chain_regs_mode() != 0;
+}
+
+void launch_stack_chain_regs(const Dims& d, const BlockWDev& w, int Ec, const float* in, float* const* zsave,
+                             float* out, cudaStream_t s) {
+  if (!stack_chain_regs(d)) throw Error("launch_stack_chain_regs: needs precision tf32 and the chained forward's shape");
+  const bool four = chain_regs_mode() == 4;
+  const auto k = four ? stack_ws_chain_regs_k<4> : stack_ws_chain_regs_k<6>;
+  const int bytes = four ? RegsRing<4>::kBytes : RegsRing<6>::kBytes;
+  const int sms = ws_prepare(reinterpret_cast<const void*>(k), bytes, "stack_ws_chain_regs_k");
+  WsChainRegs p{};
+  for (int l = 0; l < d.nL; ++l) {
+    const bool gated = l < d.ngated;
+    p.g[l] = gated_images(d, w, l, gated);
+    p.zsave[l] = gated && zsave ? zsave[l] : nullptr;
+  }
+  p.last = out;
+  p.nL = d.nL;
+  p.ngated = d.ngated;
+  set_ws_items(p, d, Ec);
+  k<<<std::min(p.nitems, sms), kWsThreads, bytes, s>>>(p, activations_map(d, Ec, in));
+  SEZM_LAUNCH("stack_ws_chain_regs_k");
+}
+
+}  // namespace sezm::cuda
