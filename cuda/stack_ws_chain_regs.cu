@@ -15,8 +15,10 @@
 // formed again before the |m| = 1 product, by the same product from the same z00 (2 more B-only
 // stages per gated layer). Shared memory: the consumers' park (z0 during a gate product in the
 // m = 0 pass, S in the |m| = 1 pass: 64 floats per thread), the z00 quads (16 per thread and
-// gated layer, at most kRegsGatedMax), then the ring (6 stages of 20 KiB; 216 KiB in all: this
-// kernel reads nothing through L1, so the larger carve-out costs it nothing that the others lose).
+// gated layer, at most kRegsGatedMax), then the ring. A stage holds A's box (8 KiB) or B's block
+// (12 KiB at N = 192, 8 at 128), never both (ws_fill's kBAt0), so 12 KiB: ten stages, 216 KiB in
+// all (this kernel reads nothing through L1, so the larger carve-out costs it nothing that the
+// others lose).
 // Numerics: stack_ws_chain.cu's in one pass, the same products, epilogues and order of every sum
 // (the same device functions), so the same bits (tests/test_cuda_stack_paths.cpp, the digests).
 // CPU twin: the mixing stack in engine/so2_convolution.h.
@@ -32,7 +34,7 @@ namespace {
 constexpr int kRegsGatedMax = 2;  // gated layers whose z00 the shared memory holds (C.pt: 2)
 constexpr int kRegsPark = 64;     // floats per consumer thread: z0 (m = 0 pass), S (|m| = 1 pass)
 template <int kStages>
-using RegsRing = WsScratchRing<kRegsPark + 16 * kRegsGatedMax, kStages, ws_stage_floats(192, true)>;
+using RegsRing = WsScratchRing<kRegsPark + 16 * kRegsGatedMax, kStages, ws_b_floats(192, true)>;
 
 struct WsChainRegs {
   WsGatedImages g[kStackChainMax];  // an identity layer's images in B0, B1 (BG null)
@@ -52,14 +54,14 @@ __device__ __forceinline__ void regs_fill_a(float* ring, uint64_t* full, uint64_
 template <int N, int kStages, int kStage>
 __device__ __forceinline__ void regs_fill_b(const float* B, float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp,
                                             const CUtensorMap* tm, int f, int y) {
-  ws_fill<N, N, kStages, kStage, true, false>(ring, full, empty, pp, tm,
-                                              WsItem{0, y, f, B + static_cast<size_t>(f) * 2 * N * N});
+  ws_fill<N, N, kStages, kStage, true, false, 0, true, kWsRows, true>(
+      ring, full, empty, pp, tm, WsItem{0, y, f, B + static_cast<size_t>(f) * 2 * N * N});
 }
 template <int kStages, int kStage>
 __device__ __forceinline__ void regs_fill_g(const float* BG, float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp,
                                             const CUtensorMap* tm, int f, int y) {
-  ws_fill<kNG, kCf, kStages, kStage, true, false>(ring, full, empty, pp, tm,
-                                                  WsItem{0, y, f, BG + static_cast<size_t>(f) * 2 * kCf * kNG});
+  ws_fill<kNG, kCf, kStages, kStage, true, false, 0, true, kWsRows, true>(
+      ring, full, empty, pp, tm, WsItem{0, y, f, BG + static_cast<size_t>(f) * 2 * kCf * kNG});
 }
 
 template <int kStages>
@@ -109,7 +111,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_regs_k(const __g
         float4 z00[4];
         {
           float acc[N0 / 2];
-          ws_product_one_regs<N0, N0, kSt, kStg>(ring, full, empty, pp, ct, acc, u);
+          ws_product_one_regs<N0, N0, kSt, kStg, 0>(ring, full, empty, pp, ct, acc, u);
           if (l < p.ngated) {
             gated_fwd_park(acc, z00, park4);
 #pragma unroll
@@ -140,13 +142,13 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_regs_k(const __g
 #pragma unroll
           for (int q = 0; q < 4; ++q) z00[q] = z00s[256 * (4 * l + q)];
           float g[kNG / 2];
-          gated_fwd_s_pre<kSt, kStg, kAr>(z00, ring, full, empty, pp, ct, g);
+          gated_fwd_s_pre<kSt, kStg, kAr, true>(z00, ring, full, empty, pp, ct, g);
 #pragma unroll
           for (int j = 0; j < kLC / 2; ++j) g[j] = sigmoidf_(g[j]);
           set_slots<kLC / 2>(park4, g);
         }
         float acc[N1 / 2];
-        ws_product_one_regs<N1, N1, kSt, kStg>(ring, full, empty, pp, ct, acc, v);
+        ws_product_one_regs<N1, N1, kSt, kStg, 0>(ring, full, empty, pp, ct, acc, v);
         if (l < p.ngated) {
           const WsIo io{nullptr, last ? p.last : nullptr, p.zsave[l], p.Ec, p.ROW};
           gated_fwd_m1_epilogue<true>(io, fo, row0, live, acc, ct, park4, v, v);
@@ -163,12 +165,12 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_regs_k(const __g
   }
 }
 
-// SEZM_CUDA_CHAIN_REGS: 0 off (stack_ws_chain.cu's chain in one pass too), 4 a ring of four stages
-// (176 KiB, under the 196 KiB carve-out step), else six.
+// SEZM_CUDA_CHAIN_REGS: 0 off (stack_ws_chain.cu's chain in one pass too), 6 a ring of six stages
+// (168 KiB, under the 196 KiB carve-out step), else ten.
 int chain_regs_mode() {
   static const int m = [] {
     const char* e = std::getenv("SEZM_CUDA_CHAIN_REGS");
-    return e && *e == '0' ? 0 : e && *e == '4' ? 4 : 6;
+    return e && *e == '0' ? 0 : e && *e == '6' ? 6 : 10;
   }();
   return m;
 }
@@ -182,9 +184,9 @@ bool stack_chain_regs(const Dims& d) {
 void launch_stack_chain_regs(const Dims& d, const BlockWDev& w, int Ec, const float* in, float* const* zsave,
                              float* out, cudaStream_t s) {
   if (!stack_chain_regs(d)) throw Error("launch_stack_chain_regs: needs precision tf32 and the chained forward's shape");
-  const bool four = chain_regs_mode() == 4;
-  const auto k = four ? stack_ws_chain_regs_k<4> : stack_ws_chain_regs_k<6>;
-  const int bytes = four ? RegsRing<4>::kBytes : RegsRing<6>::kBytes;
+  const bool six = chain_regs_mode() == 6;
+  const auto k = six ? stack_ws_chain_regs_k<6> : stack_ws_chain_regs_k<10>;
+  const int bytes = six ? RegsRing<6>::kBytes : RegsRing<10>::kBytes;
   const int sms = ws_prepare(reinterpret_cast<const void*>(k), bytes, "stack_ws_chain_regs_k");
   WsChainRegs p{};
   for (int l = 0; l < d.nL; ++l) {

@@ -124,21 +124,28 @@ __device__ __forceinline__ void store_z(const WsIo& io, size_t fo, int row0, con
 }
 
 // S_pre = z00 G into g (the gate product: A the consumer's own z00 quads, gated_fwd_park's, B G's
-// stages).
-template <int kStages, int kStage, int kAr>
+// stages). kRegs: stack_ws_chain_regs.cu's ring, stages of B alone at their start (one TF32
+// pass; z00[2 kb + h] is ws_product_one_regs's layout: the same fragments, the same bits).
+template <int kStages, int kStage, int kAr, bool kRegs = false>
 __device__ __forceinline__ void gated_fwd_s_pre(const float4 (&z00)[4], const float* ring, uint64_t* full,
                                                 uint64_t* empty, WsPipe& pp, int ct, float (&g)[kNG / 2]) {
-  const int ra0 = ws_row(ct, 0);
-  ws_multiply<kNG, kCf, kStages, kStage, kAr>(ring, full, empty, pp, ct, g, [&](int row, int k, float4) {
-    const bool h1 = row != ra0;
-    return k < kWsK ? (h1 ? z00[1] : z00[0]) : (h1 ? z00[3] : z00[2]);
-  });
+  if constexpr (kRegs) {
+    static_assert(kAr == kAr1xTf32, "the register-resident chain runs one TF32 pass");
+    ws_product_one_regs<kNG, kCf, kStages, kStage, 0>(ring, full, empty, pp, ct, g, z00);
+  } else {
+    const int ra0 = ws_row(ct, 0);
+    ws_multiply<kNG, kCf, kStages, kStage, kAr>(ring, full, empty, pp, ct, g, [&](int row, int k, float4) {
+      const bool h1 = row != ra0;
+      return k < kWsK ? (h1 ? z00[1] : z00[0]) : (h1 ? z00[3] : z00[2]);
+    });
+  }
 }
 
 // (live: whether the thread's rows h = 0, 1 are edges of the chunk; u0: U0's quads as the m = 0
 // product landed them (ws_multiply's kept, one TF32 pass), or null: read back.) kRegs
 // (stack_ws_chain_regs.cu): the output's quads also into uout (the next layer's A), stored only
-// where io.out is not null, and S not parked (that chain computes it again for the |m| = 1 group).
+// where io.out is not null, S not parked (that chain computes it again for the |m| = 1 group), and
+// the gate product from that chain's stages (gated_fwd_s_pre's kRegs).
 template <int kStages, int kStage, int kAr, bool kRegs = false>
 __device__ __forceinline__ void gated_fwd_gate(const WsIo& io, size_t fo, int row0, const bool (&live)[2],
                                                const float4 (&z00)[4], const float* ring, uint64_t* full,
@@ -146,7 +153,7 @@ __device__ __forceinline__ void gated_fwd_gate(const WsIo& io, size_t fo, int ro
                                                const float4* u0 = nullptr, float4* uout = nullptr) {
   constexpr int N0 = 128;
   float g[kNG / 2];  // S_pre, then S (its quads 0 .. 5; 6, 7 are the padding's, left alone)
-  gated_fwd_s_pre<kStages, kStage, kAr>(z00, ring, full, empty, pp, ct, g);
+  gated_fwd_s_pre<kStages, kStage, kAr, kRegs>(z00, ring, full, empty, pp, ct, g);
   {  // ---- m = 0 epilogue: U0' = U0 + [silu(z00), z0[:, Cf:] * S] ----
     float4 res[N0 / 8];  // U0's quads, in flight while the sigmoids run
     if (u0 != nullptr) {

@@ -116,16 +116,19 @@ __device__ __forceinline__ void ws_init(uint64_t (&full)[kStages], uint64_t (&em
 // A's box alone, for a pass without a product; kARows: the rows of A's box, tmA's (64: a ring of
 // one consumer warpgroup, bench/stack_probe_ws.cuh's ping-pong); kZoff > 0: also the box of tmZ
 // at the same coordinates at kZoff floats into the stage, for an AX hook that reads both,
-// ws_land_a), each once the consumers released its stage. Called by the 32 lanes of the producer warp; lane 0
-// issues the copies.
+// ws_land_a; kBAt0: B's block at the stage's start, for a ring whose stages hold A's box or B's
+// block, never both, ws_product_one_regs's), each once the consumers released its stage. Called by
+// the 32 lanes of the producer warp; lane 0 issues the copies.
 template <int N, int K, int kStages, int kStage, bool kOne = false, bool kA = true, int kZoff = 0, bool kB = true,
-          int kARows = kWsRows>
+          int kARows = kWsRows, bool kBAt0 = false>
 __device__ __forceinline__ void ws_fill(float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, const CUtensorMap* tmA,
                                         const WsItem& it, int kb0 = 0, int kb1 = K / kWsK,
                                         const CUtensorMap* tmZ = nullptr) {
   constexpr int kAFloats = kARows * kWsK, kBFloats = ws_b_floats(N, kOne), kBlock = wg_stage_floats(N, kWsKs);
   constexpr uint32_t kABytes = kAFloats * sizeof(float), kBBytes = kBFloats * sizeof(float);
-  static_assert(kAFloats + kBFloats <= kStage && kStage % 32 == 0, "a stage holds A's box and B's block, 128-byte aligned");
+  static_assert(!kBAt0 || (!kA && kZoff == 0), "B at the stage's start: a stage of B alone");
+  static_assert((kBAt0 ? kBFloats : kB ? kAFloats + kBFloats : kAFloats) <= kStage && kStage % 32 == 0,
+                "a stage holds what is copied into it, 128-byte aligned");
   static_assert(kZoff == 0 || (kZoff >= kAFloats + kBFloats && kZoff + kAFloats <= kStage && kZoff % 32 == 0),
                 "the Z box after A and B, inside the stage, 128-byte aligned");
   constexpr uint32_t kBytes = (kA ? kABytes : 0u) + (kB ? kBBytes : 0u) + (kZoff > 0 ? kABytes : 0u);
@@ -135,7 +138,7 @@ __device__ __forceinline__ void ws_fill(float* ring, uint64_t* full, uint64_t* e
     float* dst = ring + pp.stage * kStage;
     if ((threadIdx.x & 31) == 0) {  // the whole box counts, rows past the end included (zeros)
       ws_bar_expect(&full[pp.stage], kBytes);
-      if (kB) ws_bulk(dst + kAFloats, it.B + static_cast<size_t>(kb) * kBlock, kBBytes, &full[pp.stage]);
+      if (kB) ws_bulk(dst + (kBAt0 ? 0 : kAFloats), it.B + static_cast<size_t>(kb) * kBlock, kBBytes, &full[pp.stage]);
       if (kA) ws_tma_3d(dst, tmA, it.x + kb * kWsK, it.y, it.z, &full[pp.stage]);
       if (kZoff > 0) ws_tma_3d(dst + kZoff, tmZ, it.x + kb * kWsK, it.y, it.z, &full[pp.stage]);
     }
@@ -350,11 +353,11 @@ __device__ __forceinline__ void ws_product(const float* ring, uint64_t* full, ui
 }
 
 // The one pass's k loop (ws_product_one's schedule, below), block kb's TF32 fragments from
-// land(h, kb), which waits for its stage and returns it.
-template <int N, int K, int kStages, int kStage, class Land>
+// land(h, kb), which waits for its stage and returns it; B's block kBOff floats into the stage.
+template <int N, int K, int kStages, int kStage, int kBOff, class Land>
 __device__ __forceinline__ void ws_product_one_loop(const float* ring, uint64_t* empty, int ct, float (&acc)[N / 2],
                                                     Land land) {
-  constexpr int kNkb = K / kWsK, kAFloats = kWsRows * kWsK;
+  constexpr int kNkb = K / kWsK;
   static_assert(K % kWsK == 0 && N % 16 == 0 && N <= 256 && kNkb <= 12, "whole blocks, a wgmma width, a short unroll");
   const bool leader = (ct & 31) == 0;
   uint32_t a[2][kWsKs][4];  // TF32 fragments of two consecutive blocks (block parity)
@@ -369,7 +372,7 @@ __device__ __forceinline__ void ws_product_one_loop(const float* ring, uint64_t*
   for (int j = 0; j < kNkb; ++j) {
     const int u = j & 1;
     st[u] = land(a[u], j);
-    const float* sB = ring + st[u] * kStage + kAFloats;
+    const float* sB = ring + st[u] * kStage + kBOff;
     // The registers the products read, written before the fence (the compiler may not sink the
     // writes past it): the fragments just rounded and, first, the zeroed accumulators.
     if (j == 0) wg_pin(acc);
@@ -426,16 +429,16 @@ __device__ __forceinline__ void ws_product_one(const float* ring, uint64_t* full
       for (int e = 0; e < 4; ++e) h[s][e] = wg_tf32(f[s][e]);
     return cur;
   };
-  ws_product_one_loop<N, K, kStages, kStage>(ring, empty, ct, acc, next_block);
+  ws_product_one_loop<N, K, kStages, kStage, kWsRows * kWsK>(ring, empty, ct, acc, next_block);
 }
 
 // ws_product_one with A from registers: a[2 kb + h] this thread's quad of block kb and row
 // ws_row(ct, h) (the layout of ws_product_one's kept, i.e. of its output quads (kb, h)), so that a
 // product's output, after its epilogue, is the next product's A without leaving the SM
-// (stack_ws_chain_regs.cu). The stages hold B's blocks alone (ws_fill's !kA) and are waited for
-// as ws_land_a waits; the fragments are ws_land_a's from the same quads: the same bits as landing
-// them.
-template <int N, int K, int kStages, int kStage>
+// (stack_ws_chain_regs.cu). The stages hold B's blocks alone (ws_fill's !kA; at kBOff floats into
+// the stage, after where A's box would be by default) and are waited for as ws_land_a waits; the
+// fragments are ws_land_a's from the same quads: the same bits as landing them.
+template <int N, int K, int kStages, int kStage, int kBOff = kWsRows * kWsK>
 __device__ __forceinline__ void ws_product_one_regs(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp,
                                                     int ct, float (&acc)[N / 2], const float4 (&a)[K / 8]) {
   auto next_block = [&](uint32_t (&h)[kWsKs][4], int kb) {
@@ -450,7 +453,7 @@ __device__ __forceinline__ void ws_product_one_regs(const float* ring, uint64_t*
       for (int e = 0; e < 4; ++e) h[s][e] = wg_tf32(f[s][e]);
     return cur;
   };
-  ws_product_one_loop<N, K, kStages, kStage>(ring, empty, ct, acc, next_block);
+  ws_product_one_loop<N, K, kStages, kStage, kBOff>(ring, empty, ct, acc, next_block);
 }
 
 // The A quads of K / 16 stages that hold A's boxes alone (ws_fill's !kB) into q, in
