@@ -19,6 +19,8 @@
 // of once per launch (four per pass at C.pt's two gated and one identity layer). Measured (H200,
 // 4,096 atoms, lean, kernel-times): the forward's stack kernels 17.85 ms per call in 144 one-layer
 // launches, 16.96 ms in 36 chained ones.
+// In one TF32 pass (`precision tf32`) stack_ws_chain_regs.cu runs instead where it can (the rows
+// kept in registers between layers; launch_stack_chain_forward dispatches).
 // Layout: activations focus-major (F, Ec, ROW) in two buffers, layer k reading buf[k % 2] and
 // writing buf[(k + 1) % 2] (the one-layer path's ping-pong, the same buffers). Numerics: the
 // one-layer kernels' (the same device functions, products and epilogues).
