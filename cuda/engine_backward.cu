@@ -99,7 +99,7 @@ void CudaEngine::Impl::chunk_backward(int b, const Chunk& c, float* Uf) {
   float* gin = Gbuf;
   if (stack_ws_chain_bwd(d)) {  // every layer in one launch, the same buffers and bits
     mark("bwd: stack, chained");
-    const float* zs[kStackChainMax] = {};
+    float* zs[kStackChainMax] = {};
     for (int kk = 0; kk < d.ngated; ++kk) zs[kk] = chunk_z(b, kk, c);  // ngated <= nL <= the max
     gin = launch_stack_chain_backward(d, w, Ec, Gbuf, Gbuf2, zs, s);
   } else {

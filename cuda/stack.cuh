@@ -35,11 +35,12 @@ float* launch_stack_chain_forward(const Dims& d, const BlockWDev& w, int Ec, flo
 // launch, where stack_ws_chain_bwd(d) (Dims::stack_ws 1, ws_shape, two to four layers;
 // SEZM_CUDA_STACK_WS=3 or 4: never). Step t (layer nL - 1 - t) reads buf[t % 2] and writes
 // buf[(t + 1) % 2], as the one-layer launches ping-pong from buf0 = the stack output's adjoint;
-// z: the gated layers' saved pre-activations (one pointer per gated layer). Returns the buffer
-// holding the adjoint of the stack's input (buf[nL % 2]).
+// z: the gated layers' saved pre-activations (one pointer per gated layer), dead afterwards: in one
+// TF32 pass (stack_ws_chain_bwd_regs.cu) their |m| = 1 columns end up holding scratch. Returns the
+// buffer holding the adjoint of the stack's input (buf[nL % 2]).
 bool stack_ws_chain_bwd(const Dims& d);
 float* launch_stack_chain_backward(const Dims& d, const BlockWDev& w, int Ec, float* buf0, float* buf1,
-                                   const float* const* z, cudaStream_t s);
+                                   float* const* z, cudaStream_t s);
 // Zsave: the gated layer's pre-activations are written there (fast mode, lean recompute, the
 // fused block); null: not kept.
 void launch_stack_layer_forward(const Dims& d, const BlockWDev& w, int layer, int Ec, const float* Uin, float* Uout,

@@ -116,7 +116,7 @@ bool stack_ws_chain_bwd(const Dims& d) {
 }
 
 float* launch_stack_chain_backward(const Dims& d, const BlockWDev& w, int Ec, float* buf0, float* buf1,
-                                   const float* const* z, cudaStream_t s) {
+                                   float* const* z, cudaStream_t s) {
   if (!stack_ws_chain_bwd(d) || w.AT_ws == nullptr || w.W1T_wg == nullptr ||
       (d.ngated > 0 && (w.G_ws == nullptr || w.GT_ws == nullptr)))
     throw Error("launch_stack_chain_backward: the chained backward needs Cf = 32, L = 3, two to " +
@@ -128,6 +128,10 @@ float* launch_stack_chain_backward(const Dims& d, const BlockWDev& w, int Ec, fl
       throw Error("launch_stack_chain_backward: the gated layers' saved pre-activations (16-byte aligned) expected");
   float* const out = d.nL % 2 ? buf1 : buf0;
   if (Ec == 0) return out;
+  if (stack_chain_bwd_regs(d)) {  // one pass: the adjoint rows stay in registers from step to step
+    launch_stack_chain_bwd_regs(d, w, Ec, buf0, z, out, s);
+    return out;
+  }
   const int ar = ws_arithmetic(d);
   const auto k = ar == kAr1xTf32  ? stack_ws_chain_bwd_k<kAr1xTf32>
                  : ar == kAr3xF16 ? stack_ws_chain_bwd_k<kAr3xF16>

@@ -72,6 +72,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_regs_k(const __g
   extern __shared__ __align__(128) float ws_dsmem[];
   __shared__ uint64_t full[kSt], empty[kSt];
   float* const ring = ws_dsmem + R::kScratch;
+  // The WS kernels' start, written out (stack_ws_chain_bwd.cu says why: setmaxnreg in a helper spilled).
   ws_init(full, empty);
   WsPipe pp;
   if (threadIdx.x < 128) {

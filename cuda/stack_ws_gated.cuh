@@ -28,6 +28,12 @@ void launch_gated_forward(const Dims& d, const BlockWDev& w, int layer, int Ec, 
 bool stack_chain_regs(const Dims& d);
 void launch_stack_chain_regs(const Dims& d, const BlockWDev& w, int Ec, const float* in, float* const* zsave,
                              float* out, cudaStream_t s);
+// Its backward twin (stack_ws_chain_bwd_regs.cu), where stack_chain_bwd_regs(d) (precision tf32,
+// stack_ws_chain_bwd's shape; SEZM_CUDA_CHAIN_BWD_REGS=0: never): launch_stack_chain_backward's
+// contract (in: the stack output's adjoint; z's |m| = 1 columns overwritten with scratch).
+bool stack_chain_bwd_regs(const Dims& d);
+void launch_stack_chain_bwd_regs(const Dims& d, const BlockWDev& w, int Ec, const float* in, float* const* z, float* out,
+                                 cudaStream_t s);
 
 namespace {
 
@@ -52,6 +58,15 @@ __device__ __forceinline__ void store_epilogue(float* out, size_t base, int ROW,
       const int r = h ? r1 : r0;
       if (r < Ec) *reinterpret_cast<float4*>(out + base + static_cast<size_t>(r) * ROW + wg_quad_col(q4)) = wg_quad(acc, q4, h);
     }
+}
+// The accumulators' quads in ws_product_one's kept layout (u[2 q4 + h] = quad (q4, h)): a layer's
+// output as the next layer's A (ws_product_one_regs).
+template <int M>
+__device__ __forceinline__ void ws_out_quads(const float (&acc)[M], float4* u) {
+#pragma unroll
+  for (int q4 = 0; q4 < M / 8; ++q4)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) u[2 * q4 + h] = wg_quad(acc, q4, h);
 }
 // The residual quads of consumer thread ct's rows (zero past Ec) of the group at `base`, index
 // 2 q4 + h: loaded ahead of an epilogue's other work, so that their round trip to L2 overlaps it.

@@ -40,15 +40,6 @@ __device__ __forceinline__ void set_quad(float (&acc)[M], int q4, int h, float4 
   acc[8 * q4 + 4 + 2 * h] = v.z;
   acc[8 * q4 + 5 + 2 * h] = v.w;
 }
-// The accumulators' quads in ws_product_one's kept layout (u[2 q4 + h] = quad (q4, h)): a layer's
-// output as the next layer's A (ws_product_one_regs).
-template <int M>
-__device__ __forceinline__ void ws_out_quads(const float (&acc)[M], float4* u) {
-#pragma unroll
-  for (int q4 = 0; q4 < M / 8; ++q4)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) u[2 * q4 + h] = wg_quad(acc, q4, h);
-}
 
 // Shared memory: the consumers' stash (64 floats per thread in 16-byte groups, thread-major), then
 // the ring, four stages of 32 KiB (one pass: six of 20 KiB). Not five (eight): 192 (184) KiB keep

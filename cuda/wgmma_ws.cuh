@@ -456,6 +456,36 @@ __device__ __forceinline__ void ws_product_one_regs(const float* ring, uint64_t*
   ws_product_one_loop<N, K, kStages, kStage, kBOff>(ring, empty, ct, acc, next_block);
 }
 
+// ws_product_one_regs with a hook: A's element quads ax(row, k, x, zx), x this thread's quad from
+// registers (a, as there), zx the quad at the same place of the box the stage holds where A's box
+// would be (the chained backward's saved z, copied by A's tensor copy from z's map,
+// stack_ws_chain_bwd_regs.cu), B's block after it; ax is called in ws_land_a's order (block by
+// block, row ra0 then ra1), so a hook with side effects (s_bar's sums) makes its sums in that order.
+template <int N, int K, int kStages, int kStage, class AX>
+__device__ __forceinline__ void ws_product_one_regs_z(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp,
+                                                      int ct, float (&acc)[N / 2], const float4* a, AX ax) {
+  const int t = ct & 3;
+  const int ra0 = ws_row(ct, 0), ra1 = ws_row(ct, 1);
+  auto next_block = [&](uint32_t (&h)[kWsKs][4], int kb) {
+    const int cur = pp.stage;
+    ws_bar_wait(&full[cur], pp.phase);
+    ws_advance<kStages>(pp);
+    const float* sZ = ring + cur * kStage;
+    const float4 z0 = *reinterpret_cast<const float4*>(sZ + ws_a_offset(ra0, 4 * t));
+    const float4 z1 = *reinterpret_cast<const float4*>(sZ + ws_a_offset(ra1, 4 * t));
+    const float4 x0 = ax(ra0, kb * kWsK + 4 * t, a[2 * kb], z0);
+    const float4 x1 = ax(ra1, kb * kWsK + 4 * t, a[2 * kb + 1], z1);
+    float f[kWsKs][4];
+    ws_frag_order(x0, x1, f);
+#pragma unroll
+    for (int s = 0; s < kWsKs; ++s)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) h[s][e] = wg_tf32(f[s][e]);
+    return cur;
+  };
+  ws_product_one_loop<N, K, kStages, kStage, kWsRows * kWsK>(ring, empty, ct, acc, next_block);
+}
+
 // The A quads of K / 16 stages that hold A's boxes alone (ws_fill's !kB) into q, in
 // ws_product_one's kept layout, each stage released once read: a chain's input, whose products
 // then take A from registers (ws_product_one_regs, stack_ws_chain_regs.cu).

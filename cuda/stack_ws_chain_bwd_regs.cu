@@ -1,0 +1,228 @@
+// The stack's backward in one TF32 pass (`precision tf32`), every layer in one persistent launch,
+// each item's adjoint rows kept in the consumers' registers from one step to the next: the
+// backward's twin of stack_ws_chain_regs.cu (which says why), on stack_ws_chain_bwd.cu's item
+// arithmetic (the gated layers' four phases and hooks of stack_ws_gated_bwd.cuh, an identity
+// layer's G' = g + g W^T).
+// Group-major per item: its |m| = 1 columns through every step (layer nL - 1 down to 0), then its
+// m = 0 columns. A gated layer's m = 0 phases need s_bar's |m| = 1 part (phase 2's sums g1 z1):
+// after phase 2 each consumer thread writes its s_bar quads into the layer's saved z, at the |m| = 1
+// columns of its own rows (z's |m| = 1 columns are read only by that phase: dead from then on), and
+// reads them back before phase 3. S = sigmoid(z00 G) is formed in both passes (the same product
+// from the same z00). Stages: a box (the input adjoint's, or z's through its own tensor map where
+// the one-layer kernels land g, the adjoint then coming from registers: ws_product_one_regs_z) and
+// B's block, 20 KiB; six of them beside the S / s_bar slots (216 KiB).
+// Numerics: stack_ws_chain_bwd.cu's in one pass, the same products, hooks (s_bar's sums in the
+// same order), residuals and epilogues, so the same bits (tests/test_cuda_stack_paths.cpp).
+// CPU twin: the mixing stack's backward in engine/so2_convolution.h.
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "stack_ws_gated_bwd.cuh"
+
+namespace sezm::cuda {
+namespace {
+
+template <int kStages>
+using BwdRegsRing = WsScratchRing<2 * 48, kStages, ws_stage_floats(192, true)>;
+
+struct WsChainBwdRegs {
+  WsBwdImages layer[kStackChainMax];  // by layer (identity layers': B0, B1)
+  float* z[kStackChainMax];           // the gated layers' saved pre-activations (|m| = 1 columns: s_bar's scratch)
+  float* out;
+  int nL, ngated, Ec, ROW, ntiles, nitems;
+};
+struct WsChainBwdRegsMaps {
+  CUtensorMap g;                     // the stack output's adjoint (the launch's input)
+  CUtensorMap z[kStackChainMax];     // z of each gated layer
+};
+
+// s_bar's quads of consumer thread ct's live rows to / from `row` scratch: the quad at S's column
+// sc = 16 j + 4 t (j = 0 .. 5) of row h at the row's column N0 + sc.
+__device__ __forceinline__ void sbar_out(float* zl, size_t fo, int ROW, int row0, int Ec, int ct, const float4* sbar) {
+  const int t = ct & 3;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = row0 + ws_row(ct, h);
+    if (r >= Ec) continue;
+    float* zr = zl + fo + static_cast<size_t>(r) * ROW + 128;
+#pragma unroll
+    for (int j = 0; j < kLC / 16; ++j)
+      *reinterpret_cast<float4*>(zr + 16 * j + 4 * t) = slot_quad(sbar, 16 * j + 4 * t, h);
+  }
+}
+__device__ __forceinline__ void sbar_in(const float* zl, size_t fo, int ROW, int row0, int Ec, int ct, float4* sbar) {
+  const int t = ct & 3;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = row0 + ws_row(ct, h);
+    if (r >= Ec) continue;
+    const float* zr = zl + fo + static_cast<size_t>(r) * ROW + 128;
+#pragma unroll
+    for (int j = 0; j < kLC / 16; ++j) {
+      const float4 v = *reinterpret_cast<const float4*>(zr + 16 * j + 4 * t);
+      float2* q = slot_pair(sbar, 16 * j + 4 * t, h);
+      q[0] = make_float2(v.x, v.y);
+      q[512] = make_float2(v.z, v.w);
+    }
+  }
+}
+
+template <int kStages>
+__global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_bwd_regs_k(const __grid_constant__ WsChainBwdRegs p,
+                                                                           const __grid_constant__ WsChainBwdRegsMaps m) {
+  using R = BwdRegsRing<kStages>;
+  constexpr int kSt = R::kStages, kStg = R::kStage, kAr = kAr1xTf32, N0 = 128, N1 = 192, NG = 128, NGT = 64;
+  extern __shared__ __align__(128) float ws_dsmem[];
+  __shared__ uint64_t full[kSt], empty[kSt];
+  float* const ring = ws_dsmem + R::kScratch;
+  // The WS kernels' start, written out (stack_ws_chain_bwd.cu says why: setmaxnreg in a helper spilled).
+  ws_init(full, empty);
+  WsPipe pp;
+  if (threadIdx.x < 128) {
+    ws_regs_dec<kWsProducerRegs>();
+    if (threadIdx.x >= 32) return;
+    for (int k = blockIdx.x; k < p.nitems; k += ws_grid()) {
+      const int i = ws_item(k, p.nitems, 1), f = i / p.ntiles, y = (i - f * p.ntiles) * kWsRows;
+      // |m| = 1: the adjoint's box once; per gated step z00 with G's image (phase 1), z1 with W1^T's.
+      ws_fill<N1, N1, kSt, kStg, true, true, 0, false>(ring, full, empty, pp, &m.g, WsItem{N0, y, f, nullptr});
+#pragma unroll 1
+      for (int t = 0; t < p.nL; ++t) {
+        const int l = p.nL - 1 - t;
+        const WsBwdImages& g = p.layer[l];
+        const float* B1 = g.B1 + static_cast<size_t>(f) * 2 * N1 * N1;
+        if (l < p.ngated) {
+          gated_bwd_fill_z<kSt, kStg, kAr>(g, ring, full, empty, pp, &m.z[l], f, y);
+          ws_fill<N1, N1, kSt, kStg, true>(ring, full, empty, pp, &m.z[l], WsItem{N0, y, f, B1});
+        } else {
+          ws_fill<N1, N1, kSt, kStg, true, false>(ring, full, empty, pp, &m.g, WsItem{N0, y, f, B1});
+        }
+      }
+      // m = 0: the adjoint's box once; per gated step z00 with G's image, z0's columns Cf .. with
+      // G^T's (phase 3), z0 with A^T's (phase 4).
+      ws_fill<N0, N0, kSt, kStg, true, true, 0, false>(ring, full, empty, pp, &m.g, WsItem{0, y, f, nullptr});
+#pragma unroll 1
+      for (int t = 0; t < p.nL; ++t) {
+        const int l = p.nL - 1 - t;
+        const WsBwdImages& g = p.layer[l];
+        const float* B0 = g.B0 + static_cast<size_t>(f) * 2 * N0 * N0;
+        if (l < p.ngated) {
+          gated_bwd_fill_z<kSt, kStg, kAr>(g, ring, full, empty, pp, &m.z[l], f, y);
+          ws_fill<NGT, kLC, kSt, kStg, true>(ring, full, empty, pp, &m.z[l],
+                                              WsItem{kCf, y, f, g.BGT + static_cast<size_t>(f) * 2 * kLC * NGT});
+          ws_fill<N0, N0, kSt, kStg, true>(ring, full, empty, pp, &m.z[l], WsItem{0, y, f, B0});
+        } else {
+          ws_fill<N0, N0, kSt, kStg, true, false>(ring, full, empty, pp, &m.g, WsItem{0, y, f, B0});
+        }
+      }
+    }
+    return;
+  }
+  ws_regs_inc<kWsConsumerRegs>();
+  const int ct = threadIdx.x - 128, ra0 = ws_row(ct, 0);
+  float4* const S = reinterpret_cast<float4*>(ws_dsmem) + ct;  // S's 48 accumulators (slot_quad's groups)
+  float4* const sbar = S + 12 * 256;                            // s_bar, then eta G^T's 32 accumulators
+  // Phase 1 (S = sigmoid(z00 G) into S's slots, s_bar's zeroed), as gated_bwd_item's.
+  auto phase1 = [&]() {
+    float g[NG / 2];
+    ws_multiply<NG, kCf, kSt, kStg, kAr>(ring, full, empty, pp, ct, g);
+#pragma unroll
+    for (int j = 0; j < kLC / 2; ++j) g[j] = sigmoidf_(g[j]);
+#pragma unroll
+    for (int J = 0; J < kLC / 8; ++J) {
+      S[256 * J] = make_float4(g[4 * J], g[4 * J + 1], g[4 * J + 2], g[4 * J + 3]);
+      sbar[256 * J] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+  };
+  for (int k = blockIdx.x; k < p.nitems; k += gridDim.x) {
+    const int i = ws_item(k, p.nitems, 1), f = i / p.ntiles, row0 = (i - f * p.ntiles) * kWsRows;
+    const size_t fo = static_cast<size_t>(f) * p.Ec * p.ROW;
+    {  // ---- the |m| = 1 columns through every step ----
+      float4 v[N1 / 8];  // the step's output adjoint quads, then its input adjoint's
+      ws_land_quads<N1, kSt, kStg>(ring, full, empty, pp, ct, v);
+#pragma unroll 1
+      for (int t = 0; t < p.nL; ++t) {
+        const int l = p.nL - 1 - t;
+        float acc[N1 / 2];
+        if (l < p.ngated) {  // 1., then 2. G1' = g1 + (g1 S) W1^T, s_bar += g1 z1
+          phase1();
+          ws_product_one_regs_z<N1, N1, kSt, kStg>(ring, full, empty, pp, ct, acc, v, M1Hook<0>{S, sbar, ra0, true});
+          sbar_out(p.z[l], fo, p.ROW, row0, p.Ec, ct, sbar);
+        } else {
+          ws_product_one_regs<N1, N1, kSt, kStg>(ring, full, empty, pp, ct, acc, v);
+        }
+#pragma unroll
+        for (int q4 = 0; q4 < N1 / 16; ++q4)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) ws_add_quad(acc, q4, h, v[2 * q4 + h]);
+        ws_out_quads(acc, v);
+        if (t + 1 == p.nL) store_epilogue<N1>(p.out, fo + N0, p.ROW, row0, p.Ec, ct, acc);
+      }
+    }
+    {  // ---- the m = 0 columns through every step ----
+      float4 u[N0 / 8];
+      ws_land_quads<N0, kSt, kStg>(ring, full, empty, pp, ct, u);
+#pragma unroll 1
+      for (int t = 0; t < p.nL; ++t) {
+        const int l = p.nL - 1 - t;
+        float acc[N0 / 2];
+        if (l < p.ngated) {  // 1., s_bar's |m| = 1 part back, 3. eta G^T, 4. G0' = g0 + z_bar0 A^T
+          phase1();
+          sbar_in(p.z[l], fo, p.ROW, row0, p.Ec, ct, sbar);
+          {
+            float eg[NGT / 2];
+            ws_product_one_regs_z<NGT, kLC, kSt, kStg>(ring, full, empty, pp, ct, eg, u + 2 * (kCf / kWsK),
+                                                       EtaHook<0>{S, sbar, ra0});
+            set_slots<NGT / 2>(sbar, eg);
+          }
+          ws_product_one_regs_z<N0, N0, kSt, kStg>(ring, full, empty, pp, ct, acc, u, M0Hook<0>{S, sbar, ra0, true});
+        } else {
+          ws_product_one_regs<N0, N0, kSt, kStg>(ring, full, empty, pp, ct, acc, u);
+        }
+#pragma unroll
+        for (int q4 = 0; q4 < N0 / 16; ++q4)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) ws_add_quad(acc, q4, h, u[2 * q4 + h]);
+        ws_out_quads(acc, u);
+        if (t + 1 == p.nL) store_epilogue<N0>(p.out, fo, p.ROW, row0, p.Ec, ct, acc);
+      }
+    }
+  }
+}
+
+// SEZM_CUDA_CHAIN_BWD_REGS=0: stack_ws_chain_bwd.cu's chain in one pass too.
+bool chain_bwd_regs_on() {
+  static const bool on = [] {
+    const char* e = std::getenv("SEZM_CUDA_CHAIN_BWD_REGS");
+    return !(e && *e == '0');
+  }();
+  return on;
+}
+
+}  // namespace
+
+bool stack_chain_bwd_regs(const Dims& d) { return d.tf32_one_pass && stack_ws_chain_bwd(d) && chain_bwd_regs_on(); }
+
+void launch_stack_chain_bwd_regs(const Dims& d, const BlockWDev& w, int Ec, const float* in, float* const* z, float* out,
+                                 cudaStream_t s) {
+  if (!stack_chain_bwd_regs(d)) throw Error("launch_stack_chain_bwd_regs: needs precision tf32 and the chained backward's shape");
+  const auto k = stack_ws_chain_bwd_regs_k<6>;
+  const int bytes = BwdRegsRing<6>::kBytes;
+  const int sms = ws_prepare(reinterpret_cast<const void*>(k), bytes, "stack_ws_chain_bwd_regs_k");
+  WsChainBwdRegs p{};
+  WsChainBwdRegsMaps m{};
+  for (int l = 0; l < d.nL; ++l) {
+    p.layer[l] = gated_bwd_images(d, w, l, l < d.ngated);
+    p.z[l] = l < d.ngated ? z[l] : nullptr;
+  }
+  p.out = out;
+  p.nL = d.nL;
+  p.ngated = d.ngated;
+  set_ws_items(p, d, Ec);
+  m.g = activations_map(d, Ec, in);
+  for (int l = 0; l < d.ngated; ++l) m.z[l] = activations_map(d, Ec, z[l]);
+  k<<<std::min(p.nitems, sms), kWsThreads, bytes, s>>>(p, m);
+  SEZM_LAUNCH("stack_ws_chain_bwd_regs_k");
+}
+
+}  // namespace sezm::cuda
