@@ -18,6 +18,8 @@
 // than every hand-over row is written back: measured (H100, the same binary, tf32 fast) this
 // launch 11.7 -> 10.4 ms, DRAM written 9.9 -> 8.3 GB (its input adjoint alone: 3.2 GB; the rest
 // is evicted before its last read).
+// In one TF32 pass (`precision tf32`) stack_ws_chain_bwd_regs.cu runs instead (the adjoint rows kept
+// in registers between steps; launch_stack_chain_backward dispatches).
 // Layout: activations focus-major (F, Ec, ROW) in two buffers, step t (layer nL - 1 - t) reading
 // buf[t % 2] and writing buf[(t + 1) % 2], as chunk_backward's one-layer launches ping-pong.
 // Items from the chunk's last (aggregate_backward, just before, wrote the last rows last).
