@@ -72,7 +72,7 @@ template <int kStages>
 __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_bwd_regs_k(const __grid_constant__ WsChainBwdRegs p,
                                                                            const __grid_constant__ WsChainBwdRegsMaps m) {
   using R = BwdRegsRing<kStages>;
-  constexpr int kSt = R::kStages, kStg = R::kStage, kAr = kAr1xTf32, N0 = 128, N1 = 192, NG = 128, NGT = 64;
+  constexpr int kSt = R::kStages, kStg = R::kStage, kAr = kAr1xTf32, N0 = 128, N1 = 192, NGT = 64;
   extern __shared__ __align__(128) float ws_dsmem[];
   __shared__ uint64_t full[kSt], empty[kSt];
   float* const ring = ws_dsmem + R::kScratch;
@@ -122,18 +122,6 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_bwd_regs_k(const
   const int ct = threadIdx.x - 128, ra0 = ws_row(ct, 0);
   float4* const S = reinterpret_cast<float4*>(ws_dsmem) + ct;  // S's 48 accumulators (slot_quad's groups)
   float4* const sbar = S + 12 * 256;                            // s_bar, then eta G^T's 32 accumulators
-  // Phase 1 (S = sigmoid(z00 G) into S's slots, s_bar's zeroed), as gated_bwd_item's.
-  auto phase1 = [&]() {
-    float g[NG / 2];
-    ws_multiply<NG, kCf, kSt, kStg, kAr>(ring, full, empty, pp, ct, g);
-#pragma unroll
-    for (int j = 0; j < kLC / 2; ++j) g[j] = sigmoidf_(g[j]);
-#pragma unroll
-    for (int J = 0; J < kLC / 8; ++J) {
-      S[256 * J] = make_float4(g[4 * J], g[4 * J + 1], g[4 * J + 2], g[4 * J + 3]);
-      sbar[256 * J] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    }
-  };
   for (int k = blockIdx.x; k < p.nitems; k += gridDim.x) {
     const int i = ws_item(k, p.nitems, 1), f = i / p.ntiles, row0 = (i - f * p.ntiles) * kWsRows;
     const size_t fo = static_cast<size_t>(f) * p.Ec * p.ROW;
@@ -145,18 +133,13 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_bwd_regs_k(const
         const int l = p.nL - 1 - t;
         float acc[N1 / 2];
         if (l < p.ngated) {  // 1., then 2. G1' = g1 + (g1 S) W1^T, s_bar += g1 z1
-          phase1();
+          gated_bwd_phase1<kSt, kStg, kAr>(ring, full, empty, pp, ct, S, sbar);
           ws_product_one_regs_z<N1, N1, kSt, kStg>(ring, full, empty, pp, ct, acc, v, M1Hook<0>{S, sbar, ra0, true});
           sbar_out(p.z[l], fo, p.ROW, row0, p.Ec, ct, sbar);
         } else {
           ws_product_one_regs<N1, N1, kSt, kStg>(ring, full, empty, pp, ct, acc, v);
         }
-#pragma unroll
-        for (int q4 = 0; q4 < N1 / 16; ++q4)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) ws_add_quad(acc, q4, h, v[2 * q4 + h]);
-        ws_out_quads(acc, v);
-        if (t + 1 == p.nL) store_epilogue<N1>(p.out, fo + N0, p.ROW, row0, p.Ec, ct, acc);
+        regs_residual_step<N1>(acc, v, t + 1 == p.nL, p.out, fo + N0, p.ROW, row0, p.Ec, ct);
       }
     }
     {  // ---- the m = 0 columns through every step ----
@@ -167,7 +150,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_bwd_regs_k(const
         const int l = p.nL - 1 - t;
         float acc[N0 / 2];
         if (l < p.ngated) {  // 1., s_bar's |m| = 1 part back, 3. eta G^T, 4. G0' = g0 + z_bar0 A^T
-          phase1();
+          gated_bwd_phase1<kSt, kStg, kAr>(ring, full, empty, pp, ct, S, sbar);
           sbar_in(p.z[l], fo, p.ROW, row0, p.Ec, ct, sbar);
           {
             float eg[NGT / 2];
@@ -179,12 +162,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_bwd_regs_k(const
         } else {
           ws_product_one_regs<N0, N0, kSt, kStg>(ring, full, empty, pp, ct, acc, u);
         }
-#pragma unroll
-        for (int q4 = 0; q4 < N0 / 16; ++q4)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) ws_add_quad(acc, q4, h, u[2 * q4 + h]);
-        ws_out_quads(acc, u);
-        if (t + 1 == p.nL) store_epilogue<N0>(p.out, fo, p.ROW, row0, p.Ec, ct, acc);
+        regs_residual_step<N0>(acc, u, t + 1 == p.nL, p.out, fo, p.ROW, row0, p.Ec, ct);
       }
     }
   }

@@ -118,12 +118,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_regs_k(const __g
 #pragma unroll
             for (int q = 0; q < 4; ++q) z00s[256 * (4 * l + q)] = z00[q];
           } else {  // an identity layer: U' = U + U W
-#pragma unroll
-            for (int q4 = 0; q4 < N0 / 16; ++q4)
-#pragma unroll
-              for (int h = 0; h < 2; ++h) ws_add_quad(acc, q4, h, u[2 * q4 + h]);
-            ws_out_quads(acc, u);
-            if (last) store_epilogue<N0>(p.last, fo, p.ROW, row0, p.Ec, ct, acc);
+            regs_residual_step<N0>(acc, u, last, p.last, fo, p.ROW, row0, p.Ec, ct);
           }
         }
         if (l < p.ngated) {
@@ -154,12 +149,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_regs_k(const __g
           const WsIo io{nullptr, last ? p.last : nullptr, p.zsave[l], p.Ec, p.ROW};
           gated_fwd_m1_epilogue<true>(io, fo, row0, live, acc, ct, park4, v, v);
         } else {
-#pragma unroll
-          for (int q4 = 0; q4 < N1 / 16; ++q4)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) ws_add_quad(acc, q4, h, v[2 * q4 + h]);
-          ws_out_quads(acc, v);
-          if (last) store_epilogue<N1>(p.last, fo + N0, p.ROW, row0, p.Ec, ct, acc);
+          regs_residual_step<N1>(acc, v, last, p.last, fo + N0, p.ROW, row0, p.Ec, ct);
         }
       }
     }

@@ -68,6 +68,19 @@ __device__ __forceinline__ void ws_out_quads(const float (&acc)[M], float4* u) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) u[2 * q4 + h] = wg_quad(acc, q4, h);
 }
+// A register-resident chain's step end (stack_ws_chain_regs.cu, stack_ws_chain_bwd_regs.cu): acc +=
+// the step's input quads u (the residual, as ws_multiply's kRes adds it), u = acc's quads (the next
+// step's A), and where `store` (the last step) the group's columns stored to out at base.
+template <int N>
+__device__ __forceinline__ void regs_residual_step(float (&acc)[N / 2], float4 (&u)[N / 8], bool store, float* out,
+                                                   size_t base, int ROW, int row0, int Ec, int ct) {
+#pragma unroll
+  for (int q4 = 0; q4 < N / 16; ++q4)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) ws_add_quad(acc, q4, h, u[2 * q4 + h]);
+  ws_out_quads(acc, u);
+  if (store) store_epilogue<N>(out, base, ROW, row0, Ec, ct, acc);
+}
 // The residual quads of consumer thread ct's rows (zero past Ec) of the group at `base`, index
 // 2 q4 + h: loaded ahead of an epilogue's other work, so that their round trip to L2 overlaps it.
 template <int N>

@@ -127,6 +127,21 @@ struct M0Hook {
   }
 };
 
+// Phase 1: S = sigmoid(z00 G) (the stage's box z00, G's image) into S's slots, s_bar's zeroed.
+template <int kStages, int kStage, int kAr>
+__device__ __forceinline__ void gated_bwd_phase1(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, int ct,
+                                                 float4* S, float4* sbar) {
+  float g[128 / 2];
+  ws_multiply<128, kCf, kStages, kStage, kAr>(ring, full, empty, pp, ct, g);
+#pragma unroll
+  for (int j = 0; j < kLC / 2; ++j) g[j] = sigmoidf_(g[j]);
+#pragma unroll
+  for (int J = 0; J < kLC / 8; ++J) {
+    S[256 * J] = make_float4(g[4 * J], g[4 * J + 1], g[4 * J + 2], g[4 * J + 3]);
+    sbar[256 * J] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
+}
+
 // The consumers' part of item (focus f, rows row0 ..) of a gated layer's backward (gated) or an
 // identity layer's (!gated: phases 2 and 4 only, the hooks off; the producer's fills then carry
 // no z): io.out = the input adjoint from io.in, the output adjoint. scratch: the kernel's scratch
@@ -144,17 +159,7 @@ __device__ __forceinline__ void gated_bwd_item(bool gated, bool drop, const WsIo
   float4* const S = scratch;          // S's 48 accumulators (slot_quad's groups)
   float4* const sbar = S + 12 * 256;  // s_bar, then eta G^T's 32 accumulators
   const size_t fo = static_cast<size_t>(f) * io.Ec * io.ROW;
-  if (gated) {  // 1. S = sigmoid(z00 G)
-    float g[NG / 2];
-    ws_multiply<NG, kCf, R::kStages, R::kStage, kAr>(ring, full, empty, pp, ct, g);
-#pragma unroll
-    for (int j = 0; j < kLC / 2; ++j) g[j] = sigmoidf_(g[j]);
-#pragma unroll
-    for (int J = 0; J < kLC / 8; ++J) {
-      S[256 * J] = make_float4(g[4 * J], g[4 * J + 1], g[4 * J + 2], g[4 * J + 3]);
-      sbar[256 * J] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    }
-  }
+  if (gated) gated_bwd_phase1<R::kStages, R::kStage, kAr>(ring, full, empty, pp, ct, S, sbar);  // 1. S = sigmoid(z00 G)
   {  // 2. G1' = g1 + (g1 S) W1^T
     float acc[N1 / 2];
     ws_multiply<N1, N1, R::kStages, R::kStage, kAr, M1Hook<R::kZoff>, true>(ring, full, empty, pp, ct, acc,
