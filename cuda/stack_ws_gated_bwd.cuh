@@ -154,7 +154,7 @@ template <class R, int kAr>
 __device__ __forceinline__ void gated_bwd_item(bool gated, bool drop, const WsIo& io, int f, int row0, const float* ring,
                                                uint64_t* full, uint64_t* empty, WsPipe& pp, int ct, float4* scratch,
                                                uint64_t* stored1 = nullptr) {
-  constexpr int N0 = 128, N1 = 192, NG = 128, NGT = 64;
+  constexpr int N0 = 128, N1 = 192, NGT = 64;
   const int ra0 = ws_row(ct, 0);
   float4* const S = scratch;          // S's 48 accumulators (slot_quad's groups)
   float4* const sbar = S + 12 * 256;  // s_bar, then eta G^T's 32 accumulators
