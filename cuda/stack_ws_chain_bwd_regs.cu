@@ -9,8 +9,8 @@
 // columns of its own rows (z's |m| = 1 columns are read only by that phase: dead from then on), and
 // reads them back before phase 3. S = sigmoid(z00 G) is formed in both passes (the same product
 // from the same z00). Stages: a box (the input adjoint's, or z's through its own tensor map where
-// the one-layer kernels land g, the adjoint then coming from registers: ws_product_one_regs_z) and
-// B's block, 20 KiB; six of them beside the S / s_bar slots (216 KiB).
+// the one-layer kernels land g, the adjoint then coming from registers: ws_product_one_regs with a
+// hook) and B's block, 20 KiB; six of them beside the S / s_bar slots (216 KiB).
 // Numerics: stack_ws_chain_bwd.cu's in one pass, the same products, hooks (s_bar's sums in the
 // same order), residuals and epilogues, so the same bits (tests/test_cuda_stack_paths.cpp).
 // CPU twin: the mixing stack's backward in engine/so2_convolution.h.
@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_bwd_regs_k(const
         float acc[N1 / 2];
         if (l < p.ngated) {  // 1., then 2. G1' = g1 + (g1 S) W1^T, s_bar += g1 z1
           gated_bwd_phase1<kSt, kStg, kAr>(ring, full, empty, pp, ct, S, sbar);
-          ws_product_one_regs_z<N1, N1, kSt, kStg>(ring, full, empty, pp, ct, acc, v, M1Hook<0>{S, sbar, ra0, true});
+          ws_product_one_regs<N1, N1, kSt, kStg>(ring, full, empty, pp, ct, acc, v, M1Hook<0>{S, sbar, ra0, true});
           sbar_out(p.z[l], fo, p.ROW, row0, p.Ec, ct, sbar);
         } else {
           ws_product_one_regs<N1, N1, kSt, kStg>(ring, full, empty, pp, ct, acc, v);
@@ -154,11 +154,11 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_bwd_regs_k(const
           sbar_in(p.z[l], fo, p.ROW, row0, p.Ec, ct, sbar);
           {
             float eg[NGT / 2];
-            ws_product_one_regs_z<NGT, kLC, kSt, kStg>(ring, full, empty, pp, ct, eg, u + 2 * (kCf / kWsK),
+            ws_product_one_regs<NGT, kLC, kSt, kStg>(ring, full, empty, pp, ct, eg, u + 2 * (kCf / kWsK),
                                                        EtaHook<0>{S, sbar, ra0});
             set_slots<NGT / 2>(sbar, eg);
           }
-          ws_product_one_regs_z<N0, N0, kSt, kStg>(ring, full, empty, pp, ct, acc, u, M0Hook<0>{S, sbar, ra0, true});
+          ws_product_one_regs<N0, N0, kSt, kStg>(ring, full, empty, pp, ct, acc, u, M0Hook<0>{S, sbar, ra0, true});
         } else {
           ws_product_one_regs<N0, N0, kSt, kStg>(ring, full, empty, pp, ct, acc, u);
         }

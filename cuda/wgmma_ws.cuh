@@ -172,6 +172,15 @@ struct WsAsIs {
 // ws_frag_k(s, t + 4)) with the stage's index; ws_product and ws_product_one round / split them.
 // An AX with a member kZoff > 0 (ws_fill's) is called as ax(row, k, x, zx), zx the stage's Z box's
 // elements at the same place.
+// A consumer's wait for the ring's next stage to be full; returns its index and moves on.
+template <int kStages>
+__device__ __forceinline__ int ws_wait_full(uint64_t* full, WsPipe& pp) {
+  const int cur = pp.stage;
+  ws_bar_wait(&full[cur], pp.phase);
+  ws_advance<kStages>(pp);
+  return cur;
+}
+
 // A thread's two landed quads (rows ra0, ra1; k = 4 t ..) in fragment order: step s, element e.
 __device__ __forceinline__ void ws_frag_order(float4 x0, float4 x1, float (&f)[kWsKs][4]) {
   const float v0[4] = {x0.x, x0.y, x0.z, x0.w}, v1[4] = {x1.x, x1.y, x1.z, x1.w};
@@ -182,6 +191,13 @@ __device__ __forceinline__ void ws_frag_order(float4 x0, float4 x1, float (&f)[k
     f[s][2] = v0[2 * s + 1];
     f[s][3] = v1[2 * s + 1];
   }
+}
+// Fragments rounded to TF32 for one pass (cvt.rna).
+__device__ __forceinline__ void ws_round_one(const float (&f)[kWsKs][4], uint32_t (&h)[kWsKs][4]) {
+#pragma unroll
+  for (int s = 0; s < kWsKs; ++s)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) h[s][e] = wg_tf32(f[s][e]);
 }
 template <class AX, class = void>
 struct WsZoff {
@@ -194,9 +210,7 @@ struct WsZoff<AX, decltype(void(AX::kZoff))> {
 template <int kStages, int kStage, class AX>
 __device__ __forceinline__ int ws_land_a(const float* ring, uint64_t* full, WsPipe& pp, int ra0, int ra1, int t, int kb,
                                          AX& ax, float (&f)[kWsKs][4], float4& raw0, float4& raw1) {
-  const int cur = pp.stage;
-  ws_bar_wait(&full[cur], pp.phase);
-  ws_advance<kStages>(pp);
+  const int cur = ws_wait_full<kStages>(full, pp);
   const float* sA = ring + cur * kStage;
   const auto a4 = [&](const float* s, int row) { return *reinterpret_cast<const float4*>(s + ws_a_offset(row, 4 * t)); };
   float4 x0, x1;
@@ -423,87 +437,10 @@ __device__ __forceinline__ void ws_product_one(const float* ring, uint64_t* full
       kept[2 * kb] = r0;
       kept[2 * kb + 1] = r1;
     }
-#pragma unroll
-    for (int s = 0; s < kWsKs; ++s)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) h[s][e] = wg_tf32(f[s][e]);
+    ws_round_one(f, h);
     return cur;
   };
   ws_product_one_loop<N, K, kStages, kStage, kWsRows * kWsK>(ring, empty, ct, acc, next_block);
-}
-
-// ws_product_one with A from registers: a[2 kb + h] this thread's quad of block kb and row
-// ws_row(ct, h) (the layout of ws_product_one's kept, i.e. of its output quads (kb, h)), so that a
-// product's output, after its epilogue, is the next product's A without leaving the SM
-// (stack_ws_chain_regs.cu). The stages hold B's blocks alone (ws_fill's !kA; at kBOff floats into
-// the stage, after where A's box would be by default) and are waited for as ws_land_a waits; the
-// fragments are ws_land_a's from the same quads: the same bits as landing them.
-template <int N, int K, int kStages, int kStage, int kBOff = kWsRows * kWsK>
-__device__ __forceinline__ void ws_product_one_regs(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp,
-                                                    int ct, float (&acc)[N / 2], const float4 (&a)[K / 8]) {
-  auto next_block = [&](uint32_t (&h)[kWsKs][4], int kb) {
-    const int cur = pp.stage;
-    ws_bar_wait(&full[cur], pp.phase);
-    ws_advance<kStages>(pp);
-    float f[kWsKs][4];
-    ws_frag_order(a[2 * kb], a[2 * kb + 1], f);
-#pragma unroll
-    for (int s = 0; s < kWsKs; ++s)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) h[s][e] = wg_tf32(f[s][e]);
-    return cur;
-  };
-  ws_product_one_loop<N, K, kStages, kStage, kBOff>(ring, empty, ct, acc, next_block);
-}
-
-// ws_product_one_regs with a hook: A's element quads ax(row, k, x, zx), x this thread's quad from
-// registers (a, as there), zx the quad at the same place of the box the stage holds where A's box
-// would be (the chained backward's saved z, copied by A's tensor copy from z's map,
-// stack_ws_chain_bwd_regs.cu), B's block after it; ax is called in ws_land_a's order (block by
-// block, row ra0 then ra1), so a hook with side effects (s_bar's sums) makes its sums in that order.
-template <int N, int K, int kStages, int kStage, class AX>
-__device__ __forceinline__ void ws_product_one_regs_z(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp,
-                                                      int ct, float (&acc)[N / 2], const float4* a, AX ax) {
-  const int t = ct & 3;
-  const int ra0 = ws_row(ct, 0), ra1 = ws_row(ct, 1);
-  auto next_block = [&](uint32_t (&h)[kWsKs][4], int kb) {
-    const int cur = pp.stage;
-    ws_bar_wait(&full[cur], pp.phase);
-    ws_advance<kStages>(pp);
-    const float* sZ = ring + cur * kStage;
-    const float4 z0 = *reinterpret_cast<const float4*>(sZ + ws_a_offset(ra0, 4 * t));
-    const float4 z1 = *reinterpret_cast<const float4*>(sZ + ws_a_offset(ra1, 4 * t));
-    const float4 x0 = ax(ra0, kb * kWsK + 4 * t, a[2 * kb], z0);
-    const float4 x1 = ax(ra1, kb * kWsK + 4 * t, a[2 * kb + 1], z1);
-    float f[kWsKs][4];
-    ws_frag_order(x0, x1, f);
-#pragma unroll
-    for (int s = 0; s < kWsKs; ++s)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) h[s][e] = wg_tf32(f[s][e]);
-    return cur;
-  };
-  ws_product_one_loop<N, K, kStages, kStage, kWsRows * kWsK>(ring, empty, ct, acc, next_block);
-}
-
-// The A quads of K / 16 stages that hold A's boxes alone (ws_fill's !kB) into q, in
-// ws_product_one's kept layout, each stage released once read: a chain's input, whose products
-// then take A from registers (ws_product_one_regs, stack_ws_chain_regs.cu).
-template <int K, int kStages, int kStage>
-__device__ __forceinline__ void ws_land_quads(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, int ct,
-                                              float4 (&q)[K / 8]) {
-  const int t = ct & 3, ra0 = ws_row(ct, 0), ra1 = ws_row(ct, 1);
-#pragma unroll
-  for (int kb = 0; kb < K / kWsK; ++kb) {
-    const int cur = pp.stage;
-    ws_bar_wait(&full[cur], pp.phase);
-    ws_advance<kStages>(pp);
-    const float* sA = ring + cur * kStage;
-    q[2 * kb] = *reinterpret_cast<const float4*>(sA + ws_a_offset(ra0, 4 * t));
-    q[2 * kb + 1] = *reinterpret_cast<const float4*>(sA + ws_a_offset(ra1, 4 * t));
-    __syncwarp();
-    if ((ct & 31) == 0) ws_bar_arrive(&empty[cur]);
-  }
 }
 
 }  // namespace

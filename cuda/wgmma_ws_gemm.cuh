@@ -4,6 +4,7 @@
 // product shape (ws_gemm). Users: the stack's kernels (stack_ws*.cu) and sezm-stack-probe.
 #include "wgmma_ws.cuh"
 #include "wgmma_ws_f16.cuh"
+#include "wgmma_ws_regs.cuh"
 
 namespace sezm::cuda {
 namespace {
