@@ -7,10 +7,11 @@
 // m = 0 columns. A gated layer's m = 0 phases need s_bar's |m| = 1 part (phase 2's sums g1 z1):
 // after phase 2 each consumer thread writes its s_bar quads into the layer's saved z, at the |m| = 1
 // columns of its own rows (z's |m| = 1 columns are read only by that phase: dead from then on), and
-// reads them back before phase 3. S = sigmoid(z00 G) is formed in both passes (the same product
-// from the same z00). Stages: a box (the input adjoint's, or z's through its own tensor map where
-// the one-layer kernels land g, the adjoint then coming from registers: ws_product_one_regs with a
-// hook) and B's block, 20 KiB; six of them beside the S / s_bar slots (216 KiB).
+// reads them back before phase 3 (loads issued before phase 1, so their round trip runs behind its
+// product). S = sigmoid(z00 G) is formed in both passes (the same product from the same z00).
+// Stages: a box (the input adjoint's, or z's through its own tensor map where the one-layer kernels
+// land g, the adjoint then coming from registers: ws_product_one_regs with a hook) and B's block,
+// 20 KiB; six of them beside the S / s_bar slots (216 KiB).
 // Numerics: stack_ws_chain_bwd.cu's in one pass, the same products, hooks (s_bar's sums in the
 // same order), residuals and epilogues, so the same bits (tests/test_cuda_stack_paths.cpp).
 // CPU twin: the mixing stack's backward in engine/so2_convolution.h.
@@ -51,21 +52,31 @@ __device__ __forceinline__ void sbar_out(float* zl, size_t fo, int ROW, int row0
       *reinterpret_cast<float4*>(zr + 16 * j + 4 * t) = slot_quad(sbar, 16 * j + 4 * t, h);
   }
 }
-__device__ __forceinline__ void sbar_in(const float* zl, size_t fo, int ROW, int row0, int Ec, int ct, float4* sbar) {
+// sbar_out's quads back: loaded into registers (sb, zeros for rows past Ec) before phase 1, so the
+// round trip runs behind phase 1's product, and put into s_bar's slots after it (which phase 1
+// zeroes).
+__device__ __forceinline__ void sbar_fetch(const float* zl, size_t fo, int ROW, int row0, int Ec, int ct,
+                                           float4 (&sb)[2 * kLC / 16]) {
   const int t = ct & 3;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int r = row0 + ws_row(ct, h);
-    if (r >= Ec) continue;
     const float* zr = zl + fo + static_cast<size_t>(r) * ROW + 128;
 #pragma unroll
-    for (int j = 0; j < kLC / 16; ++j) {
-      const float4 v = *reinterpret_cast<const float4*>(zr + 16 * j + 4 * t);
-      float2* q = slot_pair(sbar, 16 * j + 4 * t, h);
-      q[0] = make_float2(v.x, v.y);
-      q[512] = make_float2(v.z, v.w);
-    }
+    for (int j = 0; j < kLC / 16; ++j)
+      sb[2 * j + h] = r < Ec ? *reinterpret_cast<const float4*>(zr + 16 * j + 4 * t) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   }
+}
+__device__ __forceinline__ void sbar_put(int ct, const float4 (&sb)[2 * kLC / 16], float4* sbar) {
+  const int t = ct & 3;
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int j = 0; j < kLC / 16; ++j) {
+      float2* q = slot_pair(sbar, 16 * j + 4 * t, h);
+      q[0] = make_float2(sb[2 * j + h].x, sb[2 * j + h].y);
+      q[512] = make_float2(sb[2 * j + h].z, sb[2 * j + h].w);
+    }
 }
 
 template <int kStages>
@@ -150,8 +161,10 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_bwd_regs_k(const
         const int l = p.nL - 1 - t;
         float acc[N0 / 2];
         if (l < p.ngated) {  // 1., s_bar's |m| = 1 part back, 3. eta G^T, 4. G0' = g0 + z_bar0 A^T
+          float4 sb[2 * kLC / 16];
+          sbar_fetch(p.z[l], fo, p.ROW, row0, p.Ec, ct, sb);
           gated_bwd_phase1<kSt, kStg, kAr>(ring, full, empty, pp, ct, S, sbar);
-          sbar_in(p.z[l], fo, p.ROW, row0, p.Ec, ct, sbar);
+          sbar_put(ct, sb, sbar);
           {
             float eg[NGT / 2];
             ws_product_one_regs<NGT, kLC, kSt, kStg>(ring, full, empty, pp, ct, eg, u + 2 * (kCf / kWsK),
