@@ -185,6 +185,10 @@ struct Dims {
   // radial.cu): 1, or 0 with SEZM_CUDA_RADIAL_LEGACY=1 at the engine's construction (the route
   // through R and rho_bar).
   int radial_fold;
+  // `precision tf32` on the register-resident chained forward: the stack's output kept as binary16
+  // rows with per-row scales (stack_out_f16, f16_rows.cuh): 1, or 0 with SEZM_CUDA_F16_ROWS=0 at the
+  // engine's construction (fp32 rows).
+  int f16_rows;
 };
 
 __host__ __device__ inline int dc_off(int l) { return l == 0 ? 0 : 1 + 3 * (l * l - 1); }

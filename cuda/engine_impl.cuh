@@ -86,6 +86,8 @@ struct CudaEngine::Impl : EngineBuffers {
     d.stack_ws = use_stack_ws(d);
     d.stack_f16 = use_stack_f16(d, stack_weight_max(w));
     d.radial_fold = !env_on("SEZM_CUDA_RADIAL_LEGACY");
+    const char* f16 = std::getenv("SEZM_CUDA_F16_ROWS");
+    d.f16_rows = f16 != nullptr && f16[0] == '0' ? 0 : 1;
     SEZM_CUDA(cudaStreamCreate(&s));
     const char* tv = std::getenv("SEZM_CUDA_TIMING");
     timer.enabled = tv && *tv && *tv != '0';

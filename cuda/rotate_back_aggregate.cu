@@ -8,6 +8,8 @@
 #include <type_traits>
 
 #include "async_copy.cuh"
+#include "f16_rows.cuh"
+#include "stack.cuh"
 #include "value_path.cuh"
 
 namespace sezm::cuda {
@@ -59,7 +61,9 @@ struct AggSlot {
   }
 };
 
-template <int LT, bool DR>
+// kF16: U in binary16 rows (stack_out_f16): a batch's halves staged (B ROW / 2 floats, then the
+// edges' 2 B inverse scales, in the slot's U region) and each value taken as half x scale.
+template <int LT, bool DR, bool kF16>
 __global__ void __launch_bounds__(512) rotate_back_aggregate_k(Dims d, int n0, int e0, int Ec, int B,
                                                                const int* __restrict__ off,
                                                                const float* __restrict__ Dc,
@@ -84,10 +88,16 @@ __global__ void __launch_bounds__(512) rotate_back_aggregate_k(Dims d, int n0, i
   // Batch b0's copies into slot `to` (issued, not waited for).
   auto stage = [&](int b0, float* to) {
     const int nb = min(B, end - b0);
-    const float* Ub = U + ((size_t)f * Ec + (b0 - e0)) * d.ROW;
-    if (quads) {
+    if constexpr (kF16) {  // ROW halves per edge: ROW / 8 16-byte quads (ROW % 8 == 0), then the scales
+      const float* Ub = U + ((size_t)f * Ec + (b0 - e0)) * d.ROW / 2;
+      for (int x = tid; x < nb * d.ROW / 8; x += nt) copy_async16(to + sl.U + 4 * x, Ub + 4 * x);
+      const float* Sb = U + f16_scales_at(d.F, Ec, d.ROW) + 2 * ((size_t)f * Ec + (b0 - e0));
+      for (int x = tid; x < 2 * nb; x += nt) copy_async4(to + sl.U + B * d.ROW / 2 + x, Sb + x);
+    } else if (quads) {
+      const float* Ub = U + ((size_t)f * Ec + (b0 - e0)) * d.ROW;
       for (int x = tid; x < nb * d.ROW / 4; x += nt) copy_async16(to + sl.U + 4 * x, Ub + 4 * x);
     } else {
+      const float* Ub = U + ((size_t)f * Ec + (b0 - e0)) * d.ROW;
       for (int x = tid; x < nb * d.ROW; x += nt) copy_async4(to + sl.U + x, Ub + x);
     }
     for (int x = tid; x < nb * kDcs; x += nt) copy_async4(to + sl.D + x, Dc + (size_t)b0 * kDcs + x);
@@ -116,10 +126,13 @@ __global__ void __launch_bounds__(512) rotate_back_aggregate_k(Dims d, int n0, i
     for (int k = y; k < nb; k += R) {
       const float a = sA[k] * (d.F > 1 ? sAfc[k] : 1.0f);
       const float* u = sU + (size_t)k * d.ROW + cf;
+      const __half* uh = reinterpret_cast<const __half*>(sU) + (size_t)k * d.ROW + cf;
+      const float* us = sU + B * d.ROW / 2 + 2 * k;
       #pragma unroll
       for (int j = 0; j < kDm; ++j) {
         const int l = red_l(j, LT), m = red_m(j, LT);
-        const float v = a * rotate_back_scalef(l) * u[j * d.Cf];
+        const float uj = kF16 ? __half2float(uh[j * d.Cf]) * us[j <= LT ? 0 : 1] : u[j * d.Cf];
+        const float v = a * rotate_back_scalef(l) * uj;
         if (l == 0) {
           acc[0] += v;
           continue;
@@ -187,9 +200,9 @@ int aggregate_rows(const Dims& d, int centres, bool dr) {
     if (rows * d.Cf > 512) continue;
     int B = 0;
     const size_t bytes = aggregate_bytes(d, rows, dr, &B);
-    const void* fn = d.L == 1   ? reinterpret_cast<const void*>(rotate_back_aggregate_k<1, true>)
-                     : d.L == 2 ? reinterpret_cast<const void*>(rotate_back_aggregate_k<2, true>)
-                                : reinterpret_cast<const void*>(rotate_back_aggregate_k<3, true>);
+    const void* fn = d.L == 1   ? reinterpret_cast<const void*>(rotate_back_aggregate_k<1, true, false>)
+                     : d.L == 2 ? reinterpret_cast<const void*>(rotate_back_aggregate_k<2, true, false>)
+                                : reinterpret_cast<const void*>(rotate_back_aggregate_k<3, true, false>);
     const int slots = resident_grid(fn, d.Cf * rows, bytes, std::numeric_limits<int>::max());
     if (slots == 0) continue;
     const double cost = static_cast<double>((ctas + slots - 1) / slots) / rows;
@@ -211,19 +224,28 @@ void launch_rotate_back_aggregate(const Dims& d, const AggregateArgs& a, cudaStr
   // 51.8 KiB).
   int B = 0;
   const size_t bytes = aggregate_bytes(d, rows, dr, &B);
-  auto launch = [&](auto lt, auto drv) {
+  auto launch = [&](auto lt, auto drv, auto f16) {
     constexpr int LT = decltype(lt)::value;
-    constexpr bool DR = decltype(drv)::value;
+    constexpr bool DR = decltype(drv)::value, F16 = decltype(f16)::value;
     if (bytes > 48 * 1024)  // focus width 64: 57 KiB of partial sums (fp32 rows)
-      SEZM_CUDA(cudaFuncSetAttribute(rotate_back_aggregate_k<LT, DR>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     (int)bytes));
-    rotate_back_aggregate_k<LT, DR><<<grid, block, bytes, s>>>(d, a.n0, a.e0, a.Ec, B, a.off, a.Dc, a.U, a.alpha_fc,
-                                                               a.alpha, a.P);
+      SEZM_CUDA(cudaFuncSetAttribute(rotate_back_aggregate_k<LT, DR, F16>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    rotate_back_aggregate_k<LT, DR, F16><<<grid, block, bytes, s>>>(d, a.n0, a.e0, a.Ec, B, a.off, a.Dc, a.U,
+                                                                    a.alpha_fc, a.alpha, a.P);
   };
+  if (stack_out_f16(d)) {  // binary16 rows (f16_rows.cuh): the chained forward's shape, L = 3
+    if (d.L != 3 || d.ROW % 8 != 0 || (reinterpret_cast<uintptr_t>(a.U) & 15) != 0)
+      throw Error("launch_rotate_back_aggregate: binary16 rows need L = 3 and 16-byte aligned rows");
+    if (dr) launch(std::integral_constant<int, 3>{}, std::true_type{}, std::true_type{});
+    else launch(std::integral_constant<int, 3>{}, std::false_type{}, std::true_type{});
+    SEZM_LAUNCH("rotate_back_aggregate");
+    return;
+  }
   auto on_l = [&](auto drv) {
-    if (d.L == 1) launch(std::integral_constant<int, 1>{}, drv);
-    else if (d.L == 2) launch(std::integral_constant<int, 2>{}, drv);
-    else launch(std::integral_constant<int, 3>{}, drv);
+    const std::false_type f32;
+    if (d.L == 1) launch(std::integral_constant<int, 1>{}, drv, f32);
+    else if (d.L == 2) launch(std::integral_constant<int, 2>{}, drv, f32);
+    else launch(std::integral_constant<int, 3>{}, drv, f32);
   };
   if (dr) on_l(std::true_type{});
   else on_l(std::false_type{});

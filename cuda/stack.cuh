@@ -29,6 +29,11 @@ void launch_stack_ws_gated(const Dims& d, const BlockWDev& w, int layer, int Ec,
 // zsave[k] where that is not null. Returns the buffer holding the stack's output.
 constexpr int kStackChainMax = 4;  // layers of one chained launch (C.pt: 3)
 bool stack_ws_chain(const Dims& d);
+// Whether the chained forward writes the stack's output as binary16 rows (f16_rows.cuh), which the
+// destination sum and its backward then read: `precision tf32` on the register-resident chain
+// (stack_ws_chain_regs.cu; its last layer, the stack's identity layer, stores them), two or four
+// foci (the backward's warp kernel: Cw = 64 or 128), unless Dims::f16_rows is 0.
+bool stack_out_f16(const Dims& d);
 float* launch_stack_chain_forward(const Dims& d, const BlockWDev& w, int Ec, float* buf0, float* buf1,
                                   float* const* zsave, float* out, cudaStream_t s);
 // The chained backward (stack_ws_chain_bwd.cu): every layer's backward of a chunk's stack in one

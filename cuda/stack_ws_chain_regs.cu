@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "f16_rows.cuh"
 #include "stack_ws_gated_fwd.cuh"
 
 namespace sezm::cuda {
@@ -41,7 +42,44 @@ struct WsChainRegs {
   float* zsave[kStackChainMax];     // a gated layer's pre-activations kept there, or null
   float* last;                      // the last layer's output
   int nL, ngated, Ec, ROW, ntiles, nitems;
+  int f16, F;                       // the output in binary16 rows (stack_out_f16; the last layer is the identity)
 };
+
+// The last layer's group g (0: the m = 0 columns, 1: the |m| = 1 columns) of consumer thread ct's
+// rows as binary16 rows (f16_rows.cuh): u its quads (ws_out_quads' layout: quad (q4, h) the columns
+// wg_quad_col(q4) .. + 3 of the group in row ws_row(ct, h)); a row's largest |value| from the four
+// threads that hold it.
+template <int N>
+__device__ __forceinline__ void store_f16_group(float* out, int F, int Ec, int ROW, int f, int row0, int g, int ct,
+                                                const float4 (&u)[N / 8]) {
+  __half* const oh = reinterpret_cast<__half*>(out);
+  float* const inv_s = out + f16_scales_at(F, Ec, ROW);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float m = 0.0f;
+#pragma unroll
+    for (int q4 = 0; q4 < N / 16; ++q4) {
+      const float4 v = u[2 * q4 + h];
+      m = fmaxf(m, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+    }
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+    float mult, inv;
+    f16_scale(m, mult, inv);
+    const int r = row0 + ws_row(ct, h);
+    if (r >= Ec) continue;
+    const size_t row = static_cast<size_t>(f) * Ec + r;
+    __half* const o = oh + row * ROW + (g == 0 ? 0 : 4 * kCf);
+#pragma unroll
+    for (int q4 = 0; q4 < N / 16; ++q4) {
+      const float4 v = u[2 * q4 + h];
+      const __half2 a = __floats2half2_rn(v.x * mult, v.y * mult), b = __floats2half2_rn(v.z * mult, v.w * mult);
+      *reinterpret_cast<uint2*>(o + wg_quad_col(q4)) =
+          make_uint2(*reinterpret_cast<const unsigned*>(&a), *reinterpret_cast<const unsigned*>(&b));
+    }
+    if ((ct & 3) == 0) inv_s[2 * row + g] = inv;
+  }
+}
 
 // The producer warp's stages of one group (N: 128 the m = 0 columns, 192 the |m| = 1 columns) of
 // item (focus f, rows y ..): A's boxes alone (the item's input, once per group), B's blocks alone
@@ -118,7 +156,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_regs_k(const __g
 #pragma unroll
             for (int q = 0; q < 4; ++q) z00s[256 * (4 * l + q)] = z00[q];
           } else {  // an identity layer: U' = U + U W
-            regs_residual_step<N0>(acc, u, last, p.last, fo, p.ROW, row0, p.Ec, ct);
+            regs_residual_step<N0>(acc, u, last && !p.f16, p.last, fo, p.ROW, row0, p.Ec, ct);
+            if (last && p.f16) store_f16_group<N0>(p.last, p.F, p.Ec, p.ROW, f, row0, 0, ct, u);
           }
         }
         if (l < p.ngated) {
@@ -149,7 +188,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_regs_k(const __g
           const WsIo io{nullptr, last ? p.last : nullptr, p.zsave[l], p.Ec, p.ROW};
           gated_fwd_m1_epilogue<true>(io, fo, row0, live, acc, ct, park4, v, v);
         } else {
-          regs_residual_step<N1>(acc, v, last, p.last, fo + N0, p.ROW, row0, p.Ec, ct);
+          regs_residual_step<N1>(acc, v, last && !p.f16, p.last, fo + N0, p.ROW, row0, p.Ec, ct);
+          if (last && p.f16) store_f16_group<N1>(p.last, p.F, p.Ec, p.ROW, f, row0, 1, ct, v);
         }
       }
     }
@@ -172,6 +212,8 @@ bool stack_chain_regs(const Dims& d) {
   return d.tf32_one_pass && stack_ws_chain(d) && d.ngated <= kRegsGatedMax && chain_regs_mode() != 0;
 }
 
+bool stack_out_f16(const Dims& d) { return stack_chain_regs(d) && d.f16_rows && (d.F == 2 || d.F == 4); }
+
 void launch_stack_chain_regs(const Dims& d, const BlockWDev& w, int Ec, const float* in, float* const* zsave,
                              float* out, cudaStream_t s) {
   if (!stack_chain_regs(d)) throw Error("launch_stack_chain_regs: needs precision tf32 and the chained forward's shape");
@@ -186,6 +228,8 @@ void launch_stack_chain_regs(const Dims& d, const BlockWDev& w, int Ec, const fl
     p.zsave[l] = gated && zsave ? zsave[l] : nullptr;
   }
   p.last = out;
+  p.f16 = stack_out_f16(d) ? 1 : 0;
+  p.F = d.F;
   p.nL = d.nL;
   p.ngated = d.ngated;
   set_ws_items(p, d, Ec);

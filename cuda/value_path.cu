@@ -16,6 +16,7 @@
 
 #include "cta_reduce.cuh"
 #include "radial_tables.cuh"
+#include "stack.cuh"
 #include "value_path.cuh"
 #include "value_path_warp.cuh"
 
@@ -269,9 +270,17 @@ void launch_aggregate_backward(const Dims& d, const AggregateBackwardArgs& a, cu
   const int Ec = a.Ec;
   if (Ec == 0) return;
   const int nc = warp_lanes(d, a.P_bar, a.U, a.Gbuf);
+  if (stack_out_f16(d)) {  // U in binary16 rows (f16_rows.cuh): the warp kernel's shape (L = 3, Cf = 32)
+    if (nc != 2 && nc != 4) throw Error("launch_aggregate_backward: binary16 rows need the warp kernel, Cw = 64 or 128");
+    if (nc == 2) aggregate_backward_w<3, 2, true><<<aggregate_grid(Ec), 32 * kWarps, 0, s>>>(d, a);
+    else aggregate_backward_w<3, 4, true><<<aggregate_grid(Ec), 32 * kWarps, 0, s>>>(d, a);
+    SEZM_LAUNCH("aggregate_backward");
+    return;
+  }
   if (nc != 0) {
     warp_dispatch(d.L, nc, [&](auto lt, auto ncv) {
-      aggregate_backward_w<decltype(lt)::value, decltype(ncv)::value><<<aggregate_grid(Ec), 32 * kWarps, 0, s>>>(d, a);
+      aggregate_backward_w<decltype(lt)::value, decltype(ncv)::value, false>
+          <<<aggregate_grid(Ec), 32 * kWarps, 0, s>>>(d, a);
     });
     SEZM_LAUNCH("aggregate_backward");
     return;

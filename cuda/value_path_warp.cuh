@@ -24,6 +24,7 @@
 
 #include "async_copy.cuh"
 #include "cta_reduce.cuh"
+#include "f16_rows.cuh"
 #include "value_path.cuh"
 
 namespace sezm::cuda {
@@ -172,15 +173,16 @@ __global__ void __launch_bounds__(32 * kWarps) rotate_condition_w(Dims d, BlockW
 // shared-memory wavefronts as excess, ncu 2026-12-03).
 template <int LT, int NC>
 struct AggStage {
-  static constexpr int kDb = kStageD, kU = 2 * kStageD, kA = kU + EdgeShape<LT>::Dm * 32 * NC, kSize = kA + 64;
+  static constexpr int kDb = kStageD, kU = 2 * kStageD, kA = kU + EdgeShape<LT>::Dm * 32 * NC, kSize = kA + 96;
+  static constexpr int kSc = kA + 64;  // binary16 rows: the edge's 2 F inverse scales (f16_rows.cuh)
 };
 
 // One edge of aggregate_backward_w (aggregate_backward_k's arithmetic): G, alpha_bar, Dc_bar, with
 // pb = P_bar[dst]'s rows of the lane's channels and the edge's rows in the warp's stage st
 // (AggStage): the sums over channels are added to the staged old Dc_bar values and stored, so no
 // read of Dc_bar waits behind them (that round trip was ~12 % of the kernel's warp samples, ncu at
-// 2fc6d83).
-template <int LT, int NC>
+// 2fc6d83). kF16: U in binary16 rows (stack_out_f16), staged as halves with the rows' scales.
+template <int LT, int NC, bool kF16>
 __device__ __forceinline__ void aggregate_backward_edge(const Dims& d, const AggregateBackwardArgs& a, int i, int f,
                                                         int cf, int lane, const float (&pb)[EdgeShape<LT>::D][NC],
                                                         const float* st) {
@@ -201,7 +203,14 @@ __device__ __forceinline__ void aggregate_backward_edge(const Dims& d, const Agg
     const int l = red_l(j, LT), m = red_m(j, LT);
     const float sc = rotate_back_scalef(l);
     float g[NC], u[NC];
-    ldv<NC>(sU + j * 32 * NC, u);
+    if constexpr (kF16) {
+      const __half* h = reinterpret_cast<const __half*>(st + G::kU) + j * 32 * NC + NC * lane;
+      const float sc16 = st[G::kSc + 2 * f + (j <= LT ? 0 : 1)];
+#pragma unroll
+      for (int t = 0; t < NC; ++t) u[t] = __half2float(h[t]) * sc16;
+    } else {
+      ldv<NC>(sU + j * 32 * NC, u);
+    }
 #pragma unroll
     for (int t = 0; t < NC; ++t) {
       const float uj = u[t];
@@ -244,7 +253,7 @@ __device__ __forceinline__ void aggregate_backward_edge(const Dims& d, const Agg
 // two stages per warp) while one edge is worked on, so only the warp's first edge waits on its
 // loads. Each edge's terms and sums are aggregate_backward_edge's: the bits per edge do not depend
 // on the grouping.
-template <int LT, int NC>
+template <int LT, int NC, bool kF16>
 __global__ void __launch_bounds__(32 * kWarps, kMinCtas<NC>)
     aggregate_backward_w(Dims d, AggregateBackwardArgs a) {
   using S = EdgeShape<LT>;
@@ -262,9 +271,21 @@ __global__ void __launch_bounds__(32 * kWarps, kMinCtas<NC>)
       copy_async4(st + x, a.Dc + e * S::Dcs + x);
       copy_async4(st + G::kDb + x, a.Dc_bar + e * S::Dcs + x);
     }
-    const float* U = a.U + ((size_t)f * a.Ec + i) * d.ROW + cf;
+    if constexpr (kF16) {  // the lane's NC halves of each row, and the edge's 2 F scales
+      static_assert(NC >= 2, "a lane's halves are one copy of at least 4 bytes");
+      const __half* U = reinterpret_cast<const __half*>(a.U) + ((size_t)f * a.Ec + i) * d.ROW + cf;
 #pragma unroll
-    for (int j = 0; j < S::Dm; ++j) copy_async<4 * NC>(st + G::kU + j * 32 * NC + c, U + j * d.Cf);
+      for (int j = 0; j < S::Dm; ++j)
+        copy_async<2 * NC>(reinterpret_cast<float*>(reinterpret_cast<__half*>(st + G::kU) + j * 32 * NC + NC * lane),
+                           reinterpret_cast<const float*>(U + j * d.Cf));
+      if (lane < 2 * d.F)
+        copy_async4(st + G::kSc + lane,
+                    a.U + f16_scales_at(d.F, a.Ec, d.ROW) + 2 * ((size_t)(lane / 2) * a.Ec + i) + lane % 2);
+    } else {
+      const float* U = a.U + ((size_t)f * a.Ec + i) * d.ROW + cf;
+#pragma unroll
+      for (int j = 0; j < S::Dm; ++j) copy_async<4 * NC>(st + G::kU + j * 32 * NC + c, U + j * d.Cf);
+    }
     for (int x = lane; x < d.F; x += 32) {
       copy_async4(st + G::kA + x, a.alpha + e * d.F + x);
       if (d.F > 1) copy_async4(st + G::kA + 32 + x, a.alpha_fc + (size_t)i * d.F + x);
@@ -289,7 +310,7 @@ __global__ void __launch_bounds__(32 * kWarps, kMinCtas<NC>)
       copy_async_wait_group<0>();
     }
     __syncwarp();
-    aggregate_backward_edge<LT, NC>(d, a, i0 + k, f, cf, lane, pb, stage[warp][k & 1]);
+    aggregate_backward_edge<LT, NC, kF16>(d, a, i0 + k, f, cf, lane, pb, stage[warp][k & 1]);
   }
 }
 

@@ -55,7 +55,9 @@ TEST_P(CudaStackPaths, ChainedLaunchesAreBitIdenticalToALaunchPerLayer) {
     auto run = [&](const char* stack_ws, int calls) {
       if (stack_ws) setenv("SEZM_CUDA_STACK_WS", stack_ws, 1);
       setenv("SEZM_CUDA_STACK_F16", "0", 1);
+      setenv("SEZM_CUDA_F16_ROWS", "0", 1);  // the output's storage follows the arrangement: fp32 in all
       sezm::CudaEngine gpu(w, 0, cuda_mode(p & 1));
+      unsetenv("SEZM_CUDA_F16_ROWS");
       unsetenv("SEZM_CUDA_STACK_F16");
       if (stack_ws) unsetenv("SEZM_CUDA_STACK_WS");
       if (p & 2) gpu.set_precision(sezm::Precision::kTf32);
@@ -70,6 +72,55 @@ TEST_P(CudaStackPaths, ChainedLaunchesAreBitIdenticalToALaunchPerLayer) {
       EXPECT_EQ(chained[0].atom_energy, r->atom_energy);
       EXPECT_EQ(chained[0].edge_grad, r->edge_grad);
     }
+  }
+#endif
+}
+
+// `precision tf32`'s stack output in binary16 rows (stack_out_f16, cuda/f16_rows.cuh) keeps the
+// TF32 pass's accuracy whatever the rows' scale: each row's power-of-two scales bring it into
+// binary16's range. Tiny rows: the stack's input scaled by 2^-20 (the channel basis multiplies it:
+// every row far below binary16's normal range); huge rows: the last (identity) layer's weights
+// scaled by 2^16 (the mixing stack's last layer is its identity layer: its output ~2^16 times the usual, past binary16's largest value, while the norm
+// after the destination sum keeps the model's output sane). Against the float64 engine on the
+// same weights, within the tf32 bounds. (The stack's input scaled by 2^20 is no such case: there
+// the TF32 pass itself, fp32 rows or not, misses the forces by their size.) The engine's
+// description says whether the rows are binary16 (the register-resident chain: Hopper, the
+// shipped shapes); elsewhere the case still compares its fp32 rows. The two modes.
+class CudaStackF16Rows : public ::testing::TestWithParam<int> {};
+INSTANTIATE_TEST_SUITE_P(Modes, CudaStackF16Rows, ::testing::Values(0, 1),
+                         [](const auto& info) { return std::string(mode_name(info.param)); });
+
+TEST_P(CudaStackF16Rows, Tf32OutputRowsHoldAnyScale) {
+  SEZM_REQUIRE_GPU();
+#ifdef SEZM_HAVE_CUDA
+  const auto c = sezm::test::read_ref(sezm_test::data_path("ref_c32_l3_f2_float64.json")).configs[0];
+  for (const bool huge : {false, true}) {
+    SCOPED_TRACE(huge ? "last layer's weights x 2^16" : "stack input x 2^-20");
+    sezm::ModelW<double> w = fp32_rounded_weights(sezm_test::data_path("c32_l3_f2_float64.pt"));
+    for (auto& b : w.blocks) {
+      if (huge) {
+        for (auto* ms : {&b.layers.back().A, &b.layers.back().W1})
+          for (auto& m : *ms) m *= 0x1p16;  // powers of two: still fp32 values
+      } else {
+        b.channel_basis *= 0x1p-20;
+      }
+    }
+    const sezm::Graph g = sezm::build_graph(c.coords.data(), c.types.data(), c.natoms,
+                                            c.periodic ? c.cell.data() : nullptr, w.cfg.rcut);
+    const sezm::SezmEngine<double> cpu(w);
+    const sezm::Evaluation a = sezm::make_evaluation(g, cpu.compute(g, true), true, false);
+    sezm::CudaEngine gpu(w, 0, cuda_mode(GetParam()));
+    gpu.set_precision(sezm::Precision::kTf32);
+    const std::string what = gpu.description();
+    if (what.find("WS tile") != std::string::npos) EXPECT_NE(what.find("binary16 rows"), std::string::npos) << what;
+    const sezm::Evaluation b = sezm::make_evaluation(g, gpu.compute(g, true), true, false);
+    std::printf("[cuda %s tf32] %s: E %.2e F %.2e W %.2e | %s\n", mode_name(GetParam()),
+                huge ? "last layer x 2^16" : "stack input x 2^-20", std::fabs(b.energy - a.energy) / std::fabs(a.energy),
+                max_diff(b.forces, a.forces) / max_abs(a.forces), max_diff(b.virial, a.virial) / max_abs(a.virial),
+                what.c_str());
+    EXPECT_NEAR(b.energy, a.energy, kTf32EnergyTol * std::fabs(a.energy));
+    EXPECT_LE(max_diff(b.forces, a.forces), kTf32ForceTol * max_abs(a.forces));
+    EXPECT_LE(max_diff(b.virial, a.virial), kTf32ForceTol * max_abs(a.virial));
   }
 #endif
 }

@@ -1,0 +1,34 @@
+#pragma once
+// `precision tf32`'s stack output in binary16 rows (stack_out_f16, stack.cuh): written by the
+// register-resident chained forward (stack_ws_chain_regs.cu), read by the destination sum
+// (rotate_back_aggregate.cu) and its backward (aggregate_backward_w, value_path_warp.cuh).
+// Why: per edge and pass the stack's output crosses HBM three times (written once, read by both),
+// 2560 B each in fp32 for C.pt; those three kernels move mostly these rows.
+// Each row (focus f, chunk edge i) keeps its ROW values as halves, scaled per |m| group (its m = 0
+// columns 0 .. 4 Cf - 1, its |m| = 1 columns) by a power of two that brings the group's largest
+// |value| into [2^14, 2^15): every value within 2^29 of the group's largest keeps ten fraction bits,
+// the precision the TF32 pass gives the products' operands, and no model's scale overflows. The
+// rows live in the fp32 rows' buffer: the halves of row (f, i) at (f Ec + i) ROW halves from its
+// base, the rows' two inverse scales at F Ec ROW / 2 floats + 2 (f Ec + i). A value is its half
+// times the inverse scale (exact).
+#include <cuda_fp16.h>
+
+#include <cstddef>
+
+namespace sezm::cuda {
+
+// Floats from the base to the inverse scales of a chunk of Ec edges.
+__host__ __device__ inline size_t f16_scales_at(int F, int Ec, int ROW) {
+  return static_cast<size_t>(F) * Ec * ROW / 2;
+}
+
+// The power of two mult that brings m (a group's largest |value|) into [2^14, 2^15), and 1 / mult
+// (both exact; m = 0 or tiny: 2^126; m infinite or NaN: 2^-114, which keeps them so).
+__device__ __forceinline__ void f16_scale(float m, float& mult, float& inv) {
+  const int e = static_cast<int>((__float_as_uint(m) >> 23) & 0xff);  // biased exponent
+  const int k = min(126, max(-126, 141 - e));
+  mult = __uint_as_float(static_cast<unsigned>(127 + k) << 23);
+  inv = __uint_as_float(static_cast<unsigned>(127 - k) << 23);
+}
+
+}  // namespace sezm::cuda
