@@ -1,25 +1,30 @@
 #pragma once
-// `precision tf32`'s stack output in binary16 rows (stack_out_f16, stack.cuh): written by the
-// register-resident chained forward (stack_ws_chain_regs.cu), read by the destination sum
-// (rotate_back_aggregate.cu) and its backward (aggregate_backward_w, value_path_warp.cuh).
-// Why: per edge and pass the stack's output crosses HBM three times (written once, read by both),
-// 2560 B each in fp32 for C.pt; those three kernels move mostly these rows.
+// `precision tf32`'s stack output and its adjoint in binary16 rows (stack_out_f16, stack_adj_f16,
+// stack.cuh): the output written by the register-resident chained forward (stack_ws_chain_regs.cu),
+// read by the destination sum (rotate_back_aggregate.cu) and its backward (aggregate_backward_w,
+// value_path_warp.cuh), which writes the adjoint, read by the register-resident chained backward
+// (stack_ws_chain_bwd_regs.cu). Why: per edge and pass the output crosses HBM three times and the
+// adjoint twice, 2560 B each in fp32 for C.pt; those kernels move mostly these rows.
 // Each row (focus f, chunk edge i) keeps its ROW values as halves, scaled per |m| group (its m = 0
 // columns 0 .. 4 Cf - 1, its |m| = 1 columns) by a power of two that brings the group's largest
 // |value| into [2^14, 2^15): every value within 2^29 of the group's largest keeps ten fraction bits,
 // the precision the TF32 pass gives the products' operands, and no model's scale overflows. The
 // rows live in the fp32 rows' buffer: the halves of row (f, i) at (f Ec + i) ROW halves from its
-// base, the rows' two inverse scales at F Ec ROW / 2 floats + 2 (f Ec + i). A value is its half
-// times the inverse scale (exact).
+// base; from F Ec ROW / 2 floats on, the rows' inverse scales, group-major (f16_scale_at: the 128
+// rows of an item's group are 512 contiguous bytes, one bulk copy). A value is its half times its
+// group's inverse scale (exact).
 #include <cuda_fp16.h>
 
 #include <cstddef>
 
 namespace sezm::cuda {
 
-// Floats from the base to the inverse scales of a chunk of Ec edges.
-__host__ __device__ inline size_t f16_scales_at(int F, int Ec, int ROW) {
-  return static_cast<size_t>(F) * Ec * ROW / 2;
+// Floats from the base to the inverse scale of group g (0: the m = 0 columns 0 .. 4 Cf - 1, 1: the
+// |m| = 1 columns) of row (f, i) of a chunk of Ec edges: runs of Ec rows, 16-byte aligned, per
+// (g, f). The scales and 128 floats past them stay inside the fp32 rows' F Ec ROW floats (ROW >= 8).
+__host__ __device__ inline size_t f16_scale_at(int F, int Ec, int ROW, int g, int f, int i) {
+  const size_t run = (static_cast<size_t>(Ec) + 3) / 4 * 4;
+  return static_cast<size_t>(F) * Ec * ROW / 2 + (static_cast<size_t>(g) * F + f) * run + i;
 }
 
 // The power of two mult that brings m (a group's largest |value|) into [2^14, 2^15), and 1 / mult

@@ -62,7 +62,7 @@ struct AggSlot {
 };
 
 // kF16: U in binary16 rows (stack_out_f16): a batch's halves staged (B ROW / 2 floats, then the
-// edges' 2 B inverse scales, in the slot's U region) and each value taken as half x scale.
+// edges' m = 0 and |m| = 1 inverse scales, nb each, in the slot's U region), each value half x scale.
 template <int LT, bool DR, bool kF16>
 __global__ void __launch_bounds__(512) rotate_back_aggregate_k(Dims d, int n0, int e0, int Ec, int B,
                                                                const int* __restrict__ off,
@@ -91,8 +91,8 @@ __global__ void __launch_bounds__(512) rotate_back_aggregate_k(Dims d, int n0, i
     if constexpr (kF16) {  // ROW halves per edge: ROW / 8 16-byte quads (ROW % 8 == 0), then the scales
       const float* Ub = U + ((size_t)f * Ec + (b0 - e0)) * d.ROW / 2;
       for (int x = tid; x < nb * d.ROW / 8; x += nt) copy_async16(to + sl.U + 4 * x, Ub + 4 * x);
-      const float* Sb = U + f16_scales_at(d.F, Ec, d.ROW) + 2 * ((size_t)f * Ec + (b0 - e0));
-      for (int x = tid; x < 2 * nb; x += nt) copy_async4(to + sl.U + B * d.ROW / 2 + x, Sb + x);
+      for (int x = tid; x < 2 * nb; x += nt)  // the batch's m = 0 scales, then its |m| = 1 ones
+        copy_async4(to + sl.U + B * d.ROW / 2 + x, U + f16_scale_at(d.F, Ec, d.ROW, x / nb, f, b0 - e0 + x % nb));
     } else if (quads) {
       const float* Ub = U + ((size_t)f * Ec + (b0 - e0)) * d.ROW;
       for (int x = tid; x < nb * d.ROW / 4; x += nt) copy_async16(to + sl.U + 4 * x, Ub + 4 * x);
@@ -127,11 +127,11 @@ __global__ void __launch_bounds__(512) rotate_back_aggregate_k(Dims d, int n0, i
       const float a = sA[k] * (d.F > 1 ? sAfc[k] : 1.0f);
       const float* u = sU + (size_t)k * d.ROW + cf;
       const __half* uh = reinterpret_cast<const __half*>(sU) + (size_t)k * d.ROW + cf;
-      const float* us = sU + B * d.ROW / 2 + 2 * k;
+      const float* us = sU + B * d.ROW / 2 + k;  // us[0]: the m = 0 scale, us[nb]: the |m| = 1 one
       #pragma unroll
       for (int j = 0; j < kDm; ++j) {
         const int l = red_l(j, LT), m = red_m(j, LT);
-        const float uj = kF16 ? __half2float(uh[j * d.Cf]) * us[j <= LT ? 0 : 1] : u[j * d.Cf];
+        const float uj = kF16 ? __half2float(uh[j * d.Cf]) * us[j <= LT ? 0 : nb] : u[j * d.Cf];
         const float v = a * rotate_back_scalef(l) * uj;
         if (l == 0) {
           acc[0] += v;

@@ -34,6 +34,10 @@ bool stack_ws_chain(const Dims& d);
 // (stack_ws_chain_regs.cu; its last layer, the stack's identity layer, stores them), two or four
 // foci (the backward's warp kernel: Cw = 64 or 128), unless Dims::f16_rows is 0.
 bool stack_out_f16(const Dims& d);
+// Whether the output's adjoint comes as binary16 rows too (aggregate_backward_w writes them, the
+// register-resident chained backward, stack_ws_chain_bwd_regs.cu, reads them): stack_out_f16 and
+// that backward.
+bool stack_adj_f16(const Dims& d);
 float* launch_stack_chain_forward(const Dims& d, const BlockWDev& w, int Ec, float* buf0, float* buf1,
                                   float* const* zsave, float* out, cudaStream_t s);
 // The chained backward (stack_ws_chain_bwd.cu): every layer's backward of a chunk's stack in one

@@ -11,7 +11,9 @@
 // product). S = sigmoid(z00 G) is formed in both passes (the same product from the same z00).
 // Stages: a box (the input adjoint's, or z's through its own tensor map where the one-layer kernels
 // land g, the adjoint then coming from registers: ws_product_one_regs with a hook) and B's block,
-// 20 KiB; six of them beside the S / s_bar slots (216 KiB).
+// 20 KiB; six of them beside the S / s_bar slots (216 KiB). With the stack output's adjoint in
+// binary16 rows (stack_adj_f16, f16_rows.cuh) its boxes are halves, the first of a group with the
+// rows' scales (ws_fill_h, ws_land_quads_h).
 // Numerics: stack_ws_chain_bwd.cu's in one pass, the same products, hooks (s_bar's sums in the
 // same order), residuals and epilogues, so the same bits (tests/test_cuda_stack_paths.cpp).
 // CPU twin: the mixing stack's backward in engine/so2_convolution.h.
@@ -19,6 +21,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "f16_rows.cuh"
 #include "stack_ws_gated_bwd.cuh"
 
 namespace sezm::cuda {
@@ -31,7 +34,9 @@ struct WsChainBwdRegs {
   WsBwdImages layer[kStackChainMax];  // by layer (identity layers': B0, B1)
   float* z[kStackChainMax];           // the gated layers' saved pre-activations (|m| = 1 columns: s_bar's scratch)
   float* out;
+  const float* in;                    // the output adjoint: its binary16 rows' scales (f16), else unused
   int nL, ngated, Ec, ROW, ntiles, nitems;
+  int f16, F;                         // the output adjoint in binary16 rows (stack_adj_f16)
 };
 struct WsChainBwdRegsMaps {
   CUtensorMap g;                     // the stack output's adjoint (the launch's input)
@@ -96,7 +101,10 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_bwd_regs_k(const
     for (int k = blockIdx.x; k < p.nitems; k += ws_grid()) {
       const int i = ws_item(k, p.nitems, 1), f = i / p.ntiles, y = (i - f * p.ntiles) * kWsRows;
       // |m| = 1: the adjoint's box once; per gated step z00 with G's image (phase 1), z1 with W1^T's.
-      ws_fill<N1, N1, kSt, kStg, true, true, 0, false>(ring, full, empty, pp, &m.g, WsItem{N0, y, f, nullptr});
+      if (p.f16)
+        ws_fill_h<N1, kSt, kStg>(ring, full, empty, pp, &m.g, p.in + f16_scale_at(p.F, p.Ec, p.ROW, 1, f, y), N0, y, f);
+      else
+        ws_fill<N1, N1, kSt, kStg, true, true, 0, false>(ring, full, empty, pp, &m.g, WsItem{N0, y, f, nullptr});
 #pragma unroll 1
       for (int t = 0; t < p.nL; ++t) {
         const int l = p.nL - 1 - t;
@@ -111,7 +119,10 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_bwd_regs_k(const
       }
       // m = 0: the adjoint's box once; per gated step z00 with G's image, z0's columns Cf .. with
       // G^T's (phase 3), z0 with A^T's (phase 4).
-      ws_fill<N0, N0, kSt, kStg, true, true, 0, false>(ring, full, empty, pp, &m.g, WsItem{0, y, f, nullptr});
+      if (p.f16)
+        ws_fill_h<N0, kSt, kStg>(ring, full, empty, pp, &m.g, p.in + f16_scale_at(p.F, p.Ec, p.ROW, 0, f, y), 0, y, f);
+      else
+        ws_fill<N0, N0, kSt, kStg, true, true, 0, false>(ring, full, empty, pp, &m.g, WsItem{0, y, f, nullptr});
 #pragma unroll 1
       for (int t = 0; t < p.nL; ++t) {
         const int l = p.nL - 1 - t;
@@ -136,9 +147,13 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_bwd_regs_k(const
   for (int k = blockIdx.x; k < p.nitems; k += gridDim.x) {
     const int i = ws_item(k, p.nitems, 1), f = i / p.ntiles, row0 = (i - f * p.ntiles) * kWsRows;
     const size_t fo = static_cast<size_t>(f) * p.Ec * p.ROW;
+    const bool live0 = row0 + ra0 < p.Ec, live1 = row0 + ws_row(ct, 1) < p.Ec;
     {  // ---- the |m| = 1 columns through every step ----
       float4 v[N1 / 8];  // the step's output adjoint quads, then its input adjoint's
-      ws_land_quads<N1, kSt, kStg>(ring, full, empty, pp, ct, v);
+      if (p.f16)
+        ws_land_quads_h<N1, kSt, kStg>(ring, full, empty, pp, ct, live0, live1, v);
+      else
+        ws_land_quads<N1, kSt, kStg>(ring, full, empty, pp, ct, v);
 #pragma unroll 1
       for (int t = 0; t < p.nL; ++t) {
         const int l = p.nL - 1 - t;
@@ -155,7 +170,10 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_bwd_regs_k(const
     }
     {  // ---- the m = 0 columns through every step ----
       float4 u[N0 / 8];
-      ws_land_quads<N0, kSt, kStg>(ring, full, empty, pp, ct, u);
+      if (p.f16)
+        ws_land_quads_h<N0, kSt, kStg>(ring, full, empty, pp, ct, live0, live1, u);
+      else
+        ws_land_quads<N0, kSt, kStg>(ring, full, empty, pp, ct, u);
 #pragma unroll 1
       for (int t = 0; t < p.nL; ++t) {
         const int l = p.nL - 1 - t;
@@ -194,6 +212,8 @@ bool chain_bwd_regs_on() {
 
 bool stack_chain_bwd_regs(const Dims& d) { return d.tf32_one_pass && stack_ws_chain_bwd(d) && chain_bwd_regs_on(); }
 
+bool stack_adj_f16(const Dims& d) { return stack_out_f16(d) && stack_chain_bwd_regs(d); }
+
 void launch_stack_chain_bwd_regs(const Dims& d, const BlockWDev& w, int Ec, const float* in, float* const* z, float* out,
                                  cudaStream_t s) {
   if (!stack_chain_bwd_regs(d)) throw Error("launch_stack_chain_bwd_regs: needs precision tf32 and the chained backward's shape");
@@ -207,10 +227,13 @@ void launch_stack_chain_bwd_regs(const Dims& d, const BlockWDev& w, int Ec, cons
     p.z[l] = l < d.ngated ? z[l] : nullptr;
   }
   p.out = out;
+  p.in = in;
+  p.f16 = stack_adj_f16(d) ? 1 : 0;
+  p.F = d.F;
   p.nL = d.nL;
   p.ngated = d.ngated;
   set_ws_items(p, d, Ec);
-  m.g = activations_map(d, Ec, in);
+  m.g = p.f16 ? activations_map_h(d, Ec, in) : activations_map(d, Ec, in);
   for (int l = 0; l < d.ngated; ++l) m.z[l] = activations_map(d, Ec, z[l]);
   k<<<std::min(p.nitems, sms), kWsThreads, bytes, s>>>(p, m);
   SEZM_LAUNCH("stack_ws_chain_bwd_regs_k");

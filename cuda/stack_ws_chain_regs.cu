@@ -53,7 +53,6 @@ template <int N>
 __device__ __forceinline__ void store_f16_group(float* out, int F, int Ec, int ROW, int f, int row0, int g, int ct,
                                                 const float4 (&u)[N / 8]) {
   __half* const oh = reinterpret_cast<__half*>(out);
-  float* const inv_s = out + f16_scales_at(F, Ec, ROW);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float m = 0.0f;
@@ -77,7 +76,7 @@ __device__ __forceinline__ void store_f16_group(float* out, int F, int Ec, int R
       *reinterpret_cast<uint2*>(o + wg_quad_col(q4)) =
           make_uint2(*reinterpret_cast<const unsigned*>(&a), *reinterpret_cast<const unsigned*>(&b));
     }
-    if ((ct & 3) == 0) inv_s[2 * row + g] = inv;
+    if ((ct & 3) == 0) out[f16_scale_at(F, Ec, ROW, g, f, r)] = inv;
   }
 }
 

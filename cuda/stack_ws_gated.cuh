@@ -45,6 +45,13 @@ CUtensorMap activations_map(const Dims& d, int Ec, const float* in) {
   return ws_tensor_map(in, dims, strides);
 }
 
+// The same over binary16 rows (f16_rows.cuh: ROW halves per row): boxes of 16 halves x 128 rows.
+CUtensorMap activations_map_h(const Dims& d, int Ec, const float* in) {
+  const uint64_t dims[3] = {static_cast<uint64_t>(d.ROW), static_cast<uint64_t>(Ec), static_cast<uint64_t>(d.F)};
+  const uint64_t strides[2] = {static_cast<uint64_t>(d.ROW) * 2, static_cast<uint64_t>(d.ROW) * 2 * static_cast<uint64_t>(Ec)};
+  return ws_tensor_map(in, dims, strides, kWsRows, true);
+}
+
 // out = acc over consumer thread ct's quads of the item's rows row0 + ws_row(ct, h) < Ec (base:
 // the group's first column of the focus; rows ROW floats apart).
 template <int N>

@@ -272,8 +272,11 @@ void launch_aggregate_backward(const Dims& d, const AggregateBackwardArgs& a, cu
   const int nc = warp_lanes(d, a.P_bar, a.U, a.Gbuf);
   if (stack_out_f16(d)) {  // U in binary16 rows (f16_rows.cuh): the warp kernel's shape (L = 3, Cf = 32)
     if (nc != 2 && nc != 4) throw Error("launch_aggregate_backward: binary16 rows need the warp kernel, Cw = 64 or 128");
-    if (nc == 2) aggregate_backward_w<3, 2, true><<<aggregate_grid(Ec), 32 * kWarps, 0, s>>>(d, a);
-    else aggregate_backward_w<3, 4, true><<<aggregate_grid(Ec), 32 * kWarps, 0, s>>>(d, a);
+    const bool g16 = stack_adj_f16(d);  // G as binary16 rows too, for the register-resident backward
+    if (nc == 2 && g16) aggregate_backward_w<3, 2, true, true><<<aggregate_grid(Ec), 32 * kWarps, 0, s>>>(d, a);
+    else if (nc == 2) aggregate_backward_w<3, 2, true, false><<<aggregate_grid(Ec), 32 * kWarps, 0, s>>>(d, a);
+    else if (g16) aggregate_backward_w<3, 4, true, true><<<aggregate_grid(Ec), 32 * kWarps, 0, s>>>(d, a);
+    else aggregate_backward_w<3, 4, true, false><<<aggregate_grid(Ec), 32 * kWarps, 0, s>>>(d, a);
     SEZM_LAUNCH("aggregate_backward");
     return;
   }

@@ -181,8 +181,10 @@ struct AggStage {
 // pb = P_bar[dst]'s rows of the lane's channels and the edge's rows in the warp's stage st
 // (AggStage): the sums over channels are added to the staged old Dc_bar values and stored, so no
 // read of Dc_bar waits behind them (that round trip was ~12 % of the kernel's warp samples, ncu at
-// 2fc6d83). kF16: U in binary16 rows (stack_out_f16), staged as halves with the rows' scales.
-template <int LT, int NC, bool kF16>
+// 2fc6d83). kF16: U in binary16 rows (stack_out_f16), staged as halves with the rows' scales; kG16:
+// G stored as binary16 rows (stack_adj_f16), each group's scale from the largest |G| of the focus's
+// lanes.
+template <int LT, int NC, bool kF16, bool kG16>
 __device__ __forceinline__ void aggregate_backward_edge(const Dims& d, const AggregateBackwardArgs& a, int i, int f,
                                                         int cf, int lane, const float (&pb)[EdgeShape<LT>::D][NC],
                                                         const float* st) {
@@ -193,7 +195,7 @@ __device__ __forceinline__ void aggregate_backward_edge(const Dims& d, const Agg
   const float afc = d.F > 1 ? st[G::kA + 32 + f] : 1.0f;
   const float al = st[G::kA + f] * afc;
   const size_t urow = ((size_t)f * a.Ec + i) * d.ROW + cf;
-  float v[S::Dcs], ab[NC];
+  float v[S::Dcs], ab[NC], gk[kG16 ? S::Dm : 1][NC];
 #pragma unroll
   for (int k = 0; k < S::Dcs; ++k) v[k] = 0.0f;
 #pragma unroll
@@ -232,7 +234,39 @@ __device__ __forceinline__ void aggregate_backward_edge(const Dims& d, const Agg
       g[t] = al * Q;
       ab[t] += Q * uj;
     }
-    stv<NC>(a.Gbuf + urow + j * d.Cf, g);
+    if constexpr (kG16) {
+#pragma unroll
+      for (int t = 0; t < NC; ++t) gk[j][t] = g[t];
+    } else {
+      stv<NC>(a.Gbuf + urow + j * d.Cf, g);
+    }
+  }
+  const int lanes = d.Cf / NC;  // the lanes of focus f
+  if constexpr (kG16) {
+    float m[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int j = 0; j < S::Dm; ++j)
+#pragma unroll
+      for (int t = 0; t < NC; ++t) m[j <= LT ? 0 : 1] = fmaxf(m[j <= LT ? 0 : 1], fabsf(gk[j][t]));
+    for (int o = lanes / 2; o > 0; o >>= 1)
+#pragma unroll
+      for (int q = 0; q < 2; ++q) m[q] = fmaxf(m[q], __shfl_xor_sync(0xffffffffu, m[q], o));
+    float mult[2], inv[2];
+#pragma unroll
+    for (int q = 0; q < 2; ++q) f16_scale(m[q], mult[q], inv[q]);
+    __half* const Gh = reinterpret_cast<__half*>(a.Gbuf) + urow;
+#pragma unroll
+    for (int j = 0; j < S::Dm; ++j) {
+      const float mj = mult[j <= LT ? 0 : 1];
+      __half2 h[NC / 2];
+#pragma unroll
+      for (int t = 0; t < NC / 2; ++t) h[t] = __floats2half2_rn(gk[j][2 * t] * mj, gk[j][2 * t + 1] * mj);
+      if constexpr (NC == 4) *reinterpret_cast<uint2*>(Gh + j * d.Cf) = *reinterpret_cast<const uint2*>(h);
+      else *reinterpret_cast<__half2*>(Gh + j * d.Cf) = h[0];
+    }
+    if (lane % lanes == 0)
+#pragma unroll
+      for (int q = 0; q < 2; ++q) a.Gbuf[f16_scale_at(d.F, a.Ec, d.ROW, q, f, i)] = inv[q];
   }
   float* Db = a.Dc_bar + (size_t)e * S::Dcs;
   warp_sum_scatter<S::Dcs>([&](int k) { return v[k]; }, lane, [&](int k, float s) { Db[k] = sDb[k] + s; });
@@ -240,7 +274,6 @@ __device__ __forceinline__ void aggregate_backward_edge(const Dims& d, const Agg
   float t_ab = 0.0f;
 #pragma unroll
   for (int t = 0; t < NC; ++t) t_ab += ab[t] * afc;
-  const int lanes = d.Cf / NC;
   for (int o = lanes / 2; o > 0; o >>= 1) t_ab += __shfl_xor_sync(0xffffffffu, t_ab, o);
   if (lane % lanes == 0) a.alpha_bar[(size_t)i * d.F + f] = t_ab;
 }
@@ -253,8 +286,9 @@ __device__ __forceinline__ void aggregate_backward_edge(const Dims& d, const Agg
 // two stages per warp) while one edge is worked on, so only the warp's first edge waits on its
 // loads. Each edge's terms and sums are aggregate_backward_edge's: the bits per edge do not depend
 // on the grouping.
-template <int LT, int NC, bool kF16>
-__global__ void __launch_bounds__(32 * kWarps, kMinCtas<NC>)
+// (kG16 holds an edge's G rows until their scales are known: four CTAs, 128 registers, no spills.)
+template <int LT, int NC, bool kF16, bool kG16 = false>
+__global__ void __launch_bounds__(32 * kWarps, kG16 ? 4 : kMinCtas<NC>)
     aggregate_backward_w(Dims d, AggregateBackwardArgs a) {
   using S = EdgeShape<LT>;
   using G = AggStage<LT, NC>;
@@ -278,9 +312,7 @@ __global__ void __launch_bounds__(32 * kWarps, kMinCtas<NC>)
       for (int j = 0; j < S::Dm; ++j)
         copy_async<2 * NC>(reinterpret_cast<float*>(reinterpret_cast<__half*>(st + G::kU) + j * 32 * NC + NC * lane),
                            reinterpret_cast<const float*>(U + j * d.Cf));
-      if (lane < 2 * d.F)
-        copy_async4(st + G::kSc + lane,
-                    a.U + f16_scales_at(d.F, a.Ec, d.ROW) + 2 * ((size_t)(lane / 2) * a.Ec + i) + lane % 2);
+      if (lane < 2 * d.F) copy_async4(st + G::kSc + lane, a.U + f16_scale_at(d.F, a.Ec, d.ROW, lane % 2, lane / 2, i));
     } else {
       const float* U = a.U + ((size_t)f * a.Ec + i) * d.ROW + cf;
 #pragma unroll
@@ -310,7 +342,7 @@ __global__ void __launch_bounds__(32 * kWarps, kMinCtas<NC>)
       copy_async_wait_group<0>();
     }
     __syncwarp();
-    aggregate_backward_edge<LT, NC, kF16>(d, a, i0 + k, f, cf, lane, pb, stage[warp][k & 1]);
+    aggregate_backward_edge<LT, NC, kF16, kG16>(d, a, i0 + k, f, cf, lane, pb, stage[warp][k & 1]);
   }
 }
 

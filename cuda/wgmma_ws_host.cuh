@@ -19,7 +19,7 @@ namespace {
 // The tensor map of a 3-D float tensor (dims[0] contiguous; strides in bytes of dims 1 and 2) in
 // boxes of 16 x box_rows x 1, no swizzle, out-of-bounds elements filled with zeros. Host only.
 inline CUtensorMap ws_tensor_map(const float* base, const uint64_t (&dims)[3], const uint64_t (&strides)[2],
-                                 uint32_t box_rows = kWsRows) {
+                                 uint32_t box_rows = kWsRows, bool half = false) {
   using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*, const cuuint64_t*,
                               const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
                               CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
@@ -39,7 +39,7 @@ inline CUtensorMap ws_tensor_map(const float* base, const uint64_t (&dims)[3], c
   CUtensorMap tm{};
   const cuuint64_t dim[3] = {dims[0], dims[1], dims[2]}, stride[2] = {strides[0], strides[1]};
   const cuuint32_t box[3] = {kWsK, box_rows, 1}, estride[3] = {1, 1, 1};
-  const CUresult r = encode(&tm, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, const_cast<float*>(base), dim, stride, box, estride,
+  const CUresult r = encode(&tm, half ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, const_cast<float*>(base), dim, stride, box, estride,
                             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) throw Error("cuTensorMapEncodeTiled failed: " + std::to_string(static_cast<int>(r)));

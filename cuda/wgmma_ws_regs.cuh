@@ -4,6 +4,8 @@
 // (stack_ws_chain_regs.cu, stack_ws_chain_bwd_regs.cu; the gate product of stack_ws_gated_fwd.cuh
 // there). On wgmma_ws.cuh's ring, schedule and rounding (ws_product_one_loop), so the same bits as
 // landing the same quads.
+#include <cuda_fp16.h>
+
 #include <type_traits>
 
 #include "wgmma_ws.cuh"
@@ -58,6 +60,58 @@ __device__ __forceinline__ void ws_land_quads(const float* ring, uint64_t* full,
     q[2 * kb + 1] = *reinterpret_cast<const float4*>(sA + ws_a_offset(ra1, 4 * t));
     __syncwarp();
     if ((ct & 31) == 0) ws_bar_arrive(&empty[cur]);
+  }
+}
+
+// ws_land_quads over binary16 rows (f16_rows.cuh): stages of a box of halves (16 x 128, 4 KiB),
+// the first with the group's 128 inverse scales after it (ws_fill_h); a quad is its four halves
+// times its row's scale (live0 / live1: the rows are before Ec; a dead row's scale is read as 0,
+// whatever the bytes past the scales hold).
+template <int K, int kStages, int kStage>
+__device__ __forceinline__ void ws_land_quads_h(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, int ct,
+                                                bool live0, bool live1, float4 (&q)[K / 8]) {
+  const int t = ct & 3, ra0 = ws_row(ct, 0), ra1 = ws_row(ct, 1);
+  float s0 = 0.0f, s1 = 0.0f;
+  auto h4 = [&](const float* st, int row, float sc) {
+    const uint2 v = *reinterpret_cast<const uint2*>(reinterpret_cast<const __half*>(st) + ws_a_offset(row, 4 * t));
+    const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&v.x)),
+                 b = __half22float2(*reinterpret_cast<const __half2*>(&v.y));
+    return make_float4(a.x * sc, a.y * sc, b.x * sc, b.y * sc);
+  };
+#pragma unroll
+  for (int kb = 0; kb < K / kWsK; ++kb) {
+    const int cur = ws_wait_full<kStages>(full, pp);
+    const float* st = ring + cur * kStage;
+    if (kb == 0) {
+      const float* sc = st + kWsRows * kWsK / 2;
+      s0 = live0 ? sc[ra0] : 0.0f;
+      s1 = live1 ? sc[ra1] : 0.0f;
+    }
+    q[2 * kb] = h4(st, ra0, s0);
+    q[2 * kb + 1] = h4(st, ra1, s1);
+    __syncwarp();
+    if ((ct & 31) == 0) ws_bar_arrive(&empty[cur]);
+  }
+}
+
+// The producer warp's stages for ws_land_quads_h: K / 16 boxes of halves of tmA (activations_map_h)
+// at columns x, x + 16, ... of rows y .. of focus z, the first stage also the 128 inverse scales at
+// `scales` (the group's run from row y: 512 bytes, 16-byte aligned, f16_scale_at).
+template <int K, int kStages, int kStage>
+__device__ __forceinline__ void ws_fill_h(float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, const CUtensorMap* tmA,
+                                          const float* scales, int x, int y, int z) {
+  constexpr uint32_t kBox = kWsRows * kWsK * 2, kScales = kWsRows * 4;
+  static_assert(kWsRows * kWsK / 2 + kWsRows <= kStage, "a stage holds the box and the scales");
+#pragma unroll 1
+  for (int kb = 0; kb < K / kWsK; ++kb) {
+    ws_bar_wait(&empty[pp.stage], pp.phase ^ 1u);
+    float* dst = ring + pp.stage * kStage;
+    if ((threadIdx.x & 31) == 0) {
+      ws_bar_expect(&full[pp.stage], kBox + (kb == 0 ? kScales : 0u));
+      ws_tma_3d(dst, tmA, x + kb * kWsK, y, z, &full[pp.stage]);
+      if (kb == 0) ws_bulk(dst + kWsRows * kWsK / 2, scales, kScales, &full[pp.stage]);
+    }
+    ws_advance<kStages>(pp);
   }
 }
 
