@@ -1,10 +1,11 @@
 #pragma once
-// `precision tf32`'s stack output and its adjoint in binary16 rows (stack_out_f16, stack_adj_f16,
-// stack.cuh): the output written by the register-resident chained forward (stack_ws_chain_regs.cu),
-// read by the destination sum (rotate_back_aggregate.cu) and its backward (aggregate_backward_w,
+// `precision tf32`'s stack input, output and output adjoint in binary16 rows (stack_in_f16,
+// stack_out_f16, stack_adj_f16, stack.cuh): the input written by rotate_condition_w, read by the
+// register-resident chained forward (stack_ws_chain_regs.cu), which writes the output, read by the
+// destination sum (rotate_back_aggregate.cu) and its backward (aggregate_backward_w,
 // value_path_warp.cuh), which writes the adjoint, read by the register-resident chained backward
-// (stack_ws_chain_bwd_regs.cu). Why: per edge and pass the output crosses HBM three times and the
-// adjoint twice, 2560 B each in fp32 for C.pt; those kernels move mostly these rows.
+// (stack_ws_chain_bwd_regs.cu). Why: per edge and pass these rows cross HBM seven times, 2560 B
+// each in fp32 for C.pt; the kernels around the stack move mostly them.
 // Each row (focus f, chunk edge i) keeps its ROW values as halves, scaled per |m| group (its m = 0
 // columns 0 .. 4 Cf - 1, its |m| = 1 columns) by a power of two that brings the group's largest
 // |value| into [2^14, 2^15): every value within 2^29 of the group's largest keeps ten fraction bits,

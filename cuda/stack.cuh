@@ -38,6 +38,9 @@ bool stack_out_f16(const Dims& d);
 // register-resident chained backward, stack_ws_chain_bwd_regs.cu, reads them): stack_out_f16 and
 // that backward.
 bool stack_adj_f16(const Dims& d);
+// Whether the stack's input comes as binary16 rows (rotate_condition_w writes them, the
+// register-resident chained forward reads them): stack_out_f16.
+bool stack_in_f16(const Dims& d);
 float* launch_stack_chain_forward(const Dims& d, const BlockWDev& w, int Ec, float* buf0, float* buf1,
                                   float* const* zsave, float* out, cudaStream_t s);
 // The chained backward (stack_ws_chain_bwd.cu): every layer's backward of a chunk's stack in one

@@ -19,6 +19,9 @@
 // (12 KiB at N = 192, 8 at 128), never both (ws_fill's kBAt0), so 12 KiB: ten stages, 216 KiB in
 // all (this kernel reads nothing through L1, so the larger carve-out costs it nothing that the
 // others lose).
+// With binary16 rows (stack_in_f16 / stack_out_f16, f16_rows.cuh) the input's boxes are halves
+// (ws_fill_h, ws_land_quads_h) and the last layer stores halves with per-row scales
+// (store_f16_group).
 // Numerics: stack_ws_chain.cu's in one pass, the same products, epilogues and order of every sum
 // (the same device functions), so the same bits (tests/test_cuda_stack_paths.cpp, the digests).
 // CPU twin: the mixing stack in engine/so2_convolution.h.
@@ -41,8 +44,9 @@ struct WsChainRegs {
   WsGatedImages g[kStackChainMax];  // an identity layer's images in B0, B1 (BG null)
   float* zsave[kStackChainMax];     // a gated layer's pre-activations kept there, or null
   float* last;                      // the last layer's output
+  const float* in;                  // the stack's input: its binary16 rows' scales (in16), else unused
   int nL, ngated, Ec, ROW, ntiles, nitems;
-  int f16, F;                       // the output in binary16 rows (stack_out_f16; the last layer is the identity)
+  int f16, in16, F;                 // the output / input in binary16 rows (stack_out_f16, stack_in_f16)
 };
 
 // The last layer's group g (0: the m = 0 columns, 1: the |m| = 1 columns) of consumer thread ct's
@@ -117,13 +121,19 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_regs_k(const __g
     if (threadIdx.x >= 32) return;
     for (int k = blockIdx.x; k < p.nitems; k += ws_grid()) {
       const int i = ws_item(k, p.nitems, 1), f = i / p.ntiles, y = (i - f * p.ntiles) * kWsRows;
-      regs_fill_a<N0, kSt, kStg>(ring, full, empty, pp, &tm, f, y);
+      if (p.in16)
+        ws_fill_h<N0, kSt, kStg>(ring, full, empty, pp, &tm, p.in + f16_scale_at(p.F, p.Ec, p.ROW, 0, f, y), 0, y, f);
+      else
+        regs_fill_a<N0, kSt, kStg>(ring, full, empty, pp, &tm, f, y);
 #pragma unroll 1
       for (int l = 0; l < p.nL; ++l) {
         regs_fill_b<N0, kSt, kStg>(p.g[l].B0, ring, full, empty, pp, &tm, f, y);
         if (l < p.ngated) regs_fill_g<kSt, kStg>(p.g[l].BG, ring, full, empty, pp, &tm, f, y);
       }
-      regs_fill_a<N1, kSt, kStg>(ring, full, empty, pp, &tm, f, y);
+      if (p.in16)
+        ws_fill_h<N1, kSt, kStg>(ring, full, empty, pp, &tm, p.in + f16_scale_at(p.F, p.Ec, p.ROW, 1, f, y), N0, y, f);
+      else
+        regs_fill_a<N1, kSt, kStg>(ring, full, empty, pp, &tm, f, y);
 #pragma unroll 1
       for (int l = 0; l < p.nL; ++l) {
         if (l < p.ngated) regs_fill_g<kSt, kStg>(p.g[l].BG, ring, full, empty, pp, &tm, f, y);
@@ -142,7 +152,10 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_regs_k(const __g
     const bool live[2] = {row0 + ws_row(ct, 0) < p.Ec, row0 + ws_row(ct, 1) < p.Ec};
     {  // ---- the m = 0 columns through every layer ----
       float4 u[N0 / 8];  // the layer's input quads, then its output's
-      ws_land_quads<N0, kSt, kStg>(ring, full, empty, pp, ct, u);
+      if (p.in16)
+        ws_land_quads_h<N0, kSt, kStg>(ring, full, empty, pp, ct, live[0], live[1], u);
+      else
+        ws_land_quads<N0, kSt, kStg>(ring, full, empty, pp, ct, u);
 #pragma unroll 1
       for (int l = 0; l < p.nL; ++l) {
         const bool last = l + 1 == p.nL;
@@ -167,7 +180,10 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_regs_k(const __g
     }
     {  // ---- the |m| = 1 columns through every layer ----
       float4 v[N1 / 8];
-      ws_land_quads<N1, kSt, kStg>(ring, full, empty, pp, ct, v);
+      if (p.in16)
+        ws_land_quads_h<N1, kSt, kStg>(ring, full, empty, pp, ct, live[0], live[1], v);
+      else
+        ws_land_quads<N1, kSt, kStg>(ring, full, empty, pp, ct, v);
 #pragma unroll 1
       for (int l = 0; l < p.nL; ++l) {
         const bool last = l + 1 == p.nL;
@@ -212,6 +228,7 @@ bool stack_chain_regs(const Dims& d) {
 }
 
 bool stack_out_f16(const Dims& d) { return stack_chain_regs(d) && d.f16_rows && (d.F == 2 || d.F == 4); }
+bool stack_in_f16(const Dims& d) { return stack_out_f16(d); }
 
 void launch_stack_chain_regs(const Dims& d, const BlockWDev& w, int Ec, const float* in, float* const* zsave,
                              float* out, cudaStream_t s) {
@@ -228,11 +245,13 @@ void launch_stack_chain_regs(const Dims& d, const BlockWDev& w, int Ec, const fl
   }
   p.last = out;
   p.f16 = stack_out_f16(d) ? 1 : 0;
+  p.in16 = stack_in_f16(d) ? 1 : 0;
+  p.in = in;
   p.F = d.F;
   p.nL = d.nL;
   p.ngated = d.ngated;
   set_ws_items(p, d, Ec);
-  k<<<std::min(p.nitems, sms), kWsThreads, bytes, s>>>(p, activations_map(d, Ec, in));
+  k<<<std::min(p.nitems, sms), kWsThreads, bytes, s>>>(p, p.in16 ? activations_map_h(d, Ec, in) : activations_map(d, Ec, in));
   SEZM_LAUNCH("stack_ws_chain_regs_k");
 }
 

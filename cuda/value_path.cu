@@ -251,6 +251,13 @@ void launch_rotate_condition(const Dims& d, const BlockWDev& w, const RotateCond
   const int Ec = a.Ec;
   if (Ec == 0 || (a.U0 == nullptr && d.F == 1)) return;  // nothing asked (fast mode's backward, one focus)
   const int nc = warp_lanes(d, a.H, a.Rh, a.U0, a.Ssrc);
+  if (a.U0 != nullptr && stack_in_f16(d)) {  // U0 as binary16 rows (f16_rows.cuh) for the register-resident chain
+    if (nc != 2 && nc != 4) throw Error("launch_rotate_condition: binary16 rows need the warp kernel, Cw = 64 or 128");
+    if (nc == 2) rotate_condition_w<3, 2, true><<<warp_grid(Ec), 32 * kWarps, 0, s>>>(d, w, a);
+    else rotate_condition_w<3, 4, true><<<warp_grid(Ec), 32 * kWarps, 0, s>>>(d, w, a);
+    SEZM_LAUNCH("rotate_condition");
+    return;
+  }
   if (nc != 0) {
     warp_dispatch(d.L, nc, [&](auto lt, auto ncv) {
       rotate_condition_w<decltype(lt)::value, decltype(ncv)::value><<<warp_grid(Ec), 32 * kWarps, 0, s>>>(d, w, a);

@@ -118,8 +118,43 @@ __device__ __forceinline__ void load_rows(const float* Hs, int Cw, float (&hs)[E
   for (int p = 0; p < EdgeShape<LT>::D; ++p) ldv<NC>(Hs + (size_t)p * Cw, hs[p]);
 }
 
-// Rotate + radial conditioning (rotate_condition_k's arithmetic) -> U0 focus-major, S_src.
+// An edge's Dm rows of the lane's NC channels (x; focus f's lanes are d.Cf / NC adjacent ones) into
+// row (f, i) of a chunk buffer of Ec edges as binary16 rows (f16_rows.cuh): each |m| group's scale
+// from the largest |value| of the focus's lanes. Called by the whole warp.
 template <int LT, int NC>
+__device__ __forceinline__ void store_rows_f16(const Dims& d, float* buf, int Ec, int i, int f, int cf, int lane,
+                                               const float (&x)[EdgeShape<LT>::Dm][NC]) {
+  static_assert(NC == 2 || NC == 4, "a lane's halves are one 4- or 8-byte store");
+  const int lanes = d.Cf / NC;
+  float m[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int j = 0; j < EdgeShape<LT>::Dm; ++j)
+#pragma unroll
+    for (int t = 0; t < NC; ++t) m[j <= LT ? 0 : 1] = fmaxf(m[j <= LT ? 0 : 1], fabsf(x[j][t]));
+  for (int o = lanes / 2; o > 0; o >>= 1)
+#pragma unroll
+    for (int q = 0; q < 2; ++q) m[q] = fmaxf(m[q], __shfl_xor_sync(0xffffffffu, m[q], o));
+  float mult[2], inv[2];
+#pragma unroll
+  for (int q = 0; q < 2; ++q) f16_scale(m[q], mult[q], inv[q]);
+  __half* const row = reinterpret_cast<__half*>(buf) + ((size_t)f * Ec + i) * d.ROW + cf;
+#pragma unroll
+  for (int j = 0; j < EdgeShape<LT>::Dm; ++j) {
+    const float mj = mult[j <= LT ? 0 : 1];
+    __half2 h[NC / 2];
+#pragma unroll
+    for (int t = 0; t < NC / 2; ++t) h[t] = __floats2half2_rn(x[j][2 * t] * mj, x[j][2 * t + 1] * mj);
+    if constexpr (NC == 4) *reinterpret_cast<uint2*>(row + j * d.Cf) = *reinterpret_cast<const uint2*>(h);
+    else *reinterpret_cast<__half2*>(row + j * d.Cf) = h[0];
+  }
+  if (lane % lanes == 0)
+#pragma unroll
+    for (int q = 0; q < 2; ++q) buf[f16_scale_at(d.F, Ec, d.ROW, q, f, i)] = inv[q];
+}
+
+// Rotate + radial conditioning (rotate_condition_k's arithmetic) -> U0 focus-major, S_src.
+// kU16: U0 as binary16 rows (stack_in_f16; S_src stays fp32).
+template <int LT, int NC, bool kU16 = false>
 __global__ void __launch_bounds__(32 * kWarps) rotate_condition_w(Dims d, BlockWDev w, RotateConditionArgs a) {
   using S = EdgeShape<LT>;
   __shared__ float stage[kWarps][kStageD + kStageK];
@@ -143,6 +178,7 @@ __global__ void __launch_bounds__(32 * kWarps) rotate_condition_w(Dims d, BlockW
 #pragma unroll
   for (int t = 0; t < NC; ++t) b[t] = d.degree_mixer ? w.cb[c + t] : 0.0f;
   float* U = a.U0 + ((size_t)f * a.Ec + i) * d.ROW + cf;
+  float vv[kU16 ? S::Dm : 1][NC];
 #pragma unroll
   for (int o = 0; o < S::Dm; ++o) {
     const int lo = red_l(o, LT), mo = red_m(o, LT);
@@ -161,9 +197,16 @@ __global__ void __launch_bounds__(32 * kWarps) rotate_condition_w(Dims d, BlockW
         v[t] *= b[t];
       }
     }
-    if (a.U0) stv<NC>(U + o * d.Cf, v);
+    if constexpr (kU16) {
+#pragma unroll
+      for (int t = 0; t < NC; ++t) vv[o][t] = v[t];
+    } else if (a.U0) {
+      stv<NC>(U + o * d.Cf, v);
+    }
     if (o == 0 && d.F > 1) stv<NC>(a.Ssrc + ((size_t)f * a.Ec + i) * d.Cf + cf, v);
   }
+  if constexpr (kU16)
+    if (a.U0) store_rows_f16<LT, NC>(d, a.U0, a.Ec, i, f, cf, lane, vv);
 }
 
 // aggregate_backward_w's stage per warp and edge: the Wigner row and the old Dc_bar row (read by
@@ -241,39 +284,14 @@ __device__ __forceinline__ void aggregate_backward_edge(const Dims& d, const Agg
       stv<NC>(a.Gbuf + urow + j * d.Cf, g);
     }
   }
-  const int lanes = d.Cf / NC;  // the lanes of focus f
-  if constexpr (kG16) {
-    float m[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int j = 0; j < S::Dm; ++j)
-#pragma unroll
-      for (int t = 0; t < NC; ++t) m[j <= LT ? 0 : 1] = fmaxf(m[j <= LT ? 0 : 1], fabsf(gk[j][t]));
-    for (int o = lanes / 2; o > 0; o >>= 1)
-#pragma unroll
-      for (int q = 0; q < 2; ++q) m[q] = fmaxf(m[q], __shfl_xor_sync(0xffffffffu, m[q], o));
-    float mult[2], inv[2];
-#pragma unroll
-    for (int q = 0; q < 2; ++q) f16_scale(m[q], mult[q], inv[q]);
-    __half* const Gh = reinterpret_cast<__half*>(a.Gbuf) + urow;
-#pragma unroll
-    for (int j = 0; j < S::Dm; ++j) {
-      const float mj = mult[j <= LT ? 0 : 1];
-      __half2 h[NC / 2];
-#pragma unroll
-      for (int t = 0; t < NC / 2; ++t) h[t] = __floats2half2_rn(gk[j][2 * t] * mj, gk[j][2 * t + 1] * mj);
-      if constexpr (NC == 4) *reinterpret_cast<uint2*>(Gh + j * d.Cf) = *reinterpret_cast<const uint2*>(h);
-      else *reinterpret_cast<__half2*>(Gh + j * d.Cf) = h[0];
-    }
-    if (lane % lanes == 0)
-#pragma unroll
-      for (int q = 0; q < 2; ++q) a.Gbuf[f16_scale_at(d.F, a.Ec, d.ROW, q, f, i)] = inv[q];
-  }
+  if constexpr (kG16) store_rows_f16<LT, NC>(d, a.Gbuf, a.Ec, i, f, cf, lane, gk);
   float* Db = a.Dc_bar + (size_t)e * S::Dcs;
   warp_sum_scatter<S::Dcs>([&](int k) { return v[k]; }, lane, [&](int k, float s) { Db[k] = sDb[k] + s; });
   // alpha_bar[f]: the lane's channels, then a butterfly over the Cf / NC lanes of focus f.
   float t_ab = 0.0f;
 #pragma unroll
   for (int t = 0; t < NC; ++t) t_ab += ab[t] * afc;
+  const int lanes = d.Cf / NC;
   for (int o = lanes / 2; o > 0; o >>= 1) t_ab += __shfl_xor_sync(0xffffffffu, t_ab, o);
   if (lane % lanes == 0) a.alpha_bar[(size_t)i * d.F + f] = t_ab;
 }
