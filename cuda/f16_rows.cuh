@@ -8,7 +8,7 @@
 // each in fp32 for C.pt; the kernels around the stack move mostly them.
 // Each row (focus f, chunk edge i) keeps its ROW values as halves, scaled per |m| group (its m = 0
 // columns 0 .. 4 Cf - 1, its |m| = 1 columns) by a power of two that brings the group's largest
-// |value| into [2^14, 2^15): every value within 2^29 of the group's largest keeps ten fraction bits,
+// |value| into [2^14, 2^15): every value within 2^28 of the group's largest keeps ten fraction bits,
 // the precision the TF32 pass gives the products' operands, and no model's scale overflows. The
 // rows live in the fp32 rows' buffer: the halves of row (f, i) at (f Ec + i) ROW halves from its
 // base; from F Ec ROW / 2 floats on, the rows' inverse scales, group-major (f16_scale_at: the 128
@@ -16,25 +16,16 @@
 // group's inverse scale (exact).
 #include <cuda_fp16.h>
 
-#include <cstddef>
+#include "f16_rows_layout.h"
 
 namespace sezm::cuda {
 
-// Floats from the base to the inverse scale of group g (0: the m = 0 columns 0 .. 4 Cf - 1, 1: the
-// |m| = 1 columns) of row (f, i) of a chunk of Ec edges: runs of Ec rows, 16-byte aligned, per
-// (g, f). The scales and 128 floats past them stay inside the fp32 rows' F Ec ROW floats (ROW >= 8).
-__host__ __device__ inline size_t f16_scale_at(int F, int Ec, int ROW, int g, int f, int i) {
-  const size_t run = (static_cast<size_t>(Ec) + 3) / 4 * 4;
-  return static_cast<size_t>(F) * Ec * ROW / 2 + (static_cast<size_t>(g) * F + f) * run + i;
-}
-
 // The power of two mult that brings m (a group's largest |value|) into [2^14, 2^15), and 1 / mult
-// (both exact; m = 0 or tiny: 2^126; m infinite or NaN: 2^-114, which keeps them so).
+// (both exact; f16_scale_k says how m = 0, tiny, infinite or NaN fare).
 __device__ __forceinline__ void f16_scale(float m, float& mult, float& inv) {
-  const int e = static_cast<int>((__float_as_uint(m) >> 23) & 0xff);  // biased exponent
-  const int k = min(126, max(-126, 141 - e));
-  mult = __uint_as_float(static_cast<unsigned>(127 + k) << 23);
-  inv = __uint_as_float(static_cast<unsigned>(127 - k) << 23);
+  const int k = f16_scale_k(__float_as_uint(m));
+  mult = __uint_as_float(f16_pow2_bits(k));
+  inv = __uint_as_float(f16_pow2_bits(-k));
 }
 
 }  // namespace sezm::cuda
