@@ -13,7 +13,7 @@
 // land g, the adjoint then coming from registers: ws_product_one_regs with a hook) and B's block,
 // 20 KiB; six of them beside the S / s_bar slots (216 KiB). With the stack output's adjoint in
 // binary16 rows (stack_adj_f16, f16_rows.cuh) its boxes are halves, the first of a group with the
-// rows' scales (ws_fill_h, ws_land_quads_h).
+// rows' scales (ws_fill_input, ws_land_input).
 // Numerics: stack_ws_chain_bwd.cu's in one pass, the same products, hooks (s_bar's sums in the
 // same order), residuals and epilogues, so the same bits (tests/test_cuda_stack_paths.cpp).
 // CPU twin: the mixing stack's backward in engine/so2_convolution.h.
@@ -101,10 +101,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_bwd_regs_k(const
     for (int k = blockIdx.x; k < p.nitems; k += ws_grid()) {
       const int i = ws_item(k, p.nitems, 1), f = i / p.ntiles, y = (i - f * p.ntiles) * kWsRows;
       // |m| = 1: the adjoint's box once; per gated step z00 with G's image (phase 1), z1 with W1^T's.
-      if (p.f16)
-        ws_fill_h<N1, kSt, kStg>(ring, full, empty, pp, &m.g, p.in + f16_scale_at(p.F, p.Ec, p.ROW, 1, f, y), N0, y, f);
-      else
-        ws_fill<N1, N1, kSt, kStg, true, true, 0, false>(ring, full, empty, pp, &m.g, WsItem{N0, y, f, nullptr});
+      ws_fill_input<N1, kSt, kStg>(ring, full, empty, pp, &m.g, p.f16, p.in + f16_scale_at(p.F, p.Ec, p.ROW, 1, f, y),
+                                   N0, y, f);
 #pragma unroll 1
       for (int t = 0; t < p.nL; ++t) {
         const int l = p.nL - 1 - t;
@@ -119,10 +117,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_bwd_regs_k(const
       }
       // m = 0: the adjoint's box once; per gated step z00 with G's image, z0's columns Cf .. with
       // G^T's (phase 3), z0 with A^T's (phase 4).
-      if (p.f16)
-        ws_fill_h<N0, kSt, kStg>(ring, full, empty, pp, &m.g, p.in + f16_scale_at(p.F, p.Ec, p.ROW, 0, f, y), 0, y, f);
-      else
-        ws_fill<N0, N0, kSt, kStg, true, true, 0, false>(ring, full, empty, pp, &m.g, WsItem{0, y, f, nullptr});
+      ws_fill_input<N0, kSt, kStg>(ring, full, empty, pp, &m.g, p.f16, p.in + f16_scale_at(p.F, p.Ec, p.ROW, 0, f, y),
+                                   0, y, f);
 #pragma unroll 1
       for (int t = 0; t < p.nL; ++t) {
         const int l = p.nL - 1 - t;
@@ -150,10 +146,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_bwd_regs_k(const
     const bool live0 = row0 + ra0 < p.Ec, live1 = row0 + ws_row(ct, 1) < p.Ec;
     {  // ---- the |m| = 1 columns through every step ----
       float4 v[N1 / 8];  // the step's output adjoint quads, then its input adjoint's
-      if (p.f16)
-        ws_land_quads_h<N1, kSt, kStg>(ring, full, empty, pp, ct, live0, live1, v);
-      else
-        ws_land_quads<N1, kSt, kStg>(ring, full, empty, pp, ct, v);
+      ws_land_input<N1, kSt, kStg>(ring, full, empty, pp, ct, p.f16, live0, live1, v);
 #pragma unroll 1
       for (int t = 0; t < p.nL; ++t) {
         const int l = p.nL - 1 - t;
@@ -170,10 +163,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_bwd_regs_k(const
     }
     {  // ---- the m = 0 columns through every step ----
       float4 u[N0 / 8];
-      if (p.f16)
-        ws_land_quads_h<N0, kSt, kStg>(ring, full, empty, pp, ct, live0, live1, u);
-      else
-        ws_land_quads<N0, kSt, kStg>(ring, full, empty, pp, ct, u);
+      ws_land_input<N0, kSt, kStg>(ring, full, empty, pp, ct, p.f16, live0, live1, u);
 #pragma unroll 1
       for (int t = 0; t < p.nL; ++t) {
         const int l = p.nL - 1 - t;

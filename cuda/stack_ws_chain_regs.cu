@@ -20,7 +20,7 @@
 // all (this kernel reads nothing through L1, so the larger carve-out costs it nothing that the
 // others lose).
 // With binary16 rows (stack_in_f16 / stack_out_f16, f16_rows.cuh) the input's boxes are halves
-// (ws_fill_h, ws_land_quads_h) and the last layer stores halves with per-row scales
+// (ws_fill_input, ws_land_input) and the last layer stores halves with per-row scales
 // (store_f16_group).
 // Numerics: stack_ws_chain.cu's in one pass, the same products, epilogues and order of every sum
 // (the same device functions), so the same bits (tests/test_cuda_stack_paths.cpp, the digests).
@@ -84,14 +84,19 @@ __device__ __forceinline__ void store_f16_group(float* out, int F, int Ec, int R
   }
 }
 
-// The producer warp's stages of one group (N: 128 the m = 0 columns, 192 the |m| = 1 columns) of
-// item (focus f, rows y ..): A's boxes alone (the item's input, once per group), B's blocks alone
-// (each layer's product), G's blocks (a gated layer's gate product).
-template <int N, int kStages, int kStage>
-__device__ __forceinline__ void regs_fill_a(float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp,
-                                            const CUtensorMap* tm, int f, int y) {
-  ws_fill<N, N, kStages, kStage, true, true, 0, false>(ring, full, empty, pp, tm, WsItem{N == 128 ? 0 : 128, y, f, nullptr});
+// An identity layer's step end on group N (128: the m = 0 columns, 192: the |m| = 1 columns;
+// regs_residual_step), the last layer's output stored as fp32 rows or binary16 rows (p.f16).
+template <int N>
+__device__ __forceinline__ void regs_identity_step(const WsChainRegs& p, float (&acc)[N / 2], float4 (&u)[N / 8], bool last,
+                                                   size_t fo, int f, int row0, int ct) {
+  constexpr int g = N == 128 ? 0 : 1;
+  regs_residual_step<N>(acc, u, last && !p.f16, p.last, fo + (g ? 128 : 0), p.ROW, row0, p.Ec, ct);
+  if (last && p.f16) store_f16_group<N>(p.last, p.F, p.Ec, p.ROW, f, row0, g, ct, u);
 }
+
+// The producer warp's stages of one group (N: 128 the m = 0 columns, 192 the |m| = 1 columns) of
+// item (focus f, rows y ..): the item's input once per group (ws_fill_input), B's blocks alone
+// (each layer's product), G's blocks (a gated layer's gate product).
 template <int N, int kStages, int kStage>
 __device__ __forceinline__ void regs_fill_b(const float* B, float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp,
                                             const CUtensorMap* tm, int f, int y) {
@@ -121,19 +126,15 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_regs_k(const __g
     if (threadIdx.x >= 32) return;
     for (int k = blockIdx.x; k < p.nitems; k += ws_grid()) {
       const int i = ws_item(k, p.nitems, 1), f = i / p.ntiles, y = (i - f * p.ntiles) * kWsRows;
-      if (p.in16)
-        ws_fill_h<N0, kSt, kStg>(ring, full, empty, pp, &tm, p.in + f16_scale_at(p.F, p.Ec, p.ROW, 0, f, y), 0, y, f);
-      else
-        regs_fill_a<N0, kSt, kStg>(ring, full, empty, pp, &tm, f, y);
+      ws_fill_input<N0, kSt, kStg>(ring, full, empty, pp, &tm, p.in16, p.in + f16_scale_at(p.F, p.Ec, p.ROW, 0, f, y),
+                                   0, y, f);
 #pragma unroll 1
       for (int l = 0; l < p.nL; ++l) {
         regs_fill_b<N0, kSt, kStg>(p.g[l].B0, ring, full, empty, pp, &tm, f, y);
         if (l < p.ngated) regs_fill_g<kSt, kStg>(p.g[l].BG, ring, full, empty, pp, &tm, f, y);
       }
-      if (p.in16)
-        ws_fill_h<N1, kSt, kStg>(ring, full, empty, pp, &tm, p.in + f16_scale_at(p.F, p.Ec, p.ROW, 1, f, y), N0, y, f);
-      else
-        regs_fill_a<N1, kSt, kStg>(ring, full, empty, pp, &tm, f, y);
+      ws_fill_input<N1, kSt, kStg>(ring, full, empty, pp, &tm, p.in16, p.in + f16_scale_at(p.F, p.Ec, p.ROW, 1, f, y),
+                                   N0, y, f);
 #pragma unroll 1
       for (int l = 0; l < p.nL; ++l) {
         if (l < p.ngated) regs_fill_g<kSt, kStg>(p.g[l].BG, ring, full, empty, pp, &tm, f, y);
@@ -152,10 +153,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_regs_k(const __g
     const bool live[2] = {row0 + ws_row(ct, 0) < p.Ec, row0 + ws_row(ct, 1) < p.Ec};
     {  // ---- the m = 0 columns through every layer ----
       float4 u[N0 / 8];  // the layer's input quads, then its output's
-      if (p.in16)
-        ws_land_quads_h<N0, kSt, kStg>(ring, full, empty, pp, ct, live[0], live[1], u);
-      else
-        ws_land_quads<N0, kSt, kStg>(ring, full, empty, pp, ct, u);
+      ws_land_input<N0, kSt, kStg>(ring, full, empty, pp, ct, p.in16, live[0], live[1], u);
 #pragma unroll 1
       for (int l = 0; l < p.nL; ++l) {
         const bool last = l + 1 == p.nL;
@@ -168,8 +166,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_regs_k(const __g
 #pragma unroll
             for (int q = 0; q < 4; ++q) z00s[256 * (4 * l + q)] = z00[q];
           } else {  // an identity layer: U' = U + U W
-            regs_residual_step<N0>(acc, u, last && !p.f16, p.last, fo, p.ROW, row0, p.Ec, ct);
-            if (last && p.f16) store_f16_group<N0>(p.last, p.F, p.Ec, p.ROW, f, row0, 0, ct, u);
+            regs_identity_step<N0>(p, acc, u, last, fo, f, row0, ct);
           }
         }
         if (l < p.ngated) {
@@ -180,10 +177,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_regs_k(const __g
     }
     {  // ---- the |m| = 1 columns through every layer ----
       float4 v[N1 / 8];
-      if (p.in16)
-        ws_land_quads_h<N1, kSt, kStg>(ring, full, empty, pp, ct, live[0], live[1], v);
-      else
-        ws_land_quads<N1, kSt, kStg>(ring, full, empty, pp, ct, v);
+      ws_land_input<N1, kSt, kStg>(ring, full, empty, pp, ct, p.in16, live[0], live[1], v);
 #pragma unroll 1
       for (int l = 0; l < p.nL; ++l) {
         const bool last = l + 1 == p.nL;
@@ -203,8 +197,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_regs_k(const __g
           const WsIo io{nullptr, last ? p.last : nullptr, p.zsave[l], p.Ec, p.ROW};
           gated_fwd_m1_epilogue<true>(io, fo, row0, live, acc, ct, park4, v, v);
         } else {
-          regs_residual_step<N1>(acc, v, last && !p.f16, p.last, fo + N0, p.ROW, row0, p.Ec, ct);
-          if (last && p.f16) store_f16_group<N1>(p.last, p.F, p.Ec, p.ROW, f, row0, 1, ct, v);
+          regs_identity_step<N1>(p, acc, v, last, fo, f, row0, ct);
         }
       }
     }

@@ -115,5 +115,26 @@ __device__ __forceinline__ void ws_fill_h(float* ring, uint64_t* full, uint64_t*
   }
 }
 
+// A register-resident chain's input group (K columns from column x, rows y .., focus z): the
+// producer's stages, fp32 boxes of tmA or (half) ws_fill_h's halves and `scales`; and the
+// consumers' landing of them into q (half: the binary16 rows, f16_rows.cuh).
+template <int K, int kStages, int kStage>
+__device__ __forceinline__ void ws_fill_input(float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp,
+                                              const CUtensorMap* tmA, bool half, const float* scales, int x, int y,
+                                              int z) {
+  if (half)
+    ws_fill_h<K, kStages, kStage>(ring, full, empty, pp, tmA, scales, x, y, z);
+  else
+    ws_fill<K, K, kStages, kStage, true, true, 0, false>(ring, full, empty, pp, tmA, WsItem{x, y, z, nullptr});
+}
+template <int K, int kStages, int kStage>
+__device__ __forceinline__ void ws_land_input(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, int ct,
+                                              bool half, bool live0, bool live1, float4 (&q)[K / 8]) {
+  if (half)
+    ws_land_quads_h<K, kStages, kStage>(ring, full, empty, pp, ct, live0, live1, q);
+  else
+    ws_land_quads<K, kStages, kStage>(ring, full, empty, pp, ct, q);
+}
+
 }  // namespace
 }  // namespace sezm::cuda
