@@ -3,17 +3,17 @@
 // stack_out_f16, stack_adj_f16, stack.cuh): the input written by rotate_condition_w, read by the
 // register-resident chained forward (stack_ws_chain_regs.cu), which writes the output, read by the
 // destination sum (rotate_back_aggregate.cu) and its backward (aggregate_backward_w,
-// value_path_warp.cuh), which writes the adjoint, read by the register-resident chained backward
-// (stack_ws_chain_bwd_regs.cu). Why: per edge and pass these rows cross HBM seven times, 2560 B
-// each in fp32 for C.pt; the kernels around the stack move mostly them.
-// Each row (focus f, chunk edge i) keeps its ROW values as halves, scaled per |m| group (its m = 0
-// columns 0 .. 4 Cf - 1, its |m| = 1 columns) by a power of two that brings the group's largest
-// |value| into [2^14, 2^15): every value within 2^28 of the group's largest keeps ten fraction bits,
-// the precision the TF32 pass gives the products' operands, and no model's scale overflows. The
-// rows live in the fp32 rows' buffer: the halves of row (f, i) at (f Ec + i) ROW halves from its
-// base; from F Ec ROW / 2 floats on, the rows' inverse scales, group-major (f16_scale_at: the 128
-// rows of an item's group are 512 contiguous bytes, one bulk copy). A value is its half times its
-// group's inverse scale (exact).
+// aggregate_backward_warp.cuh), which writes the adjoint, read by the register-resident chained
+// backward (stack_ws_chain_bwd_regs.cu). Why: per edge and pass these rows cross HBM seven times,
+// 2560 B each in fp32 for C.pt; the kernels around the stack move mostly them. Each row (focus f,
+// chunk edge i) keeps its ROW values as halves, scaled per |m| group (its m = 0 columns 0 .. 4 Cf -
+// 1, its |m| = 1 columns) by a power of two that brings the group's largest |value| into [2^14,
+// 2^15): every value within 2^28 of the group's largest keeps ten fraction bits, the precision the
+// TF32 pass gives the products' operands, and no model's scale overflows. The rows live in the fp32
+// rows' buffer: the halves of row (f, i) at (f Ec + i) ROW halves from its base; from F Ec ROW / 2
+// floats on, the rows' inverse scales, group-major (f16_scale_at: the 128 rows of an item's group
+// are 512 contiguous bytes, one bulk copy). A value is its half times its group's inverse scale
+// (exact).
 #include <cuda_fp16.h>
 
 #include "f16_rows_layout.h"

@@ -1,5 +1,5 @@
 // Rotate-back + destination sum, the forward's last per-edge step (CPU twin: engine/so2_convolution.h;
-// docs/model.md §5.8; its backward: aggregate_backward_w in value_path_warp.cuh, launched from
+// docs/model.md §5.8; its backward: aggregate_backward_w in aggregate_backward_warp.cuh, launched from
 // value_path.cu): P[n] = sum over n's in-edges of alpha rho_l D^T (alpha_fc U), one CTA per
 // (centre, focus), the sums in double in a fixed order.
 #include <cstdint>

@@ -18,6 +18,7 @@
 #include "radial_tables.cuh"
 #include "stack.cuh"
 #include "value_path.cuh"
+#include "aggregate_backward_warp.cuh"
 #include "value_path_warp.cuh"
 
 namespace sezm::cuda {
