@@ -6,9 +6,9 @@
 // aggregate_backward_warp.cuh), which writes the adjoint, read by the register-resident chained
 // backward (stack_ws_chain_bwd_regs.cu). Why: per edge and pass these rows cross HBM seven times,
 // 2560 B each in fp32 for C.pt; the kernels around the stack move mostly them. Each row (focus f,
-// chunk edge i) keeps its ROW values as halves, scaled per |m| group (its m = 0 columns 0 .. 4 Cf -
-// 1, its |m| = 1 columns) by a power of two that brings the group's largest |value| into [2^14,
-// 2^15): every value within 2^28 of the group's largest keeps ten fraction bits, the precision the
+// chunk edge i) keeps its ROW values as halves, scaled per |m| group (its m = 0 columns, the first
+// 4 Cf; its |m| = 1 columns) by a power of two that brings the group's largest |value| into
+// [2^14, 2^15): every value within 2^28 of the group's largest keeps ten fraction bits, the precision the
 // TF32 pass gives the products' operands, and no model's scale overflows. The rows live in the fp32
 // rows' buffer: the halves of row (f, i) at (f Ec + i) ROW halves from its base; from F Ec ROW / 2
 // floats on, the rows' inverse scales, group-major (f16_scale_at: the 128 rows of an item's group
