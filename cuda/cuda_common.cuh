@@ -189,6 +189,9 @@ struct Dims {
   // rows with per-row scales (stack_out_f16, f16_rows.cuh): 1, or 0 with SEZM_CUDA_F16_ROWS=0 at the
   // engine's construction (fp32 rows).
   int f16_rows;
+  // With f16_rows, the gated layers' saved pre-activations z as binary16 rows too (stack_z_f16):
+  // 1, or 0 with SEZM_CUDA_F16_Z=0 at the engine's construction (fp32 z).
+  int f16_z;
 };
 
 __host__ __device__ inline int dc_off(int l) { return l == 0 ? 0 : 1 + 3 * (l * l - 1); }

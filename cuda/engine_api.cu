@@ -19,7 +19,9 @@ std::string CudaEngine::description() const {
                                 : impl_->d.stack_ws    ? ", WS tile"
                                                        : "") +
                                (stack_ws_chain(impl_->d) ? ", forward chained" : "") +
-                               (stack_out_f16(impl_->d) ? ", output in binary16 rows)" : ")")
+                               (stack_z_f16(impl_->d)     ? ", output and z in binary16 rows)"
+                                : stack_out_f16(impl_->d) ? ", output in binary16 rows)"
+                                                          : ")")
                          : std::string()) +
          ", edge state " + edge_state_name(impl_->edge_state) +
          (impl_->edge_state == EdgeState::kAuto && impl_->last_state != EdgeState::kAuto

@@ -88,6 +88,8 @@ struct CudaEngine::Impl : EngineBuffers {
     d.radial_fold = !env_on("SEZM_CUDA_RADIAL_LEGACY");
     const char* f16 = std::getenv("SEZM_CUDA_F16_ROWS");
     d.f16_rows = f16 != nullptr && f16[0] == '0' ? 0 : 1;
+    const char* f16z = std::getenv("SEZM_CUDA_F16_Z");
+    d.f16_z = f16z != nullptr && f16z[0] == '0' ? 0 : 1;
     SEZM_CUDA(cudaStreamCreate(&s));
     const char* tv = std::getenv("SEZM_CUDA_TIMING");
     timer.enabled = tv && *tv && *tv != '0';

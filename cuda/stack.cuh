@@ -38,6 +38,9 @@ bool stack_out_f16(const Dims& d);
 // register-resident chained backward, stack_ws_chain_bwd_regs.cu, reads them): stack_out_f16 and
 // that backward.
 bool stack_adj_f16(const Dims& d);
+// Whether the gated layers' saved pre-activations z are binary16 rows too (the register-resident
+// chained forward writes them, its backward reads them): stack_adj_f16, unless Dims::f16_z is 0.
+bool stack_z_f16(const Dims& d);
 // Whether the stack's input comes as binary16 rows (rotate_condition_w writes them, the
 // register-resident chained forward reads them): stack_out_f16.
 bool stack_in_f16(const Dims& d);

@@ -21,7 +21,7 @@
 // others lose).
 // With binary16 rows (stack_in_f16 / stack_out_f16, f16_rows.cuh) the input's boxes are halves
 // (ws_fill_input, ws_land_input) and the last layer stores halves with per-row scales
-// (store_f16_group).
+// (store_rows_h); so do the gated layers' z where stack_z_f16 (store_z_any), which the backward reads.
 // Numerics: stack_ws_chain.cu's in one pass, the same products, epilogues and order of every sum
 // (the same device functions), so the same bits (tests/test_cuda_stack_paths.cpp, the digests).
 // CPU twin: the mixing stack in engine/so2_convolution.h.
@@ -46,43 +46,9 @@ struct WsChainRegs {
   float* last;                      // the last layer's output
   const float* in;                  // the stack's input: its binary16 rows' scales (in16), else unused
   int nL, ngated, Ec, ROW, ntiles, nitems;
-  int f16, in16, F;                 // the output / input in binary16 rows (stack_out_f16, stack_in_f16)
+  int f16, in16, z16, F;            // the output / input / z in binary16 rows (stack_out_f16, stack_in_f16,
+                                    // stack_z_f16)
 };
-
-// The last layer's group g (0: the m = 0 columns, 1: the |m| = 1 columns) of consumer thread ct's
-// rows as binary16 rows (f16_rows.cuh): u its quads (ws_out_quads' layout: quad (q4, h) the columns
-// wg_quad_col(q4) .. + 3 of the group in row ws_row(ct, h)); a row's largest |value| from the four
-// threads that hold it.
-template <int N>
-__device__ __forceinline__ void store_f16_group(float* out, int F, int Ec, int ROW, int f, int row0, int g, int ct,
-                                                const float4 (&u)[N / 8]) {
-  __half* const oh = reinterpret_cast<__half*>(out);
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float m = 0.0f;
-#pragma unroll
-    for (int q4 = 0; q4 < N / 16; ++q4) {
-      const float4 v = u[2 * q4 + h];
-      m = fmaxf(m, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
-    }
-    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-    float mult, inv;
-    f16_scale(m, mult, inv);
-    const int r = row0 + ws_row(ct, h);
-    if (r >= Ec) continue;
-    const size_t row = static_cast<size_t>(f) * Ec + r;
-    __half* const o = oh + row * ROW + (g == 0 ? 0 : 4 * kCf);
-#pragma unroll
-    for (int q4 = 0; q4 < N / 16; ++q4) {
-      const float4 v = u[2 * q4 + h];
-      const __half2 a = __floats2half2_rn(v.x * mult, v.y * mult), b = __floats2half2_rn(v.z * mult, v.w * mult);
-      *reinterpret_cast<uint2*>(o + wg_quad_col(q4)) =
-          make_uint2(*reinterpret_cast<const unsigned*>(&a), *reinterpret_cast<const unsigned*>(&b));
-    }
-    if ((ct & 3) == 0) out[f16_scale_at(F, Ec, ROW, g, f, r)] = inv;
-  }
-}
 
 // An identity layer's step end on group N (128: the m = 0 columns, 192: the |m| = 1 columns;
 // regs_residual_step), the last layer's output stored as fp32 rows or binary16 rows (p.f16).
@@ -91,7 +57,8 @@ __device__ __forceinline__ void regs_identity_step(const WsChainRegs& p, float (
                                                    size_t fo, int f, int row0, int ct) {
   constexpr int g = N == 128 ? 0 : 1;
   regs_residual_step<N>(acc, u, last && !p.f16, p.last, fo + (g ? 128 : 0), p.ROW, row0, p.Ec, ct);
-  if (last && p.f16) store_f16_group<N>(p.last, p.F, p.Ec, p.ROW, f, row0, g, ct, u);
+  if (last && p.f16)
+    store_rows_h<N, false>(p.last, p.F, p.Ec, p.ROW, f, row0, g, ct, [&](int q4, int h) { return u[2 * q4 + h]; });
 }
 
 // The producer warp's stages of one group (N: 128 the m = 0 columns, 192 the |m| = 1 columns) of
@@ -170,7 +137,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_regs_k(const __g
           }
         }
         if (l < p.ngated) {
-          const WsIo io{nullptr, last ? p.last : nullptr, p.zsave[l], p.Ec, p.ROW};
+          const WsIo io{nullptr, last ? p.last : nullptr, p.zsave[l], p.Ec, p.ROW, p.z16, p.F, f};
           gated_fwd_gate<kSt, kStg, kAr, true>(io, fo, row0, live, z00, ring, full, empty, pp, ct, park4, u, u);
         }
       }
@@ -194,7 +161,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_regs_k(const __g
         float acc[N1 / 2];
         ws_product_one_regs<N1, N1, kSt, kStg, 0>(ring, full, empty, pp, ct, acc, v);
         if (l < p.ngated) {
-          const WsIo io{nullptr, last ? p.last : nullptr, p.zsave[l], p.Ec, p.ROW};
+          const WsIo io{nullptr, last ? p.last : nullptr, p.zsave[l], p.Ec, p.ROW, p.z16, p.F, f};
           gated_fwd_m1_epilogue<true>(io, fo, row0, live, acc, ct, park4, v, v);
         } else {
           regs_identity_step<N1>(p, acc, v, last, fo, f, row0, ct);
@@ -239,6 +206,7 @@ void launch_stack_chain_regs(const Dims& d, const BlockWDev& w, int Ec, const fl
   p.last = out;
   p.f16 = stack_out_f16(d) ? 1 : 0;
   p.in16 = stack_in_f16(d) ? 1 : 0;
+  p.z16 = stack_z_f16(d) ? 1 : 0;
   p.in = in;
   p.F = d.F;
   p.nL = d.nL;

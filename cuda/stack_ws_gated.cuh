@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "f16_rows.cuh"
 #include "stack.cuh"
 #include "wgmma_ws_host.cuh"
 
@@ -181,6 +182,9 @@ struct WsIo {
   float* out;
   float* zsave;
   int Ec, ROW;
+  // The register-resident chain (stack_ws_chain_regs.cu): z16, z kept as binary16 rows (stack_z_f16)
+  // of the item's focus f of F.
+  int z16 = 0, F = 0, f = 0;
 };
 
 // ---- an identity layer's item: one group_fill per |m| group (the chained forward,
@@ -255,6 +259,48 @@ inline int ws_arithmetic(const Dims& d) {
 
 // ---- the gated layers' shapes ----
 constexpr int kCf = 32, kLC = 3 * kCf;  // ws_shape: Cf = 32, L = 3
+
+// Group g (0: the m = 0 columns, from column 0; 1: the |m| = 1 columns, from 4 Cf) of consumer
+// thread ct's rows of item (focus f, rows row0 ..) as binary16 rows (f16_rows.cuh) of a chunk's
+// (F, Ec, ROW) buffer: quad(q4, h) the quad of the group's columns wg_quad_col(q4) .. + 3 of row
+// ws_row(ct, h); a row's largest |value| from the four threads that hold it. kStream: stored
+// evict-first (st.global.cs: rows nothing reads before the backward, store_z's reason).
+template <int N, bool kStream, class Quad>
+__device__ __forceinline__ void store_rows_h(float* out, int F, int Ec, int ROW, int f, int row0, int g, int ct,
+                                             Quad quad) {
+  __half* const oh = reinterpret_cast<__half*>(out);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float m = 0.0f;
+#pragma unroll
+    for (int q4 = 0; q4 < N / 16; ++q4) {
+      const float4 v = quad(q4, h);
+      m = fmaxf(m, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+    }
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+    float mult, inv;
+    f16_scale(m, mult, inv);
+    const int r = row0 + ws_row(ct, h);
+    if (r >= Ec) continue;
+    const size_t row = static_cast<size_t>(f) * Ec + r;
+    __half* const o = oh + row * ROW + (g == 0 ? 0 : 4 * kCf);
+#pragma unroll
+    for (int q4 = 0; q4 < N / 16; ++q4) {
+      const float4 v = quad(q4, h);
+      const __half2 a = __floats2half2_rn(v.x * mult, v.y * mult), b = __floats2half2_rn(v.z * mult, v.w * mult);
+      const uint2 x = make_uint2(*reinterpret_cast<const unsigned*>(&a), *reinterpret_cast<const unsigned*>(&b));
+      uint2* const dst = reinterpret_cast<uint2*>(o + wg_quad_col(q4));
+      if constexpr (kStream) __stcs(dst, x);
+      else *dst = x;
+    }
+    float* const sc = out + f16_scale_at(F, Ec, ROW, g, f, r);
+    if ((ct & 3) == 0) {
+      if constexpr (kStream) __stcs(sc, inv);
+      else *sc = inv;
+    }
+  }
+}
 
 }  // namespace
 }  // namespace sezm::cuda

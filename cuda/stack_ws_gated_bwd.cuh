@@ -128,13 +128,24 @@ struct M0Hook {
 };
 
 // Phase 1: S = sigmoid(z00 G) (the stage's box z00, G's image) into S's slots, s_bar's zeroed.
-template <int kStages, int kStage, int kAr>
+// kZh: z00's boxes are binary16 rows (the register-resident chained backward's, ws_fill_zh; live0,
+// live1: the thread's rows are edges of the chunk).
+template <int kStages, int kStage, int kAr, bool kZh = false>
 __device__ __forceinline__ void gated_bwd_phase1(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, int ct,
-                                                 float4* S, float4* sbar) {
+                                                 float4* S, float4* sbar, bool live0 = true, bool live1 = true) {
   float g[128 / 2];
-  ws_multiply<128, kCf, kStages, kStage, kAr>(ring, full, empty, pp, ct, g);
+  if constexpr (kZh) {
+    static_assert(kAr == kAr1xTf32, "binary16 z: the one TF32 pass");
+    ws_product_one_h<128, kCf, kStages, kStage>(ring, full, empty, pp, ct, g, live0, live1);
+  } else {
+    ws_multiply<128, kCf, kStages, kStage, kAr>(ring, full, empty, pp, ct, g);
+  }
+  // kZh: S from the exponential's approximation (ex2.approx: ~2^-22 relative, far inside the TF32
+  // pass's 2^-11; S is no longer the forward's bit for bit anyway, z00 being rounded): ~6 fewer
+  // instructions per value, 48 values in each of the kernel's two copies of this phase, which keep
+  // the kernel's code within the SM's instruction cache (docs/performance.md, 2026-12-06).
 #pragma unroll
-  for (int j = 0; j < kLC / 2; ++j) g[j] = sigmoidf_(g[j]);
+  for (int j = 0; j < kLC / 2; ++j) g[j] = kZh ? __fdividef(1.0f, 1.0f + __expf(-g[j])) : sigmoidf_(g[j]);
 #pragma unroll
   for (int J = 0; J < kLC / 8; ++J) {
     S[256 * J] = make_float4(g[4 * J], g[4 * J + 1], g[4 * J + 2], g[4 * J + 3]);

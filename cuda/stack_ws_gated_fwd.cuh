@@ -114,6 +114,18 @@ __device__ __forceinline__ void store_z(const WsIo& io, size_t fo, int row0, con
   }
 }
 
+// store_z, or (kRegs, io.z16: the register-resident chain with stack_z_f16) the same columns as
+// binary16 rows with their scales (store_rows_h, evict-first), group c0 / 128.
+template <int N, bool kRegs>
+__device__ __forceinline__ void store_z_any(const WsIo& io, size_t fo, int row0, const bool (&live)[2], int ct,
+                                            const float (&acc)[N / 2], int c0) {
+  if (kRegs && io.z16)
+    store_rows_h<N, true>(io.zsave, io.F, io.Ec, io.ROW, io.f, row0, c0 == 0 ? 0 : 1, ct,
+                          [&](int q4, int h) { return wg_quad(acc, q4, h); });
+  else
+    store_z<N>(io, fo, row0, live, ct, acc, c0);
+}
+
 // S_pre = z00 G into g (the gate product: A the consumer's own z00 quads, gated_fwd_park's, B G's
 // stages). kRegs: stack_ws_chain_regs.cu's ring, stages of B alone at their start (one TF32
 // pass; z00[2 kb + h] is ws_product_one_regs's layout: the same fragments, the same bits).
@@ -157,7 +169,7 @@ __device__ __forceinline__ void gated_fwd_gate(const WsIo& io, size_t fo, int ro
     for (int j = 0; j < kLC / 2; ++j) g[j] = sigmoidf_(g[j]);  // quads 6, 7 are G's padding: unused
     float acc[N0 / 2];
     get_slots<N0 / 2>(stash4, acc);
-    if (io.zsave) store_z<N0>(io, fo, row0, live, ct, acc, 0);
+    if (io.zsave) store_z_any<N0, kRegs>(io, fo, row0, live, ct, acc, 0);
 #pragma unroll
     for (int q4 = 0; q4 < N0 / 16; ++q4)
 #pragma unroll
@@ -193,7 +205,7 @@ __device__ __forceinline__ void gated_fwd_m1_epilogue(const WsIo& io, size_t fo,
   } else {
     residual_load<N1>(io.in, fo + N0, io.ROW, row0, io.Ec, ct, res);
   }
-  if (io.zsave) store_z<N1>(io, fo, row0, live, ct, acc, N0);
+  if (io.zsave) store_z_any<N1, kRegs>(io, fo, row0, live, ct, acc, N0);
 #pragma unroll
   for (int q4 = 0; q4 < N1 / 16; ++q4)
 #pragma unroll

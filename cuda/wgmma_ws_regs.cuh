@@ -13,6 +13,24 @@
 namespace sezm::cuda {
 namespace {
 
+// A quad of a stage's box of binary16 rows (16 x 128 halves, ws_fill_h's or ws_fill_zh's): the
+// halves at row `row`, columns 4 t .. 4 t + 3, times the row's inverse scale sc (f16_rows.cuh).
+__device__ __forceinline__ float4 ws_h4(const float* st, int row, int t, float sc) {
+  const uint2 v = *reinterpret_cast<const uint2*>(reinterpret_cast<const __half*>(st) + ws_a_offset(row, 4 * t));
+  const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&v.x)),
+               b = __half22float2(*reinterpret_cast<const __half2*>(&v.y));
+  return make_float4(a.x * sc, a.y * sc, b.x * sc, b.y * sc);
+}
+// The inverse scales of rows ra0, ra1 that the first stage of a group's boxes of binary16 rows
+// holds after its box (ws_fill_h, ws_fill_zh): 0 for a row past the chunk (live false), whatever
+// the bytes the bulk copy read past the scales' run hold.
+__device__ __forceinline__ void ws_h_scales(const float* st, int ra0, int ra1, bool live0, bool live1, float& s0,
+                                            float& s1) {
+  const float* sc = st + kWsRows * kWsK / 2;
+  s0 = live0 ? sc[ra0] : 0.0f;
+  s1 = live1 ? sc[ra1] : 0.0f;
+}
+
 // ws_product_one with A from registers: a[2 kb + h] this thread's quad of block kb and row
 // ws_row(ct, h) (the layout of ws_product_one's kept, i.e. of its output quads (kb, h)), so that a
 // product's output, after its epilogue, is the next product's A without leaving the SM. The stages
@@ -22,18 +40,29 @@ namespace {
 // registers, zx the quad at the same place of the box the stage holds where A's box would be (the
 // chained backward's saved z, copied by A's tensor copy from z's map), in ws_land_a's order (block
 // by block, row ra0 then ra1), so a hook with side effects (s_bar's sums) makes them in that order.
-template <int N, int K, int kStages, int kStage, int kBOff = kWsRows * kWsK, class AX = WsAsIs>
+// kZh: that box is binary16 rows (ws_fill_zh's), the first stage with the rows' scales (live0,
+// live1: ws_h_scales').
+template <int N, int K, int kStages, int kStage, int kBOff = kWsRows * kWsK, class AX = WsAsIs, bool kZh = false>
 __device__ __forceinline__ void ws_product_one_regs(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp,
-                                                    int ct, float (&acc)[N / 2], const float4* a, AX ax = AX{}) {
+                                                    int ct, float (&acc)[N / 2], const float4* a, AX ax = AX{},
+                                                    bool live0 = true, bool live1 = true) {
   const int t = ct & 3;
   const int ra0 = ws_row(ct, 0), ra1 = ws_row(ct, 1);
+  float s0 = 0.0f, s1 = 0.0f;  // kZh: the rows' scales
   auto next_block = [&](uint32_t (&h)[kWsKs][4], int kb) {
     const int cur = ws_wait_full<kStages>(full, pp);
     float4 x0 = a[2 * kb], x1 = a[2 * kb + 1];
     if constexpr (!std::is_same_v<AX, WsAsIs>) {
       const float* sZ = ring + cur * kStage;
-      const float4 z0 = *reinterpret_cast<const float4*>(sZ + ws_a_offset(ra0, 4 * t));
-      const float4 z1 = *reinterpret_cast<const float4*>(sZ + ws_a_offset(ra1, 4 * t));
+      float4 z0, z1;
+      if constexpr (kZh) {
+        if (kb == 0) ws_h_scales(sZ, ra0, ra1, live0, live1, s0, s1);
+        z0 = ws_h4(sZ, ra0, t, s0);
+        z1 = ws_h4(sZ, ra1, t, s1);
+      } else {
+        z0 = *reinterpret_cast<const float4*>(sZ + ws_a_offset(ra0, 4 * t));
+        z1 = *reinterpret_cast<const float4*>(sZ + ws_a_offset(ra1, 4 * t));
+      }
       x0 = ax(ra0, kb * kWsK + 4 * t, x0, z0);
       x1 = ax(ra1, kb * kWsK + 4 * t, x1, z1);
     }
@@ -43,6 +72,27 @@ __device__ __forceinline__ void ws_product_one_regs(const float* ring, uint64_t*
     return cur;
   };
   ws_product_one_loop<N, K, kStages, kStage, kBOff>(ring, empty, ct, acc, next_block);
+}
+
+// ws_product_one with A the stages' boxes of binary16 rows (ws_fill_zh's: the chained backward's
+// saved z00, for the gate product), the first with the rows' scales; B's block after where an fp32
+// box would be, as ws_fill lands it.
+template <int N, int K, int kStages, int kStage>
+__device__ __forceinline__ void ws_product_one_h(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp,
+                                                 int ct, float (&acc)[N / 2], bool live0, bool live1) {
+  const int t = ct & 3;
+  const int ra0 = ws_row(ct, 0), ra1 = ws_row(ct, 1);
+  float s0 = 0.0f, s1 = 0.0f;
+  auto next_block = [&](uint32_t (&h)[kWsKs][4], int kb) {
+    const int cur = ws_wait_full<kStages>(full, pp);
+    const float* st = ring + cur * kStage;
+    if (kb == 0) ws_h_scales(st, ra0, ra1, live0, live1, s0, s1);
+    float f[kWsKs][4];
+    ws_frag_order(ws_h4(st, ra0, t, s0), ws_h4(st, ra1, t, s1), f);
+    ws_round_one(f, h);
+    return cur;
+  };
+  ws_product_one_loop<N, K, kStages, kStage, kWsRows * kWsK>(ring, empty, ct, acc, next_block);
 }
 
 // The A quads of K / 16 stages that hold A's boxes alone (ws_fill's !kB) into q, in
@@ -65,30 +115,19 @@ __device__ __forceinline__ void ws_land_quads(const float* ring, uint64_t* full,
 
 // ws_land_quads over binary16 rows (f16_rows.cuh): stages of a box of halves (16 x 128, 4 KiB),
 // the first with the group's 128 inverse scales after it (ws_fill_h); a quad is its four halves
-// times its row's scale (live0 / live1: the rows are before Ec; a dead row's scale is read as 0,
-// whatever the bytes past the scales hold).
+// times its row's scale (ws_h_scales).
 template <int K, int kStages, int kStage>
 __device__ __forceinline__ void ws_land_quads_h(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, int ct,
                                                 bool live0, bool live1, float4 (&q)[K / 8]) {
   const int t = ct & 3, ra0 = ws_row(ct, 0), ra1 = ws_row(ct, 1);
   float s0 = 0.0f, s1 = 0.0f;
-  auto h4 = [&](const float* st, int row, float sc) {
-    const uint2 v = *reinterpret_cast<const uint2*>(reinterpret_cast<const __half*>(st) + ws_a_offset(row, 4 * t));
-    const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&v.x)),
-                 b = __half22float2(*reinterpret_cast<const __half2*>(&v.y));
-    return make_float4(a.x * sc, a.y * sc, b.x * sc, b.y * sc);
-  };
 #pragma unroll
   for (int kb = 0; kb < K / kWsK; ++kb) {
     const int cur = ws_wait_full<kStages>(full, pp);
     const float* st = ring + cur * kStage;
-    if (kb == 0) {
-      const float* sc = st + kWsRows * kWsK / 2;
-      s0 = live0 ? sc[ra0] : 0.0f;
-      s1 = live1 ? sc[ra1] : 0.0f;
-    }
-    q[2 * kb] = h4(st, ra0, s0);
-    q[2 * kb + 1] = h4(st, ra1, s1);
+    if (kb == 0) ws_h_scales(st, ra0, ra1, live0, live1, s0, s1);
+    q[2 * kb] = ws_h4(st, ra0, t, s0);
+    q[2 * kb + 1] = ws_h4(st, ra1, t, s1);
     __syncwarp();
     if ((ct & 31) == 0) ws_bar_arrive(&empty[cur]);
   }
@@ -109,6 +148,31 @@ __device__ __forceinline__ void ws_fill_h(float* ring, uint64_t* full, uint64_t*
     if ((threadIdx.x & 31) == 0) {
       ws_bar_expect(&full[pp.stage], kBox + (kb == 0 ? kScales : 0u));
       ws_tma_3d(dst, tmA, x + kb * kWsK, y, z, &full[pp.stage]);
+      if (kb == 0) ws_bulk(dst + kWsRows * kWsK / 2, scales, kScales, &full[pp.stage]);
+    }
+    ws_advance<kStages>(pp);
+  }
+}
+
+// The producer warp's stages of a product whose A box is binary16 rows (the chained backward's
+// saved z: ws_product_one_h's A, or ws_product_one_regs' kZh box): per k block the box of halves
+// of tmZ (activations_map_h) at the stage's start and B's block (one plane) after where an fp32 box
+// would be, as ws_fill<N, K, .., true> places it; the first block also the group's 128 inverse
+// scales at `scales` (f16_scale_at's run from row it.y), as ws_fill_h places them.
+template <int N, int K, int kStages, int kStage>
+__device__ __forceinline__ void ws_fill_zh(float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, const CUtensorMap* tmZ,
+                                           const float* scales, const WsItem& it) {
+  constexpr int kBFloats = ws_b_floats(N, true), kBlock = wg_stage_floats(N, kWsKs);
+  constexpr uint32_t kBox = kWsRows * kWsK * 2, kScales = kWsRows * 4, kBBytes = kBFloats * sizeof(float);
+  static_assert(kWsRows * kWsK + kBFloats <= kStage, "a stage holds the box's place and B's block");
+#pragma unroll 1
+  for (int kb = 0; kb < K / kWsK; ++kb) {
+    ws_bar_wait(&empty[pp.stage], pp.phase ^ 1u);
+    float* dst = ring + pp.stage * kStage;
+    if ((threadIdx.x & 31) == 0) {
+      ws_bar_expect(&full[pp.stage], kBox + kBBytes + (kb == 0 ? kScales : 0u));
+      ws_bulk(dst + kWsRows * kWsK, it.B + static_cast<size_t>(kb) * kBlock, kBBytes, &full[pp.stage]);
+      ws_tma_3d(dst, tmZ, it.x + kb * kWsK, it.y, it.z, &full[pp.stage]);
       if (kb == 0) ws_bulk(dst + kWsRows * kWsK / 2, scales, kScales, &full[pp.stage]);
     }
     ws_advance<kStages>(pp);

@@ -76,10 +76,11 @@ TEST_P(CudaStackPaths, ChainedLaunchesAreBitIdenticalToALaunchPerLayer) {
 #endif
 }
 
-// `precision tf32`'s stack output in binary16 rows (stack_out_f16, cuda/f16_rows.cuh) keeps the
+// `precision tf32`'s stack output in binary16 rows (stack_out_f16, cuda/f16_rows.cuh; with the
+// register-resident backward its input, output adjoint and the gated layers' z too) keeps the
 // TF32 pass's accuracy whatever the rows' scale: each row's power-of-two scales bring it into
 // binary16's range. Tiny rows: the stack's input scaled by 2^-20 (the channel basis multiplies it:
-// every row far below binary16's normal range); huge rows: the last (identity) layer's weights
+// every row, z included, far below binary16's normal range); huge rows: the last (identity) layer's weights
 // scaled by 2^16 (the mixing stack's last layer is its identity layer: its output ~2^16 times the usual, past binary16's largest value, while the norm
 // after the destination sum keeps the model's output sane). Against the float64 engine on the
 // same weights, within the tf32 bounds. (The stack's input scaled by 2^20 is no such case: there
