@@ -5,11 +5,22 @@
 
 #include "grid_net.cuh"
 #include "source_backward.cuh"
+#include "f16_rows_layout.h"
+#include "stack.cuh"
 
 #include <algorithm>
 #include <utility>
 
 namespace sezm::cuda {
+namespace {
+
+// Floats of a buffer of a call's rows (E edges, N centres) that fast mode keeps (Zall, Uall): fp32
+// rows (F, E, ROW), or binary16 rows (stack_z_f16, stack_out_f16: f16_kept_floats, about half).
+size_t kept_rows_floats(const Dims& d, bool f16, size_t E, size_t N) {
+  return f16 ? f16_kept_floats(d.F, d.ROW, E, N) : static_cast<size_t>(d.F) * E * d.ROW;
+}
+
+}  // namespace
 
 void EngineBuffers::size_for_call(const Graph& gv, const Dims& d, const CallShape& cs, cudaStream_t s,
                                   const EngineBuffers* graph_from) {
@@ -75,10 +86,10 @@ void EngineBuffers::size_for_call(const Graph& gv, const Dims& d, const CallShap
     Zall.resize(std::max(nb - 1, 0));
     for (auto& zb : Zall) {
       zb.resize(std::max(d.ngated, 0));
-      for (auto& z : zb) grow(z, static_cast<size_t>(d.F) * Er * d.ROW);
+      for (auto& z : zb) grow(z, kept_rows_floats(d, stack_z_f16(d), Er, static_cast<size_t>(N)));
     }
     Uall.resize(std::max(nb - 1, 0));
-    for (auto& u : Uall) grow(u, static_cast<size_t>(d.F) * Er * d.ROW);
+    for (auto& u : Uall) grow(u, kept_rows_floats(d, stack_out_f16(d), Er, static_cast<size_t>(N)));
   }
   if (keep_stack && cs.keep_src) {
     const size_t m = std::max(nb - 1, 0);
@@ -180,7 +191,10 @@ size_t call_device_bytes(const Dims& d, const CallShape& c) {
     if (c.chunk_geo) add(3 * Ec, f8);
   }
   add(E * d.F, f * nb);  // alpha per block
-  if (c.keep_stack && nb > 1) add(static_cast<size_t>(d.F) * E * d.ROW, f * (nb - 1) * (d.ngated + 1));  // Zall, Uall
+  if (c.keep_stack && nb > 1) {  // Zall, Uall
+    add(kept_rows_floats(d, stack_z_f16(d), E, N), f * (nb - 1) * d.ngated);
+    add(kept_rows_floats(d, stack_out_f16(d), E, N), f * (nb - 1));
+  }
   if (c.keep_stack && c.keep_src && nb > 1) {  // Kall, Sall, FPall, FAall
     const KeepSrcRows k = keep_src_rows(d);
     for (size_t b = 0; b + 1 < nb; ++b) { add(E * k.kern, f); add(E * k.ssrc, f); add(E * k.p, f); add(E * k.w, f); }

@@ -70,10 +70,13 @@ void CudaEngine::Impl::readout_backward(int n0, int n) {
 void CudaEngine::Impl::chunk_backward(int b, const Chunk& c, float* Uf) {
   const BlockWDev& w = dw.bw[b];
   const int Ec = c.e1 - c.e0;
-  // The stack gradients live in the forward's two buffers: Ū in the one not holding the output
-  // Uf, and once the aggregate's backward has read Uf (nothing after it does), Uf's too.
+  // The stack gradients live in the chunk's two buffers: Ū in the one not holding the output Uf,
+  // the stack's ping-pong in the other: Uf's once the aggregate's backward has read Uf (nothing
+  // after it does), or, where Uf is fast mode's kept output (kept_u: a chunk's share of the call's
+  // rows, binary16 under precision tf32, half a chunk buffer), U0, which that backward leaves
+  // unwritten (chunk_forward's inputs_only).
   float* Gbuf = Uf == Ua.data() ? U0.data() : Ua.data();
-  float* Gbuf2 = Uf;
+  float* Gbuf2 = Uf == Ua.data() ? Uf : U0.data();
   // The chunk's edge state (the call's arrays, or the chunk's rows: chunk_geo), addressed by the
   // absolute edge index; per chunk, the share's geometry adjoints start from zero.
   float* Dcv = ev(Dc, d.dc_size, c);

@@ -15,6 +15,7 @@
 #include "device.cuh"
 #include "device_weights.cuh"
 #include "engine/edge_geometry.h"  // edge_geometry_key: the committees' geometry key
+#include "f16_rows_layout.h"
 #include "embeddings.cuh"
 #include "focus_compete.cuh"
 #include "force_assembly.cuh"
@@ -225,13 +226,19 @@ struct CudaEngine::Impl : EngineBuffers {
   int fused_block = -1;  // with gradients, the last block runs its backward chunk by chunk
   bool keep_stack = false;  // fast mode on a call with gradients: the forward keeps z and the stack output
   float* chunk_z(int b, int k, const Chunk& c) {
-    return mode == CudaMode::kFast && b != fused_block ? Zall[b][k].data() + (size_t)d.F * c.e0 * d.ROW
-                                                       : Zc[k].data();
+    if (mode != CudaMode::kFast || b == fused_block) return Zc[k].data();
+    return Zall[b][k].data() + kept_offset(stack_z_f16(d), c);
+  }
+  // Where chunk c's rows start in a buffer of the call's rows (Zall, Uall): (F, e0, ROW) floats on,
+  // or binary16 rows (f16_rows.cuh), half the bytes (f16_kept_offset).
+  size_t kept_offset(bool f16, const Chunk& c) const {
+    return f16 ? f16_kept_offset(d.F, d.ROW, c.e0, c.n0) : (size_t)d.F * c.e0 * d.ROW;
   }
   // The out-of-memory messages' advice for fast mode: what lean keeps less per edge (z and the
   // stack output of the blocks before the last, 4 bytes each).
   std::string lean_advice() const {
-    const double row = (d.ngated + 1) * d.F * d.ROW + (keep_src ? keep_src_rows(d).total() : 0);
+    const auto rows = [&](bool f16) { return f16 ? d.F * d.ROW / 2.0 + 2 * d.F : 1.0 * d.F * d.ROW; };  // kept_offset's
+    const double row = d.ngated * rows(stack_z_f16(d)) + rows(stack_out_f16(d)) + (keep_src ? keep_src_rows(d).total() : 0);
     const double kb = cfg.n_blocks > 1 ? 4e-3 * (cfg.n_blocks - 1) * row : 0.0;
     char a[96];
     std::snprintf(a, sizeof a, "use mode lean (it keeps about %.1f kB less per edge), or", kb);
@@ -240,7 +247,7 @@ struct CudaEngine::Impl : EngineBuffers {
   // Fast mode's kept stack output of chunk c of block b (the blocks before the fused one, with
   // keep_stack), or null: its backward reads it instead of recomputing the stack.
   float* kept_u(int b, const Chunk& c) {
-    return keep_stack && b != fused_block ? Uall[b].data() + (size_t)d.F * c.e0 * d.ROW : nullptr;
+    return keep_stack && b != fused_block ? Uall[b].data() + kept_offset(stack_out_f16(d), c) : nullptr;
   }
   // This call: fast mode's blocks before the fused one keep their stack's input side too (the
   // kernel values, S_src, the focus competition: 384 B per edge for C.pt), so their backward

@@ -29,4 +29,18 @@ SEZM_WG_HD inline size_t f16_scale_at(int F, int Ec, int ROW, int g, int f, int 
   return static_cast<size_t>(F) * Ec * ROW / 2 + (static_cast<size_t>(g) * F + f) * run + i;
 }
 
+// Fast mode keeps the binary16 rows of every chunk of a call (E edges, N centres) in one buffer:
+// chunk (e0, n0)'s from f16_kept_offset floats on, so that its halves and its 2F runs of scales
+// (each rounded up to 4 floats) end before the next chunk's start (a chunk holds at least one
+// centre: 8F + 32 floats of room per centre cover the runs' rounding and the alignment), every
+// chunk 128-byte aligned where F ROW / 2 is a multiple of 32 (stack_out_f16's shapes: F = 2 or 4,
+// ROW = 320), as the fp32 rows' chunks are: a chunk only 16-byte aligned splits every 32-byte
+// piece of its boxes over two sectors (32,768 atoms: 7 % slower). f16_kept_floats: the buffer,
+// with the 128 floats an item's bulk copy may read past the last run's start.
+SEZM_WG_HD inline size_t f16_kept_offset(int F, int ROW, size_t e0, size_t n0) {
+  const size_t room = 2 * static_cast<size_t>(F) * e0 + (8 * static_cast<size_t>(F) + 32) * n0;
+  return static_cast<size_t>(F) * e0 * ROW / 2 + (room + 31) / 32 * 32;
+}
+inline size_t f16_kept_floats(int F, int ROW, size_t E, size_t N) { return f16_kept_offset(F, ROW, E, N) + 128; }
+
 }  // namespace sezm::cuda

@@ -8,11 +8,13 @@
 // the 128 floats that the chained kernels' bulk copy reads from an item's first row included.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "../cuda/f16_rows_layout.h"
@@ -95,6 +97,47 @@ TEST(F16Rows, TheScaleRunsAreAlignedDisjointAndInside) {
           for (int y = 0; y < Ec; y += 128) EXPECT_LE(f16_scale_at(F, Ec, ROW, g, f, y) + 128, buffer) << g << " " << f << " " << y;
         }
     }
+}
+
+// Fast mode's buffer of a call's binary16 rows (f16_kept_offset, f16_kept_floats): chunks of whole
+// centres (here of 1 to 9 edges each, and one of 4,097 edges), each chunk's halves and scale runs
+// (rounded up to 4 floats) inside its own span, before the next chunk's start, every chunk's base
+// 128-byte aligned and its runs 16-byte aligned, and the last run's bulk-copy overread inside the
+// buffer.
+TEST(F16Rows, KeptChunksAreAlignedDisjointAndInside) {
+  const int ROW = 320;
+  for (const int F : {2, 4}) {
+    SCOPED_TRACE("F " + std::to_string(F));
+    std::mt19937 rng(7);
+    std::vector<int> centre_edges(300);
+    for (int& e : centre_edges) e = 1 + static_cast<int>(rng() % 9);
+    centre_edges[150] = 4097;
+    const size_t N = centre_edges.size();
+    size_t E = 0;
+    for (int e : centre_edges) E += e;
+    const size_t buffer = f16_kept_floats(F, ROW, E, N);
+    // chunks: 1, 2, 3, ... centres
+    size_t n0 = 0, e0 = 0, prev_end = 0;
+    for (size_t len = 1; n0 < N; ++len) {
+      const size_t n1 = std::min(N, n0 + len);
+      size_t Ec = 0;
+      for (size_t n = n0; n < n1; ++n) Ec += centre_edges[n];
+      const size_t base = f16_kept_offset(F, ROW, e0, n0);
+      EXPECT_EQ(base % 32, 0u) << n0;  // 128-byte aligned, as the fp32 rows' chunks
+      EXPECT_GE(base, prev_end) << n0;
+      const int ec = static_cast<int>(Ec);
+      for (int g = 0; g < 2; ++g)
+        for (int f = 0; f < F; ++f) {
+          EXPECT_EQ((base + f16_scale_at(F, ec, ROW, g, f, 0)) % 4, 0u);
+          for (int y = 0; y < ec; y += 128) EXPECT_LE(base + f16_scale_at(F, ec, ROW, g, f, y) + 128, buffer);
+        }
+      prev_end = base + f16_scale_at(F, ec, ROW, 1, F - 1, 0) + (static_cast<size_t>(ec) + 3) / 4 * 4;
+      EXPECT_LE(prev_end, buffer);
+      n0 = n1;
+      e0 += Ec;
+    }
+    EXPECT_EQ(e0, E);
+  }
 }
 
 }  // namespace
