@@ -224,6 +224,17 @@ __device__ inline float sigmoidf_(float x) {
   return 1.0f / (1.0f + expf(-x));
 #endif
 }
+// The same from the exponential's approximation (ex2.approx: ~2^-22 relative, far inside the one
+// TF32 pass's 2^-11), ~6 instructions fewer than expf's: only where the register-resident chains of
+// `precision tf32` take it (their code must stay within the SM's instruction cache,
+// docs/performance.md, 2026-12-06 twenty-second session).
+__device__ inline float sigmoid_approxf_(float x) {
+#ifdef __CUDA_ARCH__
+  return __fdividef(1.0f, 1.0f + __expf(-x));
+#else
+  return 1.0f / (1.0f + expf(-x));
+#endif
+}
 __device__ inline float siluf_(float x) { return x * sigmoidf_(x); }
 __device__ inline float silu_gradf_(float x) {
   const float s = sigmoidf_(x);

@@ -140,12 +140,11 @@ __device__ __forceinline__ void gated_bwd_phase1(const float* ring, uint64_t* fu
   } else {
     ws_multiply<128, kCf, kStages, kStage, kAr>(ring, full, empty, pp, ct, g);
   }
-  // kZh: S from the exponential's approximation (ex2.approx: ~2^-22 relative, far inside the TF32
-  // pass's 2^-11; S is no longer the forward's bit for bit anyway, z00 being rounded): ~6 fewer
-  // instructions per value, 48 values in each of the kernel's two copies of this phase, which keep
-  // the kernel's code within the SM's instruction cache (docs/performance.md, 2026-12-06).
+  // kZh: S by sigmoid_approxf_ (S is no longer the forward's bit for bit anyway, z00 being
+  // rounded): 48 values in each of the kernel's two copies of this phase, whose code then fits the
+  // instruction cache.
 #pragma unroll
-  for (int j = 0; j < kLC / 2; ++j) g[j] = kZh ? __fdividef(1.0f, 1.0f + __expf(-g[j])) : sigmoidf_(g[j]);
+  for (int j = 0; j < kLC / 2; ++j) g[j] = kZh ? sigmoid_approxf_(g[j]) : sigmoidf_(g[j]);
 #pragma unroll
   for (int J = 0; J < kLC / 8; ++J) {
     S[256 * J] = make_float4(g[4 * J], g[4 * J + 1], g[4 * J + 2], g[4 * J + 3]);
