@@ -213,28 +213,24 @@ __host__ __device__ inline int red_m(int j, int L) { return j <= L ? 0 : (j <= 2
 // Row counts for lmax <= 3: reduced rows Dm = 3 L + 1, packed rows D = (L + 1)^2.
 constexpr int kMaxDm = 10, kMaxD = 16;
 
-// The quotient by __fdividef (MUFU.RCP and a multiply, ~2 ulp; 0 once 1 + e^-x > 2^126, where
-// the sigmoid is below 1e-38): IEEE division's slow-path branch made the 48 sigmoids of a gated
-// layer's item a ninth of its forward kernel's issue time (ncu, docs/performance.md, 2026-12-03).
-// (Host compilers, which have no __fdividef, compile the plain quotient; it runs on the device only.)
-__device__ inline float sigmoidf_(float x) {
+// The sigmoid 1 / (1 + e^-x), the quotient by __fdividef (MUFU.RCP and a multiply, ~2 ulp; 0 once
+// 1 + e^-x > 2^126, where the sigmoid is below 1e-38): IEEE division's slow-path branch made the 48
+// sigmoids of a gated layer's item a ninth of its forward kernel's issue time (ncu,
+// docs/performance.md, 2026-12-03). kApprox: e^-x from the exponential's approximation (ex2.approx:
+// ~2^-22 relative, far inside the one TF32 pass's 2^-11), ~6 instructions fewer than expf's: only
+// where the register-resident chains of `precision tf32` take it (their code must stay within the
+// SM's instruction cache, docs/performance.md, 2026-12-06 twenty-second session). (Host compilers,
+// which have neither __fdividef nor __expf, compile the plain quotient; it runs on the device only.)
+template <bool kApprox>
+__device__ inline float sigmoid_with_(float x) {
 #ifdef __CUDA_ARCH__
-  return __fdividef(1.0f, 1.0f + expf(-x));
+  return __fdividef(1.0f, 1.0f + (kApprox ? __expf(-x) : expf(-x)));
 #else
   return 1.0f / (1.0f + expf(-x));
 #endif
 }
-// The same from the exponential's approximation (ex2.approx: ~2^-22 relative, far inside the one
-// TF32 pass's 2^-11), ~6 instructions fewer than expf's: only where the register-resident chains of
-// `precision tf32` take it (their code must stay within the SM's instruction cache,
-// docs/performance.md, 2026-12-06 twenty-second session).
-__device__ inline float sigmoid_approxf_(float x) {
-#ifdef __CUDA_ARCH__
-  return __fdividef(1.0f, 1.0f + __expf(-x));
-#else
-  return 1.0f / (1.0f + expf(-x));
-#endif
-}
+__device__ inline float sigmoidf_(float x) { return sigmoid_with_<false>(x); }
+__device__ inline float sigmoid_approxf_(float x) { return sigmoid_with_<true>(x); }
 __device__ inline float siluf_(float x) { return x * sigmoidf_(x); }
 __device__ inline float silu_gradf_(float x) {
   const float s = sigmoidf_(x);
