@@ -53,13 +53,13 @@ __device__ __forceinline__ float* sbar_row(float* zl, size_t fo, int ROW, int r)
   const size_t at = fo + static_cast<size_t>(r) * ROW + 128;
   return kZh ? reinterpret_cast<float*>(reinterpret_cast<__half*>(zl) + at) : zl + at;
 }
-// s_bar's quads of consumer thread ct's live rows to / from `row` scratch: the quad at S's column
-// sc = 16 j + 4 t (j = 0 .. 5) of row h at float sc of the row's scratch (sbar_row).
 // Gated layer l's saved z as binary16 rows (stack_z_f16): the inverse scales of group g from row
 // y of focus f (the run an item's first box of the group carries, ws_fill_zh).
 __device__ __forceinline__ const float* zscales(const WsChainBwdRegs& p, int l, int g, int f, int y) {
   return p.z[l] + f16_scale_at(p.F, p.Ec, p.ROW, g, f, y);
 }
+// s_bar's quads of consumer thread ct's live rows to / from `row` scratch: the quad at S's column
+// sc = 16 j + 4 t (j = 0 .. 5) of row h at float sc of the row's scratch (sbar_row).
 template <bool kZh>
 __device__ __forceinline__ void sbar_out(float* zl, size_t fo, int ROW, int row0, int Ec, int ct, const float4* sbar) {
   const int t = ct & 3;
