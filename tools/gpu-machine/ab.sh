@@ -3,7 +3,7 @@
 # (OLD: the previous build's, carried xz'd beside the prebuilt programs) and the bench under test
 # (NEW: the prebuilt programs' by default), and NEW again under environment switches (variants:
 # an opt-in or opt-out path against the default in the same binary).
-#   bash tools/gpu-machine/ab.sh digests|times|both|kernels
+#   bash tools/gpu-machine/ab.sh digests|times|both|kernels|repeat
 #     digests: `--digest` lines (energy to 17 digits, hash of per-atom energies, forces and virial)
 #       of OLD, NEW and each variant for every option set of SEZM_AB_DIGESTS: "the same bits" is
 #       equal lines (docs/performance.md: how the project checks that a change keeps every sum's
@@ -14,6 +14,10 @@
 #     both: digests, then times;
 #     kernels: every kernel of one warm call (kernel-times.sh with DRAM bytes, SEZM_KT_BYTES=1) of
 #       OLD and NEW under SEZM_AB_KT (default "--mode fast --precision tf32"), the first 14 lines.
+#     repeat: each option set of SEZM_AB_DIGESTS run SEZM_AB_REPEATS times (default 20, a process
+#       each) on OLD, NEW and each variant, and the distinct digests counted: a run's bits should
+#       not depend on the run (docs/performance.md, 2026-12-06 twenty-second session: two fast tf32
+#       runs that gave other bits once).
 # Environment:
 #   SEZM_AB_OLD       baseline bench: a sezm-bench, or one compressed by xz (*.xz); unset: none
 #   SEZM_AB_NEW       bench under test (default: sezm-bench of .devdeps/prebuilt.tar.xz, unpacked)
@@ -96,6 +100,31 @@ if [ "$what" = digests ] || [ "$what" = both ]; then
     done
   done
   [ "$differ" = 0 ] && say "digests: every run gives the first run's bits" || say "digests: DIFFER ('!' lines)"
+fi
+if [ "$what" = repeat ]; then
+  split_sets "${SEZM_AB_DIGESTS:---mode fast --precision tf32;--mode lean --precision tf32;--mode fast;--mode lean}"
+  n="${SEZM_AB_REPEATS:-20}"
+  say "== repeat ($n runs each, --cells $cells --repeat 1 --warmup 0 --digest; count x digest)"
+  unsteady=0
+  for opts in "${sets[@]}"; do
+    for r in "${runs[@]}"; do
+      IFS='|' read -r name bench envs <<< "$r"
+      : > "$work/repeat.txt"
+      for _ in $(seq 1 "$n"); do
+        case "$dead" in *" $name "*) break ;; esac
+        # shellcheck disable=SC2086
+        run "$name" "$envs" "$bench" $opts --repeat 1 --warmup 0 --digest
+        d="$(grep '^digest' "$work/run.out" | sed 's/^digest: //; s/ | FNV-1a 64 of per-atom energies, forces, virial / | /')"
+        echo "${d:-(no digest: failed or timed out)}" >> "$work/repeat.txt"
+      done
+      k="$(sort -u "$work/repeat.txt" | wc -l)"
+      [ "$k" -gt 1 ] && unsteady=1
+      sort "$work/repeat.txt" | uniq -c | sort -rn | while read -r c dg; do
+        say "$(printf '%-40s %-5s %3s x %s' "$opts" "$name" "$c" "$dg")"
+      done
+    done
+  done
+  [ "$unsteady" = 0 ] && say "repeat: every run of a set gave the same bits" || say "repeat: RUNS DIFFER (sets with more than one line)"
 fi
 if [ "$what" = times ] || [ "$what" = both ]; then
   split_sets "${SEZM_AB_CONFIGS:---mode fast;--mode lean;--mode fast --precision tf32}"
