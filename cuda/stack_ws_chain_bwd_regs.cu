@@ -14,7 +14,7 @@
 // 20 KiB; six of them beside the S / s_bar slots (216 KiB). With the stack output's adjoint in
 // binary16 rows (stack_adj_f16, f16_rows.cuh) its boxes are halves, the first of a group with the
 // rows' scales (ws_fill_input, ws_land_input). With z in binary16 rows too (stack_z_f16, kZh) its
-// boxes are halves, the first of each product with the rows' scales (ws_fill_zh; phase 1 by
+// boxes are halves, the first of each product with the rows' scales (fill_z, ws_fill_h; phase 1 by
 // ws_product_one_h, the hooks' z by ws_product_one_regs' kZh), and s_bar's scratch takes the
 // 384 bytes of a row's |m| = 1 halves (sbar_row).
 // Numerics: stack_ws_chain_bwd.cu's in one pass, the same products, hooks (s_bar's sums in the
@@ -54,9 +54,20 @@ __device__ __forceinline__ float* sbar_row(float* zl, size_t fo, int ROW, int r)
   return kZh ? reinterpret_cast<float*>(reinterpret_cast<__half*>(zl) + at) : zl + at;
 }
 // Gated layer l's saved z as binary16 rows (stack_z_f16): the inverse scales of group g from row
-// y of focus f (the run an item's first box of the group carries, ws_fill_zh).
+// y of focus f (the run an item's first box of the group carries, fill_z).
 __device__ __forceinline__ const float* zscales(const WsChainBwdRegs& p, int l, int g, int f, int y) {
   return p.z[l] + f16_scale_at(p.F, p.Ec, p.ROW, g, f, y);
+}
+// The producer's stages of a product over gated layer l's saved z (K columns from it.x; B the
+// image, N columns): z's box where A's would be and B's block after it (gated_bwd_fill_z's and
+// the hooks' layout), fp32 boxes, or (kZh) binary16 ones with the group's scales (ws_fill_h).
+template <int N, int K, int kSt, int kStg, bool kZh>
+__device__ __forceinline__ void fill_z(float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, const CUtensorMap* tmZ,
+                                       const float* scales, const WsItem& it) {
+  if constexpr (kZh)
+    ws_fill_h<K, kSt, kStg, N>(ring, full, empty, pp, tmZ, scales, it);
+  else
+    ws_fill<N, K, kSt, kStg, true>(ring, full, empty, pp, tmZ, it);
 }
 // s_bar's quads of consumer thread ct's live rows to / from `row` scratch: the quad at S's column
 // sc = 16 j + 4 t (j = 0 .. 5) of row h at float sc of the row's scratch (sbar_row).
@@ -125,13 +136,10 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_bwd_regs_k(const
         const int l = p.nL - 1 - t;
         const WsBwdImages& g = p.layer[l];
         const float* B1 = g.B1 + static_cast<size_t>(f) * 2 * N1 * N1;
-        if (l < p.ngated && kZh) {
-          ws_fill_zh<NG, kCf, kSt, kStg>(ring, full, empty, pp, &m.z[l], zscales(p, l, 0, f, y),
-                                         WsItem{0, y, f, g.BG + static_cast<size_t>(f) * 2 * kCf * NG});
-          ws_fill_zh<N1, N1, kSt, kStg>(ring, full, empty, pp, &m.z[l], zscales(p, l, 1, f, y), WsItem{N0, y, f, B1});
-        } else if (l < p.ngated) {
-          gated_bwd_fill_z<kSt, kStg, kAr>(g, ring, full, empty, pp, &m.z[l], f, y);
-          ws_fill<N1, N1, kSt, kStg, true>(ring, full, empty, pp, &m.z[l], WsItem{N0, y, f, B1});
+        if (l < p.ngated) {
+          fill_z<NG, kCf, kSt, kStg, kZh>(ring, full, empty, pp, &m.z[l], zscales(p, l, 0, f, y),
+                                          WsItem{0, y, f, g.BG + static_cast<size_t>(f) * 2 * kCf * NG});
+          fill_z<N1, N1, kSt, kStg, kZh>(ring, full, empty, pp, &m.z[l], zscales(p, l, 1, f, y), WsItem{N0, y, f, B1});
         } else {
           ws_fill<N1, N1, kSt, kStg, true, false>(ring, full, empty, pp, &m.g, WsItem{N0, y, f, B1});
         }
@@ -145,18 +153,13 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_bwd_regs_k(const
         const int l = p.nL - 1 - t;
         const WsBwdImages& g = p.layer[l];
         const float* B0 = g.B0 + static_cast<size_t>(f) * 2 * N0 * N0;
-        if (l < p.ngated && kZh) {
+        if (l < p.ngated) {
           const float* sc = zscales(p, l, 0, f, y);
-          ws_fill_zh<NG, kCf, kSt, kStg>(ring, full, empty, pp, &m.z[l], sc,
-                                         WsItem{0, y, f, g.BG + static_cast<size_t>(f) * 2 * kCf * NG});
-          ws_fill_zh<NGT, kLC, kSt, kStg>(ring, full, empty, pp, &m.z[l], sc,
-                                          WsItem{kCf, y, f, g.BGT + static_cast<size_t>(f) * 2 * kLC * NGT});
-          ws_fill_zh<N0, N0, kSt, kStg>(ring, full, empty, pp, &m.z[l], sc, WsItem{0, y, f, B0});
-        } else if (l < p.ngated) {
-          gated_bwd_fill_z<kSt, kStg, kAr>(g, ring, full, empty, pp, &m.z[l], f, y);
-          ws_fill<NGT, kLC, kSt, kStg, true>(ring, full, empty, pp, &m.z[l],
-                                              WsItem{kCf, y, f, g.BGT + static_cast<size_t>(f) * 2 * kLC * NGT});
-          ws_fill<N0, N0, kSt, kStg, true>(ring, full, empty, pp, &m.z[l], WsItem{0, y, f, B0});
+          fill_z<NG, kCf, kSt, kStg, kZh>(ring, full, empty, pp, &m.z[l], sc,
+                                          WsItem{0, y, f, g.BG + static_cast<size_t>(f) * 2 * kCf * NG});
+          fill_z<NGT, kLC, kSt, kStg, kZh>(ring, full, empty, pp, &m.z[l], sc,
+                                           WsItem{kCf, y, f, g.BGT + static_cast<size_t>(f) * 2 * kLC * NGT});
+          fill_z<N0, N0, kSt, kStg, kZh>(ring, full, empty, pp, &m.z[l], sc, WsItem{0, y, f, B0});
         } else {
           ws_fill<N0, N0, kSt, kStg, true, false>(ring, full, empty, pp, &m.g, WsItem{0, y, f, B0});
         }

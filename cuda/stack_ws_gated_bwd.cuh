@@ -128,7 +128,7 @@ struct M0Hook {
 };
 
 // Phase 1: S = sigmoid(z00 G) (the stage's box z00, G's image) into S's slots, s_bar's zeroed.
-// kZh: z00's boxes are binary16 rows (the register-resident chained backward's, ws_fill_zh; live0,
+// kZh: z00's boxes are binary16 rows (the register-resident chained backward's, ws_fill_h; live0,
 // live1: the thread's rows are edges of the chunk).
 template <int kStages, int kStage, int kAr, bool kZh = false>
 __device__ __forceinline__ void gated_bwd_phase1(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, int ct,

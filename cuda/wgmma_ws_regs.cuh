@@ -13,7 +13,7 @@
 namespace sezm::cuda {
 namespace {
 
-// A quad of a stage's box of binary16 rows (16 x 128 halves, ws_fill_h's or ws_fill_zh's): the
+// A quad of a stage's box of binary16 rows (16 x 128 halves, ws_fill_h's): the
 // halves at row `row`, columns 4 t .. 4 t + 3, times the row's inverse scale sc (f16_rows.cuh).
 __device__ __forceinline__ float4 ws_h4(const float* st, int row, int t, float sc) {
   const uint2 v = *reinterpret_cast<const uint2*>(reinterpret_cast<const __half*>(st) + ws_a_offset(row, 4 * t));
@@ -22,7 +22,7 @@ __device__ __forceinline__ float4 ws_h4(const float* st, int row, int t, float s
   return make_float4(a.x * sc, a.y * sc, b.x * sc, b.y * sc);
 }
 // The inverse scales of rows ra0, ra1 that the first stage of a group's boxes of binary16 rows
-// holds after its box (ws_fill_h, ws_fill_zh): 0 for a row past the chunk (live false), whatever
+// holds after its box (ws_fill_h): 0 for a row past the chunk (live false), whatever
 // the bytes the bulk copy read past the scales' run hold.
 __device__ __forceinline__ void ws_h_scales(const float* st, int ra0, int ra1, bool live0, bool live1, float& s0,
                                             float& s1) {
@@ -40,7 +40,7 @@ __device__ __forceinline__ void ws_h_scales(const float* st, int ra0, int ra1, b
 // registers, zx the quad at the same place of the box the stage holds where A's box would be (the
 // chained backward's saved z, copied by A's tensor copy from z's map), in ws_land_a's order (block
 // by block, row ra0 then ra1), so a hook with side effects (s_bar's sums) makes them in that order.
-// kZh: that box is binary16 rows (ws_fill_zh's), the first stage with the rows' scales (live0,
+// kZh: that box is binary16 rows (ws_fill_h's with B), the first stage with the rows' scales (live0,
 // live1: ws_h_scales').
 template <int N, int K, int kStages, int kStage, int kBOff = kWsRows * kWsK, class AX = WsAsIs, bool kZh = false>
 __device__ __forceinline__ void ws_product_one_regs(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp,
@@ -74,7 +74,7 @@ __device__ __forceinline__ void ws_product_one_regs(const float* ring, uint64_t*
   ws_product_one_loop<N, K, kStages, kStage, kBOff>(ring, empty, ct, acc, next_block);
 }
 
-// ws_product_one with A the stages' boxes of binary16 rows (ws_fill_zh's: the chained backward's
+// ws_product_one with A the stages' boxes of binary16 rows (ws_fill_h's with B: the chained backward's
 // saved z00, for the gate product), the first with the rows' scales; B's block after where an fp32
 // box would be, as ws_fill lands it.
 template <int N, int K, int kStages, int kStage>
@@ -133,46 +133,28 @@ __device__ __forceinline__ void ws_land_quads_h(const float* ring, uint64_t* ful
   }
 }
 
-// The producer warp's stages for ws_land_quads_h: K / 16 boxes of halves of tmA (activations_map_h)
-// at columns x, x + 16, ... of rows y .. of focus z, the first stage also the 128 inverse scales at
-// `scales` (the group's run from row y: 512 bytes, 16-byte aligned, f16_scale_at).
-template <int K, int kStages, int kStage>
+// The producer warp's stages of K / 16 boxes of binary16 rows of tmA (activations_map_h) at columns
+// it.x, it.x + 16, ... of rows it.y .. of focus it.z, each at its stage's start, the first stage
+// also the 128 inverse scales at `scales` (the group's run from row it.y: 512 bytes, 16-byte
+// aligned, f16_scale_at) after the box: ws_land_quads_h's stages (NB = 0), or (NB > 0) a product's
+// with the box read by ws_product_one_h or a kZh hook and B's block (NB columns, one plane, it.B)
+// where ws_fill<NB, K, .., true> places it, after an fp32 box's place.
+template <int K, int kStages, int kStage, int NB = 0>
 __device__ __forceinline__ void ws_fill_h(float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, const CUtensorMap* tmA,
-                                          const float* scales, int x, int y, int z) {
+                                          const float* scales, const WsItem& it) {
   constexpr uint32_t kBox = kWsRows * kWsK * 2, kScales = kWsRows * 4;
+  constexpr int kBFloats = NB > 0 ? ws_b_floats(NB, true) : 0, kBlock = NB > 0 ? wg_stage_floats(NB, kWsKs) : 0;
+  constexpr uint32_t kBBytes = kBFloats * sizeof(float);
   static_assert(kWsRows * kWsK / 2 + kWsRows <= kStage, "a stage holds the box and the scales");
-#pragma unroll 1
-  for (int kb = 0; kb < K / kWsK; ++kb) {
-    ws_bar_wait(&empty[pp.stage], pp.phase ^ 1u);
-    float* dst = ring + pp.stage * kStage;
-    if ((threadIdx.x & 31) == 0) {
-      ws_bar_expect(&full[pp.stage], kBox + (kb == 0 ? kScales : 0u));
-      ws_tma_3d(dst, tmA, x + kb * kWsK, y, z, &full[pp.stage]);
-      if (kb == 0) ws_bulk(dst + kWsRows * kWsK / 2, scales, kScales, &full[pp.stage]);
-    }
-    ws_advance<kStages>(pp);
-  }
-}
-
-// The producer warp's stages of a product whose A box is binary16 rows (the chained backward's
-// saved z: ws_product_one_h's A, or ws_product_one_regs' kZh box): per k block the box of halves
-// of tmZ (activations_map_h) at the stage's start and B's block (one plane) after where an fp32 box
-// would be, as ws_fill<N, K, .., true> places it; the first block also the group's 128 inverse
-// scales at `scales` (f16_scale_at's run from row it.y), as ws_fill_h places them.
-template <int N, int K, int kStages, int kStage>
-__device__ __forceinline__ void ws_fill_zh(float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp, const CUtensorMap* tmZ,
-                                           const float* scales, const WsItem& it) {
-  constexpr int kBFloats = ws_b_floats(N, true), kBlock = wg_stage_floats(N, kWsKs);
-  constexpr uint32_t kBox = kWsRows * kWsK * 2, kScales = kWsRows * 4, kBBytes = kBFloats * sizeof(float);
-  static_assert(kWsRows * kWsK + kBFloats <= kStage, "a stage holds the box's place and B's block");
+  static_assert(NB == 0 || kWsRows * kWsK + kBFloats <= kStage, "a stage holds the box's place and B's block");
 #pragma unroll 1
   for (int kb = 0; kb < K / kWsK; ++kb) {
     ws_bar_wait(&empty[pp.stage], pp.phase ^ 1u);
     float* dst = ring + pp.stage * kStage;
     if ((threadIdx.x & 31) == 0) {
       ws_bar_expect(&full[pp.stage], kBox + kBBytes + (kb == 0 ? kScales : 0u));
-      ws_bulk(dst + kWsRows * kWsK, it.B + static_cast<size_t>(kb) * kBlock, kBBytes, &full[pp.stage]);
-      ws_tma_3d(dst, tmZ, it.x + kb * kWsK, it.y, it.z, &full[pp.stage]);
+      if (NB > 0) ws_bulk(dst + kWsRows * kWsK, it.B + static_cast<size_t>(kb) * kBlock, kBBytes, &full[pp.stage]);
+      ws_tma_3d(dst, tmA, it.x + kb * kWsK, it.y, it.z, &full[pp.stage]);
       if (kb == 0) ws_bulk(dst + kWsRows * kWsK / 2, scales, kScales, &full[pp.stage]);
     }
     ws_advance<kStages>(pp);
@@ -187,7 +169,7 @@ __device__ __forceinline__ void ws_fill_input(float* ring, uint64_t* full, uint6
                                               const CUtensorMap* tmA, bool half, const float* scales, int x, int y,
                                               int z) {
   if (half)
-    ws_fill_h<K, kStages, kStage>(ring, full, empty, pp, tmA, scales, x, y, z);
+    ws_fill_h<K, kStages, kStage>(ring, full, empty, pp, tmA, scales, WsItem{x, y, z, nullptr});
   else
     ws_fill<K, K, kStages, kStage, true, true, 0, false>(ring, full, empty, pp, tmA, WsItem{x, y, z, nullptr});
 }
