@@ -70,9 +70,12 @@ __device__ __forceinline__ void fill_z(float* ring, uint64_t* full, uint64_t* em
     ws_fill<N, K, kSt, kStg, true>(ring, full, empty, pp, tmZ, it);
 }
 // s_bar's quads of consumer thread ct's live rows to / from `row` scratch: the quad at S's column
-// sc = 16 j + 4 t (j = 0 .. 5) of row h at float sc of the row's scratch (sbar_row).
+// sc = 16 j + 4 t (j = 0 .. 5) of row h at float sc of the row's scratch (sbar_row). kZh: the slots
+// hold the sums over z1's unscaled halves (ws_product_one_regs' kZRaw), stored times row h's z1
+// scale zsc[h] (exactly the sums over z1: the scale is a power of two).
 template <bool kZh>
-__device__ __forceinline__ void sbar_out(float* zl, size_t fo, int ROW, int row0, int Ec, int ct, const float4* sbar) {
+__device__ __forceinline__ void sbar_out(float* zl, size_t fo, int ROW, int row0, int Ec, int ct, const float4* sbar,
+                                         const float (&zsc)[2]) {
   const int t = ct & 3;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -80,8 +83,11 @@ __device__ __forceinline__ void sbar_out(float* zl, size_t fo, int ROW, int row0
     if (r >= Ec) continue;
     float* zr = sbar_row<kZh>(zl, fo, ROW, r);
 #pragma unroll
-    for (int j = 0; j < kLC / 16; ++j)
-      *reinterpret_cast<float4*>(zr + 16 * j + 4 * t) = slot_quad(sbar, 16 * j + 4 * t, h);
+    for (int j = 0; j < kLC / 16; ++j) {
+      float4 q = slot_quad(sbar, 16 * j + 4 * t, h);
+      if constexpr (kZh) q = make_float4(q.x * zsc[h], q.y * zsc[h], q.z * zsc[h], q.w * zsc[h]);
+      *reinterpret_cast<float4*>(zr + 16 * j + 4 * t) = q;
+    }
   }
 }
 // sbar_out's quads back: loaded into registers (sb, zeros for rows past Ec) before phase 1, so the
@@ -184,9 +190,10 @@ __global__ void __launch_bounds__(kWsThreads, 1) stack_ws_chain_bwd_regs_k(const
         float acc[N1 / 2];
         if (l < p.ngated) {  // 1., then 2. G1' = g1 + (g1 S) W1^T, s_bar += g1 z1
           gated_bwd_phase1<kSt, kStg, kAr, kZh>(ring, full, empty, pp, ct, S, sbar, live0, live1);
-          ws_product_one_regs<N1, N1, kSt, kStg, kWsRows * kWsK, M1Hook<0>, kZh>(
-              ring, full, empty, pp, ct, acc, v, M1Hook<0>{S, sbar, ra0, true}, live0, live1);
-          sbar_out<kZh>(p.z[l], fo, p.ROW, row0, p.Ec, ct, sbar);
+          float zsc[2] = {1.0f, 1.0f};  // kZh: z1's row scales, applied to s_bar's sums as they are stored
+          ws_product_one_regs<N1, N1, kSt, kStg, kWsRows * kWsK, M1Hook<0>, kZh, kZh>(
+              ring, full, empty, pp, ct, acc, v, M1Hook<0>{S, sbar, ra0, true}, live0, live1, zsc);
+          sbar_out<kZh>(p.z[l], fo, p.ROW, row0, p.Ec, ct, sbar, zsc);
         } else {
           ws_product_one_regs<N1, N1, kSt, kStg>(ring, full, empty, pp, ct, acc, v);
         }

@@ -41,11 +41,14 @@ __device__ __forceinline__ void ws_h_scales(const float* st, int ra0, int ra1, b
 // chained backward's saved z, copied by A's tensor copy from z's map), in ws_land_a's order (block
 // by block, row ra0 then ra1), so a hook with side effects (s_bar's sums) makes them in that order.
 // kZh: that box is binary16 rows (ws_fill_h's with B), the first stage with the rows' scales (live0,
-// live1: ws_h_scales').
-template <int N, int K, int kStages, int kStage, int kBOff = kWsRows * kWsK, class AX = WsAsIs, bool kZh = false>
+// live1: ws_h_scales'); kZRaw: the hook gets the halves unscaled and the rows' two scales are handed
+// back in zsc (a hook whose z enters only sums that the caller then scales: exact, the scales being
+// powers of two).
+template <int N, int K, int kStages, int kStage, int kBOff = kWsRows * kWsK, class AX = WsAsIs, bool kZh = false,
+          bool kZRaw = false>
 __device__ __forceinline__ void ws_product_one_regs(const float* ring, uint64_t* full, uint64_t* empty, WsPipe& pp,
                                                     int ct, float (&acc)[N / 2], const float4* a, AX ax = AX{},
-                                                    bool live0 = true, bool live1 = true) {
+                                                    bool live0 = true, bool live1 = true, float* zsc = nullptr) {
   const int t = ct & 3;
   const int ra0 = ws_row(ct, 0), ra1 = ws_row(ct, 1);
   float s0 = 0.0f, s1 = 0.0f;  // kZh: the rows' scales
@@ -57,8 +60,8 @@ __device__ __forceinline__ void ws_product_one_regs(const float* ring, uint64_t*
       float4 z0, z1;
       if constexpr (kZh) {
         if (kb == 0) ws_h_scales(sZ, ra0, ra1, live0, live1, s0, s1);
-        z0 = ws_h4(sZ, ra0, t, s0);
-        z1 = ws_h4(sZ, ra1, t, s1);
+        z0 = ws_h4(sZ, ra0, t, kZRaw ? 1.0f : s0);
+        z1 = ws_h4(sZ, ra1, t, kZRaw ? 1.0f : s1);
       } else {
         z0 = *reinterpret_cast<const float4*>(sZ + ws_a_offset(ra0, 4 * t));
         z1 = *reinterpret_cast<const float4*>(sZ + ws_a_offset(ra1, 4 * t));
@@ -72,6 +75,10 @@ __device__ __forceinline__ void ws_product_one_regs(const float* ring, uint64_t*
     return cur;
   };
   ws_product_one_loop<N, K, kStages, kStage, kBOff>(ring, empty, ct, acc, next_block);
+  if constexpr (kZRaw) {
+    zsc[0] = s0;
+    zsc[1] = s1;
+  }
 }
 
 // ws_product_one with A the stages' boxes of binary16 rows (ws_fill_h's with B: the chained backward's
