@@ -14,8 +14,9 @@
 namespace sezm::cuda {
 namespace {
 
-// Floats of a buffer of a call's rows (E edges, N centres) that fast mode keeps (Zall, Uall): fp32
-// rows (F, E, ROW), or binary16 rows (stack_z_f16, stack_out_f16: f16_kept_floats, about half).
+// Floats of a buffer of a call's rows (E edges, N centres) that fast mode keeps (Zall, Uall; with
+// N = 1 one chunk's, Zc): fp32 rows (F, E, ROW), or binary16 rows (stack_z_f16, stack_out_f16:
+// f16_kept_floats, about half).
 size_t kept_rows_floats(const Dims& d, bool f16, size_t E, size_t N) {
   return f16 ? f16_kept_floats(d.F, d.ROW, E, N) : static_cast<size_t>(d.F) * E * d.ROW;
 }
@@ -121,7 +122,7 @@ void EngineBuffers::size_for_call(const Graph& gv, const Dims& d, const CallShap
     grow(Xloc_bar, source_backward_fused(d) ? 0 : static_cast<size_t>(max_ec) * d.Dm * d.Cw);
     grow(alpha_bar, static_cast<size_t>(max_ec) * d.F); grow(lbar, static_cast<size_t>(max_ec) * d.F);
     Zc.resize(std::max(d.ngated, 0));
-    for (auto& z : Zc) grow(z, chunkU);
+    for (auto& z : Zc) grow(z, kept_rows_floats(d, stack_z_f16(d), static_cast<size_t>(max_ec), 1));  // one chunk's rows
     scratch(nodeA_bar, Ns * nodeWw); grow(Pb, static_cast<size_t>(N) * nodeWw);
     grow(gamma_bar, static_cast<size_t>(N) * d.F);
     scratch(hbar, Ns * d.D * 2 * d.KF * d.H);
@@ -230,7 +231,7 @@ size_t call_device_bytes(const Dims& d, const CallShape& c) {
     add(static_cast<size_t>(d.F) * Ec * d.Cf, f); // Ssrc_bar
     add(source_backward_fused(d) ? 0 : Ec * d.Dm * d.Cw, f);  // Xloc_bar (two-kernel path only)
     add(Ec * d.F, f); add(Ec * d.F, f);           // alpha_bar, lbar
-    if (d.ngated > 0) add(chunkU, f * d.ngated);  // Zc
+    if (d.ngated > 0) add(kept_rows_floats(d, stack_z_f16(d), Ec, 1), f * d.ngated);  // Zc
     add(Ns * nodeWw, f); add(N * nodeWw, f);      // nodeA_bar, Pb
     add(N * d.F, f);                              // gamma_bar
     add(Ns * 2 * hid, f);                         // hbar
