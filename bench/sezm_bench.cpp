@@ -4,11 +4,13 @@
 //   sezm-bench MODEL [--cells N] [--lattice diamond|fcc] [--a A] [--repeat R] [--warmup W]
 //              [--threads T] [--element E] [--device cpu|cuda] [--mode lean|fast] [--gpu N]
 //              [--chunk EDGES] [--edge-state auto|keep|chunk] [--precision default|tf32] [--committee MODEL2,MODEL3,...]
-//              [--no-share-geometry] [--digest]
+//              [--no-share-geometry] [--digest] [--energy-only]
 //
 // Reports the median of R warm calls (neighbour search excluded and timed separately).
 // --digest: also the energy to 17 digits and a hash of the last call's per-atom energies, forces
-// and virial, to tell whether two builds give the same bits.
+// and virial, to tell whether two builds give the same bits; and whether every call of the run
+// gave the same bits (a call's bits must not depend on the call: a race shows here at a rate).
+// --energy-only: calls without gradients (the forward alone; forces and virial zero).
 // --committee: also the time of a committee's output step (pair_style sezm M1 M2 ... out_freq N,
 // docs/lammps.md): every model on the one graph (models of another cutoff on their own),
 // forces, virials and the deviations (api/model_deviation.h), against the ordinary step
@@ -146,12 +148,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: sezm-bench MODEL [--cells N] [--lattice diamond|fcc] [--a A] [--repeat R] "
                          "[--warmup W] [--threads T] [--element E] [--device cpu|cuda] [--mode lean|fast] [--gpu N] [--chunk EDGES] "
                          "[--edge-state auto|keep|chunk] [--precision default|tf32] [--committee MODEL2,MODEL3,...] [--no-share-geometry] "
-                         "[--digest]\n");
+                         "[--digest] [--energy-only]\n");
     return 2;
   }
   std::string model = argv[1], lattice = "diamond", element, device = "cpu", mode = "lean", committee;
   int cells = 4, repeat = 3, warmup = 1, threads = 0, gpu = 0, chunk = 0;
-  bool share_geometry = true, digest = false;
+  bool share_geometry = true, digest = false, energy_only = false;
   sezm::Precision precision = sezm::Precision::kDeviceDefault;
   sezm::EdgeState edge_state = sezm::EdgeState::kAuto;
   double a = 0;
@@ -181,6 +183,7 @@ int main(int argc, char** argv) {
     else if (k == "--committee") committee = next();
     else if (k == "--no-share-geometry") share_geometry = false;
     else if (k == "--digest") digest = true;
+    else if (k == "--energy-only") energy_only = true;
     else { std::fprintf(stderr, "sezm-bench: unknown option %s\n", k.c_str()); return 2; }
   }
 #ifdef _OPENMP
@@ -226,14 +229,20 @@ int main(int argc, char** argv) {
     std::vector<double> times, tf, tb;
     double energy = 0;
     uint64_t fnv = 0;  // --digest: of the last call's bits
+    struct Seen { double energy; uint64_t fnv; int count, first; };
+    std::vector<Seen> seen;  // --digest: each distinct (energy, hash) of the calls, in order of first call
     for (int r = 0; r < warmup + repeat; ++r) {
       t0 = std::chrono::steady_clock::now();
-      const sezm::EngineResult res = engine.compute_forces(g, false);
+      const sezm::EngineResult res = energy_only ? engine.compute(g, false) : engine.compute_forces(g, false);
       std::vector<double> f(3 * static_cast<size_t>(n), 0.0), w(9, 0.0);
-      sezm::add_forces_virial(g, res, f.data(), w.data(), nullptr);
+      if (!energy_only) sezm::add_forces_virial(g, res, f.data(), w.data(), nullptr);
       const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       energy = res.energy;
-      if (digest) fnv = bits_digest({&res.atom_energy, &f, &w});
+      if (digest) {
+        fnv = bits_digest({&res.atom_energy, &f, &w});
+        auto it = std::find_if(seen.begin(), seen.end(), [&](const Seen& x) { return x.fnv == fnv && x.energy == energy; });
+        if (it == seen.end()) seen.push_back({energy, fnv, 1, r}); else ++it->count;
+      }
       if (r >= warmup) {
         times.push_back(dt);
         tf.push_back(res.seconds_forward);
@@ -258,6 +267,13 @@ int main(int argc, char** argv) {
     if (digest)
       std::printf("digest: energy %.17g eV | FNV-1a 64 of per-atom energies, forces, virial %016llx\n", energy,
                   static_cast<unsigned long long>(fnv));
+    if (digest && seen.size() == 1) std::printf("digest: every one of the %d calls gave these bits\n", warmup + repeat);
+    if (digest && seen.size() > 1) {
+      std::printf("digest: the %d calls gave %zu different results:\n", warmup + repeat, seen.size());
+      for (const Seen& x : seen)
+        std::printf("  %d x energy %.17g eV | %016llx (first: call %d)\n", x.count, x.energy,
+                    static_cast<unsigned long long>(x.fnv), x.first);
+    }
     if (!committee.empty()) time_committee(pot, committee, opt, pos, types, cell, g, warmup, repeat, tm, t_nl,
                                               share_geometry);
     std::printf("peak host RSS %.2f GiB", peak_rss_gib());

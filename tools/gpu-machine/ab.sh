@@ -17,7 +17,8 @@
 #     repeat: each option set of SEZM_AB_DIGESTS run SEZM_AB_REPEATS times (default 20, a process
 #       each) on OLD, NEW and each variant, and the distinct digests counted: a run's bits should
 #       not depend on the run (docs/performance.md, 2026-12-06 twenty-second session: two fast tf32
-#       runs that gave other bits once).
+#       runs that gave other bits once). Faster for a rate: one process, `sezm-bench --repeat N
+#       --warmup 0 --digest`, which counts the distinct results of its calls.
 # Environment:
 #   SEZM_AB_OLD       baseline bench: a sezm-bench, or one compressed by xz (*.xz); unset: none
 #   SEZM_AB_NEW       bench under test (default: sezm-bench of .devdeps/prebuilt.tar.xz, unpacked)
@@ -93,7 +94,7 @@ if [ "$what" = digests ] || [ "$what" = both ]; then
       case "$dead" in *" $name "*) continue ;; esac
       # shellcheck disable=SC2086
       run "$name" "$envs" "$bench" $opts --repeat 1 --warmup 0 --digest
-      d="$(grep '^digest' "$work/run.out" | sed 's/^digest: //; s/ | FNV-1a 64 of per-atom energies, forces, virial / | /')"
+      d="$(grep '^digest: energy' "$work/run.out" | sed 's/^digest: //; s/ | FNV-1a 64 of per-atom energies, forces, virial / | /')"
       mark=" "
       if [ -z "$first" ]; then first="$d"; elif [ -n "$d" ] && [ "$d" = "$first" ]; then mark="="; else mark="!"; differ=1; fi
       say "$(printf '%-40s %-5s %s %s' "$opts" "$name" "$mark" "${d:-(no digest: failed or timed out)}")"
@@ -114,7 +115,7 @@ if [ "$what" = repeat ]; then
         case "$dead" in *" $name "*) break ;; esac
         # shellcheck disable=SC2086
         run "$name" "$envs" "$bench" $opts --repeat 1 --warmup 0 --digest
-        d="$(grep '^digest' "$work/run.out" | sed 's/^digest: //; s/ | FNV-1a 64 of per-atom energies, forces, virial / | /')"
+        d="$(grep '^digest: energy' "$work/run.out" | sed 's/^digest: //; s/ | FNV-1a 64 of per-atom energies, forces, virial / | /')"
         echo "${d:-(no digest: failed or timed out)}" >> "$work/repeat.txt"
       done
       k="$(sort -u "$work/repeat.txt" | wc -l)"
