@@ -78,6 +78,19 @@ __device__ __forceinline__ void ws_fence_proxy_global() {
   asm volatile("fence.proxy.async.global;" ::: "memory");
 #endif
 }
+// This thread's generic-proxy reads of shared memory ordered before async-proxy writes (tensor
+// and bulk copies) that a barrier orders after this point. The PTX memory model orders accesses
+// of different proxies only through a proxy fence; an mbarrier arrival alone does not. Needed
+// where consumers read a stage with ordinary loads and release it at once (ws_land_quads and
+// ws_land_quads_h, wgmma_ws_regs.cuh: their arrival was issued before the loads had returned).
+// Without it, 20 of 900 `precision tf32` force calls at 4,096 atoms gave other bits than the
+// rest; with it, none of 2,300 (docs/performance.md, 2026-12-06 twenty-fourth session). A stage
+// whose loads feed a wgmma is released after that wgmma completed, so its loads had returned.
+__device__ __forceinline__ void ws_fence_proxy_shared() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
 // The 128-byte line at p (128-byte aligned, global) dropped from L2 without its write-back: a
 // weak write of an indeterminate value (PTX ISA, `discard`). For rows that nothing reads again,
 // whose write-back to HBM would be wasted: the chained launches' hand-over rows

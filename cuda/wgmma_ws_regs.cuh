@@ -115,6 +115,7 @@ __device__ __forceinline__ void ws_land_quads(const float* ring, uint64_t* full,
     const float* sA = ring + cur * kStage;
     q[2 * kb] = *reinterpret_cast<const float4*>(sA + ws_a_offset(ra0, 4 * t));
     q[2 * kb + 1] = *reinterpret_cast<const float4*>(sA + ws_a_offset(ra1, 4 * t));
+    ws_fence_proxy_shared();  // the loads before the producer's next copy into the stage
     __syncwarp();
     if ((ct & 31) == 0) ws_bar_arrive(&empty[cur]);
   }
@@ -135,6 +136,7 @@ __device__ __forceinline__ void ws_land_quads_h(const float* ring, uint64_t* ful
     if (kb == 0) ws_h_scales(st, ra0, ra1, live0, live1, s0, s1);
     q[2 * kb] = ws_h4(st, ra0, t, s0);
     q[2 * kb + 1] = ws_h4(st, ra1, t, s1);
+    ws_fence_proxy_shared();  // as ws_land_quads'
     __syncwarp();
     if ((ct & 31) == 0) ws_bar_arrive(&empty[cur]);
   }
