@@ -7,7 +7,8 @@
 #   bash tools/gpu-machine/gpu-check.sh [quick|full|dev|tests]
 #     quick: tests, 512 and 4096 atoms in both modes and precisions, LAMMPS; full (default): also 32768 to
 #     438,976 atoms; dev: tests and a short benchmark, no LAMMPS; tests: the CUDA tests alone (both
-#     tiles on Hopper), e.g. in the call after ab.sh's A/B.
+#     tiles on Hopper), e.g. in the call after ab.sh's A/B. Every mode also checks that every call of
+#     a 4,096-atom run gives the same bits in both precisions (SEZM_GPU_REPEAT_CALLS).
 # Dependencies come from the system, or from .devdeps/ (make-devdeps.sh) when present.
 # SEZM_GPU_SIMT_TESTS=0 skips the second test pass on Hopper (below). SEZM_GPU_AB="VAR=value ...": in
 # dev mode, the 4,096-atom benches again with each of these settings (an opt-in path against the
@@ -91,6 +92,26 @@ fi
 if [ "$arch" = 90a ] && [ "${SEZM_GPU_SIMT_TESTS:-1}" != 0 ]; then
   echo "== CUDA tests on the SIMT / mma.sync tile (SEZM_CUDA_WGMMA=0)"
   SEZM_CUDA_WGMMA=0 "$build/tests/sezm_tests" --gtest_filter="$filter" 2>&1 | tee "$out/gpu-tests-simt.log" || status=1
+fi
+# Repeatability: every call of a run must give the same bits (a race shows as a rate of calls that
+# differ: the tf32 landings' missing proxy fence made ~2 % of fast tf32 calls at this size do so,
+# docs/performance.md, 2026-12-06 twenty-fourth session). sezm-bench --digest counts the distinct
+# results; SEZM_GPU_REPEAT_CALLS (default 300; 0: skip) calls per precision, 4,096 atoms, fast mode,
+# the chunk size that showed the race most.
+calls="${SEZM_GPU_REPEAT_CALLS:-300}"
+if [ "$calls" != 0 ]; then
+  for precision in tf32 default; do
+    echo "== repeatability: $calls calls, fast, precision $precision, --chunk 57344"
+    r="$("$build/bench/sezm-bench" "$here/potentials/C.pt" --device cuda --mode fast --precision $precision \
+      --cells 8 --chunk 57344 --warmup 0 --repeat "$calls" --digest 2>&1 | tee -a "$out/repeat.log")" || status=1
+    if echo "$r" | grep -q "^digest: every one of the $calls calls gave these bits"; then
+      echo "   every call the same bits"
+    else
+      echo "$r" | grep -E "^digest|^  [0-9]+ x" | head -12
+      echo "   FAILED: not every call gave the same bits"
+      status=1
+    fi
+  done
 fi
 [ "$what" = tests ] && exit $status
 echo "== benchmark"
