@@ -96,9 +96,10 @@ fi
 # Repeatability: every call of a run must give the same bits (a race shows as a rate of calls that
 # differ: the tf32 landings' missing proxy fence made ~2 % of fast tf32 calls at this size do so,
 # docs/performance.md, 2026-12-06 twenty-fourth session). sezm-bench --digest counts the distinct
-# results; SEZM_GPU_REPEAT_CALLS (default 300; 0: skip) calls per precision, 4,096 atoms, fast mode,
-# the chunk size that showed the race most.
-calls="${SEZM_GPU_REPEAT_CALLS:-300}"
+# results; SEZM_GPU_REPEAT_CALLS (default 500; 0: skip) calls per precision, 4,096 atoms, fast mode,
+# the chunk size that showed the race most (it made 1 to 2 % of such calls differ: 500 calls find
+# a race of that rate nine times in ten).
+calls="${SEZM_GPU_REPEAT_CALLS:-500}"
 if [ "$calls" != 0 ]; then
   for precision in tf32 default; do
     echo "== repeatability: $calls calls, fast, precision $precision, --chunk 57344"
