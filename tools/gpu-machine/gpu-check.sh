@@ -94,11 +94,10 @@ if [ "$arch" = 90a ] && [ "${SEZM_GPU_SIMT_TESTS:-1}" != 0 ]; then
   SEZM_CUDA_WGMMA=0 "$build/tests/sezm_tests" --gtest_filter="$filter" 2>&1 | tee "$out/gpu-tests-simt.log" || status=1
 fi
 # Repeatability: every call of a run must give the same bits (a race shows as a rate of calls that
-# differ: the tf32 landings' missing proxy fence made ~2 % of fast tf32 calls at this size do so,
+# differ: the tf32 landings' missing proxy fence made 0.2 to 1 % of fast tf32 calls at this size do so,
 # docs/performance.md, 2026-12-06 twenty-fourth session). sezm-bench --digest counts the distinct
 # results; SEZM_GPU_REPEAT_CALLS (default 500; 0: skip) calls per precision, 4,096 atoms, fast mode,
-# the chunk size that showed the race most (it made 1 to 2 % of such calls differ: 500 calls find
-# a race of that rate nine times in ten).
+# the chunk size that showed the race most (500 calls find a race of 0.5 % nine times in ten).
 calls="${SEZM_GPU_REPEAT_CALLS:-500}"
 if [ "$calls" != 0 ]; then
   for precision in tf32 default; do
