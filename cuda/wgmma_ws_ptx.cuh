@@ -84,7 +84,7 @@ __device__ __forceinline__ void ws_fence_proxy_global() {
 // where consumers read a stage with ordinary loads and release it at once (ws_land_quads and
 // ws_land_quads_h, wgmma_ws_regs.cuh: their arrival was issued before the loads had returned).
 // Without it, 20 of 900 `precision tf32` force calls at 4,096 atoms gave other bits than the
-// rest; with it, none of 2,300 (docs/performance.md, 2026-12-06 twenty-fourth session). A stage
+// rest; with it, none of 2,100 (docs/performance.md, 2026-12-06 twenty-fourth session). A stage
 // whose loads feed a wgmma is released after that wgmma completed, so its loads had returned.
 __device__ __forceinline__ void ws_fence_proxy_shared() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
