@@ -116,6 +116,37 @@ TEST(Cuda, OutOfMemoryNamesModeAndChunk) {
 #endif
 }
 
+// The default chunk (docs/lammps.md, `chunk`): lean 81920 in either precision; fast 131072, on the
+// warp-specialised stack tile (Hopper; "WS tile" in the description) rounded to whole rounds of its
+// persistent grid, and under `precision tf32` there five times that (CudaEngine::Impl::
+// default_chunk_chains); `chunk N` overrides it, and 0 restores it.
+TEST(Cuda, DefaultChunkFollowsModeAndPrecision) {
+  SEZM_REQUIRE_GPU();
+#ifdef SEZM_HAVE_CUDA
+  const auto w = sezm::load_model_weights(sezm_test::data_path("c32_l3_f2_float64.pt"));
+  sezm::CudaEngine lean(w, 0, sezm::CudaMode::kLean), fast(w, 0, sezm::CudaMode::kFast);
+  const int lean_default = sezm::default_chunk_edges(sezm::CudaMode::kLean);
+  const int fast_default = sezm::default_chunk_edges(sezm::CudaMode::kFast);
+  const bool ws = fast.description().find("WS tile") != std::string::npos;
+  EXPECT_EQ(lean.chunk_edges(), lean_default);
+  const int fp32 = fast.chunk_edges();
+  if (ws)  // whole rounds of 128 SMs / F = 64 SMs edges: within half a round (< 16,384 below 512 SMs)
+    EXPECT_LT(std::abs(fp32 - fast_default), 16384) << fast.description();
+  else
+    EXPECT_EQ(fp32, fast_default) << fast.description();
+  lean.set_precision(sezm::Precision::kTf32);
+  fast.set_precision(sezm::Precision::kTf32);
+  EXPECT_EQ(lean.chunk_edges(), lean_default);
+  EXPECT_EQ(fast.chunk_edges(), ws ? 5 * fp32 : fp32) << fast.description();
+  fast.set_chunk_edges(4096);
+  EXPECT_EQ(fast.chunk_edges(), 4096);
+  fast.set_chunk_edges(0);
+  EXPECT_EQ(fast.chunk_edges(), ws ? 5 * fp32 : fp32);
+  fast.set_precision(sezm::Precision::kDeviceDefault);
+  EXPECT_EQ(fast.chunk_edges(), fp32);
+#endif
+}
+
 class CudaModes : public ::testing::TestWithParam<int> {};
 INSTANTIATE_TEST_SUITE_P(Modes, CudaModes, ::testing::Values(0, 1),
                          [](const auto& info) { return std::string(mode_name(info.param)); });

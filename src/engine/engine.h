@@ -109,7 +109,8 @@ bool parse_edge_state(const std::string& s, EdgeState* e);
 // atoms of C.pt at 1.83 GiB, under 2 GB; on an H200 49.4 ms per call against 52.3 at 57344, fewer
 // and fuller launches: docs/performance.md, 2026-12-04 fifth session), fast 131072 (~1.5 GB of
 // scratch; at 4096 atoms on an H200 14 % less time than 32768; the CUDA engine rounds it to whole
-// rounds of the chained stack's grid, CudaEngine::Impl::default_chunk_chains).
+// rounds of the chained stack's grid, and takes five times that under `precision tf32` there:
+// CudaEngine::Impl::default_chunk_chains).
 inline int default_chunk_edges(CudaMode m) { return m == CudaMode::kFast ? 131072 : 81920; }
 
 class Engine {
