@@ -56,7 +56,7 @@ struct CudaEngine::Impl : EngineBuffers {
   // Under `precision tf32` fast mode takes five times as many rounds (C.pt on 132 SMs: 675,840
   // edges): a chunk costs ~0.5 ms beyond its edges' work (the chained launches' ramps and tails,
   // the fused last block's node steps on a chunk's few hundred centres), and the binary16 rows make
-  // a chunk edge ~8 KB, not fp32's ~11: H100, C.pt, 4,096 atoms 26.9 -> 24.5 ms at 4.72 -> 9.09
+  // a chunk edge ~8.7 KB, not fp32's ~11: H100, C.pt, 4,096 atoms 26.9 -> 24.5 ms at 4.72 -> 9.09
   // GiB, 32,768 atoms 214 -> 194 ms (docs/performance.md, 2026-12-06 twenty-fifth session). fp32
   // keeps its chunk: fast mode at 4,096 atoms stays under 8 GB.
   static constexpr int kTf32ChunkFactor = 5;
