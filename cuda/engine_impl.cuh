@@ -54,10 +54,10 @@ struct CudaEngine::Impl : EngineBuffers {
   // 77 rounds per chunk pass instead of 79 (docs/performance.md, 2026-12-05 seventeenth session).
   // Lean's chunk stays: the same rounding measured no faster there (fifteenth session, "Tried").
   // Under `precision tf32` fast mode takes five times as many rounds (C.pt on 132 SMs: 675,840
-  // edges): a chunk costs ~0.5 ms beyond its edges' work (the chained launches' ramps and tails,
+  // edges): a chunk costs ~0.6 ms beyond its edges' work (the chained launches' ramps and tails,
   // the fused last block's node steps on a chunk's few hundred centres), and the binary16 rows make
-  // a chunk edge ~8.7 KB, not fp32's ~11: H100, C.pt, 4,096 atoms 26.9 -> 24.5 ms at 4.72 -> 9.09
-  // GiB, 32,768 atoms 214 -> 194 ms (docs/performance.md, 2026-12-06 twenty-fifth session). fp32
+  // a chunk edge ~8.7 KB, not fp32's ~11: H100, C.pt, 4,096 atoms 26.8 -> 24.5 ms at 4.72 -> 9.09
+  // GiB, 32,768 atoms 213 -> 191 ms (docs/performance.md, 2026-12-06 twenty-fifth session). fp32
   // keeps its chunk: fast mode at 4,096 atoms stays under 8 GB.
   static constexpr int kTf32ChunkFactor = 5;
   int default_chunk_chains() const {
