@@ -39,8 +39,9 @@ class CudaEngine final : public Engine {
   // Largest number of edges whose value-path activations live on the device at once (a chunk
   // is whole destination segments, so one centre's edges may exceed it); n <= 0 restores the
   // mode's default (default_chunk_edges; in fast mode on the chained stack rounded to whole rounds of
-  // its persistent grid). Larger chunks are faster (fewer, fuller launches) and
-  // cost 15.9 KB of device memory per chunk edge (docs/ARCHITECTURE.md).
+  // its persistent grid, five times as many under `precision tf32`). Larger chunks are faster
+  // (fewer, fuller launches) and cost ~11 KB of device memory per chunk edge, ~8.7 KB under
+  // `precision tf32` on Hopper (measured: docs/lammps.md, `chunk`; docs/ARCHITECTURE.md).
   void set_chunk_edges(int n);
   int chunk_edges() const override;
   // kTf32: the tile products in one TF32 pass (`precision tf32`); otherwise IEEE fp32 FFMA.
