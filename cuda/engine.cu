@@ -204,6 +204,12 @@ void CudaEngine::Impl::prepare_call(const Graph& gv, bool gradients) {
     const size_t need = chunk_geo ? chunk_bytes : keep_bytes;
     if (need > budget) {
       const bool fast = mode == CudaMode::kFast;
+      // What one chunk edge costs on this call's route: its bytes less those of a chunk of none.
+      CallShape none = shape;
+      none.chunk_geo = chunk_geo;
+      none.max_ec = 0;
+      const double per_chunk_edge =
+          shape.max_ec > 0 ? double(need - std::min(need, call_device_bytes(d, none))) / shape.max_ec : 0.0;
       char msg[900], chunk_advice[96];
       std::snprintf(chunk_advice, sizeof chunk_advice, "use edge state chunk (about %.1f kB less per edge), or",
                     gv.n_edges() > 0 ? 1e-3 * double(keep_bytes - std::min(chunk_bytes, keep_bytes)) / gv.n_edges()
@@ -212,12 +218,13 @@ void CudaEngine::Impl::prepare_call(const Graph& gv, bool gradients) {
                     "device cuda (GPU %d, mode %s, %d edges per chunk, edge state %s): out of GPU memory: %d atoms and "
                     "%d edges need about %.2f GiB of engine buffers (%.0f bytes per atom), %.2f GiB are free (counting "
                     "the %.2f GiB the engine holds); %s a smaller chunk (pair_style ... chunk N, sezm-bench --chunk N; "
-                    "each chunk edge costs about 16 kB), or fewer atoms per GPU (more MPI ranks / GPUs)",
+                    "each chunk edge costs about %.1f kB), or fewer atoms per GPU (more MPI ranks / GPUs)",
                     device, cuda_mode_name(mode), effective_chunk_edges(), chunk_geo ? "chunk" : "keep", gv.n_total,
                     gv.n_edges(), need / 1073741824.0, gv.n_total > 0 ? double(need) / gv.n_total : 0.0,
                     budget / 1073741824.0, (mem.current - fixed_bytes) / 1073741824.0,
                     fast ? lean_advice().c_str()
-                         : chunk_geo ? "use" : chunk_advice);
+                         : chunk_geo ? "use" : chunk_advice,
+                    1e-3 * per_chunk_edge);
       throw Error(msg);
     }
     if (!chunk_geo) checked_keep_bytes = keep_bytes;

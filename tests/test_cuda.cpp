@@ -111,6 +111,15 @@ TEST(Cuda, OutOfMemoryNamesModeAndChunk) {
       EXPECT_NE(m.find("out of GPU memory"), std::string::npos) << m;
       EXPECT_NE(m.find(mode == sezm::CudaMode::kFast ? "mode fast" : "mode lean"), std::string::npos) << m;
       EXPECT_NE(m.find(mode == sezm::CudaMode::kFast ? "use mode lean" : "a smaller chunk"), std::string::npos) << m;
+      // The cost of a chunk edge, from the engine's own sizing (~11 kB for this shape in fp32,
+      // docs/lammps.md `chunk`; a little more with the edge state per chunk).
+      const std::string key = "each chunk edge costs about ";
+      const size_t at = m.find(key);
+      ASSERT_NE(at, std::string::npos) << m;
+      const double kb = std::atof(m.c_str() + at + key.size());
+      std::printf("[cuda %s] %s\n", mode == sezm::CudaMode::kFast ? "fast" : "lean", m.c_str());
+      EXPECT_GT(kb, 4.0) << m;
+      EXPECT_LT(kb, 30.0) << m;
     }
   }
 #endif
