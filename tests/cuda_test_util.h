@@ -1,5 +1,5 @@
 #pragma once
-// What the CUDA engine's tests share (test_cuda.cpp, test_cuda_reference.cpp): the GPU
+// What the CUDA engine's tests share (test_cuda*.cpp): the GPU
 // requirement, the comparisons, modes and precisions as plain ints (so parameters print and name
 // without the CUDA header) and the contract of `precision tf32`.
 #include <gtest/gtest.h>

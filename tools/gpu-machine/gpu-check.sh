@@ -43,7 +43,7 @@ if [ -d "$here/.devdeps" ]; then
   [ -d "$deps/shared" ] && export SEZM_SHARED_DIR="$deps/shared"
 fi
 export SEZM_TEST_DATA_DIR="$here/tests/data"
-# On the GPU machine a skipped GPU test is a failure (tests/test_cuda.cpp, SEZM_REQUIRE_GPU).
+# On the GPU machine a skipped GPU test is a failure (tests/cuda_test_util.h, SEZM_REQUIRE_GPU).
 export SEZM_GPU_TESTS_REQUIRED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 probe="${SEZM_GPU_PROBE:-1}"
