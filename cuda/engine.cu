@@ -166,6 +166,18 @@ void CudaEngine::Impl::readout_forward(int n0, int n) {
   launch_readout_fitting_forward(d, dw.mw, dw.fit, n, Xn, types.data() + n0, atom_energy.data() + n0, desc, s);
 }
 
+// What one chunk edge costs on a call's route (geo: the edge state per chunk): the call's bytes
+// less those of a chunk of no edges (the out-of-memory messages).
+double CudaEngine::Impl::chunk_edge_cost(CallShape shape, bool geo) const {
+  const int ec = shape.max_ec;
+  if (ec <= 0) return 0.0;
+  shape.chunk_geo = geo;
+  const size_t at = call_device_bytes(d, shape);
+  shape.max_ec = 0;
+  const size_t none = call_device_bytes(d, shape);
+  return double(at - std::min(at, none)) / ec;
+}
+
 // Plans the call's chunks and sizes its buffers (size_for_call). With gradients the last block
 // runs its backward chunk by chunk right behind its forward (everything after its aggregation
 // is per node): it keeps its gated pre-activations in chunk scratch, is never recomputed, and
@@ -204,12 +216,7 @@ void CudaEngine::Impl::prepare_call(const Graph& gv, bool gradients) {
     const size_t need = chunk_geo ? chunk_bytes : keep_bytes;
     if (need > budget) {
       const bool fast = mode == CudaMode::kFast;
-      // What one chunk edge costs on this call's route: its bytes less those of a chunk of none.
-      CallShape none = shape;
-      none.chunk_geo = chunk_geo;
-      none.max_ec = 0;
-      const double per_chunk_edge =
-          shape.max_ec > 0 ? double(need - std::min(need, call_device_bytes(d, none))) / shape.max_ec : 0.0;
+      const double per_chunk_edge = chunk_edge_cost(shape, chunk_geo);
       char msg[900], chunk_advice[96];
       std::snprintf(chunk_advice, sizeof chunk_advice, "use edge state chunk (about %.1f kB less per edge), or",
                     gv.n_edges() > 0 ? 1e-3 * double(keep_bytes - std::min(chunk_bytes, keep_bytes)) / gv.n_edges()
@@ -229,6 +236,7 @@ void CudaEngine::Impl::prepare_call(const Graph& gv, bool gradients) {
     }
     if (!chunk_geo) checked_keep_bytes = keep_bytes;
   }
+  chunk_edge_bytes = chunk_edge_cost(shape, chunk_geo);
   last_state = chunk_geo ? EdgeState::kChunk : EdgeState::kKeep;
   held_e0 = held_e1 = -1;
   held = 0;

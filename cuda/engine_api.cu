@@ -86,11 +86,11 @@ EngineResult CudaEngine::call(const Graph& g, bool gradients, FeatureExchange<do
     std::snprintf(msg, sizeof msg,
                   "device cuda (GPU %d, mode %s, %d edges per chunk): out of GPU memory allocating %.2f GiB (the "
                   "engine holds %.2f GiB already) for %d atoms and %d edges; %s a smaller chunk (pair_style ... "
-                  "chunk N, sezm-bench --chunk N; each chunk edge costs about 16 kB), or fewer atoms per GPU "
+                  "chunk N, sezm-bench --chunk N; each chunk edge costs about %.1f kB), or fewer atoms per GPU "
                   "(more MPI ranks / GPUs)",
                   impl_->device, cuda_mode_name(impl_->mode), impl_->effective_chunk_edges(), e.bytes / 1073741824.0,
                   e.held / 1073741824.0, g.n_total, g.n_edges(),
-                  fast ? impl_->lean_advice().c_str() : "use");
+                  fast ? impl_->lean_advice().c_str() : "use", 1e-3 * impl_->chunk_edge_bytes);
     throw Error(msg);
   }
 }

@@ -274,6 +274,12 @@ struct CudaEngine::Impl : EngineBuffers {
                    FAall[b].data() + e0 * k.w};
   }
 
+  // What one chunk edge costs on a call's route (geo: the edge state per chunk), in bytes: the
+  // call's sizing less that of a chunk of no edges; the latest call's in chunk_edge_bytes (the
+  // out-of-memory messages, engine.cu and engine_api.cu).
+  double chunk_edge_cost(CallShape shape, bool geo) const;
+  double chunk_edge_bytes = 0.0;
+
   // Forward of one chunk's value path up to the stack output; returns the buffer holding it. In
   // the backward (`recompute`), lean mode recomputes every layer and keeps the chunk's gated
   // pre-activations; fast mode recomputes only the stack's input side (the radial tables, the
